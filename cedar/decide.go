@@ -1,0 +1,230 @@
+package cedar
+
+import (
+	"iter"
+	"sort"
+
+	cedarlib "github.com/cedar-policy/cedar-go"
+	"github.com/cedar-policy/cedar-go/types"
+
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+// Decision is an authorizer's answer.
+type Decision int
+
+const (
+	NoOpinion Decision = iota
+	Allow
+	Deny
+)
+
+func (d Decision) String() string {
+	switch d {
+	case Allow:
+		return "Allow"
+	case Deny:
+		return "Deny"
+	}
+	return "NoOpinion"
+}
+
+// Result is a decision with the policies that made it.
+type Result struct {
+	Decision Decision
+	// Policies that decided: the satisfied (or erroring) forbids for Deny, the
+	// satisfied permits for Allow. Sorted by id.
+	Policies []*Policy
+	// Errors of policies that failed to evaluate, "policy <id>: <message>", sorted.
+	Errors []string
+}
+
+type candidateList []*Policy
+
+func (l candidateList) All() iter.Seq2[types.PolicyID, *cedarlib.Policy] {
+	return func(yield func(types.PolicyID, *cedarlib.Policy) bool) {
+		for _, p := range l {
+			if !yield(types.PolicyID(p.ID), p.Compiled) {
+				return
+			}
+		}
+	}
+}
+
+// Evaluate decides a fully known request over candidate policies with Cedar's
+// rules, except that a forbid that fails to evaluate counts as satisfied: Cedar
+// skips erroring policies, which for a forbid would fail open.
+func Evaluate(candidates []*Policy, entities types.EntityGetter, principal, action, resource types.EntityUID) Result {
+	if len(candidates) == 0 {
+		return Result{}
+	}
+	byID := make(map[types.PolicyID]*Policy, len(candidates))
+	for _, p := range candidates {
+		byID[types.PolicyID(p.ID)] = p
+	}
+	dec, diag := cedarlib.Authorize(candidateList(candidates), entities, cedarlib.Request{
+		Principal: principal, Action: action, Resource: resource, Context: types.NewRecord(nil),
+	})
+	var res Result
+	var erroringForbids []*Policy
+	for _, e := range diag.Errors {
+		p := byID[e.PolicyID]
+		res.Errors = append(res.Errors, "policy "+string(e.PolicyID)+": "+e.Message)
+		if p.Effect == types.Forbid {
+			erroringForbids = append(erroringForbids, p)
+		}
+	}
+	sort.Strings(res.Errors)
+	switch {
+	case dec == types.Deny && len(diag.Reasons) > 0 || len(erroringForbids) > 0:
+		res.Decision = Deny
+		if dec == types.Deny {
+			for _, r := range diag.Reasons {
+				res.Policies = append(res.Policies, byID[r.PolicyID])
+			}
+		}
+		res.Policies = append(res.Policies, erroringForbids...)
+	case dec == types.Allow:
+		res.Decision = Allow
+		for _, r := range diag.Reasons {
+			res.Policies = append(res.Policies, byID[r.PolicyID])
+		}
+	}
+	sort.Slice(res.Policies, func(i, j int) bool { return res.Policies[i].ID < res.Policies[j].ID })
+	return res
+}
+
+// Target is where a request lands in the schema.
+type Target struct {
+	EntityType types.EntityType
+	// Resource is the typed resource, nil for k8s::Resource and k8s::NonResourceURL.
+	Resource *schemagen.Resource
+}
+
+// ResolveTarget maps a request onto the schema: a typed resource entity, or
+// k8s::Resource for wildcards and resources the schema does not know, or
+// k8s::NonResourceURL.
+func ResolveTarget(s *schemagen.Schema, req *Request) Target {
+	if !req.ResourceRequest {
+		return Target{EntityType: schemagen.NonResourceURLType}
+	}
+	if req.APIGroup != Wildcard && req.Resource != Wildcard && req.Subresource != Wildcard {
+		if r, ok := s.Resources[schemagen.ResourceKey{Group: req.APIGroup, Resource: req.Resource, Subresource: req.Subresource}]; ok {
+			return Target{EntityType: r.EntityType, Resource: r}
+		}
+	}
+	return Target{EntityType: schemagen.ResourceType}
+}
+
+// Open reports which resource attributes a request leaves open: "every value"
+// at authorization time. Open attributes are never equal to anything.
+// On k8s::Resource, where namespace, name and subresource are optional, an
+// open one may also be absent (see OptionalWhenOpen).
+func (t Target) Open(req *Request) map[string]bool {
+	open := map[string]bool{}
+	switch {
+	case t.EntityType == schemagen.NonResourceURLType:
+	case t.Resource != nil:
+		if t.Resource.Namespaced && req.Namespace == "" {
+			open[schemagen.AttrNamespace] = true
+		}
+		if req.Name == "" {
+			open[schemagen.AttrName] = true
+		}
+	default:
+		if req.APIGroup == Wildcard {
+			open[schemagen.AttrAPIGroup] = true
+		}
+		if req.Resource == Wildcard {
+			open[schemagen.AttrResource] = true
+		}
+		if req.Subresource == Wildcard {
+			open[schemagen.AttrSubresource] = true
+		}
+		// Whether an unknown resource is namespaced is unknown too, so an empty
+		// namespace may mean "all namespaces".
+		if req.Namespace == "" {
+			open[schemagen.AttrNamespace] = true
+		}
+		if req.Name == "" {
+			open[schemagen.AttrName] = true
+		}
+	}
+	return open
+}
+
+// OptionalWhenOpen reports whether an open attribute may also be absent: on
+// k8s::Resource, an unknown resource may be cluster-scoped, and a wildcard
+// subresource includes the resource itself.
+func (t Target) OptionalWhenOpen(attr string) bool {
+	if t.EntityType != schemagen.ResourceType {
+		return false
+	}
+	switch attr {
+	case schemagen.AttrNamespace, schemagen.AttrName, schemagen.AttrSubresource:
+		return true
+	}
+	return false
+}
+
+// Attributes returns the resource entity's attributes for req. An attribute
+// in open gets the value openValue returns for it (partial evaluation passes a
+// variable; nil leaves the attribute out); with a nil openValue, open
+// attributes take the request's values.
+func (t Target) Attributes(req *Request, open map[string]bool, openValue func(attr string) types.Value) types.RecordMap {
+	m := types.RecordMap{}
+	set := func(attr, v string, present bool) {
+		if open[attr] && openValue != nil {
+			if v := openValue(attr); v != nil {
+				m[types.String(attr)] = v
+			}
+			return
+		}
+		if present {
+			m[types.String(attr)] = types.String(v)
+		}
+	}
+	switch {
+	case t.EntityType == schemagen.NonResourceURLType:
+		m[schemagen.AttrPath] = types.String(req.Path)
+	case t.Resource != nil:
+		r := t.Resource
+		set(schemagen.AttrAPIGroup, r.Key.Group, true)
+		set(schemagen.AttrResource, r.Key.Resource, true)
+		if r.Key.Subresource != "" {
+			set(schemagen.AttrSubresource, r.Key.Subresource, true)
+		}
+		if r.Namespaced {
+			set(schemagen.AttrNamespace, req.Namespace, true)
+		}
+		set(schemagen.AttrName, req.Name, true)
+	default:
+		set(schemagen.AttrAPIGroup, req.APIGroup, true)
+		set(schemagen.AttrResource, req.Resource, true)
+		set(schemagen.AttrSubresource, req.Subresource, req.Subresource != "")
+		set(schemagen.AttrNamespace, req.Namespace, req.Namespace != "")
+		set(schemagen.AttrName, req.Name, req.Name != "")
+	}
+	return m
+}
+
+// EntityUID is the resource entity's uid. Resource entities have no meaningful
+// id (policies use attributes), except non-resource URLs, named by path.
+func (t Target) EntityUID(req *Request) types.EntityUID {
+	if t.EntityType == schemagen.NonResourceURLType {
+		return types.NewEntityUID(t.EntityType, types.String(req.Path))
+	}
+	return types.NewEntityUID(t.EntityType, "")
+}
+
+// Verbs returns the verbs a request's verb stands for: itself, or for "*"
+// every verb action in the schema.
+func Verbs(s *schemagen.Schema, req *Request) []string {
+	if req.Verb != Wildcard {
+		return []string{req.Verb}
+	}
+	if !req.ResourceRequest {
+		return schemagen.NonResourceVerbs
+	}
+	return s.Verbs
+}

@@ -1,0 +1,214 @@
+package cedar
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cedar-policy/cedar-go/types"
+
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+// ObjectConverter turns Kubernetes objects (JSON decoded with UseNumber) into
+// Cedar values by walking the schema's type model, so every value conforms to
+// the schema. Fields the schema does not type are dropped; a field whose value
+// does not fit its type is dropped and reported (a policy reading it then gets
+// an evaluation error, which kcedar treats as fail-closed).
+//
+// Maps become entities whose tags hold the values. Their ids are a hash of the
+// map's canonical JSON, so two equal maps are the same entity and compare equal.
+type ObjectConverter struct {
+	Schema *schemagen.Schema
+	// Maps collects the map entities of every converted object.
+	Maps     map[types.EntityUID]types.Entity
+	Warnings []string
+}
+
+// NewObjectConverter returns a converter for s.
+func NewObjectConverter(s *schemagen.Schema) *ObjectConverter {
+	return &ObjectConverter{Schema: s, Maps: map[types.EntityUID]types.Entity{}}
+}
+
+// Object converts obj, an object of res, into the record
+// {apiVersion, kind, metadata, <version>: fields}. The version attribute is
+// present only when obj's apiVersion is one res serves.
+func (c *ObjectConverter) Object(res *schemagen.Resource, obj map[string]any) types.Record {
+	m := types.RecordMap{}
+	apiVersion, _ := obj[schemagen.AttrAPIVersion].(string)
+	if apiVersion != "" {
+		m[schemagen.AttrAPIVersion] = types.String(apiVersion)
+	}
+	if kind, ok := obj[schemagen.AttrKind].(string); ok {
+		m[schemagen.AttrKind] = types.String(kind)
+	}
+	if md, ok := obj[schemagen.AttrMetadata]; ok && md != nil && c.Schema.ObjectMeta != nil {
+		if v, ok := c.convert(c.Schema.ObjectMeta, md, "metadata"); ok {
+			m[schemagen.AttrMetadata] = v
+		}
+	}
+	for attr, ov := range res.Versions {
+		if ov.APIVersion != apiVersion || ov.Fields == nil {
+			continue
+		}
+		fields := make(map[string]any, len(obj))
+		for k, v := range obj {
+			switch k {
+			case schemagen.AttrAPIVersion, schemagen.AttrKind, schemagen.AttrMetadata:
+			default:
+				fields[k] = v
+			}
+		}
+		if v, ok := c.convert(ov.Fields, fields, attr); ok {
+			m[types.String(attr)] = v
+		}
+		break
+	}
+	return types.NewRecord(m)
+}
+
+func (c *ObjectConverter) warn(path, format string, args ...any) {
+	if len(c.Warnings) < 32 {
+		c.Warnings = append(c.Warnings, path+": "+fmt.Sprintf(format, args...))
+	}
+}
+
+// convert returns the Cedar value of v as type t; ok is false when v is null or
+// does not fit t.
+func (c *ObjectConverter) convert(t schemagen.Type, v any, path string) (types.Value, bool) {
+	if v == nil {
+		return nil, false
+	}
+	switch tt := t.(type) {
+	case schemagen.StringType:
+		switch x := v.(type) {
+		case string:
+			return types.String(x), true
+		case json.Number: // int-or-string, quantities written as numbers
+			return types.String(x.String()), true
+		case float64:
+			return types.String(strconv.FormatFloat(x, 'f', -1, 64)), true
+		}
+	case schemagen.LongType:
+		switch x := v.(type) {
+		case json.Number:
+			if i, err := x.Int64(); err == nil {
+				return types.Long(i), true
+			}
+			if f, err := x.Float64(); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+				return types.Long(int64(f)), true
+			}
+		case float64:
+			if x == math.Trunc(x) && math.Abs(x) < 1<<63 {
+				return types.Long(int64(x)), true
+			}
+		}
+	case schemagen.BoolType:
+		if b, ok := v.(bool); ok {
+			return types.Boolean(b), true
+		}
+	case schemagen.DecimalType:
+		var f float64
+		var err error
+		switch x := v.(type) {
+		case json.Number:
+			f, err = x.Float64()
+		case float64:
+			f = x
+		default:
+			err = fmt.Errorf("not a number")
+		}
+		if err == nil {
+			if d, derr := types.NewDecimalFromFloat(f); derr == nil {
+				return d, true
+			} else {
+				err = derr
+			}
+		}
+		c.warn(path, "%v", err)
+		return nil, false
+	case schemagen.DatetimeType:
+		if s, ok := v.(string); ok {
+			if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
+				return types.NewDatetime(ts), true
+			}
+		}
+	case *schemagen.RecordType:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			break
+		}
+		m := make(types.RecordMap, len(tt.Attributes))
+		for name, attr := range tt.Attributes {
+			fv, present := obj[name]
+			if !present || fv == nil {
+				continue
+			}
+			if cv, ok := c.convert(attr.Type, fv, path+"."+name); ok {
+				m[types.String(name)] = cv
+			}
+		}
+		return types.NewRecord(m), true
+	case *schemagen.SetType:
+		arr, ok := v.([]any)
+		if !ok {
+			break
+		}
+		vals := make([]types.Value, 0, len(arr))
+		for i, el := range arr {
+			if cv, ok := c.convert(tt.Element, el, path+"["+strconv.Itoa(i)+"]"); ok {
+				vals = append(vals, cv)
+			}
+		}
+		return types.NewSet(vals...), true
+	case *schemagen.MapType:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			break
+		}
+		return c.mapEntity(tt, obj, path), true
+	case *schemagen.RefType:
+		def, ok := c.Schema.Definitions[tt.Name]
+		if !ok {
+			c.warn(path, "type %s is not defined", tt.Name)
+			return nil, false
+		}
+		return c.convert(def, v, path)
+	default:
+		c.warn(path, "unsupported type %T", t)
+		return nil, false
+	}
+	c.warn(path, "%T value does not fit %s", v, typeName(t))
+	return nil, false
+}
+
+func (c *ObjectConverter) mapEntity(t *schemagen.MapType, obj map[string]any, path string) types.EntityUID {
+	canonical, err := json.Marshal(obj)
+	if err != nil { // cannot happen for decoded JSON
+		canonical = []byte(fmt.Sprint(obj))
+	}
+	sum := sha256.Sum256(canonical)
+	uid := types.NewEntityUID(t.EntityType, types.String("sha256:"+hex.EncodeToString(sum[:16])))
+	if _, seen := c.Maps[uid]; seen {
+		return uid
+	}
+	tags := make(types.RecordMap, len(obj))
+	for k, v := range obj {
+		if cv, ok := c.convert(t.Value, v, path+"["+strconv.Quote(k)+"]"); ok {
+			tags[types.String(k)] = cv
+		}
+	}
+	c.Maps[uid] = types.Entity{UID: uid, Tags: types.NewRecord(tags)}
+	return uid
+}
+
+func typeName(t schemagen.Type) string {
+	name := fmt.Sprintf("%T", t)
+	name = strings.TrimPrefix(name, "*")
+	return strings.TrimSuffix(strings.TrimPrefix(name, "schemagen."), "Type")
+}

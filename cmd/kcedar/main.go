@@ -1,0 +1,36 @@
+// Command kcedar is a Kubernetes authorizer built on Cedar: the webhook server,
+// schema export, and offline policy tools. Each subcommand lives in its own file
+// and registers itself on rootCmd; the work is done in the library packages.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+var rootCmd = &cobra.Command{
+	Use:           "kcedar",
+	Short:         "A Kubernetes authorizer built on Cedar",
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+// exitError carries a specific exit code out of a subcommand.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+
+func main() {
+	if err := rootCmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "kcedar:", err)
+		if ee, ok := err.(*exitError); ok {
+			os.Exit(ee.code)
+		}
+		os.Exit(2)
+	}
+}

@@ -1,0 +1,340 @@
+package residual
+
+import (
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/cedar-policy/cedar-go/types"
+	"github.com/cedar-policy/cedar-go/x/exp/ast"
+	"github.com/cedar-policy/cedar-go/x/exp/eval"
+
+	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+// Residual is what remains of one policy after partial evaluation: a boolean
+// expression over the values that were unknown.
+type Residual struct {
+	Policy *cedar.Policy
+	Expr   ast.IsNode
+	// EntityType is the resource entity the expression is evaluated against.
+	EntityType types.EntityType
+}
+
+// Outcome is the authorization-time answer. When Conditional is false,
+// Decision is final. Otherwise the answer depends on the deny and allow
+// residuals, evaluated with the KEP's rules (any deny true or erroring -> Deny;
+// else any allow true -> Allow; else NoOpinion).
+type Outcome struct {
+	Decision    cedar.Decision
+	Conditional bool
+	Deny        []Residual
+	Allow       []Residual
+	// Policies that decided an unconditional Allow or Deny.
+	Policies []*cedar.Policy
+	Errors   []string
+}
+
+// Fold turns a conditional outcome into an unconditional one for a caller
+// that cannot evaluate conditions: Deny if any deny condition exists, else
+// NoOpinion.
+func (o Outcome) Fold() Outcome {
+	if !o.Conditional {
+		return o
+	}
+	f := Outcome{Decision: cedar.NoOpinion, Errors: o.Errors}
+	if len(o.Deny) > 0 {
+		f.Decision = cedar.Deny
+		for _, r := range o.Deny {
+			f.Policies = append(f.Policies, r.Policy)
+		}
+	}
+	return f
+}
+
+// Options say what the caller can take.
+type Options struct {
+	// Conditions: the caller evaluates conditions in admission, so residuals
+	// over the objects may be returned. Without it the outcome is folded.
+	Conditions bool
+}
+
+// Authorizer decides requests against one schema and policy set.
+type Authorizer struct {
+	Schema   *schemagen.Schema
+	Policies *cedar.PolicySet
+}
+
+// Authorize decides req. Open values (an empty name or namespace, "*" groups
+// and resources) are unknowns: a request is allowed only if it is allowed
+// whatever they are, and denied if some value is denied. A "*" verb is decided
+// for every verb: Deny if any is denied, Allow if all are allowed. The objects
+// are unknowns too when opts.Conditions is set and admission will see the
+// request; the outcome may then be conditional.
+func (a *Authorizer) Authorize(req *cedar.Request, opts Options) Outcome {
+	verbs := cedar.Verbs(a.Schema, req)
+	if len(verbs) == 1 {
+		return a.authorizeVerb(req, verbs[0], opts)
+	}
+	all := Outcome{Decision: cedar.Allow}
+	for _, verb := range verbs {
+		o := a.authorizeVerb(req, verb, Options{}).Fold()
+		all.Errors = append(all.Errors, o.Errors...)
+		switch {
+		case o.Decision == cedar.Deny:
+			return Outcome{Decision: cedar.Deny, Policies: o.Policies, Errors: all.Errors}
+		case o.Decision == cedar.NoOpinion:
+			all.Decision = cedar.NoOpinion
+			all.Policies = nil
+		case all.Decision == cedar.Allow:
+			all.Policies = append(all.Policies, o.Policies...)
+		}
+	}
+	all.Policies = uniquePolicies(all.Policies)
+	all.Errors = uniqueStrings(all.Errors)
+	return all
+}
+
+// Shapes of the admission data: which objects a request will carry.
+type shape struct{ object, oldObject bool }
+
+// AdmissionShapes lists the object shapes admission can see for a request, or
+// nil when admission never sees it (reads, and anything not on a concrete,
+// typed resource). update and patch may arrive as CREATE (no stored object).
+func AdmissionShapes(t cedar.Target, req *cedar.Request, verb string) []shape {
+	if t.Resource == nil || req.APIGroup == cedar.Wildcard || req.Resource == cedar.Wildcard {
+		return nil
+	}
+	switch verb {
+	case "create":
+		if IsConnect(t.Resource) {
+			return []shape{{object: true}}
+		}
+		return []shape{{object: true}}
+	case "update", "patch":
+		return []shape{{object: true, oldObject: true}, {object: true}}
+	case "delete", "deletecollection":
+		return []shape{{oldObject: true}}
+	case "get":
+		if IsConnect(t.Resource) {
+			return []shape{{object: true}}
+		}
+	}
+	return nil
+}
+
+// IsConnect reports whether a subresource is served by a connect handler
+// (pods/exec, pods/attach, pods/portforward, pods/proxy, services/proxy,
+// nodes/proxy): its admission object is the options object.
+func IsConnect(r *schemagen.Resource) bool {
+	if r.Key.Subresource == "" {
+		return false
+	}
+	for _, v := range r.Versions {
+		if strings.HasSuffix(v.Kind, "Options") {
+			return true
+		}
+	}
+	switch r.Key.Subresource {
+	case "exec", "attach", "portforward", "proxy":
+		return true
+	}
+	return false
+}
+
+type partialResult struct {
+	expr ast.IsNode // simplified; a boolean value when decided
+}
+
+func (a *Authorizer) authorizeVerb(req *cedar.Request, verb string, opts Options) Outcome {
+	target := cedar.ResolveTarget(a.Schema, req)
+	open := target.Open(req)
+	var optional []string
+	for _, attr := range []string{schemagen.AttrNamespace, schemagen.AttrName, schemagen.AttrSubresource} {
+		if open[attr] && target.OptionalWhenOpen(attr) {
+			optional = append(optional, attr)
+		}
+	}
+	if len(optional) == 0 {
+		return a.authorizeWorld(req, verb, opts, target, open, nil)
+	}
+	// Each optional open attribute may be absent or hold any value: decide
+	// every combination ("world"); the request is allowed only if every world
+	// allows it and denied if any denies it. Such targets are never typed, so
+	// admission conditions do not apply and each world is folded.
+	combined := Outcome{Decision: cedar.Allow}
+	for mask := 0; mask < 1<<len(optional); mask++ {
+		absent := map[string]bool{}
+		for i, attr := range optional {
+			if mask&(1<<i) != 0 {
+				absent[attr] = true
+			}
+		}
+		o := a.authorizeWorld(req, verb, Options{}, target, open, absent).Fold()
+		combined.Errors = append(combined.Errors, o.Errors...)
+		switch {
+		case o.Decision == cedar.Deny:
+			return Outcome{Decision: cedar.Deny, Policies: o.Policies, Errors: combined.Errors}
+		case o.Decision == cedar.NoOpinion:
+			combined.Decision = cedar.NoOpinion
+			combined.Policies = nil
+		case combined.Decision == cedar.Allow:
+			combined.Policies = append(combined.Policies, o.Policies...)
+		}
+	}
+	combined.Policies = uniquePolicies(combined.Policies)
+	combined.Errors = uniqueStrings(combined.Errors)
+	return combined
+}
+
+func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, opts Options, target cedar.Target, open, absent map[string]bool) Outcome {
+	principal := cedar.PrincipalEntity(req.User)
+	action := schemagen.ActionUID(verb)
+	resourceUID := target.EntityUID(req)
+	candidates := a.Policies.Candidates(principal.UID, req.User.Groups, verb, target.EntityType)
+	if len(candidates) == 0 {
+		return Outcome{}
+	}
+	var shapes []shape
+	if opts.Conditions {
+		shapes = AdmissionShapes(target, req, verb)
+	}
+
+	if len(open) == 0 && len(shapes) == 0 {
+		ents := &cedar.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(target.Attributes(req, nil, nil))}}
+		res := cedar.Evaluate(candidates, ents, principal.UID, action, resourceUID)
+		return Outcome{Decision: res.Decision, Policies: res.Policies, Errors: res.Errors}
+	}
+
+	attrs := target.Attributes(req, open, func(attr string) types.Value {
+		if absent[attr] {
+			return nil
+		}
+		return eval.Variable(types.String(attr))
+	})
+	envFor := func(sh shape) eval.Env {
+		m := make(types.RecordMap, len(attrs)+2)
+		for k, v := range attrs {
+			m[k] = v
+		}
+		if sh.object {
+			m[schemagen.AttrObject] = eval.Variable(schemagen.AttrObject)
+		}
+		if sh.oldObject {
+			m[schemagen.AttrOldObject] = eval.Variable(schemagen.AttrOldObject)
+		}
+		ents := &cedar.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(m)}}
+		return eval.Env{Entities: ents, Principal: principal.UID, Action: action, Resource: resourceUID, Context: types.NewRecord(nil)}
+	}
+	var envs []eval.Env
+	if len(shapes) == 0 {
+		envs = []eval.Env{envFor(shape{})}
+	} else {
+		for _, sh := range shapes {
+			envs = append(envs, envFor(sh))
+		}
+	}
+
+	var out Outcome
+	var allowTrue []*cedar.Policy
+	var denyTrue []*cedar.Policy
+	for _, p := range candidates {
+		expr := partialExpr(envs[0], p)
+		if p.UsesObjects && len(envs) == 2 {
+			// The first shape has the stored object, the second does not
+			// (update or patch that creates): split on its presence.
+			other := partialExpr(envs[1], p)
+			if !ast.Equal(ast.NewNode(expr), ast.NewNode(other)) {
+				expr = simplify(ast.NodeTypeIfThenElse{
+					If:   ast.NodeTypeHas{StrOpNode: ast.StrOpNode{Arg: ast.NodeTypeVariable{Name: "resource"}, Value: schemagen.AttrOldObject}},
+					Then: expr, Else: other,
+				})
+			}
+		}
+		if p.Effect == types.Forbid {
+			switch {
+			case isBool(expr, false):
+			case isBool(expr, true) || isError(expr):
+				// A forbid that holds, or that fails whatever the unknowns are,
+				// denies (fail closed).
+				denyTrue = append(denyTrue, p)
+				if isError(expr) {
+					out.Errors = append(out.Errors, "policy "+p.ID+": "+errorText(expr))
+				}
+			default:
+				out.Deny = append(out.Deny, Residual{Policy: p, Expr: expr, EntityType: target.EntityType})
+			}
+			continue
+		}
+		switch {
+		case isBool(expr, true):
+			allowTrue = append(allowTrue, p)
+		case !mayBeTrue(expr):
+			if isError(expr) {
+				out.Errors = append(out.Errors, "policy "+p.ID+": "+errorText(expr))
+			}
+		default:
+			out.Allow = append(out.Allow, Residual{Policy: p, Expr: expr, EntityType: target.EntityType})
+		}
+	}
+	sort.Strings(out.Errors)
+	switch {
+	case len(denyTrue) > 0:
+		return Outcome{Decision: cedar.Deny, Policies: uniquePolicies(denyTrue), Errors: out.Errors}
+	case len(out.Deny) == 0 && len(allowTrue) > 0:
+		return Outcome{Decision: cedar.Allow, Policies: uniquePolicies(allowTrue), Errors: out.Errors}
+	case len(out.Deny) == 0 && len(out.Allow) == 0:
+		return Outcome{Decision: cedar.NoOpinion, Errors: out.Errors}
+	}
+	out.Conditional = true
+	if len(allowTrue) > 0 {
+		// An unconditional permit: the deny conditions alone decide.
+		out.Allow = []Residual{{Policy: allowTrue[0], Expr: ast.NodeValue{Value: types.True}, EntityType: target.EntityType}}
+	}
+	if len(shapes) == 0 {
+		// Nothing will evaluate conditions for this request: fold now.
+		return out.Fold()
+	}
+	return out
+}
+
+// partialExpr partially evaluates p and returns its simplified condition: a
+// boolean value when decided, a partial error when it fails whatever the
+// unknowns are, else the residual expression.
+func partialExpr(env eval.Env, p *cedar.Policy) ast.IsNode {
+	rp, keep := eval.PartialPolicy(env, p.AST)
+	if !keep {
+		return ast.NodeValue{Value: types.False}
+	}
+	node := eval.PolicyToNode(rp).AsIsNode()
+	return simplify(node)
+}
+
+func errorText(n ast.IsNode) string {
+	for {
+		switch v := n.(type) {
+		case ast.NodeTypeAnd:
+			n = v.Left
+			continue
+		case ast.NodeTypeOr:
+			n = v.Left
+			continue
+		}
+		break
+	}
+	if err, ok := eval.ToPartialError(n); ok {
+		return err.Error()
+	}
+	return "evaluation error"
+}
+
+func uniquePolicies(ps []*cedar.Policy) []*cedar.Policy {
+	sort.Slice(ps, func(i, j int) bool { return ps[i].ID < ps[j].ID })
+	return slices.CompactFunc(ps, func(a, b *cedar.Policy) bool { return a.ID == b.ID })
+}
+
+func uniqueStrings(s []string) []string {
+	sort.Strings(s)
+	return slices.Compact(s)
+}

@@ -1,0 +1,137 @@
+package schemagen
+
+import "github.com/cedar-policy/cedar-go/types"
+
+// Type is kcedar's model of a Cedar attribute type. The Cedar schema AST is printed
+// from it, and the cedar package converts Kubernetes objects into Cedar values by
+// walking it, so the schema and the values can never disagree.
+//
+// Implementations: *RecordType, *SetType, *MapType, *RefType and the scalars.
+type Type interface{ isType() }
+
+// Scalar types.
+type (
+	StringType   struct{} // also int-or-string and resource.Quantity (as their string form)
+	LongType     struct{} // OpenAPI integer
+	BoolType     struct{}
+	DecimalType  struct{} // OpenAPI number: Cedar decimal (4 fractional digits)
+	DatetimeType struct{} // OpenAPI string with format date-time
+)
+
+// RecordType is a Cedar record.
+type RecordType struct {
+	Attributes map[string]*Attribute
+}
+
+// Attribute is one record attribute.
+type Attribute struct {
+	Type     Type
+	Optional bool
+	// Enum lists the allowed values of a string attribute, or of the elements of a
+	// set of strings (annotation only: @enum in the printed schema).
+	Enum []string
+}
+
+// SetType is a Cedar set (an OpenAPI array).
+type SetType struct{ Element Type }
+
+// MapType is an OpenAPI map (additionalProperties). In Cedar it is an entity of
+// EntityType whose tags hold the values: labels.hasTag("k") / labels.getTag("k").
+type MapType struct {
+	EntityType types.EntityType
+	Value      Type
+}
+
+// RefType names a common type (an OpenAPI definition); Resolve it through the
+// Schema's Definitions.
+type RefType struct {
+	Name string // Cedar common type path, e.g. k8s::openapi::io::k8s::api::core::v1::PodSpec
+}
+
+func (StringType) isType()   {}
+func (LongType) isType()     {}
+func (BoolType) isType()     {}
+func (DecimalType) isType()  {}
+func (DatetimeType) isType() {}
+func (*RecordType) isType()  {}
+func (*SetType) isType()     {}
+func (*MapType) isType()     {}
+func (*RefType) isType()     {}
+
+// ResourceKey identifies a resource or subresource.
+type ResourceKey struct {
+	Group       string
+	Resource    string
+	Subresource string
+}
+
+// Resource is one resource or subresource from discovery, as kcedar types it.
+type Resource struct {
+	Key        ResourceKey
+	EntityType types.EntityType
+	Namespaced bool
+	Verbs      []string // sorted
+	// Versions maps a version attribute name of the object record (v1, v1beta1)
+	// to the type of that version's object, without apiVersion, kind and metadata.
+	Versions map[string]*ObjectVersion
+	// Virtual is set for resources that are not in discovery but that Kubernetes
+	// authorizes (users, groups, signers, uids, userextras).
+	Virtual bool
+	// AnySubresource is set when the request's subresource is free-form data
+	// rather than a subresource (authentication.k8s.io userextras: the extra key).
+	// Key.Subresource is empty, Lookup matches any subresource, and the entity
+	// has a subresource attribute that holds it.
+	AnySubresource bool
+}
+
+// HasSubresourceAttr reports whether the resource's entity has the subresource
+// attribute: subresources, and resources with AnySubresource.
+func (r *Resource) HasSubresourceAttr() bool {
+	return r.Key.Subresource != "" || r.AnySubresource
+}
+
+// VersionOf returns the version attribute (the key of Versions) whose object is
+// apiVersion/kind, preferring the version the request was made in (requestVersion,
+// may be empty) when several match.
+func (r *Resource) VersionOf(apiVersion, kind, requestVersion string) (string, bool) {
+	if ov, ok := r.Versions[requestVersion]; ok && ov.APIVersion == apiVersion && ov.Kind == kind {
+		return requestVersion, true
+	}
+	for _, v := range sortedKeys(r.Versions) {
+		if ov := r.Versions[v]; ov.APIVersion == apiVersion && ov.Kind == kind {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// ObjectVersion is the object type of a resource in one API version.
+type ObjectVersion struct {
+	APIVersion string // group/version (or version for core) of the object
+	Kind       string
+	Fields     *RecordType
+	// Name is the common type the printed schema declares for Fields:
+	// k8s::objects::<group namespace>::<version>::<Kind> (ObjectTypeName). Versions
+	// of resources whose objects have the same apiVersion and kind share it.
+	Name string
+}
+
+// Schema is a generated Cedar schema plus what kcedar needs to map requests and
+// objects onto it.
+type Schema struct {
+	// Resources by group/resource/subresource.
+	Resources map[ResourceKey]*Resource
+	// Definitions holds the common types RefType names.
+	Definitions map[string]Type
+	// ObjectMeta is the type of every object's metadata.
+	ObjectMeta Type
+	// Verbs lists every verb action in the schema (sorted, without "*").
+	Verbs []string
+	// Maps holds every map entity type (the EntityType of each MapType).
+	Maps map[types.EntityType]*MapType
+	// OpenAPINames maps each Definitions key to the OpenAPI definition it was
+	// generated from (io.k8s.api.core.v1.PodSpec).
+	OpenAPINames map[string]string
+	// Warnings lists everything that could not be represented exactly.
+	Warnings []string
+}

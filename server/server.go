@@ -1,0 +1,192 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+// MaxBodyBytes bounds every request body.
+const MaxBodyBytes = 1 << 20
+
+// Server answers kube-apiserver's webhook calls from one schema and the
+// policy store.
+type Server struct {
+	schema  atomic.Pointer[schemagen.Schema]
+	store   *cedar.Store
+	logger  *slog.Logger
+	metrics *metrics
+	mux     *http.ServeMux
+}
+
+// New returns a server deciding with schema and the policies in store.
+// It hooks the store's reloads into the metrics.
+func New(schema *schemagen.Schema, store *cedar.Store, logger *slog.Logger) *Server {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &Server{store: store, logger: logger, metrics: newMetrics(), mux: http.NewServeMux()}
+	s.schema.Store(schema)
+	prev := store.OnReload
+	store.OnReload = func(r cedar.ReloadResult) {
+		var gen uint64
+		if cur := store.Current(); cur != nil {
+			gen = cur.Generation
+		}
+		s.metrics.observeReload(r, gen)
+		if prev != nil {
+			prev(r)
+		}
+	}
+	if cur := store.Current(); cur != nil {
+		s.metrics.observeReload(cedar.ReloadResult{Policies: cur.Len(), Err: store.LastError()}, cur.Generation)
+	}
+	s.mux.Handle("POST /v1/authorize", s.instrument("authorize", http.HandlerFunc(s.handleAuthorize)))
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	return s
+}
+
+// Schema is the schema decisions use.
+func (s *Server) Schema() *schemagen.Schema { return s.schema.Load() }
+
+// ServeHTTP implements http.Handler; no panic escapes it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.logger.Error("panic while serving", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			http.Error(w, "internal error", http.StatusInternalServerError)
+		}
+	}()
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
+	cur := s.store.Current()
+	if cur == nil || s.Schema() == nil {
+		msg := "not ready: no valid policy set loaded"
+		if err := s.store.LastError(); err != nil {
+			msg += ": " + err.Error()
+		}
+		http.Error(w, msg, http.StatusServiceUnavailable)
+		return
+	}
+	if err := s.store.LastError(); err != nil {
+		// Still ready: the last good set serves. Taking every replica out of
+		// service for a bad edit would fail the whole cluster's requests.
+		fmt.Fprintf(w, "ok: serving %d policies (generation %d); the latest reload failed, fix the policy files: %v\n", cur.Len(), cur.Generation, err)
+		return
+	}
+	fmt.Fprintf(w, "ok: serving %d policies (generation %d)\n", cur.Len(), cur.Generation)
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (s *Server) instrument(endpoint string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		s.metrics.requestDuration.WithLabelValues(endpoint, strconv.Itoa(rec.code)).Observe(time.Since(start).Seconds())
+	})
+}
+
+// requestError is a 4xx with a message for the caller.
+type requestError struct {
+	code int
+	msg  string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &requestError{code: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+// typeMeta is read first to refuse the wrong kinds before decoding the rest.
+type typeMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+}
+
+// readBody reads a bounded JSON body and checks its apiVersion and kind
+// against the accepted pairs.
+func readBody(w http.ResponseWriter, r *http.Request, accepted ...typeMeta) ([]byte, typeMeta, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return nil, typeMeta{}, &requestError{code: http.StatusUnsupportedMediaType, msg: "content type " + ct + " is not supported; send application/json"}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, typeMeta{}, &requestError{code: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("body is larger than %d bytes", MaxBodyBytes)}
+		}
+		return nil, typeMeta{}, badRequest("reading body: %v", err)
+	}
+	var tm typeMeta
+	if err := json.Unmarshal(body, &tm); err != nil {
+		return nil, typeMeta{}, badRequest("body is not a JSON object: %v", err)
+	}
+	for _, a := range accepted {
+		if tm == a {
+			return body, tm, nil
+		}
+	}
+	want := make([]string, len(accepted))
+	for i, a := range accepted {
+		want[i] = a.APIVersion + " " + a.Kind
+	}
+	return nil, tm, badRequest("apiVersion %q kind %q is not accepted here; send %s", tm.APIVersion, tm.Kind, strings.Join(want, " or "))
+}
+
+// decodeJSON decodes body into v, refusing trailing data. Unknown fields are
+// ignored, so newer API servers can add fields.
+func decodeJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		return badRequest("decoding body: %v", err)
+	}
+	if dec.More() {
+		return badRequest("trailing data after the JSON object")
+	}
+	return nil
+}
+
+func (s *Server) writeError(w http.ResponseWriter, endpoint string, err error) {
+	code := http.StatusInternalServerError
+	var re *requestError
+	if errors.As(err, &re) {
+		code = re.code
+		s.metrics.badRequests.WithLabelValues(endpoint).Inc()
+	}
+	s.logger.Debug("request refused", "endpoint", endpoint, "code", code, "err", err)
+	http.Error(w, err.Error(), code)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,193 @@
+package server
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// TLSOptions configure the HTTPS listener.
+type TLSOptions struct {
+	CertFile, KeyFile string // serving certificate; reloaded when the files change
+	ClientCAFile      string // when set, clients must present a certificate it signed
+	WriteCA           string // without CertFile: write the self-signed CA here
+	Hosts             []string
+}
+
+// Config builds the TLS configuration.
+func (o TLSOptions) Config(logger *slog.Logger) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	switch {
+	case o.CertFile != "" && o.KeyFile != "":
+		rl := &certReloader{certFile: o.CertFile, keyFile: o.KeyFile, logger: logger}
+		if err := rl.load(); err != nil {
+			return nil, err
+		}
+		cfg.GetCertificate = rl.get
+	case o.CertFile != "" || o.KeyFile != "":
+		return nil, fmt.Errorf("--tls-cert-file and --tls-private-key-file go together")
+	default:
+		cert, caPEM, err := selfSigned(o.Hosts)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+		if o.WriteCA != "" {
+			if err := os.WriteFile(o.WriteCA, caPEM, 0o644); err != nil {
+				return nil, fmt.Errorf("writing the CA: %w", err)
+			}
+			logger.Info("serving with a self-signed certificate", "ca", o.WriteCA)
+		} else {
+			logger.Warn("serving with a self-signed certificate whose CA is not written anywhere; pass --write-ca FILE")
+		}
+	}
+	if o.ClientCAFile != "" {
+		pemData, err := os.ReadFile(o.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading --client-ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pemData) {
+			return nil, fmt.Errorf("--client-ca-file %s holds no PEM certificates", o.ClientCAFile)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// certReloader serves the certificate files and reloads them when they change
+// (checked at most once a second, on handshakes).
+type certReloader struct {
+	certFile, keyFile string
+	logger            *slog.Logger
+
+	mu      sync.Mutex
+	cert    *tls.Certificate
+	modTime time.Time
+	checked time.Time
+}
+
+func (c *certReloader) stamp() (time.Time, error) {
+	a, err := os.Stat(c.certFile)
+	if err != nil {
+		return time.Time{}, err
+	}
+	b, err := os.Stat(c.keyFile)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if b.ModTime().After(a.ModTime()) {
+		return b.ModTime(), nil
+	}
+	return a.ModTime(), nil
+}
+
+func (c *certReloader) load() error {
+	mt, err := c.stamp()
+	if err != nil {
+		return err
+	}
+	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	if err != nil {
+		return fmt.Errorf("loading the serving certificate: %w", err)
+	}
+	c.mu.Lock()
+	c.cert, c.modTime, c.checked = &cert, mt, time.Now()
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	c.mu.Lock()
+	due := time.Since(c.checked) > time.Second
+	if due {
+		c.checked = time.Now()
+	}
+	cert, mt := c.cert, c.modTime
+	c.mu.Unlock()
+	if due {
+		if now, err := c.stamp(); err == nil && !now.Equal(mt) {
+			if err := c.load(); err != nil {
+				c.logger.Error("reloading the serving certificate failed; keeping the old one", "err", err)
+			} else {
+				c.logger.Info("serving certificate reloaded")
+				c.mu.Lock()
+				cert = c.cert
+				c.mu.Unlock()
+			}
+		}
+	}
+	return cert, nil
+}
+
+// selfSigned makes a CA and a serving certificate for hosts (plus localhost
+// and the loopback addresses), valid for a year.
+func selfSigned(hosts []string) (tls.Certificate, []byte, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "kcedar self-signed CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(365 * 24 * time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "kcedar"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if h != "" {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	cert, err := tls.X509KeyPair(
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
+}
