@@ -1,0 +1,143 @@
+package cedar
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/cedar-policy/cedar-go/types"
+	"github.com/cedar-policy/cedar-go/x/exp/ast"
+	cedarschema "github.com/cedar-policy/cedar-go/x/exp/schema"
+	"github.com/cedar-policy/cedar-go/x/exp/schema/resolved"
+	"github.com/cedar-policy/cedar-go/x/exp/schema/validate"
+
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+// SchemaValidator type-checks policies against the generated schema with
+// cedar-go's strict validator. cedar-go checks a policy against every
+// principal x action x resource combination in the schema, which at
+// Kubernetes scale costs tens of milliseconds even for a tightly scoped
+// policy; so each policy is checked against a slice of the schema holding
+// only the actions its scope names (restricted to the resource types its
+// scope allows). Results are cached by policy text, so a reload only checks
+// the policies that changed.
+type SchemaValidator struct {
+	full *resolved.Schema
+
+	mu    sync.Mutex
+	cache map[[32]byte]error
+}
+
+// NewSchemaValidator resolves s once.
+func NewSchemaValidator(s *schemagen.Schema) (*SchemaValidator, error) {
+	rs, err := cedarschema.NewSchemaFromAST(s.CedarAST()).Resolve()
+	if err != nil {
+		return nil, fmt.Errorf("resolving the schema: %w", err)
+	}
+	return &SchemaValidator{full: rs, cache: map[[32]byte]error{}}, nil
+}
+
+// Validate checks policies in parallel.
+func (v *SchemaValidator) Validate(policies []*Policy) []error {
+	errs := make([]error, len(policies))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				errs[i] = v.validateOne(policies[i])
+			}
+		}()
+	}
+	for i := range policies {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	var out []error
+	for _, e := range errs {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (v *SchemaValidator) validateOne(p *Policy) error {
+	key := sha256.Sum256(p.Compiled.MarshalCedar())
+	v.mu.Lock()
+	err, ok := v.cache[key]
+	v.mu.Unlock()
+	if ok {
+		return annotate(p, err)
+	}
+	err = validate.New(v.slice(p.AST)).Policy(p.ID, p.AST)
+	v.mu.Lock()
+	v.cache[key] = err
+	v.mu.Unlock()
+	return annotate(p, err)
+}
+
+func annotate(p *Policy, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: policy %s: %w", p.Source, p.ID, err)
+}
+
+// slice returns a schema with the actions p's action scope can match, each
+// applying only to the resource types p's resource scope allows. Entity types
+// are shared with the full schema.
+func (v *SchemaValidator) slice(p *ast.Policy) *resolved.Schema {
+	var rtypes []types.EntityType
+	switch r := p.Resource.(type) {
+	case ast.ScopeTypeIs:
+		rtypes = []types.EntityType{r.Type}
+	case ast.ScopeTypeIsIn:
+		rtypes = []types.EntityType{r.Type}
+	case ast.ScopeTypeEq:
+		rtypes = []types.EntityType{r.Entity.Type}
+	}
+	keep := func(uid types.EntityUID) bool { return true }
+	switch a := p.Action.(type) {
+	case ast.ScopeTypeEq:
+		keep = func(uid types.EntityUID) bool { return uid == a.Entity }
+	case ast.ScopeTypeIn:
+		keep = func(uid types.EntityUID) bool { return uid == a.Entity || v.actionIn(uid, a.Entity) }
+	case ast.ScopeTypeInSet:
+		keep = func(uid types.EntityUID) bool {
+			for _, e := range a.Entities {
+				if uid == e || v.actionIn(uid, e) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	out := &resolved.Schema{Namespaces: v.full.Namespaces, Entities: v.full.Entities, Enums: v.full.Enums, Actions: map[types.EntityUID]resolved.Action{}}
+	for uid, act := range v.full.Actions {
+		if !keep(uid) {
+			continue
+		}
+		if rtypes != nil && act.AppliesTo != nil {
+			at := *act.AppliesTo
+			at.Resources = slices.DeleteFunc(slices.Clone(at.Resources), func(t types.EntityType) bool { return !slices.Contains(rtypes, t) })
+			act.AppliesTo = &at
+		}
+		out.Actions[uid] = act
+	}
+	return out
+}
+
+func (v *SchemaValidator) actionIn(uid, group types.EntityUID) bool {
+	act, ok := v.full.Actions[uid]
+	if !ok {
+		return false
+	}
+	return act.Entity.Parents.Contains(group)
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/server"
+)
+
+func init() { rootCmd.AddCommand(newServeCmd()) }
+
+func newServeCmd() *cobra.Command {
+	var (
+		listen         string
+		policies       []string
+		src            schemaSource
+		tlsOpts        server.TLSOptions
+		reloadInterval time.Duration
+		logLevel       string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve --policies PATH...",
+		Short: "Serve SubjectAccessReview decisions over HTTPS",
+		Long: `Serve kube-apiserver's authorization webhook: POST /v1/authorize takes a
+SubjectAccessReview (authorization.k8s.io/v1) and answers Allow, Deny or
+NoOpinion from the Cedar policies. Policies are validated against the schema
+(the embedded Kubernetes default unless --kubeconfig or --from-dir say
+otherwise) and reloaded when their files change; an invalid edit keeps the
+last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(policies) == 0 {
+				return &exitError{2, errors.New("--policies is required (a file or directory of .cedar files; repeatable)")}
+			}
+			logger, err := newLogger(logLevel)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			schema, err := src.load(cmd.Context(), logger)
+			if err != nil {
+				return err
+			}
+			validator, err := cedar.NewSchemaValidator(schema)
+			if err != nil {
+				return err
+			}
+			store := cedar.NewStore(policies, validator, logger)
+			srv := server.New(schema, store, logger)
+			if err := store.Load(); err != nil {
+				logger.Error("no valid policy set yet; not ready until the files are fixed", "err", err)
+			}
+			if host, _, err := net.SplitHostPort(listen); err == nil {
+				tlsOpts.Hosts = append(tlsOpts.Hosts, host)
+			}
+			tlsCfg, err := tlsOpts.Config(logger)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			go store.Watch(ctx, reloadInterval)
+			return serveTLS(ctx, listen, tlsCfg, srv, logger)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:8443", "address to serve HTTPS on")
+	f.StringArrayVar(&policies, "policies", nil, "policy file or directory of *.cedar files (repeatable)")
+	src.addFlags(cmd)
+	f.StringVar(&tlsOpts.CertFile, "tls-cert-file", "", "serving certificate (PEM); reloaded when it changes")
+	f.StringVar(&tlsOpts.KeyFile, "tls-private-key-file", "", "serving certificate's private key (PEM)")
+	f.StringVar(&tlsOpts.ClientCAFile, "client-ca-file", "", "require client certificates signed by this CA (the API server's)")
+	f.StringVar(&tlsOpts.WriteCA, "write-ca", "", "without --tls-cert-file: write the self-signed serving CA here")
+	f.StringArrayVar(&tlsOpts.Hosts, "tls-san", nil, "extra host name or IP for the self-signed certificate (repeatable)")
+	f.DurationVar(&reloadInterval, "reload-interval", 2*time.Second, "how often to check the policy files for changes")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+func serveTLS(ctx context.Context, listen string, cfg *tls.Config, h http.Handler, logger *slog.Logger) error {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           h,
+		TLSConfig:         cfg,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	logger.Info("serving", "address", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	logger.Info("shutting down")
+	return srv.Shutdown(shutdownCtx)
+}
