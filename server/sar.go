@@ -13,6 +13,12 @@ import (
 
 var sarType = typeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"}
 
+// sarRequest is the part of a SubjectAccessReview kcedar reads, decoded in one pass.
+type sarRequest struct {
+	typeMeta
+	Spec authorizationv1.SubjectAccessReviewSpec `json:"spec"`
+}
+
 // sarResponse is the SubjectAccessReview kube-apiserver reads back: only the
 // status matters to it.
 type sarResponse struct {
@@ -22,13 +28,17 @@ type sarResponse struct {
 }
 
 func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
-	body, _, err := readBody(w, r, sarType)
+	body, err := readBody(w, r)
 	if err != nil {
 		s.writeError(w, "authorize", err)
 		return
 	}
-	var sar authorizationv1.SubjectAccessReview
+	var sar sarRequest
 	if err := decodeJSON(body, &sar); err != nil {
+		s.writeError(w, "authorize", err)
+		return
+	}
+	if err := checkType(sar.typeMeta, sarType); err != nil {
 		s.writeError(w, "authorize", err)
 		return
 	}

@@ -132,34 +132,34 @@ type typeMeta struct {
 	Kind       string `json:"kind"`
 }
 
-// readBody reads a bounded JSON body and checks its apiVersion and kind
-// against the accepted pairs.
-func readBody(w http.ResponseWriter, r *http.Request, accepted ...typeMeta) ([]byte, typeMeta, error) {
+// readBody reads a bounded body.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return nil, typeMeta{}, &requestError{code: http.StatusUnsupportedMediaType, msg: "content type " + ct + " is not supported; send application/json"}
+		return nil, &requestError{code: http.StatusUnsupportedMediaType, msg: "content type " + ct + " is not supported; send application/json"}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return nil, typeMeta{}, &requestError{code: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("body is larger than %d bytes", MaxBodyBytes)}
+			return nil, &requestError{code: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("body is larger than %d bytes", MaxBodyBytes)}
 		}
-		return nil, typeMeta{}, badRequest("reading body: %v", err)
+		return nil, badRequest("reading body: %v", err)
 	}
-	var tm typeMeta
-	if err := json.Unmarshal(body, &tm); err != nil {
-		return nil, typeMeta{}, badRequest("body is not a JSON object: %v", err)
-	}
+	return body, nil
+}
+
+// checkType refuses any apiVersion and kind but the accepted ones.
+func checkType(got typeMeta, accepted ...typeMeta) error {
 	for _, a := range accepted {
-		if tm == a {
-			return body, tm, nil
+		if got == a {
+			return nil
 		}
 	}
 	want := make([]string, len(accepted))
 	for i, a := range accepted {
 		want[i] = a.APIVersion + " " + a.Kind
 	}
-	return nil, tm, badRequest("apiVersion %q kind %q is not accepted here; send %s", tm.APIVersion, tm.Kind, strings.Join(want, " or "))
+	return badRequest("apiVersion %q kind %q is not accepted here; send %s", got.APIVersion, got.Kind, strings.Join(want, " or "))
 }
 
 // decodeJSON decodes body into v, refusing trailing data. Unknown fields are
