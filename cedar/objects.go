@@ -37,19 +37,24 @@ func NewObjectConverter(s *schemagen.Schema) *ObjectConverter {
 
 // Object converts obj, an object of res, into the record
 // {apiVersion, kind, metadata, <version>: fields}. The version attribute is
-// present only when obj's apiVersion is one res serves.
+// present only when obj's apiVersion is one res serves. apiVersion, kind and
+// metadata are always there (empty when the object lacks them, as connect
+// options objects do), so the value conforms to the schema.
 func (c *ObjectConverter) Object(res *schemagen.Resource, obj map[string]any) types.Record {
 	m := types.RecordMap{}
 	apiVersion, _ := obj[schemagen.AttrAPIVersion].(string)
-	if apiVersion != "" {
-		m[schemagen.AttrAPIVersion] = types.String(apiVersion)
-	}
-	if kind, ok := obj[schemagen.AttrKind].(string); ok {
-		m[schemagen.AttrKind] = types.String(kind)
-	}
-	if md, ok := obj[schemagen.AttrMetadata]; ok && md != nil && c.Schema.ObjectMeta != nil {
+	kind, _ := obj[schemagen.AttrKind].(string)
+	m[schemagen.AttrAPIVersion] = types.String(apiVersion)
+	m[schemagen.AttrKind] = types.String(kind)
+	if c.Schema.ObjectMeta != nil {
+		md, _ := obj[schemagen.AttrMetadata].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+		}
 		if v, ok := c.convert(c.Schema.ObjectMeta, md, "metadata"); ok {
 			m[schemagen.AttrMetadata] = v
+		} else {
+			m[schemagen.AttrMetadata] = c.zero(c.Schema.ObjectMeta)
 		}
 	}
 	for attr, ov := range res.Versions {
@@ -145,12 +150,17 @@ func (c *ObjectConverter) convert(t schemagen.Type, v any, path string) (types.V
 		}
 		m := make(types.RecordMap, len(tt.Attributes))
 		for name, attr := range tt.Attributes {
-			fv, present := obj[name]
-			if !present || fv == nil {
-				continue
+			if fv, present := obj[name]; present && fv != nil {
+				if cv, ok := c.convert(attr.Type, fv, path+"."+name); ok {
+					m[types.String(name)] = cv
+					continue
+				}
 			}
-			if cv, ok := c.convert(attr.Type, fv, path+"."+name); ok {
-				m[types.String(name)] = cv
+			if !attr.Optional {
+				// A required field the object lacks (or that does not fit)
+				// reads as its zero value, so the record conforms and a
+				// validated policy never fails on it.
+				m[types.String(name)] = c.zero(attr.Type)
 			}
 		}
 		return types.NewRecord(m), true
@@ -185,6 +195,34 @@ func (c *ObjectConverter) convert(t schemagen.Type, v any, path string) (types.V
 	}
 	c.warn(path, "%T value does not fit %s", v, typeName(t))
 	return nil, false
+}
+
+// zero is the zero value of t: "", 0, false, an empty set, record or map
+// (with the required attributes of records zero too).
+func (c *ObjectConverter) zero(t schemagen.Type) types.Value {
+	switch tt := t.(type) {
+	case schemagen.LongType:
+		return types.Long(0)
+	case schemagen.BoolType:
+		return types.False
+	case schemagen.DecimalType:
+		d, _ := types.NewDecimalFromInt(0)
+		return d
+	case schemagen.DatetimeType:
+		return types.NewDatetimeFromMillis(0)
+	case *schemagen.RecordType:
+		v, _ := c.convert(tt, map[string]any{}, "")
+		return v
+	case *schemagen.SetType:
+		return types.NewSet()
+	case *schemagen.MapType:
+		return c.mapEntity(tt, map[string]any{}, "")
+	case *schemagen.RefType:
+		if def, ok := c.Schema.Definitions[tt.Name]; ok {
+			return c.zero(def)
+		}
+	}
+	return types.String("")
 }
 
 func (c *ObjectConverter) mapEntity(t *schemagen.MapType, obj map[string]any, path string) types.EntityUID {

@@ -1,0 +1,306 @@
+package residual
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/cedar-policy/cedar-go/types"
+	"github.com/cedar-policy/cedar-go/x/exp/eval"
+
+	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/residual/wire"
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+// AdmissionData is what the API server knows in admission and the conditions
+// are evaluated against. Objects are raw JSON; nil means absent.
+type AdmissionData struct {
+	Operation                                    string // CREATE, UPDATE, DELETE or CONNECT
+	APIGroup, APIVersion, Resource, Subresource string // empty when the caller does not say
+	Namespace, Name                              string
+	User                                         *cedar.UserInfo
+	Object, OldObject                            []byte
+}
+
+// Verdict is the concrete decision conditions evaluate to.
+type Verdict struct {
+	Decision        cedar.Decision
+	Reason          string
+	EvaluationError string
+}
+
+// Evaluator evaluates conditions kcedar wrote. It uses only the conditions and
+// the admission data, never the policy store: the authorization-time policy
+// set is what decides, even if the policies changed since.
+type Evaluator struct {
+	Schema *schemagen.Schema
+	Codec  *Codec
+
+	once   sync.Once
+	byType map[types.EntityType]*schemagen.Resource
+}
+
+func (e *Evaluator) resourceFor(t types.EntityType) (*schemagen.Resource, bool) {
+	e.once.Do(func() {
+		e.byType = make(map[types.EntityType]*schemagen.Resource, len(e.Schema.Resources))
+		for _, r := range e.Schema.Resources {
+			e.byType[r.EntityType] = r
+		}
+	})
+	r, ok := e.byType[t]
+	return r, ok
+}
+
+// EvaluateDecision evaluates a decision kcedar returned: a concrete one as it
+// is, a ConditionsMap by the KEP's rules, a Union in order until one member is
+// not NoOpinion.
+func (e *Evaluator) EvaluateDecision(d *wire.ConditionsAwareDecision, data *AdmissionData) Verdict {
+	if d == nil {
+		return Verdict{Decision: cedar.Deny, Reason: "kcedar: no decision to evaluate", EvaluationError: "request.decision is missing"}
+	}
+	details := func(dd *wire.DecisionDetails) (string, string) {
+		if dd == nil {
+			return "", ""
+		}
+		return dd.Reason, dd.EvaluationError
+	}
+	switch d.Type {
+	case wire.DecisionTypeAllow:
+		r, ee := details(d.Allow)
+		return Verdict{Decision: cedar.Allow, Reason: r, EvaluationError: ee}
+	case wire.DecisionTypeDeny:
+		r, ee := details(d.Deny)
+		return Verdict{Decision: cedar.Deny, Reason: r, EvaluationError: ee}
+	case wire.DecisionTypeNoOpinion:
+		r, ee := details(d.NoOpinion)
+		return Verdict{Decision: cedar.NoOpinion, Reason: r, EvaluationError: ee}
+	case wire.DecisionTypeConditionsMap:
+		if d.ConditionsMap == nil {
+			return Verdict{Decision: cedar.Deny, Reason: "kcedar: malformed decision", EvaluationError: "type ConditionsMap without conditionsMap"}
+		}
+		return e.EvaluateMap(d.ConditionsMap, data)
+	case wire.DecisionTypeUnion:
+		var errs []string
+		for _, m := range d.Union {
+			v := e.EvaluateDecision(&m.Decision, data)
+			if v.EvaluationError != "" {
+				errs = append(errs, v.EvaluationError)
+			}
+			if v.Decision != cedar.NoOpinion {
+				v.EvaluationError = strings.Join(errs, "; ")
+				return v
+			}
+		}
+		return Verdict{Decision: cedar.NoOpinion, Reason: "kcedar: no member of the union decided", EvaluationError: strings.Join(errs, "; ")}
+	}
+	return Verdict{Decision: cedar.Deny, Reason: "kcedar: malformed decision", EvaluationError: fmt.Sprintf("unknown decision type %q", d.Type)}
+}
+
+type conditionResult struct {
+	id, description string
+	holds           bool
+	err             error
+}
+
+// EvaluateMap applies the KEP's rules: a deny condition that holds or fails
+// denies; else a noOpinion condition that holds or fails gives NoOpinion;
+// else an allow condition that holds allows (failing ones are ignored); else
+// NoOpinion.
+func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Verdict {
+	total := len(m.DenyConditions) + len(m.NoOpinionConditions) + len(m.AllowConditions)
+	if total == 0 {
+		return Verdict{Decision: cedar.Deny, Reason: "kcedar: malformed decision", EvaluationError: "empty conditionsMap"}
+	}
+	if total > wire.MaxConditions {
+		return Verdict{Decision: cedar.Deny, Reason: "kcedar: malformed decision", EvaluationError: fmt.Sprintf("%d conditions, more than %d", total, wire.MaxConditions)}
+	}
+	envs := &envCache{e: e, data: data}
+	run := func(conds []wire.Condition, effect Effect) []conditionResult {
+		out := make([]conditionResult, len(conds))
+		for i, c := range conds {
+			out[i] = conditionResult{id: c.ID, description: c.Description}
+			out[i].holds, out[i].err = e.evaluateOne(c, effect, envs)
+		}
+		return out
+	}
+	var errs []string
+	collect := func(rs []conditionResult) {
+		for _, r := range rs {
+			if r.err != nil {
+				errs = append(errs, fmt.Sprintf("condition %s: %v", r.id, r.err))
+			}
+		}
+	}
+	decide := func(rs []conditionResult, failClosed bool) (string, bool) {
+		var names []string
+		for _, r := range rs {
+			if r.holds || (failClosed && r.err != nil) {
+				names = append(names, describeCondition(r))
+			}
+		}
+		sort.Strings(names)
+		return strings.Join(names, ", "), len(names) > 0
+	}
+	deny := run(m.DenyConditions, EffectDeny)
+	collect(deny)
+	if why, ok := decide(deny, true); ok {
+		return Verdict{Decision: cedar.Deny, Reason: "kcedar: denied by " + why, EvaluationError: strings.Join(errs, "; ")}
+	}
+	noOp := run(m.NoOpinionConditions, EffectNoOpinion)
+	collect(noOp)
+	if why, ok := decide(noOp, true); ok {
+		return Verdict{Decision: cedar.NoOpinion, Reason: "kcedar: no opinion by " + why, EvaluationError: strings.Join(errs, "; ")}
+	}
+	allow := run(m.AllowConditions, EffectAllow)
+	collect(allow)
+	if why, ok := decide(allow, false); ok {
+		return Verdict{Decision: cedar.Allow, Reason: "kcedar: allowed by " + why, EvaluationError: strings.Join(errs, "; ")}
+	}
+	reason := "kcedar: no condition allows the request"
+	if len(m.AllowConditions) > 0 {
+		names := make([]string, len(m.AllowConditions))
+		for i, c := range m.AllowConditions {
+			names[i] = describeCondition(conditionResult{id: c.ID, description: c.Description})
+		}
+		sort.Strings(names)
+		reason = "kcedar: the request does not meet the conditions of " + strings.Join(names, ", ")
+	}
+	return Verdict{Decision: cedar.NoOpinion, Reason: reason, EvaluationError: strings.Join(errs, "; ")}
+}
+
+func describeCondition(r conditionResult) string {
+	if r.description != "" && r.description != r.id {
+		return "policy " + r.id + " (" + r.description + ")"
+	}
+	return "policy " + r.id
+}
+
+func (e *Evaluator) evaluateOne(c wire.Condition, effect Effect, envs *envCache) (bool, error) {
+	et, expr, err := e.Codec.Decode(c, effect)
+	if err != nil {
+		return false, err
+	}
+	env, err := envs.get(et)
+	if err != nil {
+		return false, err
+	}
+	v, err := eval.Eval(expr, env)
+	if err != nil {
+		return false, err
+	}
+	b, ok := v.(types.Boolean)
+	if !ok {
+		return false, fmt.Errorf("evaluated to %s, not a boolean", eval.TypeName(v))
+	}
+	return bool(b), nil
+}
+
+// envCache builds the evaluation environment once per resource entity type.
+type envCache struct {
+	e    *Evaluator
+	data *AdmissionData
+	envs map[types.EntityType]envOrErr
+}
+
+type envOrErr struct {
+	env eval.Env
+	err error
+}
+
+func (c *envCache) get(t types.EntityType) (eval.Env, error) {
+	if r, ok := c.envs[t]; ok {
+		return r.env, r.err
+	}
+	env, err := c.e.Env(t, c.data)
+	if c.envs == nil {
+		c.envs = map[types.EntityType]envOrErr{}
+	}
+	c.envs[t] = envOrErr{env, err}
+	return env, err
+}
+
+// Env builds the environment a condition for resource entity type t is
+// evaluated in: the resource entity with its name, namespace and objects
+// from the admission data.
+func (e *Evaluator) Env(t types.EntityType, data *AdmissionData) (eval.Env, error) {
+	res, ok := e.resourceFor(t)
+	if !ok {
+		return eval.Env{}, fmt.Errorf("the schema has no resource entity %s", t)
+	}
+	if data.Resource != "" && (data.Resource != res.Key.Resource || data.APIGroup != res.Key.Group || data.Subresource != res.Key.Subresource) {
+		return eval.Env{}, fmt.Errorf("the condition is for %s but the admission request is for %s", t, describeResource(data))
+	}
+	req := &cedar.Request{ResourceRequest: true, APIGroup: res.Key.Group, Resource: res.Key.Resource, Subresource: res.Key.Subresource, Namespace: data.Namespace, Name: data.Name}
+	conv := cedar.NewObjectConverter(e.Schema)
+	var object, oldObject map[string]any
+	var err error
+	if object, err = decodeObject(data.Object); err != nil {
+		return eval.Env{}, fmt.Errorf("object: %v", err)
+	}
+	if oldObject, err = decodeObject(data.OldObject); err != nil {
+		return eval.Env{}, fmt.Errorf("oldObject: %v", err)
+	}
+	if req.Name == "" {
+		req.Name = metadataString(object, "name")
+	}
+	if req.Name == "" {
+		req.Name = metadataString(oldObject, "name")
+	}
+	if req.Namespace == "" && res.Namespaced {
+		if req.Namespace = metadataString(object, "namespace"); req.Namespace == "" {
+			req.Namespace = metadataString(oldObject, "namespace")
+		}
+	}
+	target := cedar.Target{EntityType: t, Resource: res}
+	attrs := target.Attributes(req, nil, nil)
+	if object != nil {
+		attrs[schemagen.AttrObject] = conv.Object(res, object)
+	}
+	if oldObject != nil {
+		attrs[schemagen.AttrOldObject] = conv.Object(res, oldObject)
+	}
+	ents := &cedar.Entities{Maps: conv.Maps}
+	uid := target.EntityUID(req)
+	ents.Resource = types.Entity{UID: uid, Attributes: types.NewRecord(attrs)}
+	var principal types.EntityUID
+	if data.User != nil {
+		ents.Principal = cedar.PrincipalEntity(*data.User)
+		principal = ents.Principal.UID
+	}
+	return eval.Env{Entities: ents, Principal: principal, Action: schemagen.AllVerbsAction, Resource: uid, Context: types.NewRecord(nil)}, nil
+}
+
+func describeResource(d *AdmissionData) string {
+	s := d.Resource
+	if d.APIGroup != "" {
+		s = d.APIGroup + "/" + s
+	}
+	if d.Subresource != "" {
+		s += "/" + d.Subresource
+	}
+	return s
+}
+
+func decodeObject(raw []byte) (map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+func metadataString(obj map[string]any, field string) string {
+	md, _ := obj["metadata"].(map[string]any)
+	s, _ := md[field].(string)
+	return s
+}
