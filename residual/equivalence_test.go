@@ -121,7 +121,7 @@ func (h *equivalenceHarness) check(src string, c admissionCase) (string, error) 
 		return "", fmt.Errorf("request %s, operation %s, name %q, namespace %q\nobject: %s\noldObject: %s\ntwo-phase %v (%s; %s) != one-phase %v\nauthorization-time decision: %s",
 			c.req, c.data.Operation, c.data.Name, c.data.Namespace, c.data.Object, c.data.OldObject, v.Decision, v.Reason, v.EvaluationError, one, wireJSON)
 	}
-	for _, cond := range append(append([]wire.Condition(nil), conditionsOf(back)...)) {
+	for _, cond := range conditionsOf(back) {
 		if len(cond.Condition) > MaxConditionBytes {
 			return "", fmt.Errorf("condition %s is %d bytes", cond.ID, len(cond.Condition))
 		}

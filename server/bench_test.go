@@ -46,7 +46,7 @@ func benchHandler(b *testing.B, n int) {
 	if err := store.Load(); err != nil {
 		b.Fatal(err)
 	}
-	srv := New(s, store, quietLogger())
+	srv := New(s, store, Options{Logger: quietLogger()})
 	var bodies [][]byte
 	for i := 0; i < 64; i++ {
 		ns := fmt.Sprintf("ns-%d", i%60)

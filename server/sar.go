@@ -9,22 +9,27 @@ import (
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/residual"
+	"github.com/kcedar/kcedar/residual/wire"
 )
 
 var sarType = typeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"}
 
-// sarRequest is the part of a SubjectAccessReview kcedar reads, decoded in one pass.
+// AuthorizerName is how kcedar names itself in the draft's conditionsChain.
+const AuthorizerName = "kcedar"
+
+// sarRequest is the part of a SubjectAccessReview kcedar reads, decoded in
+// one pass, with the KEP's spec fields.
 type sarRequest struct {
 	typeMeta
-	Spec authorizationv1.SubjectAccessReviewSpec `json:"spec"`
+	Spec wire.SubjectAccessReviewSpec `json:"spec"`
 }
 
 // sarResponse is the SubjectAccessReview kube-apiserver reads back: only the
 // status matters to it.
 type sarResponse struct {
-	APIVersion string                                    `json:"apiVersion"`
-	Kind       string                                    `json:"kind"`
-	Status     authorizationv1.SubjectAccessReviewStatus `json:"status"`
+	APIVersion string                         `json:"apiVersion"`
+	Kind       string                         `json:"kind"`
+	Status     wire.SubjectAccessReviewStatus `json:"status"`
 }
 
 func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
@@ -42,7 +47,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "authorize", err)
 		return
 	}
-	req, err := cedar.RequestFromSAR(&sar.Spec)
+	req, err := cedar.RequestFromSAR(&sar.Spec.SubjectAccessReviewSpec)
 	if err != nil {
 		s.writeError(w, "authorize", badRequest("invalid SubjectAccessReview: %v", err))
 		return
@@ -52,12 +57,89 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no valid policy set is loaded", http.StatusServiceUnavailable)
 		return
 	}
+	upstream := sar.Spec.AuthorizationOptions.Handles(wire.DecisionTypeConditionsMap)
+	draft := sar.Spec.ConditionalAuthorization != nil && sar.Spec.ConditionalAuthorization.Mode != wire.ConditionsModeNone
 	start := time.Now()
 	az := residual.Authorizer{Schema: s.Schema(), Policies: ps}
-	out := az.Authorize(req, residual.Options{}).Fold()
+	out := az.Authorize(req, residual.Options{Conditions: upstream || draft || s.enforce})
+	var status wire.SubjectAccessReviewStatus
+	label := out.Decision.String()
+	switch {
+	case !out.Conditional:
+		status.SubjectAccessReviewStatus = statusFor(out)
+	case upstream || draft:
+		dec := s.codec.Decision(out)
+		label = string(dec.Type)
+		if dec.Type != wire.DecisionTypeConditionsMap {
+			status.SubjectAccessReviewStatus = concreteStatus(dec)
+			break
+		}
+		if upstream {
+			status.ConditionalDecision = &dec
+		} else {
+			status.ConditionsChain = []wire.SubjectAccessReviewConditionSet{draftConditionSet(dec.ConditionsMap)}
+		}
+		label = "Conditional"
+	case s.enforce && len(out.Allow) > 0:
+		// kcedar's admission webhook enforces the conditions: admission sees
+		// every request that can produce conditions (AdmissionShapes).
+		dec := s.codec.Decision(out)
+		if dec.Type == wire.DecisionTypeConditionsMap && len(dec.ConditionsMap.AllowConditions) > 0 {
+			status.Allowed = true
+			status.Reason = "kcedar: allowed if the conditions of " + residual.DescribePolicies(allowPolicies(out)) + " hold in admission"
+			label = "ConditionalAllow"
+			break
+		}
+		status.SubjectAccessReviewStatus = concreteStatus(dec)
+		label = string(dec.Type)
+	default:
+		folded := out.Fold()
+		status.SubjectAccessReviewStatus = statusFor(folded)
+		label = folded.Decision.String()
+	}
 	s.metrics.decisionDuration.WithLabelValues("authorize").Observe(time.Since(start).Seconds())
-	s.metrics.decisions.WithLabelValues("authorize", out.Decision.String()).Inc()
-	writeJSON(w, sarResponse{APIVersion: sarType.APIVersion, Kind: sarType.Kind, Status: statusFor(out)})
+	s.metrics.decisions.WithLabelValues("authorize", label).Inc()
+	writeJSON(w, sarResponse{APIVersion: sarType.APIVersion, Kind: sarType.Kind, Status: status})
+}
+
+func allowPolicies(o residual.Outcome) []*cedar.Policy {
+	ps := make([]*cedar.Policy, len(o.Allow))
+	for i, r := range o.Allow {
+		ps[i] = r.Policy
+	}
+	return ps
+}
+
+// draftConditionSet renders a ConditionsMap in the seed draft's shape.
+func draftConditionSet(m *wire.ConditionsMap) wire.SubjectAccessReviewConditionSet {
+	set := wire.SubjectAccessReviewConditionSet{AuthorizerName: AuthorizerName, FailureMode: "Deny"}
+	add := func(conds []wire.Condition, effect wire.SubjectAccessReviewConditionEffect) {
+		for _, c := range conds {
+			set.Conditions = append(set.Conditions, wire.SubjectAccessReviewCondition{ID: c.ID, Effect: effect, Type: c.Type, Condition: c.Condition, Description: c.Description})
+		}
+	}
+	add(m.DenyConditions, wire.ConditionEffectDeny)
+	add(m.NoOpinionConditions, wire.ConditionEffectNoOpinion)
+	add(m.AllowConditions, wire.ConditionEffectAllow)
+	return set
+}
+
+// concreteStatus renders a concrete ConditionsAwareDecision as allowed/denied.
+func concreteStatus(d wire.ConditionsAwareDecision) authorizationv1.SubjectAccessReviewStatus {
+	var st authorizationv1.SubjectAccessReviewStatus
+	var details *wire.DecisionDetails
+	switch d.Type {
+	case wire.DecisionTypeAllow:
+		st.Allowed, details = true, d.Allow
+	case wire.DecisionTypeDeny:
+		st.Denied, details = true, d.Deny
+	default:
+		details = d.NoOpinion
+	}
+	if details != nil {
+		st.Reason, st.EvaluationError = details.Reason, details.EvaluationError
+	}
+	return st
 }
 
 // statusFor renders an unconditional outcome as a SubjectAccessReview status.
@@ -66,10 +148,10 @@ func statusFor(out residual.Outcome) authorizationv1.SubjectAccessReviewStatus {
 	switch out.Decision {
 	case cedar.Allow:
 		st.Allowed = true
-		st.Reason = "kcedar: allowed by " + describePolicies(out.Policies)
+		st.Reason = "kcedar: allowed by " + residual.DescribePolicies(out.Policies)
 	case cedar.Deny:
 		st.Denied = true
-		st.Reason = "kcedar: denied by " + describePolicies(out.Policies)
+		st.Reason = "kcedar: denied by " + residual.DescribePolicies(out.Policies)
 	default:
 		st.Reason = "kcedar: no policy applies"
 	}
@@ -77,20 +159,4 @@ func statusFor(out residual.Outcome) authorizationv1.SubjectAccessReviewStatus {
 		st.EvaluationError = strings.Join(out.Errors, "; ")
 	}
 	return st
-}
-
-// describePolicies names the policies and their @reason annotations.
-func describePolicies(ps []*cedar.Policy) string {
-	if len(ps) == 0 {
-		return "policy"
-	}
-	parts := make([]string, len(ps))
-	for i, p := range ps {
-		if p.Reason != "" {
-			parts[i] = "policy " + p.ID + " (" + p.Reason + ")"
-		} else {
-			parts[i] = "policy " + p.ID
-		}
-	}
-	return strings.Join(parts, ", ")
 }

@@ -17,30 +17,52 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/residual"
 	"github.com/kcedar/kcedar/schemagen"
 )
 
 // MaxBodyBytes bounds every request body.
 const MaxBodyBytes = 1 << 20
 
+// Options configure a Server.
+type Options struct {
+	Logger *slog.Logger
+	// Keys sign and verify conditions; nil means a random key, valid only in
+	// this process until it restarts.
+	Keys *residual.Keyring
+	// AdmissionEnforcement: on clusters without conditional authorization,
+	// answer Allow for a conditional allow on requests admission is sure to
+	// see, and enforce the conditions in the /v1/admit validating webhook.
+	AdmissionEnforcement bool
+}
+
 // Server answers kube-apiserver's webhook calls from one schema and the
 // policy store.
 type Server struct {
-	schema  atomic.Pointer[schemagen.Schema]
-	store   *cedar.Store
-	logger  *slog.Logger
-	metrics *metrics
-	mux     *http.ServeMux
+	schema    atomic.Pointer[schemagen.Schema]
+	store     *cedar.Store
+	logger    *slog.Logger
+	metrics   *metrics
+	mux       *http.ServeMux
+	codec     *residual.Codec
+	evaluator atomic.Pointer[residual.Evaluator]
+	enforce   bool
 }
 
 // New returns a server deciding with schema and the policies in store.
 // It hooks the store's reloads into the metrics.
-func New(schema *schemagen.Schema, store *cedar.Store, logger *slog.Logger) *Server {
+func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
+	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s := &Server{store: store, logger: logger, metrics: newMetrics(), mux: http.NewServeMux()}
+	keys := opts.Keys
+	if keys == nil {
+		keys = residual.RandomKeyring()
+	}
+	s := &Server{store: store, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: residual.NewCodec(keys), enforce: opts.AdmissionEnforcement}
 	s.schema.Store(schema)
+	s.evaluator.Store(&residual.Evaluator{Schema: schema, Codec: s.codec})
 	prev := store.OnReload
 	store.OnReload = func(r cedar.ReloadResult) {
 		var gen uint64
@@ -56,6 +78,8 @@ func New(schema *schemagen.Schema, store *cedar.Store, logger *slog.Logger) *Ser
 		s.metrics.observeReload(cedar.ReloadResult{Policies: cur.Len(), Err: store.LastError()}, cur.Generation)
 	}
 	s.mux.Handle("POST /v1/authorize", s.instrument("authorize", http.HandlerFunc(s.handleAuthorize)))
+	s.mux.Handle("POST /v1/conditions", s.instrument("conditions", http.HandlerFunc(s.handleConditions)))
+	s.mux.Handle("POST /v1/admit", s.instrument("admit", http.HandlerFunc(s.handleAdmit)))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))

@@ -34,7 +34,7 @@ func newTestServer(t testing.TB, policies string) (*Server, string) {
 	if err := store.Load(); err != nil {
 		t.Fatal(err)
 	}
-	return New(schematest.Schema(), store, quietLogger()), dir
+	return New(schematest.Schema(), store, Options{Logger: quietLogger()}), dir
 }
 
 func sarJSON(user string, groups []string, verb, group, resource, ns, name string) string {
@@ -58,7 +58,7 @@ func post(t testing.TB, h http.Handler, path, body string) (*httptest.ResponseRe
 			t.Fatalf("response is not JSON: %v: %s", err, rec.Body)
 		}
 	}
-	return rec, resp.Status
+	return rec, resp.Status.SubjectAccessReviewStatus
 }
 
 const basePolicies = `
@@ -139,7 +139,7 @@ func TestReadyzAndMetrics(t *testing.T) {
 	file := filepath.Join(dir, "p.cedar")
 	os.WriteFile(file, []byte(`permit(principal, action, resource) garbage`), 0o644)
 	store := cedar.NewStore([]string{dir}, nil, quietLogger())
-	s := New(schematest.Schema(), store, quietLogger())
+	s := New(schematest.Schema(), store, Options{Logger: quietLogger()})
 	if err := store.Load(); err == nil {
 		t.Fatal("invalid policies loaded")
 	}

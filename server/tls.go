@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -67,44 +68,46 @@ func (o TLSOptions) Config(logger *slog.Logger) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// certReloader serves the certificate files and reloads them when they change
-// (checked at most once a second, on handshakes).
+// certReloader serves the certificate files and reloads them when their
+// contents change (checked at most once a second, on handshakes). Contents,
+// not modification times, decide: a rewrite within the file system's timestamp
+// granularity, or a copy that keeps an old mtime, is still picked up.
 type certReloader struct {
 	certFile, keyFile string
 	logger            *slog.Logger
 
 	mu      sync.Mutex
 	cert    *tls.Certificate
-	modTime time.Time
+	certPEM []byte // the file contents cert was loaded from
+	keyPEM  []byte
 	checked time.Time
 }
 
-func (c *certReloader) stamp() (time.Time, error) {
-	a, err := os.Stat(c.certFile)
-	if err != nil {
-		return time.Time{}, err
+func (c *certReloader) read() (certPEM, keyPEM []byte, err error) {
+	if certPEM, err = os.ReadFile(c.certFile); err != nil {
+		return nil, nil, err
 	}
-	b, err := os.Stat(c.keyFile)
-	if err != nil {
-		return time.Time{}, err
+	if keyPEM, err = os.ReadFile(c.keyFile); err != nil {
+		return nil, nil, err
 	}
-	if b.ModTime().After(a.ModTime()) {
-		return b.ModTime(), nil
-	}
-	return a.ModTime(), nil
+	return certPEM, keyPEM, nil
 }
 
 func (c *certReloader) load() error {
-	mt, err := c.stamp()
+	certPEM, keyPEM, err := c.read()
 	if err != nil {
-		return err
+		return fmt.Errorf("loading the serving certificate: %w", err)
 	}
-	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	return c.install(certPEM, keyPEM)
+}
+
+func (c *certReloader) install(certPEM, keyPEM []byte) error {
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return fmt.Errorf("loading the serving certificate: %w", err)
 	}
 	c.mu.Lock()
-	c.cert, c.modTime, c.checked = &cert, mt, time.Now()
+	c.cert, c.certPEM, c.keyPEM, c.checked = &cert, certPEM, keyPEM, time.Now()
 	c.mu.Unlock()
 	return nil
 }
@@ -115,20 +118,29 @@ func (c *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	if due {
 		c.checked = time.Now()
 	}
-	cert, mt := c.cert, c.modTime
+	cert, oldCert, oldKey := c.cert, c.certPEM, c.keyPEM
 	c.mu.Unlock()
-	if due {
-		if now, err := c.stamp(); err == nil && !now.Equal(mt) {
-			if err := c.load(); err != nil {
-				c.logger.Error("reloading the serving certificate failed; keeping the old one", "err", err)
-			} else {
-				c.logger.Info("serving certificate reloaded")
-				c.mu.Lock()
-				cert = c.cert
-				c.mu.Unlock()
-			}
-		}
+	if !due {
+		return cert, nil
 	}
+	certPEM, keyPEM, err := c.read()
+	if err != nil {
+		c.logger.Error("reading the serving certificate failed; keeping the old one", "err", err)
+		return cert, nil
+	}
+	if bytes.Equal(certPEM, oldCert) && bytes.Equal(keyPEM, oldKey) {
+		return cert, nil
+	}
+	// A half-written pair (new certificate, old key) fails here and is
+	// retried on the next check.
+	if err := c.install(certPEM, keyPEM); err != nil {
+		c.logger.Error("reloading the serving certificate failed; keeping the old one", "err", err)
+		return cert, nil
+	}
+	c.logger.Info("serving certificate reloaded")
+	c.mu.Lock()
+	cert = c.cert
+	c.mu.Unlock()
 	return cert, nil
 }
 
@@ -139,9 +151,19 @@ func selfSigned(hosts []string) (tls.Certificate, []byte, error) {
 	if err != nil {
 		return tls.Certificate{}, nil, err
 	}
+	// Random serials: every start makes a new CA with the same name, and
+	// clients may cache certificates by issuer and serial.
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	serial2, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
 	now := time.Now()
 	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
+		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: "kcedar self-signed CA"},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(365 * 24 * time.Hour),
@@ -159,7 +181,7 @@ func selfSigned(hosts []string) (tls.Certificate, []byte, error) {
 		return tls.Certificate{}, nil, err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
+		SerialNumber: serial2,
 		Subject:      pkix.Name{CommonName: "kcedar"},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(365 * 24 * time.Hour),

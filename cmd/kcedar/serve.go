@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/residual"
 	"github.com/kcedar/kcedar/server"
 )
 
@@ -23,12 +24,14 @@ func init() { rootCmd.AddCommand(newServeCmd()) }
 
 func newServeCmd() *cobra.Command {
 	var (
-		listen         string
-		policies       []string
-		src            schemaSource
-		tlsOpts        server.TLSOptions
-		reloadInterval time.Duration
-		logLevel       string
+		listen               string
+		policies             []string
+		src                  schemaSource
+		tlsOpts              server.TLSOptions
+		reloadInterval       time.Duration
+		logLevel             string
+		keyFile              string
+		admissionEnforcement bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --policies PATH...",
@@ -56,8 +59,16 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 			if err != nil {
 				return err
 			}
+			keys := residual.RandomKeyring()
+			if keyFile != "" {
+				if keys, err = residual.LoadKeyFile(keyFile); err != nil {
+					return &exitError{2, fmt.Errorf("--conditions-key-file: %w", err)}
+				}
+			} else {
+				logger.Warn("no --conditions-key-file: conditions are signed with a random key, valid only in this process until it restarts (run one replica, or share a key file)")
+			}
 			store := cedar.NewStore(policies, validator, logger)
-			srv := server.New(schema, store, logger)
+			srv := server.New(schema, store, server.Options{Logger: logger, Keys: keys, AdmissionEnforcement: admissionEnforcement})
 			if err := store.Load(); err != nil {
 				logger.Error("no valid policy set yet; not ready until the files are fixed", "err", err)
 			}
@@ -71,6 +82,9 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			go store.Watch(ctx, reloadInterval)
+			if keyFile != "" {
+				go watchKeyFile(ctx, keyFile, keys, reloadInterval, logger)
+			}
 			return serveTLS(ctx, listen, tlsCfg, srv, logger)
 		},
 	}
@@ -85,7 +99,38 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 	f.StringArrayVar(&tlsOpts.Hosts, "tls-san", nil, "extra host name or IP for the self-signed certificate (repeatable)")
 	f.DurationVar(&reloadInterval, "reload-interval", 2*time.Second, "how often to check the policy files for changes")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&keyFile, "conditions-key-file", "", "keys that sign conditions, shared by replicas: lines \"<id> <base64 secret>\", the first signs, all verify (rotation); reloaded when it changes")
+	f.BoolVar(&admissionEnforcement, "admission-enforcement", false, "for clusters without conditional authorization: answer Allow for a conditional allow on requests admission always sees, and enforce the conditions at POST /v1/admit (install it with `kcedar manifests`)")
 	return cmd
+}
+
+// watchKeyFile reloads the conditions keys when the file changes; a bad file
+// keeps the old keys.
+func watchKeyFile(ctx context.Context, path string, keys *residual.Keyring, interval time.Duration, logger *slog.Logger) {
+	last, _ := os.ReadFile(path)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		data, err := os.ReadFile(path)
+		if err != nil || string(data) == string(last) {
+			continue
+		}
+		parsed, err := residual.ParseKeyFile(data)
+		if err == nil {
+			err = keys.Replace(parsed)
+		}
+		if err != nil {
+			logger.Error("conditions key file is invalid; keeping the previous keys", "file", path, "err", err)
+			continue
+		}
+		last = data
+		logger.Info("conditions keys reloaded", "file", path, "keys", len(parsed))
+	}
 }
 
 func newLogger(level string) (*slog.Logger, error) {

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
+	"sigs.k8s.io/yaml"
+)
+
+func init() { rootCmd.AddCommand(newManifestsCmd()) }
+
+type manifestOptions struct {
+	url                  string
+	caFile               string
+	clientCert           string
+	clientKey            string
+	kubeconfigPath       string
+	admissionEnforcement bool
+	conditionsReview     bool
+	failurePolicy        string
+	outDir               string
+}
+
+func newManifestsCmd() *cobra.Command {
+	var o manifestOptions
+	cmd := &cobra.Command{
+		Use:   "manifests --url https://HOST:PORT --ca-file CA",
+		Short: "Print the API server configuration that puts kcedar in front",
+		Long: `Print, as one set, everything kube-apiserver needs to use kcedar:
+
+  authorization-config.yaml   AuthorizationConfiguration: kcedar before RBAC
+  kcedar-webhook.kubeconfig   how the API server reaches kcedar (contexts
+                              "authorize" and "conditions")
+  validating-webhook.yaml     with --admission-enforcement: the
+                              ValidatingWebhookConfiguration (failurePolicy
+                              Fail) that enforces conditions on clusters
+                              without conditional authorization
+
+With --admission-enforcement the webhook is always part of the output: the
+authorizer's conditional Allow is only safe with it installed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			files, err := o.render()
+			if err != nil {
+				return &exitError{2, err}
+			}
+			if o.outDir != "" {
+				if err := os.MkdirAll(o.outDir, 0o755); err != nil {
+					return err
+				}
+				for _, f := range files {
+					if err := os.WriteFile(filepath.Join(o.outDir, f.name), f.data, 0o644); err != nil {
+						return err
+					}
+					fmt.Fprintln(cmd.ErrOrStderr(), "wrote", filepath.Join(o.outDir, f.name))
+				}
+				return nil
+			}
+			return writeManifests(cmd.OutOrStdout(), files)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.url, "url", "", "kcedar's base URL as the API server reaches it, e.g. https://127.0.0.1:8443")
+	f.StringVar(&o.caFile, "ca-file", "", "CA that signed kcedar's serving certificate (kcedar serve --write-ca writes one)")
+	f.StringVar(&o.clientCert, "client-certificate", "", "client certificate the API server presents to kcedar (for kcedar serve --client-ca-file)")
+	f.StringVar(&o.clientKey, "client-key", "", "its private key")
+	f.StringVar(&o.kubeconfigPath, "webhook-kubeconfig-path", "/etc/kubernetes/kcedar-webhook.kubeconfig", "where the API server will find kcedar-webhook.kubeconfig")
+	f.BoolVar(&o.admissionEnforcement, "admission-enforcement", false, "also print the ValidatingWebhookConfiguration for kcedar serve --admission-enforcement")
+	f.BoolVar(&o.conditionsReview, "conditions-review", false, "KEP-5681 clusters: let the API server call back with AuthorizationConditionsReview")
+	f.StringVar(&o.failurePolicy, "failure-policy", "Deny", "the authorizer's failurePolicy when kcedar is unreachable: Deny or NoOpinion")
+	f.StringVarP(&o.outDir, "output-dir", "o", "", "write the files into this directory instead of printing them")
+	return cmd
+}
+
+type manifestFile struct {
+	name string
+	data []byte
+}
+
+func writeManifests(w io.Writer, files []manifestFile) error {
+	for i, f := range files {
+		if i > 0 {
+			fmt.Fprintln(w, "---")
+		}
+		fmt.Fprintf(w, "# %s\n", f.name)
+		if _, err := w.Write(f.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *manifestOptions) render() ([]manifestFile, error) {
+	if o.url == "" || !strings.HasPrefix(o.url, "https://") {
+		return nil, errors.New("--url is required and must be https://")
+	}
+	if o.caFile == "" {
+		return nil, errors.New("--ca-file is required")
+	}
+	if o.failurePolicy != "Deny" && o.failurePolicy != "NoOpinion" {
+		return nil, errors.New("--failure-policy is Deny or NoOpinion")
+	}
+	if (o.clientCert == "") != (o.clientKey == "") {
+		return nil, errors.New("--client-certificate and --client-key go together")
+	}
+	ca, err := os.ReadFile(o.caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-file: %w", err)
+	}
+	base := strings.TrimRight(o.url, "/")
+
+	user := clientcmdv1.AuthInfo{}
+	if o.clientCert != "" {
+		if user.ClientCertificateData, err = os.ReadFile(o.clientCert); err != nil {
+			return nil, err
+		}
+		if user.ClientKeyData, err = os.ReadFile(o.clientKey); err != nil {
+			return nil, err
+		}
+	}
+	kc := clientcmdv1.Config{
+		APIVersion: "v1", Kind: "Config",
+		Clusters: []clientcmdv1.NamedCluster{
+			{Name: "kcedar-authorize", Cluster: clientcmdv1.Cluster{Server: base + "/v1/authorize", CertificateAuthorityData: ca}},
+			{Name: "kcedar-conditions", Cluster: clientcmdv1.Cluster{Server: base + "/v1/conditions", CertificateAuthorityData: ca}},
+		},
+		AuthInfos: []clientcmdv1.NamedAuthInfo{{Name: "kube-apiserver", AuthInfo: user}},
+		Contexts: []clientcmdv1.NamedContext{
+			{Name: "authorize", Context: clientcmdv1.Context{Cluster: "kcedar-authorize", AuthInfo: "kube-apiserver"}},
+			{Name: "conditions", Context: clientcmdv1.Context{Cluster: "kcedar-conditions", AuthInfo: "kube-apiserver"}},
+		},
+		CurrentContext: "authorize",
+	}
+	kcYAML, err := yaml.Marshal(kc)
+	if err != nil {
+		return nil, err
+	}
+
+	webhook := map[string]any{
+		"timeout":                                  "3s",
+		"subjectAccessReviewVersion":               "v1",
+		"matchConditionSubjectAccessReviewVersion": "v1",
+		"failurePolicy":                            o.failurePolicy,
+		"authorizedTTL":                            "30s",
+		"unauthorizedTTL":                          "30s",
+		"connectionInfo":                           map[string]any{"type": "KubeConfigFile", "kubeConfigFile": o.kubeconfigPath},
+	}
+	if o.conditionsReview {
+		webhook["conditionsReview"] = map[string]any{"version": "v1alpha1", "kubeConfigContextName": "conditions"}
+	}
+	authz := map[string]any{
+		"apiVersion": "apiserver.config.k8s.io/v1",
+		"kind":       "AuthorizationConfiguration",
+		"authorizers": []any{
+			map[string]any{"type": "Node", "name": "node"},
+			map[string]any{"type": "Webhook", "name": "kcedar", "webhook": webhook},
+			map[string]any{"type": "RBAC", "name": "rbac"},
+		},
+	}
+	authzYAML, err := yaml.Marshal(authz)
+	if err != nil {
+		return nil, err
+	}
+	files := []manifestFile{{"authorization-config.yaml", authzYAML}, {"kcedar-webhook.kubeconfig", kcYAML}}
+	if o.admissionEnforcement {
+		vwc, err := yaml.Marshal(validatingWebhook(base, ca))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, manifestFile{"validating-webhook.yaml", vwc})
+	}
+	return files, nil
+}
+
+// validatingWebhook covers exactly the requests kcedar may allow
+// conditionally: writes (create, update, patch, delete, deletecollection
+// arrive as CREATE, UPDATE, DELETE) and connects, on every resource and
+// subresource. It fails closed.
+func validatingWebhook(base string, ca []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	equivalent := admissionregistrationv1.Equivalent
+	all := admissionregistrationv1.AllScopes
+	timeout := int32(5)
+	url := base + "/v1/admit"
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
+		ObjectMeta: metav1.ObjectMeta{Name: "kcedar-conditions"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:         "conditions.kcedar.dev",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete, admissionregistrationv1.Connect},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*", "*/*"}, Scope: &all},
+			}},
+			FailurePolicy:           &fail,
+			MatchPolicy:             &equivalent,
+			SideEffects:             &none,
+			TimeoutSeconds:          &timeout,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+}
+
