@@ -1,3 +1,22 @@
 // Package schemagen turns a cluster's discovery and OpenAPI v3 documents into the
 // typed Cedar schema that kcedar's policies, authorizer and condition evaluator share.
+//
+// The pieces:
+//
+//   - Documents holds aggregated discovery (/api, /apis) and the /openapi/v3
+//     documents: FetchLive reads a cluster, ReadDir / WriteDir a saved copy
+//     (kcedar schema capture), Default the snapshot of stock Kubernetes v1.37
+//     embedded from ./default.
+//   - Generate builds the Schema model (model.go): one Resource per resource and
+//     subresource, the object fields of each served version, the OpenAPI
+//     definitions they use, map types, verbs, and warnings for everything that
+//     cannot be typed exactly.
+//   - CedarAST, MarshalCedar and MarshalJSON print the model with cedar-go's
+//     x/exp/schema; ParseSchema rebuilds the model from such a printout.
+//   - Load and Source pick one of these sources from command-line flags.
+//
+// The model is the single source of truth: the printed schema is derived from it,
+// and the cedar package converts Kubernetes objects into Cedar values by walking
+// the same model, so values always conform to the schema. The names are kcedar's
+// contract with policy authors (names.go, docs/schema.md).
 package schemagen

@@ -67,14 +67,15 @@ var StandardVerbs = []string{
 // NonResourceVerbs are the lower-case HTTP verbs of non-resource requests.
 var NonResourceVerbs = []string{"get", "post", "put", "patch", "delete", "head", "options"}
 
-// cedarReserved are words Cedar rejects as identifiers or type names.
+// cedarReserved are the words Cedar rejects as identifiers (its reserved words)
+// and as type names (the built-in types). Other keywords of the policy and schema
+// grammars (principal, resource, namespace, entity, type, ...) are valid
+// identifiers in both, so resource.k8s.io maps to io::k8s::resource.
 var cedarReserved = map[string]bool{
 	"true": true, "false": true, "if": true, "then": true, "else": true, "in": true,
-	"is": true, "like": true, "has": true, "permit": true, "forbid": true, "when": true,
-	"unless": true, "principal": true, "action": true, "resource": true, "context": true,
+	"is": true, "like": true, "has": true, "__cedar": true,
 	"Bool": true, "Boolean": true, "Entity": true, "Extension": true, "Long": true,
-	"Record": true, "Set": true, "String": true, "namespace": true, "entity": true,
-	"type": true, "enum": true, "appliesTo": true, "tags": true, "__cedar": true,
+	"Record": true, "Set": true, "String": true,
 }
 
 // Ident makes s a Cedar identifier: '-' and '.' become '_', other characters that

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+func init() {
+	rootCmd.AddCommand(newSchemaCmd())
+}
+
+func newSchemaCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "schema",
+		Short: "Generate the typed Cedar schema of a cluster",
+		Long: `The Cedar schema kcedar's policies are written against: one entity type per
+resource and subresource, typed from the cluster's OpenAPI v3 definitions.
+See docs/schema.md.`,
+	}
+	cmd.AddCommand(newSchemaExportCmd(), newSchemaCaptureCmd())
+	return cmd
+}
+
+func newSchemaExportCmd() *cobra.Command {
+	var (
+		src     schemagen.Source
+		format  string
+		out     string
+		verbose bool
+	)
+	cmd := &cobra.Command{
+		Use:   "export",
+		Short: "Print the Cedar schema (embedded Kubernetes v1.37 default, live cluster or saved documents)",
+		Long: `Print the typed Cedar schema.
+
+Sources (at most one; without any, the embedded snapshot of stock Kubernetes
+v1.37 is used, so the output does not depend on the environment):
+  --kubeconfig FILE   a live cluster (add --context to pick a context)
+  --live              a live cluster via KUBECONFIG, ~/.kube/config or the
+                      in-cluster service account
+  --from-dir DIR      documents saved by 'kcedar schema capture'
+  --schema FILE       a schema printed by 'kcedar schema export' (to convert
+                      between the cedar and json formats)
+
+The output is deterministic: the same documents give byte-identical output.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "cedar" && format != "json" {
+				return fmt.Errorf("--format must be cedar or json, not %q", format)
+			}
+			start := time.Now()
+			s, err := schemagen.Load(cmd.Context(), src)
+			if err != nil {
+				return err
+			}
+			genTime := time.Since(start)
+			var data []byte
+			if format == "json" {
+				data, err = s.MarshalJSON()
+			} else {
+				data, err = s.MarshalCedar()
+			}
+			if err != nil {
+				return err
+			}
+			if err := writeOutput(out, data, cmd.OutOrStdout()); err != nil {
+				return err
+			}
+			if verbose {
+				stderr := cmd.ErrOrStderr()
+				fmt.Fprintf(stderr, "source:            %s\n", src)
+				fmt.Fprint(stderr, s.Stats())
+				fmt.Fprintf(stderr, "load+generate:     %s\n", genTime.Round(time.Millisecond))
+				fmt.Fprintf(stderr, "total:             %s\n", time.Since(start).Round(time.Millisecond))
+				for _, w := range s.Warnings {
+					fmt.Fprintln(stderr, "warning:", w)
+				}
+			}
+			return nil
+		},
+	}
+	src.AddFlags(cmd.Flags())
+	cmd.Flags().StringVar(&format, "format", "cedar", "output format: cedar or json")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of stdout")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print counts, timings and warnings to stderr")
+	return cmd
+}
+
+func newSchemaCaptureCmd() *cobra.Command {
+	var (
+		src schemagen.Source
+		out string
+	)
+	cmd := &cobra.Command{
+		Use:   "capture",
+		Short: "Save a cluster's discovery and OpenAPI v3 documents for --from-dir",
+		Long: `Save the aggregated discovery (/api, /apis) and OpenAPI v3 (/openapi/v3)
+documents of a live cluster into a directory, which 'kcedar schema export
+--from-dir' and the --from-dir flag of other commands read. The files are
+deterministic: sorted JSON keys, "description" fields stripped, and only the
+connect operations kept of the OpenAPI paths. The discovery/ and openapi/
+subdirectories of the output directory are replaced.
+
+hack/capture-default.sh uses it to refresh the embedded default
+(schemagen/default).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return errors.New("-o DIR is required")
+			}
+			if !src.IsLive() && src.FromDir == "" {
+				return errors.New("capture needs a live cluster (--kubeconfig or --live) or --from-dir")
+			}
+			docs, err := schemagen.LoadDocuments(cmd.Context(), src)
+			if err != nil {
+				return err
+			}
+			// Refuse to save documents kcedar cannot use.
+			if _, err := schemagen.Generate(docs); err != nil {
+				return fmt.Errorf("captured documents do not generate a schema: %w", err)
+			}
+			return docs.WriteDir(out)
+		},
+	}
+	cmd.Flags().BoolVar(&src.Live, "live", false, "read the live cluster (KUBECONFIG, ~/.kube/config or in-cluster config)")
+	cmd.Flags().StringVar(&src.Kubeconfig, "kubeconfig", "", "read the live cluster of this kubeconfig file")
+	cmd.Flags().StringVar(&src.Context, "context", "", "kubeconfig context of the live cluster")
+	cmd.Flags().StringVar(&src.FromDir, "from-dir", "", "re-normalize documents saved earlier")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "directory to write (created if needed)")
+	return cmd
+}
+
+// writeOutput writes data to path (atomically) or, without a path, to w.
+func writeOutput(path string, data []byte, w io.Writer) error {
+	if path == "" || path == "-" {
+		_, err := w.Write(data)
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
