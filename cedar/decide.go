@@ -109,7 +109,7 @@ func ResolveTarget(s *schemagen.Schema, req *Request) Target {
 		return Target{EntityType: schemagen.NonResourceURLType}
 	}
 	if req.APIGroup != Wildcard && req.Resource != Wildcard && req.Subresource != Wildcard {
-		if r, ok := s.Resources[schemagen.ResourceKey{Group: req.APIGroup, Resource: req.Resource, Subresource: req.Subresource}]; ok {
+		if r, ok := s.Lookup(req.APIGroup, req.Resource, req.Subresource); ok {
 			return Target{EntityType: r.EntityType, Resource: r}
 		}
 	}
@@ -191,8 +191,9 @@ func (t Target) Attributes(req *Request, open map[string]bool, openValue func(at
 		r := t.Resource
 		set(schemagen.AttrAPIGroup, r.Key.Group, true)
 		set(schemagen.AttrResource, r.Key.Resource, true)
-		if r.Key.Subresource != "" {
-			set(schemagen.AttrSubresource, r.Key.Subresource, true)
+		if r.HasSubresourceAttr() {
+			// userextras: the subresource is the extra key, any value.
+			set(schemagen.AttrSubresource, req.Subresource, true)
 		}
 		if r.Namespaced {
 			set(schemagen.AttrNamespace, req.Namespace, true)

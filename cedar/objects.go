@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,10 +58,11 @@ func (c *ObjectConverter) Object(res *schemagen.Resource, obj map[string]any) ty
 			m[schemagen.AttrMetadata] = c.zero(c.Schema.ObjectMeta)
 		}
 	}
-	for attr, ov := range res.Versions {
-		if ov.APIVersion != apiVersion || ov.Fields == nil {
-			continue
-		}
+	attr, ok := res.VersionOf(apiVersion, kind, "")
+	if !ok && kind == "" {
+		attr, ok = versionByAPIVersion(res, apiVersion)
+	}
+	if ov := res.Versions[attr]; ok && ov.Fields != nil {
 		fields := make(map[string]any, len(obj))
 		for k, v := range obj {
 			switch k {
@@ -72,9 +74,24 @@ func (c *ObjectConverter) Object(res *schemagen.Resource, obj map[string]any) ty
 		if v, ok := c.convert(ov.Fields, fields, attr); ok {
 			m[types.String(attr)] = v
 		}
-		break
 	}
 	return types.NewRecord(m)
+}
+
+// versionByAPIVersion finds the version of an object that does not say its
+// kind (the first, in order, serving apiVersion).
+func versionByAPIVersion(res *schemagen.Resource, apiVersion string) (string, bool) {
+	names := make([]string, 0, len(res.Versions))
+	for name, ov := range res.Versions {
+		if ov.APIVersion == apiVersion {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return "", false
+	}
+	slices.Sort(names)
+	return names[0], true
 }
 
 func (c *ObjectConverter) warn(path, format string, args ...any) {

@@ -34,6 +34,8 @@ type Outcome struct {
 	// Policies that decided an unconditional Allow or Deny.
 	Policies []*cedar.Policy
 	Errors   []string
+	// partial is set when deciding needed partial evaluation (worth caching).
+	partial bool
 }
 
 // Fold turns a conditional outcome into an unconditional one for a caller
@@ -64,6 +66,8 @@ type Options struct {
 type Authorizer struct {
 	Schema   *schemagen.Schema
 	Policies *cedar.PolicySet
+	// Cache, if set, memoizes outcomes that needed partial evaluation.
+	Cache *OutcomeCache
 }
 
 // Authorize decides req. Open values (an empty name or namespace, "*" groups
@@ -73,6 +77,21 @@ type Authorizer struct {
 // are unknowns too when opts.Conditions is set and admission will see the
 // request; the outcome may then be conditional.
 func (a *Authorizer) Authorize(req *cedar.Request, opts Options) Outcome {
+	if a.Cache == nil {
+		return a.authorize(req, opts)
+	}
+	key := cacheKey{policies: a.Policies, schema: a.Schema, request: requestKey(req, opts)}
+	if o, ok := a.Cache.get(key); ok {
+		return o
+	}
+	o := a.authorize(req, opts)
+	if o.Conditional || o.partial {
+		a.Cache.put(key, o)
+	}
+	return o
+}
+
+func (a *Authorizer) authorize(req *cedar.Request, opts Options) Outcome {
 	verbs := cedar.Verbs(a.Schema, req)
 	if len(verbs) == 1 {
 		return a.authorizeVerb(req, verbs[0], opts)
@@ -236,7 +255,7 @@ func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, opts Option
 		}
 	}
 
-	var out Outcome
+	out := Outcome{partial: true}
 	var allowTrue []*cedar.Policy
 	var denyTrue []*cedar.Policy
 	for _, p := range candidates {
@@ -281,11 +300,11 @@ func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, opts Option
 	sort.Strings(out.Errors)
 	switch {
 	case len(denyTrue) > 0:
-		return Outcome{Decision: cedar.Deny, Policies: uniquePolicies(denyTrue), Errors: out.Errors}
+		return Outcome{Decision: cedar.Deny, Policies: uniquePolicies(denyTrue), Errors: out.Errors, partial: true}
 	case len(out.Deny) == 0 && len(allowTrue) > 0:
-		return Outcome{Decision: cedar.Allow, Policies: uniquePolicies(allowTrue), Errors: out.Errors}
+		return Outcome{Decision: cedar.Allow, Policies: uniquePolicies(allowTrue), Errors: out.Errors, partial: true}
 	case len(out.Deny) == 0 && len(out.Allow) == 0:
-		return Outcome{Decision: cedar.NoOpinion, Errors: out.Errors}
+		return Outcome{Decision: cedar.NoOpinion, Errors: out.Errors, partial: true}
 	}
 	out.Conditional = true
 	if len(allowTrue) > 0 {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	cedarlib "github.com/cedar-policy/cedar-go"
 	cedarast "github.com/cedar-policy/cedar-go/ast"
 	"github.com/cedar-policy/cedar-go/types"
 	"github.com/cedar-policy/cedar-go/x/exp/ast"
@@ -54,13 +53,31 @@ const errorEntity types.EntityType = "k8s::EvaluationError"
 type Codec struct {
 	Keys *Keyring
 
-	mu    sync.Mutex
-	cache map[string]*decoded
+	mu      sync.Mutex
+	cache   map[string]*decoded
+	encoded map[encodeKey][]encodedEntry
+	nEnc    int
 }
 
 // NewCodec returns a codec that signs with keys.
 func NewCodec(keys *Keyring) *Codec {
-	return &Codec{Keys: keys, cache: map[string]*decoded{}}
+	return &Codec{Keys: keys, cache: map[string]*decoded{}, encoded: map[encodeKey][]encodedEntry{}}
+}
+
+// Encoded conditions are cached: the same policy leaves the same residual
+// for many requests (the known values folded into it are the same).
+type encodeKey struct {
+	policy     *cedar.Policy
+	effect     Effect
+	entityType types.EntityType
+	hash       uint64
+}
+
+type encodedEntry struct {
+	expr  ast.IsNode
+	keyID string
+	cond  wire.Condition
+	err   error
 }
 
 const maxCachedConditions = 8192
@@ -108,12 +125,34 @@ func Describe(p *cedar.Policy) string {
 // Encode turns a residual into a condition with the given effect. It fails
 // when the condition would be longer than MaxConditionBytes.
 func (c *Codec) Encode(r Residual, effect Effect) (wire.Condition, error) {
+	key := c.Keys.signing()
+	ck := encodeKey{policy: r.Policy, effect: effect, entityType: r.EntityType, hash: hashExpr(r.Expr)}
+	c.mu.Lock()
+	for _, e := range c.encoded[ck] {
+		if e.keyID == key.ID && ast.Equal(ast.NewNode(e.expr), ast.NewNode(r.Expr)) {
+			c.mu.Unlock()
+			return e.cond, e.err
+		}
+	}
+	c.mu.Unlock()
+	cond, err := c.encode(r, effect, key)
+	c.mu.Lock()
+	if c.nEnc >= maxCachedConditions {
+		clear(c.encoded)
+		c.nEnc = 0
+	}
+	c.encoded[ck] = append(c.encoded[ck], encodedEntry{expr: r.Expr, keyID: key.ID, cond: cond, err: err})
+	c.nEnc++
+	c.mu.Unlock()
+	return cond, err
+}
+
+func (c *Codec) encode(r Residual, effect Effect, key Key) (wire.Condition, error) {
 	text, err := exprText(r.Expr)
 	if err != nil {
 		return wire.Condition{}, err
 	}
 	cond := wire.Condition{ID: ConditionID(r.Policy.ID), Type: ConditionType, Description: Describe(r.Policy)}
-	key := c.Keys.signing()
 	body := string(r.EntityType) + ";" + text
 	cond.Condition = conditionPrefix + ";" + key.ID + ";" + mac(key, effect, cond.ID, cond.Type, body) + ";" + body
 	if len(cond.Condition) > MaxConditionBytes {
@@ -186,7 +225,7 @@ const policyHead = "permit ( principal, action, resource )\nwhen { "
 func exprText(n ast.IsNode) (string, error) {
 	n = replaceErrors(n)
 	p := ast.Permit().When(ast.NewNode(n))
-	text := string(cedarlib.NewPolicyFromAST((*cedarast.Policy)(p)).MarshalCedar())
+	text := string((*cedarast.Policy)(p).MarshalCedar())
 	if !strings.HasPrefix(text, policyHead) || !strings.HasSuffix(text, " };") {
 		return "", fmt.Errorf("unexpected policy text %q", text)
 	}

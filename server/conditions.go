@@ -175,7 +175,7 @@ func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	data := admissionData(review.Request)
-	az := &residual.Authorizer{Schema: s.Schema(), Policies: ps}
+	az := &residual.Authorizer{Schema: s.Schema(), Policies: ps, Cache: s.outcomes}
 	v := residual.Admit(az, s.evaluator.Load(), s.codec, data, optionsKind(review.Request))
 	resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: v.Decision == cedar.Allow}
 	if !resp.Allowed {

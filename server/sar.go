@@ -60,7 +60,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	upstream := sar.Spec.AuthorizationOptions.Handles(wire.DecisionTypeConditionsMap)
 	draft := sar.Spec.ConditionalAuthorization != nil && sar.Spec.ConditionalAuthorization.Mode != wire.ConditionsModeNone
 	start := time.Now()
-	az := residual.Authorizer{Schema: s.Schema(), Policies: ps}
+	az := residual.Authorizer{Schema: s.Schema(), Policies: ps, Cache: s.outcomes}
 	out := az.Authorize(req, residual.Options{Conditions: upstream || draft || s.enforce})
 	var status wire.SubjectAccessReviewStatus
 	label := out.Decision.String()

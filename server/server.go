@@ -47,6 +47,7 @@ type Server struct {
 	codec     *residual.Codec
 	evaluator atomic.Pointer[residual.Evaluator]
 	enforce   bool
+	outcomes  *residual.OutcomeCache
 }
 
 // New returns a server deciding with schema and the policies in store.
@@ -60,7 +61,7 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	if keys == nil {
 		keys = residual.RandomKeyring()
 	}
-	s := &Server{store: store, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: residual.NewCodec(keys), enforce: opts.AdmissionEnforcement}
+	s := &Server{store: store, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: residual.NewCodec(keys), enforce: opts.AdmissionEnforcement, outcomes: residual.NewOutcomeCache(16384)}
 	s.schema.Store(schema)
 	s.evaluator.Store(&residual.Evaluator{Schema: schema, Codec: s.codec})
 	prev := store.OnReload
