@@ -42,17 +42,63 @@ func NewObjectConverter(s *schemagen.Schema) *ObjectConverter {
 // metadata are always there (empty when the object lacks them, as connect
 // options objects do), so the value conforms to the schema.
 func (c *ObjectConverter) Object(res *schemagen.Resource, obj map[string]any) types.Record {
+	return c.ObjectPaths(res, obj, nil)
+}
+
+// Paths is a set of attribute paths into an object. A node with All needs
+// its whole value; otherwise only the children listed (a node without
+// children still needs its presence). nil means everything.
+type Paths struct {
+	All      bool
+	Children map[string]*Paths
+}
+
+// Child returns the node for attribute name, creating it.
+func (p *Paths) Child(name string) *Paths {
+	if p.Children == nil {
+		p.Children = map[string]*Paths{}
+	}
+	c, ok := p.Children[name]
+	if !ok {
+		c = &Paths{}
+		p.Children[name] = c
+	}
+	return c
+}
+
+// Merge adds q's paths to p.
+func (p *Paths) Merge(q *Paths) {
+	if q == nil {
+		return
+	}
+	p.All = p.All || q.All
+	for name, c := range q.Children {
+		p.Child(name).Merge(c)
+	}
+}
+
+func (p *Paths) next(name string) (*Paths, bool) {
+	if p == nil || p.All {
+		return p, true
+	}
+	c, ok := p.Children[name]
+	return c, ok
+}
+
+// ObjectPaths is Object converting only the paths in need (nil: all): what
+// a condition cannot read is left out, which it cannot observe.
+func (c *ObjectConverter) ObjectPaths(res *schemagen.Resource, obj map[string]any, need *Paths) types.Record {
 	m := types.RecordMap{}
 	apiVersion, _ := obj[schemagen.AttrAPIVersion].(string)
 	kind, _ := obj[schemagen.AttrKind].(string)
 	m[schemagen.AttrAPIVersion] = types.String(apiVersion)
 	m[schemagen.AttrKind] = types.String(kind)
-	if c.Schema.ObjectMeta != nil {
+	if mdNeed, ok := need.next(schemagen.AttrMetadata); ok && c.Schema.ObjectMeta != nil {
 		md, _ := obj[schemagen.AttrMetadata].(map[string]any)
 		if md == nil {
 			md = map[string]any{}
 		}
-		if v, ok := c.convert(c.Schema.ObjectMeta, md, "metadata"); ok {
+		if v, ok := c.convertPaths(c.Schema.ObjectMeta, md, "metadata", mdNeed); ok {
 			m[schemagen.AttrMetadata] = v
 		} else {
 			m[schemagen.AttrMetadata] = c.zero(c.Schema.ObjectMeta)
@@ -62,7 +108,8 @@ func (c *ObjectConverter) Object(res *schemagen.Resource, obj map[string]any) ty
 	if !ok && kind == "" {
 		attr, ok = versionByAPIVersion(res, apiVersion)
 	}
-	if ov := res.Versions[attr]; ok && ov.Fields != nil {
+	vNeed, wanted := need.next(attr)
+	if ov := res.Versions[attr]; ok && wanted && ov.Fields != nil {
 		fields := make(map[string]any, len(obj))
 		for k, v := range obj {
 			switch k {
@@ -71,7 +118,7 @@ func (c *ObjectConverter) Object(res *schemagen.Resource, obj map[string]any) ty
 				fields[k] = v
 			}
 		}
-		if v, ok := c.convert(ov.Fields, fields, attr); ok {
+		if v, ok := c.convertPaths(ov.Fields, fields, attr, vNeed); ok {
 			m[types.String(attr)] = v
 		}
 	}
@@ -103,6 +150,12 @@ func (c *ObjectConverter) warn(path, format string, args ...any) {
 // convert returns the Cedar value of v as type t; ok is false when v is null or
 // does not fit t.
 func (c *ObjectConverter) convert(t schemagen.Type, v any, path string) (types.Value, bool) {
+	return c.convertPaths(t, v, path, nil)
+}
+
+// convertPaths is convert limited to the paths in need (records only; other
+// values are converted whole).
+func (c *ObjectConverter) convertPaths(t schemagen.Type, v any, path string, need *Paths) (types.Value, bool) {
 	if v == nil {
 		return nil, false
 	}
@@ -167,8 +220,12 @@ func (c *ObjectConverter) convert(t schemagen.Type, v any, path string) (types.V
 		}
 		m := make(types.RecordMap, len(tt.Attributes))
 		for name, attr := range tt.Attributes {
+			childNeed, wanted := need.next(name)
+			if !wanted {
+				continue
+			}
 			if fv, present := obj[name]; present && fv != nil {
-				if cv, ok := c.convert(attr.Type, fv, path+"."+name); ok {
+				if cv, ok := c.convertPaths(attr.Type, fv, path+"."+name, childNeed); ok {
 					m[types.String(name)] = cv
 					continue
 				}
@@ -205,7 +262,7 @@ func (c *ObjectConverter) convert(t schemagen.Type, v any, path string) (types.V
 			c.warn(path, "type %s is not defined", tt.Name)
 			return nil, false
 		}
-		return c.convert(def, v, path)
+		return c.convertPaths(def, v, path, need)
 	default:
 		c.warn(path, "unsupported type %T", t)
 		return nil, false

@@ -20,6 +20,8 @@ type Residual struct {
 	Expr   ast.IsNode
 	// EntityType is the resource entity the expression is evaluated against.
 	EntityType types.EntityType
+	// memo, when the residual was memoized, also keeps its encodings.
+	memo *memoEntry
 }
 
 // Outcome is the authorization-time answer. When Conditional is false,
@@ -117,6 +119,17 @@ func (a *Authorizer) authorize(req *cedar.Request, opts Options) Outcome {
 
 // Shapes of the admission data: which objects a request will carry.
 type shape struct{ object, oldObject bool }
+
+func (s shape) code() int {
+	c := 0
+	if s.object {
+		c |= 1
+	}
+	if s.oldObject {
+		c |= 2
+	}
+	return c
+}
 
 // AdmissionShapes lists the object shapes admission can see for a request, or
 // nil when admission never sees it (reads, and anything not on a concrete,
@@ -246,25 +259,26 @@ func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, opts Option
 		ents := &cedar.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(m)}}
 		return eval.Env{Entities: ents, Principal: principal.UID, Action: action, Resource: resourceUID, Context: types.NewRecord(nil)}
 	}
+	admission := len(shapes) > 0
 	var envs []eval.Env
-	if len(shapes) == 0 {
-		envs = []eval.Env{envFor(shape{})}
-	} else {
-		for _, sh := range shapes {
-			envs = append(envs, envFor(sh))
-		}
+	if !admission {
+		shapes = []shape{{}}
+	}
+	for _, sh := range shapes {
+		envs = append(envs, envFor(sh))
 	}
 
 	out := Outcome{partial: true}
 	var allowTrue []*cedar.Policy
 	var denyTrue []*cedar.Policy
 	for _, p := range candidates {
-		expr := partialExpr(envs[0], p)
+		expr, memo := a.partialExpr(envs[0], shapes[0].code(), p, verb, target.EntityType, principal)
 		if p.UsesObjects && len(envs) == 2 {
 			// The first shape has the stored object, the second does not
 			// (update or patch that creates): split on its presence.
-			other := partialExpr(envs[1], p)
+			other, _ := a.partialExpr(envs[1], shapes[1].code(), p, verb, target.EntityType, principal)
 			if !ast.Equal(ast.NewNode(expr), ast.NewNode(other)) {
+				memo = nil
 				expr = simplify(ast.NodeTypeIfThenElse{
 					If:   ast.NodeTypeHas{StrOpNode: ast.StrOpNode{Arg: ast.NodeTypeVariable{Name: "resource"}, Value: schemagen.AttrOldObject}},
 					Then: expr, Else: other,
@@ -282,7 +296,7 @@ func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, opts Option
 					out.Errors = append(out.Errors, "policy "+p.ID+": "+errorText(expr))
 				}
 			default:
-				out.Deny = append(out.Deny, Residual{Policy: p, Expr: expr, EntityType: target.EntityType})
+				out.Deny = append(out.Deny, Residual{Policy: p, Expr: expr, EntityType: target.EntityType, memo: memo})
 			}
 			continue
 		}
@@ -294,7 +308,7 @@ func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, opts Option
 				out.Errors = append(out.Errors, "policy "+p.ID+": "+errorText(expr))
 			}
 		default:
-			out.Allow = append(out.Allow, Residual{Policy: p, Expr: expr, EntityType: target.EntityType})
+			out.Allow = append(out.Allow, Residual{Policy: p, Expr: expr, EntityType: target.EntityType, memo: memo})
 		}
 	}
 	sort.Strings(out.Errors)
@@ -311,17 +325,33 @@ func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, opts Option
 		// An unconditional permit: the deny conditions alone decide.
 		out.Allow = []Residual{{Policy: allowTrue[0], Expr: ast.NodeValue{Value: types.True}, EntityType: target.EntityType}}
 	}
-	if len(shapes) == 0 {
+	if !admission {
 		// Nothing will evaluate conditions for this request: fold now.
 		return out.Fold()
 	}
 	return out
 }
 
-// partialExpr partially evaluates p and returns its simplified condition: a
+// partialExpr is partialEval memoized (with a cache) by the request values
+// p's residual depends on.
+func (a *Authorizer) partialExpr(env eval.Env, shapeIdx int, p *cedar.Policy, verb string, target types.EntityType, principal types.Entity) (ast.IsNode, *memoEntry) {
+	if a.Cache == nil {
+		return partialEval(env, p), nil
+	}
+	res, _ := env.Entities.Get(env.Resource.(types.EntityUID))
+	k := memoEntryKey{policy: p, key: memoKey(p, inputsOf(p), shapeIdx, verb, target, principal, res.Attributes.Map())}
+	if e, ok := a.Cache.residuals.get(k); ok {
+		return e.expr, e
+	}
+	e := &memoEntry{expr: partialEval(env, p)}
+	a.Cache.residuals.put(k, e)
+	return e.expr, e
+}
+
+// partialEval partially evaluates p and returns its simplified condition: a
 // boolean value when decided, a partial error when it fails whatever the
 // unknowns are, else the residual expression.
-func partialExpr(env eval.Env, p *cedar.Policy) ast.IsNode {
+func partialEval(env eval.Env, p *cedar.Policy) ast.IsNode {
 	rp, keep := eval.PartialPolicy(env, p.AST)
 	if !keep {
 		return ast.NodeValue{Value: types.False}

@@ -166,13 +166,18 @@ func TestOpenValuesMatchEnumerationOracle(t *testing.T) {
 	rng := rand.New(rand.NewSource(42))
 	const sets, requestsPerSet = 300, 40
 	checked, incomplete := 0, 0
+	cache := NewOutcomeCache(1 << 16)
 	for i := 0; i < sets; i++ {
 		src := genPolicies(rng, 1+rng.Intn(6))
 		ps := mustPolicies(t, src)
 		az := &Authorizer{Schema: s, Policies: ps}
+		cached := &Authorizer{Schema: s, Policies: ps, Cache: cache}
 		for j := 0; j < requestsPerSet; j++ {
 			req := genRequest(rng)
 			got := az.Authorize(req, Options{})
+			if c := cached.Authorize(req, Options{}); c.Decision != got.Decision {
+				t.Fatalf("set %d request %s: memoized %v, computed %v\npolicies:\n%s", i, req, c.Decision, got.Decision, src)
+			}
 			want, singleCover := oracle(s, ps, req)
 			if got.Decision == cedar.NoOpinion && want == cedar.Allow && !singleCover {
 				// Several permits' residuals together cover every value (say

@@ -17,6 +17,9 @@ type OutcomeCache struct {
 	mu      sync.Mutex
 	entries map[cacheKey]Outcome
 	max     int
+	// residuals memoizes each policy's residual by the request values it
+	// depends on, so different requests share them.
+	residuals residualMemo
 }
 
 type cacheKey struct {
@@ -27,7 +30,7 @@ type cacheKey struct {
 
 // NewOutcomeCache holds up to max outcomes.
 func NewOutcomeCache(max int) *OutcomeCache {
-	return &OutcomeCache{entries: map[cacheKey]Outcome{}, max: max}
+	return &OutcomeCache{entries: map[cacheKey]Outcome{}, max: max, residuals: residualMemo{entries: map[memoEntryKey]*memoEntry{}, max: max}}
 }
 
 func (c *OutcomeCache) get(k cacheKey) (Outcome, bool) {

@@ -78,13 +78,15 @@ type encodedEntry struct {
 	keyID string
 	cond  wire.Condition
 	err   error
+	codec *Codec // memo entries may be shared by codecs (tests); the key differs
 }
 
 const maxCachedConditions = 8192
 
 type decoded struct {
-	entityType types.EntityType
-	expr       ast.IsNode
+	entityType        types.EntityType
+	expr              ast.IsNode
+	object, oldObject *cedar.Paths // what expr reads of the objects
 }
 
 // ConditionID derives a condition id (label-key syntax) from a policy id:
@@ -126,6 +128,23 @@ func Describe(p *cedar.Policy) string {
 // when the condition would be longer than MaxConditionBytes.
 func (c *Codec) Encode(r Residual, effect Effect) (wire.Condition, error) {
 	key := c.Keys.signing()
+	if r.memo != nil {
+		mk := string(effect) + "\x00" + string(r.EntityType) + "\x00" + key.ID
+		r.memo.mu.Lock()
+		e, ok := r.memo.encoded[mk]
+		r.memo.mu.Unlock()
+		if !ok || e.codec != c {
+			cond, err := c.encode(r, effect, key)
+			e = encodedEntry{cond: cond, err: err, codec: c}
+			r.memo.mu.Lock()
+			if r.memo.encoded == nil {
+				r.memo.encoded = map[string]encodedEntry{}
+			}
+			r.memo.encoded[mk] = e
+			r.memo.mu.Unlock()
+		}
+		return e.cond, e.err
+	}
 	ck := encodeKey{policy: r.Policy, effect: effect, entityType: r.EntityType, hash: hashExpr(r.Expr)}
 	c.mu.Lock()
 	for _, e := range c.encoded[ck] {
@@ -176,37 +195,46 @@ var ErrForeignCondition = errors.New("condition was not written by kcedar or was
 // Decode verifies a condition written by Encode with the given effect and
 // returns its entity type and expression.
 func (c *Codec) Decode(cond wire.Condition, effect Effect) (types.EntityType, ast.IsNode, error) {
+	d, err := c.decode(cond, effect)
+	if err != nil {
+		return "", nil, err
+	}
+	return d.entityType, d.expr, nil
+}
+
+func (c *Codec) decode(cond wire.Condition, effect Effect) (*decoded, error) {
 	if cond.Type != ConditionType {
-		return "", nil, fmt.Errorf("condition %q: type %q is not kcedar's (%s)", cond.ID, cond.Type, ConditionType)
+		return nil, fmt.Errorf("condition %q: type %q is not kcedar's (%s)", cond.ID, cond.Type, ConditionType)
 	}
 	if len(cond.Condition) > MaxConditionBytes {
-		return "", nil, fmt.Errorf("condition %q: longer than %d bytes", cond.ID, MaxConditionBytes)
+		return nil, fmt.Errorf("condition %q: longer than %d bytes", cond.ID, MaxConditionBytes)
 	}
 	parts := strings.SplitN(cond.Condition, ";", 5)
 	if len(parts) != 5 || parts[0] != conditionPrefix {
-		return "", nil, fmt.Errorf("condition %q: %w (malformed)", cond.ID, ErrForeignCondition)
+		return nil, fmt.Errorf("condition %q: %w (malformed)", cond.ID, ErrForeignCondition)
 	}
 	key, ok := c.Keys.lookup(parts[1])
 	if !ok {
-		return "", nil, fmt.Errorf("condition %q: %w (unknown key %q)", cond.ID, ErrForeignCondition, parts[1])
+		return nil, fmt.Errorf("condition %q: %w (unknown key %q)", cond.ID, ErrForeignCondition, parts[1])
 	}
 	body := parts[3] + ";" + parts[4]
 	want := mac(key, effect, cond.ID, cond.Type, body)
 	if !hmac.Equal([]byte(want), []byte(parts[2])) {
-		return "", nil, fmt.Errorf("condition %q: %w", cond.ID, ErrForeignCondition)
+		return nil, fmt.Errorf("condition %q: %w", cond.ID, ErrForeignCondition)
 	}
 	cacheKey := string(effect) + "\x00" + cond.Condition
 	c.mu.Lock()
 	d, ok := c.cache[cacheKey]
 	c.mu.Unlock()
 	if ok {
-		return d.entityType, d.expr, nil
+		return d, nil
 	}
 	expr, err := parseExpr(parts[4])
 	if err != nil {
-		return "", nil, fmt.Errorf("condition %q: %v", cond.ID, err)
+		return nil, fmt.Errorf("condition %q: %v", cond.ID, err)
 	}
 	d = &decoded{entityType: types.EntityType(parts[3]), expr: expr}
+	d.object, d.oldObject = objectPaths(expr)
 	c.mu.Lock()
 	if len(c.cache) >= maxCachedConditions {
 		for k := range c.cache { // evict an arbitrary entry
@@ -216,7 +244,7 @@ func (c *Codec) Decode(cond wire.Condition, effect Effect) (types.EntityType, as
 	}
 	c.cache[cacheKey] = d
 	c.mu.Unlock()
-	return d.entityType, d.expr, nil
+	return d, nil
 }
 
 const policyHead = "permit ( principal, action, resource )\nwhen { "

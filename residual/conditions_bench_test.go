@@ -2,6 +2,7 @@ package residual
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -110,5 +111,23 @@ func BenchmarkSARConditional1000Cached(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		codec.Decision(az.Authorize(req, Options{Conditions: true}))
+	}
+}
+
+// Conditional SARs from many different users and namespaces (no two alike,
+// so the outcome cache never hits), with the residual memo shared.
+func BenchmarkSARConditional1000Distinct(b *testing.B) {
+	az, codec := benchAuthorizer(b)
+	az.Cache = NewOutcomeCache(1 << 16)
+	reqs := make([]*cedar.Request, 4096)
+	for i := range reqs {
+		reqs[i] = resReq("alice", []string{fmt.Sprintf("team-%d", i%200), "system:authenticated"}, "create", "", "pods", "", fmt.Sprintf("ns-%d", i), "")
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := *reqs[i%len(reqs)]
+		r.User.UID = fmt.Sprint(i) // defeat the outcome cache
+		codec.Decision(az.Authorize(&r, Options{Conditions: true}))
 	}
 }

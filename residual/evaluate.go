@@ -118,12 +118,46 @@ func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Verd
 	if total > wire.MaxConditions {
 		return Verdict{Decision: cedar.Deny, Reason: "kcedar: malformed decision", EvaluationError: fmt.Sprintf("%d conditions, more than %d", total, wire.MaxConditions)}
 	}
-	envs := &envCache{e: e, data: data}
-	run := func(conds []wire.Condition, effect Effect) []conditionResult {
-		out := make([]conditionResult, len(conds))
+	// Decode (and verify) every condition first, so each object is converted
+	// once, with just the paths all conditions on it read.
+	type pending struct {
+		cond wire.Condition
+		d    *decoded
+		err  error
+	}
+	decodeAll := func(conds []wire.Condition, effect Effect) []pending {
+		out := make([]pending, len(conds))
 		for i, c := range conds {
-			out[i] = conditionResult{id: c.ID, description: c.Description}
-			out[i].holds, out[i].err = e.evaluateOne(c, effect, envs)
+			out[i].cond = c
+			out[i].d, out[i].err = e.Codec.decode(c, effect)
+		}
+		return out
+	}
+	deny, noOp, allow := decodeAll(m.DenyConditions, EffectDeny), decodeAll(m.NoOpinionConditions, EffectNoOpinion), decodeAll(m.AllowConditions, EffectAllow)
+	envs := &envCache{e: e, data: data, need: map[types.EntityType][2]*cedar.Paths{}}
+	for _, list := range [][]pending{deny, noOp, allow} {
+		for _, p := range list {
+			if p.d == nil {
+				continue
+			}
+			need := envs.need[p.d.entityType]
+			if need[0] == nil {
+				need = [2]*cedar.Paths{{}, {}}
+			}
+			need[0].Merge(p.d.object)
+			need[1].Merge(p.d.oldObject)
+			envs.need[p.d.entityType] = need
+		}
+	}
+	run := func(list []pending) []conditionResult {
+		out := make([]conditionResult, len(list))
+		for i, p := range list {
+			out[i] = conditionResult{id: p.cond.ID, description: p.cond.Description}
+			if p.err != nil {
+				out[i].err = p.err
+				continue
+			}
+			out[i].holds, out[i].err = e.evaluateDecoded(p.d, envs)
 		}
 		return out
 	}
@@ -145,19 +179,19 @@ func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Verd
 		sort.Strings(names)
 		return strings.Join(names, ", "), len(names) > 0
 	}
-	deny := run(m.DenyConditions, EffectDeny)
-	collect(deny)
-	if why, ok := decide(deny, true); ok {
+	denyRes := run(deny)
+	collect(denyRes)
+	if why, ok := decide(denyRes, true); ok {
 		return Verdict{Decision: cedar.Deny, Reason: "kcedar: denied by " + why, EvaluationError: strings.Join(errs, "; ")}
 	}
-	noOp := run(m.NoOpinionConditions, EffectNoOpinion)
-	collect(noOp)
-	if why, ok := decide(noOp, true); ok {
+	noOpRes := run(noOp)
+	collect(noOpRes)
+	if why, ok := decide(noOpRes, true); ok {
 		return Verdict{Decision: cedar.NoOpinion, Reason: "kcedar: no opinion by " + why, EvaluationError: strings.Join(errs, "; ")}
 	}
-	allow := run(m.AllowConditions, EffectAllow)
-	collect(allow)
-	if why, ok := decide(allow, false); ok {
+	allowRes := run(allow)
+	collect(allowRes)
+	if why, ok := decide(allowRes, false); ok {
 		return Verdict{Decision: cedar.Allow, Reason: "kcedar: allowed by " + why, EvaluationError: strings.Join(errs, "; ")}
 	}
 	reason := "kcedar: no condition allows the request"
@@ -179,16 +213,12 @@ func describeCondition(r conditionResult) string {
 	return "policy " + r.id
 }
 
-func (e *Evaluator) evaluateOne(c wire.Condition, effect Effect, envs *envCache) (bool, error) {
-	et, expr, err := e.Codec.Decode(c, effect)
+func (e *Evaluator) evaluateDecoded(d *decoded, envs *envCache) (bool, error) {
+	env, err := envs.get(d.entityType)
 	if err != nil {
 		return false, err
 	}
-	env, err := envs.get(et)
-	if err != nil {
-		return false, err
-	}
-	v, err := eval.Eval(expr, env)
+	v, err := eval.Eval(d.expr, env)
 	if err != nil {
 		return false, err
 	}
@@ -204,6 +234,7 @@ type envCache struct {
 	e    *Evaluator
 	data *AdmissionData
 	envs map[types.EntityType]envOrErr
+	need map[types.EntityType][2]*cedar.Paths // object, oldObject paths read
 }
 
 type envOrErr struct {
@@ -215,7 +246,8 @@ func (c *envCache) get(t types.EntityType) (eval.Env, error) {
 	if r, ok := c.envs[t]; ok {
 		return r.env, r.err
 	}
-	env, err := c.e.Env(t, c.data)
+	need := c.need[t]
+	env, err := c.e.env(t, c.data, need[0], need[1])
 	if c.envs == nil {
 		c.envs = map[types.EntityType]envOrErr{}
 	}
@@ -227,6 +259,12 @@ func (c *envCache) get(t types.EntityType) (eval.Env, error) {
 // evaluated in: the resource entity with its name, namespace and objects
 // from the admission data.
 func (e *Evaluator) Env(t types.EntityType, data *AdmissionData) (eval.Env, error) {
+	return e.env(t, data, nil, nil)
+}
+
+// env is Env converting only the object paths in objectNeed and
+// oldObjectNeed (nil: everything).
+func (e *Evaluator) env(t types.EntityType, data *AdmissionData, objectNeed, oldObjectNeed *cedar.Paths) (eval.Env, error) {
 	res, ok := e.resourceFor(t)
 	if !ok {
 		return eval.Env{}, fmt.Errorf("the schema has no resource entity %s", t)
@@ -258,10 +296,10 @@ func (e *Evaluator) Env(t types.EntityType, data *AdmissionData) (eval.Env, erro
 	target := cedar.Target{EntityType: t, Resource: res}
 	attrs := target.Attributes(req, nil, nil)
 	if object != nil {
-		attrs[schemagen.AttrObject] = conv.Object(res, object)
+		attrs[schemagen.AttrObject] = conv.ObjectPaths(res, object, objectNeed)
 	}
 	if oldObject != nil {
-		attrs[schemagen.AttrOldObject] = conv.Object(res, oldObject)
+		attrs[schemagen.AttrOldObject] = conv.ObjectPaths(res, oldObject, oldObjectNeed)
 	}
 	ents := &cedar.Entities{Maps: conv.Maps}
 	uid := target.EntityUID(req)

@@ -236,9 +236,13 @@ func TestTLSServingCertificateReload(t *testing.T) {
 	c1, k1 := ca.issue(t, "kcedar", 1, true)
 	writeTestFile(t, certFile, c1)
 	writeTestFile(t, keyFile, k1)
-	start, err := os.Stat(certFile)
-	if err != nil {
-		t.Fatal(err)
+	mtimes := map[string]time.Time{}
+	for _, f := range []string{certFile, keyFile} {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mtimes[f] = st.ModTime()
 	}
 	cfg, err := TLSOptions{CertFile: certFile, KeyFile: keyFile}.Config(quietLogger())
 	if err != nil {
@@ -277,8 +281,8 @@ func TestTLSServingCertificateReload(t *testing.T) {
 	c2, k2 := ca.issue(t, "kcedar", 2, true)
 	writeTestFile(t, keyFile, k2)
 	writeTestFile(t, certFile, c2)
-	for _, f := range []string{certFile, keyFile} {
-		if err := os.Chtimes(f, start.ModTime(), start.ModTime()); err != nil {
+	for f, mt := range mtimes {
+		if err := os.Chtimes(f, mt, mt); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,0 +1,240 @@
+package residual
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/cedar-policy/cedar-go/types"
+	"github.com/cedar-policy/cedar-go/x/exp/ast"
+	"github.com/cedar-policy/cedar-go/x/exp/eval"
+
+	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+// policyInputs are the parts of a request a policy's residual depends on.
+// Two requests that agree on them get the same residual, so residuals are
+// memoized under exactly these values (plus the object shape).
+type policyInputs struct {
+	principalIdentity bool     // the principal's uid and groups (scope, ==, in, is)
+	principalTags     bool     // user extra
+	principalAttrs    []string // principal.<attr>
+	action            bool     // the verb (scope or body)
+	resourceWhole     bool     // resource used as a value: every attribute
+	resourceAttrs     []string // resource.<attr>, other than the objects
+}
+
+var inputsCache sync.Map // *cedar.Policy -> *policyInputs
+
+func inputsOf(p *cedar.Policy) *policyInputs {
+	if v, ok := inputsCache.Load(p); ok {
+		return v.(*policyInputs)
+	}
+	in := &policyInputs{}
+	if _, all := p.AST.Principal.(ast.ScopeTypeAll); !all {
+		in.principalIdentity = true
+	}
+	if _, all := p.AST.Action.(ast.ScopeTypeAll); !all {
+		in.action = true
+	}
+	pa, ra := map[string]bool{}, map[string]bool{}
+	for _, c := range p.AST.Conditions {
+		collectInputs(c.Body, in, pa, ra)
+	}
+	for a := range pa {
+		in.principalAttrs = append(in.principalAttrs, a)
+	}
+	for a := range ra {
+		in.resourceAttrs = append(in.resourceAttrs, a)
+	}
+	sortStrings(in.principalAttrs)
+	sortStrings(in.resourceAttrs)
+	v, _ := inputsCache.LoadOrStore(p, in)
+	return v.(*policyInputs)
+}
+
+// collectInputs finds how n uses principal, action and resource.
+func collectInputs(n ast.IsNode, in *policyInputs, pa, ra map[string]bool) {
+	attrOf := func(arg ast.IsNode, attr types.String) bool {
+		v, ok := arg.(ast.NodeTypeVariable)
+		if !ok {
+			return false
+		}
+		switch v.Name {
+		case "principal":
+			pa[string(attr)] = true
+		case "resource":
+			if attr != schemagen.AttrObject && attr != schemagen.AttrOldObject {
+				ra[string(attr)] = true
+			}
+		default:
+			return false
+		}
+		return true
+	}
+	switch v := n.(type) {
+	case ast.NodeTypeAccess:
+		if attrOf(v.Arg, v.Value) {
+			return
+		}
+	case ast.NodeTypeHas:
+		if attrOf(v.Arg, v.Value) {
+			return
+		}
+	case ast.NodeTypeHasTag:
+		if pv, ok := v.Left.(ast.NodeTypeVariable); ok && pv.Name == "principal" {
+			in.principalTags = true
+			collectInputs(v.Right, in, pa, ra)
+			return
+		}
+	case ast.NodeTypeGetTag:
+		if pv, ok := v.Left.(ast.NodeTypeVariable); ok && pv.Name == "principal" {
+			in.principalTags = true
+			collectInputs(v.Right, in, pa, ra)
+			return
+		}
+	case ast.NodeTypeVariable:
+		switch v.Name {
+		case "principal":
+			in.principalIdentity, in.principalTags = true, true
+			pa["*"] = true
+		case "action":
+			in.action = true
+		case "resource":
+			in.resourceWhole = true
+		}
+		return
+	}
+	for _, c := range children(n) {
+		collectInputs(c, in, pa, ra)
+	}
+}
+
+// children lists the direct subexpressions of n.
+func children(n ast.IsNode) []ast.IsNode {
+	var out []ast.IsNode
+	rewrite(n, func(c ast.IsNode) (ast.IsNode, bool) {
+		if c == nil {
+			return c, true
+		}
+		if len(out) == 0 && out == nil {
+			out = []ast.IsNode{}
+			return nil, false // the root: descend one level
+		}
+		out = append(out, c)
+		return c, true
+	})
+	return out
+}
+
+// memoKey renders the values of p's inputs in env (shape included).
+func memoKey(p *cedar.Policy, in *policyInputs, shape int, verb string, target types.EntityType, principal types.Entity, resourceAttrs types.RecordMap) string {
+	var b strings.Builder
+	w := func(s string) {
+		b.WriteString(s)
+		b.WriteByte(0)
+	}
+	w(string(rune('0' + shape)))
+	w(string(target))
+	if in.action {
+		w(verb)
+	}
+	if in.principalIdentity {
+		w(string(principal.UID.Type))
+		w(string(principal.UID.ID))
+		for g := range principal.Parents.All() {
+			w(string(g.ID))
+		}
+	}
+	if in.principalTags {
+		w(principal.Tags.String())
+	}
+	for _, a := range in.principalAttrs {
+		if a == "*" {
+			w(principal.Attributes.String())
+			continue
+		}
+		w(valueKey(principal.Attributes.Get(types.String(a))))
+	}
+	if in.resourceWhole {
+		for _, k := range sortedRecordKeys(resourceAttrs) {
+			w(string(k))
+			w(valueKey(resourceAttrs[k], true))
+		}
+	}
+	for _, a := range in.resourceAttrs {
+		v, ok := resourceAttrs[types.String(a)]
+		w(valueKey(v, ok))
+	}
+	return b.String()
+}
+
+func valueKey(v types.Value, ok bool) string {
+	if !ok {
+		return "\x01absent"
+	}
+	if name, isVar := eval.ToVariable(v); isVar {
+		return "\x01var:" + string(name)
+	}
+	if s, isString := v.(types.String); isString {
+		return "s" + string(s)
+	}
+	return v.String()
+}
+
+func sortedRecordKeys(m types.RecordMap) []types.String {
+	keys := make([]types.String, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// residualMemo holds residuals by policy and input values.
+type residualMemo struct {
+	mu      sync.Mutex
+	entries map[memoEntryKey]*memoEntry
+	max     int
+}
+
+// memoEntry is a memoized residual and, once encoded, its conditions.
+type memoEntry struct {
+	expr ast.IsNode
+	mu   sync.Mutex
+	// encoded conditions by effect and signing key id
+	encoded map[string]encodedEntry
+}
+
+type memoEntryKey struct {
+	policy *cedar.Policy
+	key    string
+}
+
+func (m *residualMemo) get(k memoEntryKey) (*memoEntry, bool) {
+	m.mu.Lock()
+	v, ok := m.entries[k]
+	m.mu.Unlock()
+	return v, ok
+}
+
+func (m *residualMemo) put(k memoEntryKey, v *memoEntry) {
+	m.mu.Lock()
+	if len(m.entries) >= m.max {
+		clear(m.entries)
+	}
+	m.entries[k] = v
+	m.mu.Unlock()
+}
