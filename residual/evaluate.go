@@ -19,11 +19,11 @@ import (
 // AdmissionData is what the API server knows in admission and the conditions
 // are evaluated against. Objects are raw JSON; nil means absent.
 type AdmissionData struct {
-	Operation                                    string // CREATE, UPDATE, DELETE or CONNECT
+	Operation                                   string // CREATE, UPDATE, DELETE or CONNECT
 	APIGroup, APIVersion, Resource, Subresource string // empty when the caller does not say
-	Namespace, Name                              string
-	User                                         *cedar.UserInfo
-	Object, OldObject                            []byte
+	Namespace, Name                             string
+	User                                        *cedar.UserInfo
+	Object, OldObject                           []byte
 }
 
 // Verdict is the concrete decision conditions evaluate to.

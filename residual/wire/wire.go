@@ -56,7 +56,7 @@ type SubjectAccessReviewSpec struct {
 // fields. A conditional answer has Allowed and Denied false.
 type SubjectAccessReviewStatus struct {
 	authorizationv1.SubjectAccessReviewStatus
-	ConditionalDecision *ConditionsAwareDecision           `json:"conditionalDecision,omitempty"`
+	ConditionalDecision *ConditionsAwareDecision          `json:"conditionalDecision,omitempty"`
 	ConditionsChain     []SubjectAccessReviewConditionSet `json:"conditionsChain,omitempty"`
 }
 
