@@ -145,13 +145,13 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 	}
 
 	webhook := map[string]any{
-		"timeout":                                  "3s",
-		"subjectAccessReviewVersion":               "v1",
+		"timeout":                    "3s",
+		"subjectAccessReviewVersion": "v1",
 		"matchConditionSubjectAccessReviewVersion": "v1",
-		"failurePolicy":                            o.failurePolicy,
-		"authorizedTTL":                            "30s",
-		"unauthorizedTTL":                          "30s",
-		"connectionInfo":                           map[string]any{"type": "KubeConfigFile", "kubeConfigFile": o.kubeconfigPath},
+		"failurePolicy":   o.failurePolicy,
+		"authorizedTTL":   "30s",
+		"unauthorizedTTL": "30s",
+		"connectionInfo":  map[string]any{"type": "KubeConfigFile", "kubeConfigFile": o.kubeconfigPath},
 	}
 	if o.conditionsReview {
 		webhook["conditionsReview"] = map[string]any{"version": "v1alpha1", "kubeConfigContextName": "conditions"}
@@ -183,7 +183,8 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 // validatingWebhook covers exactly the requests kcedar may allow
 // conditionally: writes (create, update, patch, delete, deletecollection
 // arrive as CREATE, UPDATE, DELETE) and connects, on every resource and
-// subresource. It fails closed.
+// subresource ("*/*" means both; the API server refuses "*" next to it). It
+// fails closed.
 func validatingWebhook(base string, ca []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	fail := admissionregistrationv1.Fail
 	none := admissionregistrationv1.SideEffectClassNone
@@ -199,7 +200,7 @@ func validatingWebhook(base string, ca []byte) *admissionregistrationv1.Validati
 			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca},
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete, admissionregistrationv1.Connect},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*", "*/*"}, Scope: &all},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*/*"}, Scope: &all},
 			}},
 			FailurePolicy:           &fail,
 			MatchPolicy:             &equivalent,
@@ -209,4 +210,3 @@ func validatingWebhook(base string, ca []byte) *admissionregistrationv1.Validati
 		}},
 	}
 }
-

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/residual"
+	"github.com/kcedar/kcedar/schemagen"
 	"github.com/kcedar/kcedar/server"
 )
 
@@ -26,7 +27,7 @@ func newServeCmd() *cobra.Command {
 	var (
 		listen               string
 		policies             []string
-		src                  schemaSource
+		src                  schemagen.Source
 		tlsOpts              server.TLSOptions
 		reloadInterval       time.Duration
 		logLevel             string
@@ -51,10 +52,15 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 			if err != nil {
 				return &exitError{2, err}
 			}
-			schema, err := src.load(cmd.Context(), logger)
-			if err != nil {
-				return err
+			if err := src.Validate(); err != nil {
+				return &exitError{2, err}
 			}
+			start := time.Now()
+			schema, err := schemagen.Load(cmd.Context(), src)
+			if err != nil {
+				return fmt.Errorf("schema from %s: %w", src, err)
+			}
+			logger.Info("schema loaded", "from", src.String(), "resources", len(schema.Resources), "warnings", len(schema.Warnings), "took", time.Since(start).String())
 			validator, err := cedar.NewSchemaValidator(schema)
 			if err != nil {
 				return err
@@ -91,7 +97,7 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:8443", "address to serve HTTPS on")
 	f.StringArrayVar(&policies, "policies", nil, "policy file or directory of *.cedar files (repeatable)")
-	src.addFlags(cmd)
+	src.AddFlags(f)
 	f.StringVar(&tlsOpts.CertFile, "tls-cert-file", "", "serving certificate (PEM); reloaded when it changes")
 	f.StringVar(&tlsOpts.KeyFile, "tls-private-key-file", "", "serving certificate's private key (PEM)")
 	f.StringVar(&tlsOpts.ClientCAFile, "client-ca-file", "", "require client certificates signed by this CA (the API server's)")
@@ -100,7 +106,7 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 	f.DurationVar(&reloadInterval, "reload-interval", 2*time.Second, "how often to check the policy files for changes")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&keyFile, "conditions-key-file", "", "keys that sign conditions, shared by replicas: lines \"<id> <base64 secret>\", the first signs, all verify (rotation); reloaded when it changes")
-	f.BoolVar(&admissionEnforcement, "admission-enforcement", false, "for clusters without conditional authorization: answer Allow for a conditional allow on requests admission always sees, and enforce the conditions at POST /v1/admit (install it with `kcedar manifests`)")
+	f.BoolVar(&admissionEnforcement, "admission-enforcement", false, "for clusters without conditional authorization: answer Allow for a conditional allow on requests admission always sees, and enforce the conditions at POST /v1/admit (install it with: kcedar manifests --admission-enforcement)")
 	return cmd
 }
 
