@@ -1,0 +1,94 @@
+package policies_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/residual"
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+func embedded(t *testing.T) *schemagen.Schema {
+	t.Helper()
+	docs, err := schemagen.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := schemagen.Generate(docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Every example policy file validates against the embedded schema.
+func TestExamplesValidate(t *testing.T) {
+	s := embedded(t)
+	v, err := cedar.NewSchemaValidator(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, ".cedar") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if len(files) == 0 {
+		t.Fatal("no example policies found")
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, err := cedar.ParsePolicies(f, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errs := v.Validate(ps); len(errs) > 0 {
+			t.Errorf("%s: %v", f, errs)
+		}
+	}
+	// The generated RBAC-like sets used by benchmarks validate too.
+	ps, err := cedar.ParsePolicies("rbac-like", []byte(RBACLike(300)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := v.Validate(ps); len(errs) > 0 {
+		t.Errorf("RBACLike: %v", errs[0])
+	}
+}
+
+func TestQuickstartDecisions(t *testing.T) {
+	s := embedded(t)
+	store := cedar.NewStore([]string{"quickstart"}, nil, nil)
+	if err := store.Load(); err != nil {
+		t.Fatal(err)
+	}
+	az := &residual.Authorizer{Schema: s, Policies: store.Current()}
+	req := func(user string, groups []string, verb, resource, ns, name string) *cedar.Request {
+		return &cedar.Request{User: cedar.UserInfo{Name: user, Groups: groups}, Verb: verb, ResourceRequest: true, Resource: resource, Namespace: ns, Name: name}
+	}
+	cases := []struct {
+		req  *cedar.Request
+		want cedar.Decision
+	}{
+		{req("jane", []string{"dev"}, "list", "pods", "dev", ""), cedar.Allow},
+		{req("jane", []string{"dev"}, "list", "pods", "", ""), cedar.NoOpinion},
+		{req("jane", []string{"dev"}, "delete", "pods", "dev", "p"), cedar.NoOpinion},
+		{req("carl", []string{"contractors"}, "get", "secrets", "dev", "s"), cedar.Deny},
+		{req("carl", []string{"contractors", "dev"}, "list", "secrets", "", ""), cedar.Deny},
+		{req("system:node:n1", nil, "get", "nodes", "", "n1"), cedar.Allow},
+		{req("system:node:n1", nil, "get", "nodes", "", "n2"), cedar.NoOpinion},
+	}
+	for _, c := range cases {
+		if got := az.Authorize(c.req, residual.Options{}).Decision; got != c.want {
+			t.Errorf("%s: %v, want %v", c.req, got, c.want)
+		}
+	}
+}
