@@ -59,8 +59,9 @@ func (o Outcome) Fold() Outcome {
 
 // Options say what the caller can take.
 type Options struct {
-	// Conditions: the caller evaluates conditions in admission, so residuals
-	// over the objects may be returned. Without it the outcome is folded.
+	// Conditions: the caller takes a conditional outcome (it evaluates the
+	// conditions in admission). Without it a conditional outcome is folded:
+	// Deny if a deny condition exists, else NoOpinion.
 	Conditions bool
 }
 
@@ -75,32 +76,41 @@ type Authorizer struct {
 // Authorize decides req. Open values (an empty name or namespace, "*" groups
 // and resources) are unknowns: a request is allowed only if it is allowed
 // whatever they are, and denied if some value is denied. A "*" verb is decided
-// for every verb: Deny if any is denied, Allow if all are allowed. The objects
-// are unknowns too when opts.Conditions is set and admission will see the
-// request; the outcome may then be conditional.
+// for every verb: Deny if any is denied, Allow if all are allowed. For a
+// request admission will see, the objects are unknowns too, whatever the
+// caller takes: the outcome may be conditional, and is folded for a caller
+// that cannot take conditions (so a forbid on the object still denies).
 func (a *Authorizer) Authorize(req *cedar.Request, opts Options) Outcome {
-	if a.Cache == nil {
-		return a.authorize(req, opts)
+	o := a.authorizeCached(req)
+	if !opts.Conditions {
+		return o.Fold()
 	}
-	key := cacheKey{policies: a.Policies, schema: a.Schema, request: requestKey(req, opts)}
+	return o
+}
+
+func (a *Authorizer) authorizeCached(req *cedar.Request) Outcome {
+	if a.Cache == nil {
+		return a.authorize(req)
+	}
+	key := cacheKey{policies: a.Policies, schema: a.Schema, request: requestKey(req)}
 	if o, ok := a.Cache.get(key); ok {
 		return o
 	}
-	o := a.authorize(req, opts)
+	o := a.authorize(req)
 	if o.Conditional || o.partial {
 		a.Cache.put(key, o)
 	}
 	return o
 }
 
-func (a *Authorizer) authorize(req *cedar.Request, opts Options) Outcome {
+func (a *Authorizer) authorize(req *cedar.Request) Outcome {
 	verbs := cedar.Verbs(a.Schema, req)
 	if len(verbs) == 1 {
-		return a.authorizeVerb(req, verbs[0], opts)
+		return a.authorizeVerb(req, verbs[0])
 	}
 	all := Outcome{Decision: cedar.Allow}
 	for _, verb := range verbs {
-		o := a.authorizeVerb(req, verb, Options{}).Fold()
+		o := a.authorizeVerb(req, verb).Fold()
 		all.Errors = append(all.Errors, o.Errors...)
 		switch {
 		case o.Decision == cedar.Deny:
@@ -179,7 +189,7 @@ type partialResult struct {
 	expr ast.IsNode // simplified; a boolean value when decided
 }
 
-func (a *Authorizer) authorizeVerb(req *cedar.Request, verb string, opts Options) Outcome {
+func (a *Authorizer) authorizeVerb(req *cedar.Request, verb string) Outcome {
 	target := cedar.ResolveTarget(a.Schema, req)
 	open := target.Open(req)
 	var optional []string
@@ -189,7 +199,7 @@ func (a *Authorizer) authorizeVerb(req *cedar.Request, verb string, opts Options
 		}
 	}
 	if len(optional) == 0 {
-		return a.authorizeWorld(req, verb, opts, target, open, nil)
+		return a.authorizeWorld(req, verb, target, open, nil)
 	}
 	// Each optional open attribute may be absent or hold any value: decide
 	// every combination ("world"); the request is allowed only if every world
@@ -203,7 +213,7 @@ func (a *Authorizer) authorizeVerb(req *cedar.Request, verb string, opts Options
 				absent[attr] = true
 			}
 		}
-		o := a.authorizeWorld(req, verb, Options{}, target, open, absent).Fold()
+		o := a.authorizeWorld(req, verb, target, open, absent).Fold()
 		combined.Errors = append(combined.Errors, o.Errors...)
 		switch {
 		case o.Decision == cedar.Deny:
@@ -220,7 +230,7 @@ func (a *Authorizer) authorizeVerb(req *cedar.Request, verb string, opts Options
 	return combined
 }
 
-func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, opts Options, target cedar.Target, open, absent map[string]bool) Outcome {
+func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, target cedar.Target, open, absent map[string]bool) Outcome {
 	principal := cedar.PrincipalEntity(req.User)
 	action := schemagen.ActionUID(verb)
 	resourceUID := target.EntityUID(req)
@@ -228,10 +238,7 @@ func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, opts Option
 	if len(candidates) == 0 {
 		return Outcome{}
 	}
-	var shapes []shape
-	if opts.Conditions {
-		shapes = AdmissionShapes(target, req, verb)
-	}
+	shapes := AdmissionShapes(target, req, verb)
 
 	if len(open) == 0 && len(shapes) == 0 {
 		ents := &cedar.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(target.Attributes(req, nil, nil))}}

@@ -383,3 +383,37 @@ func oracle(s *schemagen.Schema, ps *cedar.PolicySet, req *cedar.Request) (_ ced
 }
 
 var worldAttrs = map[*cedar.Request]types.RecordMap{}
+
+// A caller that cannot take conditions still gets the forbids on objects:
+// the objects of a write are unknowns and the outcome is folded.
+func TestFoldKeepsObjectForbids(t *testing.T) {
+	az := &Authorizer{Schema: schematest.Schema(), Policies: mustPolicies(t, `
+@id("alice-creates") permit(principal == k8s::User::"alice", action == k8s::Action::"create", resource is core::pods);
+@id("not-n2") forbid(principal, action == k8s::Action::"create", resource is core::pods)
+when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n2" };
+@id("bob-n1") permit(principal == k8s::User::"bob", action == k8s::Action::"create", resource is core::pods)
+when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };
+`)}
+	alice := resReq("alice", nil, "create", "", "pods", "", "a", "")
+	if o := az.Authorize(alice, Options{}); o.Conditional || o.Decision != cedar.Deny {
+		t.Fatalf("folded: %+v, want Deny (a deny condition exists)", o)
+	}
+	o := az.Authorize(alice, Options{Conditions: true})
+	if !o.Conditional || len(o.Deny) != 1 || len(o.Allow) != 1 || !isBool(o.Allow[0].Expr, true) {
+		t.Fatalf("conditional: %+v", o)
+	}
+	bob := resReq("bob", nil, "create", "", "pods", "", "a", "")
+	if o := az.Authorize(bob, Options{}); o.Decision != cedar.Deny {
+		t.Fatalf("bob folded: %+v, want Deny", o)
+	}
+	// verb "*" folds every verb: create may be denied.
+	star := resReq("alice", nil, "*", "", "pods", "", "a", "")
+	if o := az.Authorize(star, Options{}); o.Decision != cedar.Deny {
+		t.Fatalf("verb *: %+v, want Deny", o)
+	}
+	// Reads have no admission: the object forbid cannot apply to them.
+	get := resReq("alice", nil, "get", "", "pods", "", "a", "p")
+	if o := az.Authorize(get, Options{}); o.Decision != cedar.NoOpinion {
+		t.Fatalf("get: %+v", o)
+	}
+}

@@ -50,16 +50,11 @@ func (c *OutcomeCache) put(k cacheKey, o Outcome) {
 }
 
 // requestKey encodes every attribute a decision depends on.
-func requestKey(req *cedar.Request, opts Options) string {
+func requestKey(req *cedar.Request) string {
 	var b strings.Builder
 	w := func(s string) {
 		b.WriteString(s)
 		b.WriteByte(0)
-	}
-	if opts.Conditions {
-		w("c")
-	} else {
-		w("u")
 	}
 	w(req.User.Name)
 	w(req.User.UID)
