@@ -19,6 +19,13 @@ const (
 	// MaxNesting bounds brackets and parentheses: cedar-go's recursive parser
 	// would otherwise overflow the stack on hostile input (a fatal error, not a panic).
 	MaxNesting = 64
+	// MaxExpressionDepth bounds the depth of a policy's expression tree, counted
+	// conservatively from its tokens (every operator, `.`, `if`, `in`, `has`,
+	// `like`, `is` and bracket counts as a level). Long chains such as
+	// `a || b || ...` or `!!!!x` need no brackets, yet cedar-go compiles and
+	// evaluates them recursively (about 2.5 KB of stack per level): a million
+	// levels is a fatal stack overflow.
+	MaxExpressionDepth = 1000
 )
 
 // Policy is one parsed policy with the facts kcedar needs about it.
@@ -54,7 +61,7 @@ func ParsePolicies(fileName string, src []byte) ([]*Policy, error) {
 	}
 	list, err := cedarlib.NewPolicyListFromBytes(fileName, src)
 	if err != nil {
-		return nil, fmt.Errorf("%s", strings.Replace(err.Error(), "<input>", fileName, 1))
+		return nil, parseError(fileName, err)
 	}
 	out := make([]*Policy, 0, len(list))
 	for _, cp := range list {
@@ -97,38 +104,175 @@ func checkScope(a *ast.Policy) error {
 	return nil
 }
 
-// checkNesting bounds the bracket depth of src, skipping strings and comments.
+// parseError rewrites cedar-go's parse errors ("parser error: parse error at
+// f.cedar:1:61 "!": unexpected effect: garbage") to start with the position:
+// "f.cedar:1:61: unexpected effect: garbage (at "!")".
+func parseError(fileName string, err error) error {
+	msg := strings.Replace(err.Error(), "<input>", fileName, 1)
+	msg = strings.TrimPrefix(msg, "parser error: ")
+	msg = strings.TrimPrefix(msg, "parse error at ")
+	if rest, ok := strings.CutPrefix(msg, fileName+":"); ok {
+		// rest is `line:col: msg` or `line:col "tok": msg`.
+		if pos, tail, ok := strings.Cut(rest, " "); ok && strings.HasPrefix(tail, "\"") && !strings.HasSuffix(pos, ":") {
+			if tok, text, ok := strings.Cut(tail, ": "); ok {
+				if tok == `""` {
+					tok = "the end of the input"
+				}
+				return fmt.Errorf("%s:%s: %s (at %s)", fileName, pos, text, tok)
+			}
+		}
+		return errors.New(msg)
+	}
+	return fmt.Errorf("%s: %s", fileName, msg)
+}
+
+// checkNesting bounds the bracket nesting (MaxNesting) and the expression
+// depth (MaxExpressionDepth) of src before cedar-go sees it. It must read the
+// source the way cedar-go's scanner does: brackets in strings and comments
+// (both `// line` and `/* block */`) do not count. Whatever it cannot make
+// sense of, cedar-go's scanner rejects before parsing.
+//
+// The depth is an upper bound on the expression tree's depth: within a bracket
+// group, each comma- or semicolon-separated segment is at most as deep as its
+// operator tokens plus its deepest nested group, and a group is one deeper than
+// its deepest segment.
 func checkNesting(src []byte) error {
-	depth, line, col := 0, 1, 0
+	type frame struct {
+		ops, maxChild, maxSeg int
+	}
+	stack := make([]frame, 1, 16)
+	line, col := 1, 0
+	policyLine, policyCol := 0, 0 // where the current top-level segment starts
+	endSegment := func() error {
+		top := &stack[len(stack)-1]
+		top.maxSeg = max(top.maxSeg, top.ops+top.maxChild)
+		top.ops, top.maxChild = 0, 0
+		if top.maxSeg+1 > MaxExpressionDepth {
+			return fmt.Errorf("%d:%d: the policy starting here is nested too deeply (over %d levels, counting every operator); split it into several policies or use sets such as [\"a\", \"b\"].contains(x)", policyLine, policyCol, MaxExpressionDepth)
+		}
+		return nil
+	}
+	closeGroup := func() error {
+		if err := endSegment(); err != nil {
+			return err
+		}
+		d := stack[len(stack)-1].maxSeg + 1
+		stack = stack[:len(stack)-1]
+		parent := &stack[len(stack)-1]
+		parent.maxChild = max(parent.maxChild, d)
+		return nil
+	}
 	for i := 0; i < len(src); i++ {
 		c := src[i]
-		col++
+		if c&0xC0 != 0x80 { // count runes, as cedar-go's columns do
+			col++
+		}
+		if len(stack) == 1 && policyLine == 0 && c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != ';' && c != '/' {
+			policyLine, policyCol = line, col
+		}
 		switch {
 		case c == '\n':
 			line, col = line+1, 0
 		case c == '"':
-			for i++; i < len(src) && src[i] != '"'; i++ {
-				if src[i] == '\\' {
-					i++
-				} else if src[i] == '\n' {
-					line, col = line+1, 0
+			startLine, startCol := line, col
+			for i++; ; i++ {
+				if i >= len(src) || src[i] == '\n' {
+					return fmt.Errorf("%d:%d: string literal not terminated", startLine, startCol)
+				}
+				if src[i]&0xC0 != 0x80 {
+					col++
+				}
+				if src[i] == '"' {
+					break
+				}
+				if src[i] == '\\' && i+1 < len(src) && src[i+1] != '\n' {
+					i++ // the escaped character
+					if src[i]&0xC0 != 0x80 {
+						col++
+					}
 				}
 			}
 		case c == '/' && i+1 < len(src) && src[i+1] == '/':
-			for i < len(src) && src[i] != '\n' {
+			for i+1 < len(src) && src[i+1] != '\n' {
 				i++
 			}
-			line, col = line+1, 0
+		case c == '/' && i+1 < len(src) && src[i+1] == '*':
+			startLine, startCol := line, col
+			i += 2
+			col++
+			for ; ; i++ {
+				if i+1 >= len(src) {
+					return fmt.Errorf("%d:%d: comment not terminated", startLine, startCol)
+				}
+				if src[i] == '\n' {
+					line, col = line+1, 0
+				} else if src[i]&0xC0 != 0x80 {
+					col++
+				}
+				if src[i] == '*' && src[i+1] == '/' {
+					i++
+					col++
+					break
+				}
+			}
 		case c == '(' || c == '[' || c == '{':
-			depth++
-			if depth > MaxNesting {
+			if len(stack) > MaxNesting {
 				return fmt.Errorf("%d:%d: nesting deeper than %d", line, col, MaxNesting)
 			}
+			stack = append(stack, frame{})
 		case c == ')' || c == ']' || c == '}':
-			depth--
+			// An unbalanced closer is a syntax error cedar-go reports; never
+			// let it lower the count.
+			if len(stack) > 1 {
+				if err := closeGroup(); err != nil {
+					return err
+				}
+			}
+		case c == ',' || c == ';':
+			if err := endSegment(); err != nil {
+				return err
+			}
+			if c == ';' && len(stack) == 1 {
+				stack[0] = frame{}
+				policyLine = 0
+			}
+		case c == '|' || c == '&' || c == '=':
+			if i+1 < len(src) && src[i+1] == c {
+				i++
+				col++
+			}
+			stack[len(stack)-1].ops++
+		case c == '!' || c == '<' || c == '>':
+			if i+1 < len(src) && src[i+1] == '=' {
+				i++
+				col++
+			}
+			stack[len(stack)-1].ops++
+		case c == '+' || c == '-' || c == '*' || c == '.':
+			stack[len(stack)-1].ops++
+		case isIdentByte(c):
+			j := i + 1
+			for j < len(src) && isIdentByte(src[j]) {
+				j++
+			}
+			switch string(src[i:j]) {
+			case "if", "in", "has", "like", "is":
+				stack[len(stack)-1].ops++
+			}
+			col += j - i - 1
+			i = j - 1
 		}
 	}
-	return nil
+	for len(stack) > 1 {
+		if err := closeGroup(); err != nil {
+			return err
+		}
+	}
+	return endSegment()
+}
+
+func isIdentByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // mentionsObjects reports whether the policy reads resource.object or

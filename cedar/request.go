@@ -39,10 +39,12 @@ type Request struct {
 // Wildcard is how Kubernetes spells "every value" in verbs, groups and resources.
 const Wildcard = "*"
 
-// RequestFromSAR converts a SubjectAccessReview spec. Field selectors on
-// metadata.name / metadata.namespace with the = or == operator (or an In
-// requirement with a single value) make an open name or namespace known: the
-// request can then only ever touch objects with that name or namespace.
+// RequestFromSAR converts a SubjectAccessReview spec. A field selector
+// requirement on metadata.name / metadata.namespace with operator In and a
+// single value (kube-apiserver sends `=` and `==` that way) makes an open name
+// or namespace known: the request can then only ever touch objects with that
+// name or namespace. Other operators, several values, the raw selector and
+// label selectors change nothing.
 func RequestFromSAR(spec *authorizationv1.SubjectAccessReviewSpec) (*Request, error) {
 	if spec == nil {
 		return nil, fmt.Errorf("spec is missing")

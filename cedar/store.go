@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -44,6 +43,11 @@ type Store struct {
 	fingerprint [32]byte
 	lastErr     atomic.Pointer[error]
 	generation  uint64
+	// The files of the latest failed build and its error: while they stay
+	// the same, a reload reports the error again without parsing, validating
+	// and logging it every interval.
+	failedFingerprint [32]byte
+	failedErr         error
 
 	// OnReload, if set, is called after every load attempt.
 	OnReload func(ReloadResult)
@@ -81,13 +85,28 @@ func (s *Store) Load() error {
 		fp := fingerprint(files)
 		if s.current.Load() != nil && fp == s.fingerprint {
 			s.lastErr.Store(nil)
+			s.failedErr = nil // the same bad files again are news worth logging
 			s.report(ReloadResult{Time: time.Now(), Policies: s.current.Load().Len()})
 			return nil
 		}
 		changed = true
+		if s.failedErr != nil && fp == s.failedFingerprint {
+			err = s.failedErr
+			res := ReloadResult{Time: time.Now(), Err: err, Changed: true}
+			if cur := s.current.Load(); cur != nil {
+				res.Policies = cur.Len()
+			}
+			s.lastErr.Store(&err)
+			s.logger.Debug("policy files unchanged since the failed load", "err", err)
+			s.report(res)
+			return err
+		}
 		ps, err = s.build(files)
 		if err == nil {
 			s.fingerprint = fp
+			s.failedErr = nil
+		} else {
+			s.failedFingerprint, s.failedErr = fp, err
 		}
 	}
 	res := ReloadResult{Time: time.Now(), Err: err, Changed: changed}
@@ -137,56 +156,120 @@ type policyFile struct {
 	data []byte
 }
 
-// read collects the policy files in a stable order.
+// read collects the policy files in a stable order. A directory is searched
+// recursively for *.cedar files, skipping names that start with a dot. A
+// directory that is a Kubernetes ConfigMap, Secret or projected volume (its
+// files are symlinks into a "..data" symlink that kubelet swaps atomically) is
+// read from the snapshot "..data" points to, so a reload never mixes files of
+// two versions, and is read again if the snapshot changed during the read.
+// Files keep their user-visible names (dir/team.cedar), so policy ids that
+// default to file:line:col stay stable across updates.
 func (s *Store) read() ([]policyFile, error) {
 	if len(s.paths) == 0 {
 		return nil, errors.New("no policy paths given")
 	}
+	const attempts = 5
+	for attempt := 1; ; attempt++ {
+		files, snapshots, err := s.readOnce()
+		if stable(snapshots) {
+			return files, err
+		}
+		if attempt == attempts {
+			return nil, errors.New("the policy directories kept changing while being read; will retry")
+		}
+	}
+}
+
+// snapshot is a "..data" symlink and where it pointed during a read.
+type snapshot struct{ link, target string }
+
+func stable(snapshots []snapshot) bool {
+	for _, sn := range snapshots {
+		if t, err := os.Readlink(sn.link); err != nil || t != sn.target {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 	var files []policyFile
+	var snapshots []snapshot
 	for _, root := range s.paths {
 		info, err := os.Stat(root)
 		if err != nil {
-			return nil, err
+			return nil, snapshots, err
 		}
 		if !info.IsDir() {
-			f, err := readLimited(root)
+			f, err := readLimited(root, root)
 			if err != nil {
-				return nil, err
+				return nil, snapshots, err
 			}
 			files = append(files, f)
 			continue
 		}
-		var names []string
-		err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		// The root may itself be a symlink (filepath.WalkDir would not enter it).
+		real, err := filepath.EvalSymlinks(root)
+		if err != nil {
+			return nil, snapshots, err
+		}
+		type found struct{ name, path string }
+		var names []found
+		var walk func(dir, display string) error
+		walk = func(dir, display string) error {
+			// A kubelet atomic-writer volume: read the snapshot instead.
+			// kubelet's snapshots are siblings named "..<timestamp>"; any
+			// other target (which could lead back up the tree) is ignored.
+			dataLink := filepath.Join(dir, "..data")
+			if target, err := os.Readlink(dataLink); err == nil && strings.HasPrefix(target, "..") && target != ".." && !strings.ContainsRune(target, filepath.Separator) {
+				snapshots = append(snapshots, snapshot{link: dataLink, target: target})
+				dir = filepath.Join(dir, target)
+			}
+			entries, err := os.ReadDir(dir)
 			if err != nil {
 				return err
 			}
-			if d.IsDir() && path != root && strings.HasPrefix(d.Name(), ".") {
-				return filepath.SkipDir // e.g. Kubernetes ConfigMap mounts' ..data dirs
-			}
-			if !d.IsDir() && strings.HasSuffix(d.Name(), ".cedar") && !strings.HasPrefix(d.Name(), ".") {
-				names = append(names, path)
+			for _, e := range entries {
+				name := e.Name()
+				if strings.HasPrefix(name, ".") {
+					continue // dot files and dirs, e.g. ..data and ..2024_01_01_00_00_00.123
+				}
+				path, disp := filepath.Join(dir, name), filepath.Join(display, name)
+				switch {
+				case e.IsDir():
+					if err := walk(path, disp); err != nil {
+						return err
+					}
+				case strings.HasSuffix(name, ".cedar"):
+					// Regular files and symlinks to files; symlinked
+					// directories are not followed.
+					names = append(names, found{name: disp, path: path})
+				}
 			}
 			return nil
-		})
-		if err != nil {
-			return nil, err
 		}
-		sort.Strings(names)
+		if err := walk(real, root); err != nil {
+			return nil, snapshots, err
+		}
+		sort.Slice(names, func(i, j int) bool { return names[i].name < names[j].name })
 		for _, n := range names {
-			f, err := readLimited(n)
+			f, err := readLimited(n.path, n.name)
 			if err != nil {
-				return nil, err
+				return nil, snapshots, err
 			}
 			files = append(files, f)
 		}
 	}
-	return files, nil
+	return files, snapshots, nil
 }
 
-func readLimited(name string) (policyFile, error) {
-	f, err := os.Open(name)
+// readLimited reads the file at path, calling it name.
+func readLimited(path, name string) (policyFile, error) {
+	f, err := os.Open(path)
 	if err != nil {
+		if name != path {
+			return policyFile{}, fmt.Errorf("%s: %w", name, err)
+		}
 		return policyFile{}, err
 	}
 	defer f.Close()

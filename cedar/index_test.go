@@ -1,0 +1,291 @@
+package cedar
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	cedarlib "github.com/cedar-policy/cedar-go"
+	"github.com/cedar-policy/cedar-go/types"
+)
+
+// The index is an optimization only: for any policy set and request, the
+// candidates must include every policy whose scope matches, and deciding over
+// the candidates must give the same answer as deciding over all policies.
+
+var (
+	genVerbs  = []string{"get", "list", "create", "delete", "frob"}
+	genGroups = []string{"g1", "g2", "g3"}
+	genTypes  = []string{"core::pods", "core::secrets", "apps::deployments", "k8s::Resource", "k8s::NonResourceURL"}
+	genUsers  = []string{
+		"alice", "bob", "carol", "system:anonymous",
+		"system:serviceaccount:ns1:sa1", "system:serviceaccount:ns2:sa2", "system:serviceaccount:ns1",
+		"system:node:n1", "system:node:",
+	}
+)
+
+func pick[T any](rng *rand.Rand, xs []T) T { return xs[rng.IntN(len(xs))] }
+
+func action(verb string) string { return fmt.Sprintf("k8s::Action::%q", verb) }
+
+func genPrincipalScope(rng *rand.Rand) string {
+	g := pick(rng, genGroups)
+	switch rng.IntN(14) {
+	case 0, 1:
+		return "principal"
+	case 2:
+		return `principal == k8s::User::"alice"`
+	case 3:
+		return `principal == k8s::User::"bob"`
+	case 4:
+		return `principal == k8s::ServiceAccount::"system:serviceaccount:ns1:sa1"`
+	case 5:
+		return `principal == k8s::Node::"system:node:n1"`
+	case 6, 7:
+		return fmt.Sprintf("principal in k8s::Group::%q", g)
+	case 8:
+		return "principal is " + pick(rng, []string{"k8s::User", "k8s::ServiceAccount", "k8s::Node", "k8s::Group"})
+	case 9:
+		return fmt.Sprintf("principal is %s in k8s::Group::%q", pick(rng, []string{"k8s::User", "k8s::ServiceAccount", "k8s::Node"}), g)
+	case 10:
+		return `principal in k8s::User::"alice"`
+	case 11:
+		return `principal is k8s::User in k8s::User::"alice"`
+	case 12:
+		return `principal == k8s::Group::"g1"`
+	default:
+		return `principal in k8s::ServiceAccount::"system:serviceaccount:ns1:sa1"`
+	}
+}
+
+func genActionScope(rng *rand.Rand) string {
+	switch rng.IntN(9) {
+	case 0, 1:
+		return "action"
+	case 2:
+		return "action == " + action(pick(rng, genVerbs))
+	case 3:
+		return "action in " + action(pick(rng, genVerbs))
+	case 4, 5:
+		var list []string
+		for k := 1 + rng.IntN(3); k > 0; k-- {
+			if rng.IntN(6) == 0 {
+				list = append(list, action("*"))
+			} else {
+				list = append(list, action(pick(rng, genVerbs)))
+			}
+		}
+		return "action in [" + strings.Join(list, ", ") + "]"
+	case 6:
+		return "action in " + action("*")
+	case 7:
+		return "action == " + action("*")
+	default:
+		return `action in [Other::Action::"get", ` + action(pick(rng, genVerbs)) + "]"
+	}
+}
+
+func genResourceScope(rng *rand.Rand) string {
+	if rng.IntN(3) == 0 {
+		return "resource"
+	}
+	return "resource is " + pick(rng, genTypes)
+}
+
+func genCondition(rng *rand.Rand) string {
+	switch rng.IntN(10) {
+	case 0, 1, 2:
+		return ""
+	case 3:
+		return " when { false }"
+	case 4:
+		return ` when { principal.username == "alice" }`
+	case 5:
+		return ` when { resource.name == "x" }` // errors when the resource has no name
+	case 6:
+		return ` when { principal.groups.contains("g1") }`
+	case 7:
+		return ` unless { principal in k8s::Group::"g2" }`
+	case 8:
+		return " when { principal.nosuch == 1 }" // always an error
+	default:
+		return ` when { principal has uid }`
+	}
+}
+
+type genPolicy struct{ scope, text string }
+
+func genPolicySet(t *testing.T, rng *rand.Rand, n int) (*PolicySet, []*cedarlib.PolicySet) {
+	t.Helper()
+	var b strings.Builder
+	var scopeOnly []*cedarlib.PolicySet
+	for i := 0; i < n; i++ {
+		scope := fmt.Sprintf("%s, %s, %s", genPrincipalScope(rng), genActionScope(rng), genResourceScope(rng))
+		effect := "permit"
+		if rng.IntN(4) == 0 {
+			effect = "forbid"
+		}
+		fmt.Fprintf(&b, "@id(\"p%d\") %s(%s)%s;\n", i, effect, scope, genCondition(rng))
+		// The oracle for "the scope matches": the scope alone, as a permit.
+		list, err := cedarlib.NewPolicyListFromBytes("scope", []byte("permit("+scope+");"))
+		if err != nil || len(list) != 1 {
+			t.Fatalf("scope %s: %v", scope, err)
+		}
+		ps := cedarlib.NewPolicySet()
+		ps.Add("scope", list[0])
+		scopeOnly = append(scopeOnly, ps)
+	}
+	policies, err := ParsePolicies("gen.cedar", []byte(b.String()))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	set, err := NewPolicySet(policies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set, scopeOnly
+}
+
+func policyIDs(ps []*Policy) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.ID
+	}
+	return out
+}
+
+func TestIndexCandidatesProperty(t *testing.T) {
+	sets, requestsPerSet := 250, 40
+	if testing.Short() {
+		sets = 50
+	}
+	rng := rand.New(rand.NewPCG(20240601, 6))
+	cases, matched, narrowed := 0, 0, 0
+	for s := 0; s < sets; s++ {
+		set, scopeOnly := genPolicySet(t, rng, 1+rng.IntN(40))
+		for r := 0; r < requestsPerSet; r++ {
+			var groups []string
+			for _, g := range append(slices.Clone(genGroups), "g4") {
+				if rng.IntN(3) == 0 {
+					groups = append(groups, g)
+				}
+			}
+			user := UserInfo{Name: pick(rng, genUsers), Groups: groups}
+			if rng.IntN(2) == 0 {
+				user.UID = "uid-1"
+			}
+			principal := PrincipalEntity(user)
+			verb := pick(rng, genVerbs)
+			rtype := types.EntityType(pick(rng, append(slices.Clone(genTypes), "io::k8s::networking::ingresses")))
+			attrs := types.RecordMap{}
+			if n := rng.IntN(3); n > 0 {
+				attrs["name"] = types.String([]string{"x", "y"}[n-1])
+			}
+			resource := types.Entity{UID: types.NewEntityUID(rtype, ""), Attributes: types.NewRecord(attrs)}
+			ents := &Entities{Principal: principal, Resource: resource}
+			act := types.NewEntityUID("k8s::Action", types.String(verb))
+
+			candidates := set.Candidates(principal.UID, groups, verb, rtype)
+			desc := func() string {
+				var b strings.Builder
+				fmt.Fprintf(&b, "set %d request %d: user=%q groups=%v verb=%s resource=%s\n", s, r, user.Name, groups, verb, rtype)
+				for _, p := range set.Policies {
+					b.WriteString("  " + string(p.Compiled.MarshalCedar()) + "\n")
+				}
+				return b.String()
+			}
+			// Candidates come in policy order, without duplicates.
+			pos := -1
+			for _, c := range candidates {
+				i := slices.Index(set.Policies, c)
+				if i <= pos {
+					t.Fatalf("candidates out of order or repeated: %v\n%s", policyIDs(candidates), desc())
+				}
+				pos = i
+			}
+			// Superset of the policies whose scope matches.
+			for i, p := range set.Policies {
+				dec, _ := cedarlib.Authorize(scopeOnly[i], ents, cedarlib.Request{Principal: principal.UID, Action: act, Resource: resource.UID, Context: types.NewRecord(nil)})
+				if dec != types.Allow {
+					continue
+				}
+				matched++
+				if !slices.Contains(candidates, p) {
+					t.Fatalf("policy %s matches by scope but is not a candidate (candidates %v)\n%s", p.ID, policyIDs(candidates), desc())
+				}
+			}
+			if len(candidates) < set.Len() {
+				narrowed++
+			}
+			// The same decision, deciding policies and errors.
+			all := Evaluate(set.Policies, ents, principal.UID, act, resource.UID)
+			some := Evaluate(candidates, ents, principal.UID, act, resource.UID)
+			if all.Decision != some.Decision || !slices.Equal(policyIDs(all.Policies), policyIDs(some.Policies)) || !slices.Equal(all.Errors, some.Errors) {
+				t.Fatalf("over all policies: %v %v %v\nover candidates: %v %v %v\n%s",
+					all.Decision, policyIDs(all.Policies), all.Errors, some.Decision, policyIDs(some.Policies), some.Errors, desc())
+			}
+			// And Cedar's own answer over all policies agrees, but for
+			// erroring forbids, which kcedar counts as denying.
+			cs := cedarlib.NewPolicySet()
+			for _, p := range set.Policies {
+				cs.Add(types.PolicyID(p.ID), p.Compiled)
+			}
+			dec, diag := cedarlib.Authorize(cs, ents, cedarlib.Request{Principal: principal.UID, Action: act, Resource: resource.UID, Context: types.NewRecord(nil)})
+			erroringForbid := false
+			for _, e := range diag.Errors {
+				if p, _ := set.Get(string(e.PolicyID)); p.Effect == types.Forbid {
+					erroringForbid = true
+				}
+			}
+			want := NoOpinion
+			switch {
+			case erroringForbid || dec == types.Deny && len(diag.Reasons) > 0:
+				want = Deny
+			case dec == types.Allow:
+				want = Allow
+			}
+			if some.Decision != want {
+				t.Fatalf("decision %v, Cedar says %v (reasons %v, errors %v)\n%s", some.Decision, dec, diag.Reasons, diag.Errors, desc())
+			}
+			cases++
+		}
+	}
+	t.Logf("%d cases, %d scope matches, %d requests narrowed by the index", cases, matched, narrowed)
+	if matched < cases/4 || narrowed < cases/2 {
+		t.Fatalf("the generator is too weak: %d matches, %d narrowed of %d cases", matched, narrowed, cases)
+	}
+}
+
+func TestIndexBuckets(t *testing.T) {
+	set, err := NewPolicySet(mustParse(t, "i.cedar", `
+@id("alice-get-pods") permit(principal == k8s::User::"alice", action == k8s::Action::"get", resource is core::pods);
+@id("dev-any") permit(principal in k8s::Group::"dev", action in k8s::Action::"*", resource);
+@id("sa-list") permit(principal is k8s::ServiceAccount, action in [k8s::Action::"list", k8s::Action::"watch"], resource is core::pods);
+@id("anyone-secrets") forbid(principal, action, resource is core::secrets);
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		user   string
+		groups []string
+		verb   string
+		rtype  types.EntityType
+		want   []string
+	}{
+		{"alice", nil, "get", "core::pods", []string{"alice-get-pods"}},
+		{"alice", nil, "list", "core::pods", nil},
+		{"alice", []string{"dev"}, "list", "core::pods", []string{"dev-any"}},
+		{"bob", []string{"dev", "ops"}, "delete", "core::secrets", []string{"dev-any", "anyone-secrets"}},
+		{"system:serviceaccount:a:b", nil, "watch", "core::pods", []string{"sa-list"}},
+		{"system:serviceaccount:a:b", nil, "get", "core::pods", nil},
+		{"system:node:n1", nil, "list", "core::pods", nil},
+	} {
+		got := policyIDs(set.Candidates(PrincipalUID(tc.user), tc.groups, tc.verb, tc.rtype))
+		if !slices.Equal(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
+			t.Errorf("%s %v %s %s: candidates %v, want %v", tc.user, tc.groups, tc.verb, tc.rtype, got, tc.want)
+		}
+	}
+}
