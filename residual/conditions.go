@@ -75,7 +75,7 @@ type encodeKey struct {
 
 type encodedEntry struct {
 	expr  ast.IsNode
-	keyID string
+	keyID string // Key.cacheID of the signing key
 	cond  wire.Condition
 	err   error
 	codec *Codec // memo entries may be shared by codecs (tests); the key differs
@@ -129,7 +129,7 @@ func Describe(p *cedar.Policy) string {
 func (c *Codec) Encode(r Residual, effect Effect) (wire.Condition, error) {
 	key := c.Keys.signing()
 	if r.memo != nil {
-		mk := string(effect) + "\x00" + string(r.EntityType) + "\x00" + key.ID
+		mk := string(effect) + "\x00" + string(r.EntityType) + "\x00" + key.cacheID()
 		r.memo.mu.Lock()
 		e, ok := r.memo.encoded[mk]
 		r.memo.mu.Unlock()
@@ -148,7 +148,7 @@ func (c *Codec) Encode(r Residual, effect Effect) (wire.Condition, error) {
 	ck := encodeKey{policy: r.Policy, effect: effect, entityType: r.EntityType, hash: hashExpr(r.Expr)}
 	c.mu.Lock()
 	for _, e := range c.encoded[ck] {
-		if e.keyID == key.ID && ast.Equal(ast.NewNode(e.expr), ast.NewNode(r.Expr)) {
+		if e.keyID == key.cacheID() && ast.Equal(ast.NewNode(e.expr), ast.NewNode(r.Expr)) {
 			c.mu.Unlock()
 			return e.cond, e.err
 		}
@@ -160,7 +160,7 @@ func (c *Codec) Encode(r Residual, effect Effect) (wire.Condition, error) {
 		clear(c.encoded)
 		c.nEnc = 0
 	}
-	c.encoded[ck] = append(c.encoded[ck], encodedEntry{expr: r.Expr, keyID: key.ID, cond: cond, err: err})
+	c.encoded[ck] = append(c.encoded[ck], encodedEntry{expr: r.Expr, keyID: key.cacheID(), cond: cond, err: err})
 	c.nEnc++
 	c.mu.Unlock()
 	return cond, err

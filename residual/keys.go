@@ -120,6 +120,11 @@ func (k *Keyring) Replace(keys []Key) error {
 
 func (k *Keyring) signing() Key { return (*k.keys.Load())[0] }
 
+// cacheID identifies a key in caches of signed conditions: its id and its
+// secret, so a key file that gives an id a new secret is not answered with
+// conditions signed with the old one.
+func (k Key) cacheID() string { return k.ID + "\x00" + string(k.Secret) }
+
 func (k *Keyring) lookup(id string) (Key, bool) {
 	for _, key := range *k.keys.Load() {
 		if key.ID == id {
