@@ -300,22 +300,31 @@ func (c *ObjectConverter) zero(t schemagen.Type) types.Value {
 }
 
 func (c *ObjectConverter) mapEntity(t *schemagen.MapType, obj map[string]any, path string) types.EntityUID {
-	canonical, err := json.Marshal(obj)
-	if err != nil { // cannot happen for decoded JSON
-		canonical = []byte(fmt.Sprint(obj))
-	}
-	sum := sha256.Sum256(canonical)
-	uid := types.NewEntityUID(t.EntityType, types.String("sha256:"+hex.EncodeToString(sum[:16])))
-	if _, seen := c.Maps[uid]; seen {
-		return uid
-	}
 	tags := make(types.RecordMap, len(obj))
 	for k, v := range obj {
 		if cv, ok := c.convert(t.Value, v, path+"["+strconv.Quote(k)+"]"); ok {
 			tags[types.String(k)] = cv
 		}
 	}
-	c.Maps[uid] = types.Entity{UID: uid, Tags: types.NewRecord(tags)}
+	// The id hashes the converted tags (in key order), so maps that are equal
+	// as Cedar values are the same entity: {"cpu": 1} and {"cpu": "1"} both
+	// hold the string "1".
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, string(k))
+	}
+	slices.Sort(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%d:%s=", len(k), k)
+		h.Write(tags[types.String(k)].MarshalCedar())
+		h.Write([]byte{0})
+	}
+	sum := h.Sum(nil)
+	uid := types.NewEntityUID(t.EntityType, types.String("sha256:"+hex.EncodeToString(sum[:16])))
+	if _, seen := c.Maps[uid]; !seen {
+		c.Maps[uid] = types.Entity{UID: uid, Tags: types.NewRecord(tags)}
+	}
 	return uid
 }
 

@@ -34,6 +34,9 @@ type Options struct {
 	// answer Allow for a conditional allow on requests admission is sure to
 	// see, and enforce the conditions in the /v1/admit validating webhook.
 	AdmissionEnforcement bool
+	// RequireClientCert: the webhook endpoints (/v1/...) serve only clients
+	// with a verified certificate (use with TLSOptions.ClientCAFile).
+	RequireClientCert bool
 }
 
 // Server answers kube-apiserver's webhook calls from one schema and the
@@ -78,9 +81,16 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	if cur := store.Current(); cur != nil {
 		s.metrics.observeReload(cedar.ReloadResult{Policies: cur.Len(), Err: store.LastError()}, cur.Generation)
 	}
-	s.mux.Handle("POST /v1/authorize", s.instrument("authorize", http.HandlerFunc(s.handleAuthorize)))
-	s.mux.Handle("POST /v1/conditions", s.instrument("conditions", http.HandlerFunc(s.handleConditions)))
-	s.mux.Handle("POST /v1/admit", s.instrument("admit", http.HandlerFunc(s.handleAdmit)))
+	webhook := func(name string, h http.HandlerFunc) http.Handler {
+		var handler http.Handler = h
+		if opts.RequireClientCert {
+			handler = RequireVerifiedClient(handler)
+		}
+		return s.instrument(name, handler)
+	}
+	s.mux.Handle("POST /v1/authorize", webhook("authorize", s.handleAuthorize))
+	s.mux.Handle("POST /v1/conditions", webhook("conditions", s.handleConditions))
+	s.mux.Handle("POST /v1/admit", webhook("admit", s.handleAdmit))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -63,7 +64,10 @@ func (o TLSOptions) Config(logger *slog.Logger) (*tls.Config, error) {
 			return nil, fmt.Errorf("--client-ca-file %s holds no PEM certificates", o.ClientCAFile)
 		}
 		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		// A certificate, when given, must verify; whether one is required is
+		// decided per endpoint (RequireVerifiedClient): the webhook endpoints
+		// need one, health probes (kubelet sends none) and metrics do not.
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
 	}
 	return cfg, nil
 }
@@ -212,4 +216,16 @@ func selfSigned(hosts []string) (tls.Certificate, []byte, error) {
 		return tls.Certificate{}, nil, err
 	}
 	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
+}
+
+// RequireVerifiedClient refuses requests that did not present a client
+// certificate verified against --client-ca-file.
+func RequireVerifiedClient(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+			http.Error(w, "a client certificate signed by the configured client CA is required", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

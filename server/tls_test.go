@@ -92,8 +92,12 @@ func serveTLS(t *testing.T, cfg *tls.Config) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	mux := http.NewServeMux()
+	mux.Handle("/", ok)
+	mux.Handle("/v1/", RequireVerifiedClient(ok))
 	srv := &http.Server{
-		Handler:  http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }),
+		Handler:  mux,
 		ErrorLog: log.New(io.Discard, "", 0), // refused handshakes are expected
 	}
 	go func() { _ = srv.Serve(tls.NewListener(ln, cfg)) }()
@@ -102,9 +106,11 @@ func serveTLS(t *testing.T, cfg *tls.Config) string {
 }
 
 // get makes one request on a fresh connection.
-func get(addr string, cfg *tls.Config) error {
+func get(addr string, cfg *tls.Config) error { return getPath(addr, "/", cfg) }
+
+func getPath(addr, path string, cfg *tls.Config) error {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
-	resp, err := client.Get("https://" + addr + "/")
+	resp, err := client.Get("https://" + addr + path)
 	if err != nil {
 		return err
 	}
@@ -212,20 +218,28 @@ func TestTLSClientCertificates(t *testing.T) {
 		}
 		return []tls.Certificate{pair}
 	}
-	if err := get(addr, &tls.Config{RootCAs: roots, Certificates: clientCert(clientCA, false)}); err != nil {
+	const webhook = "/v1/authorize"
+	if err := getPath(addr, webhook, &tls.Config{RootCAs: roots, Certificates: clientCert(clientCA, false)}); err != nil {
 		t.Fatalf("a client certificate from the client CA: %v", err)
 	}
-	if err := get(addr, &tls.Config{RootCAs: roots}); err == nil {
-		t.Error("a client without a certificate was served")
+	if err := getPath(addr, webhook, &tls.Config{RootCAs: roots}); err == nil {
+		t.Error("a client without a certificate was served the webhook")
 	}
-	if err := get(addr, &tls.Config{RootCAs: roots, Certificates: clientCert(otherCA, false)}); err == nil {
-		t.Error("a client certificate from another CA was served")
+	if err := getPath(addr, "/healthz", &tls.Config{RootCAs: roots}); err != nil {
+		t.Errorf("a probe without a certificate (as kubelet sends) was refused: %v", err)
 	}
-	if err := get(addr, &tls.Config{RootCAs: roots, Certificates: clientCert(serverCA, false)}); err == nil {
-		t.Error("a client certificate from the serving CA was served")
-	}
-	if err := get(addr, &tls.Config{RootCAs: roots, Certificates: clientCert(clientCA, true)}); err == nil {
-		t.Error("a server-auth-only certificate was accepted as a client certificate")
+	// (Go clients send no certificate that the server's CA list does not
+	// name, so for /healthz these would simply be certificate-less probes.)
+	for _, path := range []string{webhook} {
+		if err := getPath(addr, path, &tls.Config{RootCAs: roots, Certificates: clientCert(otherCA, false)}); err == nil {
+			t.Errorf("%s: a client certificate from another CA was served", path)
+		}
+		if err := getPath(addr, path, &tls.Config{RootCAs: roots, Certificates: clientCert(serverCA, false)}); err == nil {
+			t.Errorf("%s: a client certificate from the serving CA was served", path)
+		}
+		if err := getPath(addr, path, &tls.Config{RootCAs: roots, Certificates: clientCert(clientCA, true)}); err == nil {
+			t.Errorf("%s: a server-auth-only certificate was accepted as a client certificate", path)
+		}
 	}
 }
 

@@ -74,7 +74,7 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 				logger.Warn("no --conditions-key-file: conditions are signed with a random key, valid only in this process until it restarts (run one replica, or share a key file)")
 			}
 			store := cedar.NewStore(policies, validator, logger)
-			srv := server.New(schema, store, server.Options{Logger: logger, Keys: keys, AdmissionEnforcement: admissionEnforcement})
+			srv := server.New(schema, store, server.Options{Logger: logger, Keys: keys, AdmissionEnforcement: admissionEnforcement, RequireClientCert: tlsOpts.ClientCAFile != ""})
 			if err := store.Load(); err != nil {
 				logger.Error("no valid policy set yet; not ready until the files are fixed", "err", err)
 			}
@@ -100,7 +100,7 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 	src.AddFlags(f)
 	f.StringVar(&tlsOpts.CertFile, "tls-cert-file", "", "serving certificate (PEM); reloaded when it changes")
 	f.StringVar(&tlsOpts.KeyFile, "tls-private-key-file", "", "serving certificate's private key (PEM)")
-	f.StringVar(&tlsOpts.ClientCAFile, "client-ca-file", "", "require client certificates signed by this CA (the API server's)")
+	f.StringVar(&tlsOpts.ClientCAFile, "client-ca-file", "", "serve /v1/* only to clients with a certificate signed by this CA (the API server's); /healthz, /readyz and /metrics stay open")
 	f.StringVar(&tlsOpts.WriteCA, "write-ca", "", "without --tls-cert-file: write the self-signed serving CA here")
 	f.StringArrayVar(&tlsOpts.Hosts, "tls-san", nil, "extra host name or IP for the self-signed certificate (repeatable)")
 	f.DurationVar(&reloadInterval, "reload-interval", 2*time.Second, "how often to check the policy files for changes")
