@@ -267,23 +267,30 @@ func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, target ceda
 		return eval.Env{Entities: ents, Principal: principal.UID, Action: action, Resource: resourceUID, Context: types.NewRecord(nil)}
 	}
 	admission := len(shapes) > 0
-	var envs []eval.Env
 	if !admission {
 		shapes = []shape{{}}
 	}
-	for _, sh := range shapes {
-		envs = append(envs, envFor(sh))
+	// Environments are built only when a residual is not memoized.
+	envs := make([]*eval.Env, len(shapes))
+	envAt := func(i int) func() eval.Env {
+		return func() eval.Env {
+			if envs[i] == nil {
+				env := envFor(shapes[i])
+				envs[i] = &env
+			}
+			return *envs[i]
+		}
 	}
 
 	out := Outcome{partial: true}
 	var allowTrue []*cedar.Policy
 	var denyTrue []*cedar.Policy
 	for _, p := range candidates {
-		expr, memo := a.partialExpr(envs[0], shapes[0].code(), p, verb, target.EntityType, principal)
-		if p.UsesObjects && len(envs) == 2 {
+		expr, memo := a.partialExpr(envAt(0), shapes[0].code(), p, verb, target.EntityType, principal, attrs)
+		if p.UsesObjects && len(shapes) == 2 {
 			// The first shape has the stored object, the second does not
 			// (update or patch that creates): split on its presence.
-			other, _ := a.partialExpr(envs[1], shapes[1].code(), p, verb, target.EntityType, principal)
+			other, _ := a.partialExpr(envAt(1), shapes[1].code(), p, verb, target.EntityType, principal, attrs)
 			if !ast.Equal(ast.NewNode(expr), ast.NewNode(other)) {
 				memo = nil
 				expr = simplify(ast.NodeTypeIfThenElse{
@@ -341,16 +348,15 @@ func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, target ceda
 
 // partialExpr is partialEval memoized (with a cache) by the request values
 // p's residual depends on.
-func (a *Authorizer) partialExpr(env eval.Env, shapeIdx int, p *cedar.Policy, verb string, target types.EntityType, principal types.Entity) (ast.IsNode, *memoEntry) {
+func (a *Authorizer) partialExpr(env func() eval.Env, shapeIdx int, p *cedar.Policy, verb string, target types.EntityType, principal types.Entity, resourceAttrs types.RecordMap) (ast.IsNode, *memoEntry) {
 	if a.Cache == nil {
-		return partialEval(env, p), nil
+		return partialEval(env(), p), nil
 	}
-	res, _ := env.Entities.Get(env.Resource.(types.EntityUID))
-	k := memoEntryKey{policy: p, key: memoKey(p, inputsOf(p), shapeIdx, verb, target, principal, res.Attributes.Map())}
+	k := memoEntryKey{policy: p, key: memoKey(p, inputsOf(p), shapeIdx, verb, target, principal, resourceAttrs)}
 	if e, ok := a.Cache.residuals.get(k); ok {
 		return e.expr, e
 	}
-	e := &memoEntry{expr: partialEval(env, p)}
+	e := &memoEntry{expr: partialEval(env(), p)}
 	a.Cache.residuals.put(k, e)
 	return e.expr, e
 }

@@ -131,3 +131,21 @@ func BenchmarkSARConditional1000Distinct(b *testing.B) {
 		codec.Decision(az.Authorize(&r, Options{Conditions: true}))
 	}
 }
+
+// The unconditional counterpart of BenchmarkSARConditional1000Distinct:
+// the same users, groups and namespaces, reading instead of creating.
+func BenchmarkSARUnconditional1000Distinct(b *testing.B) {
+	az, codec := benchAuthorizer(b)
+	az.Cache = NewOutcomeCache(1 << 16)
+	reqs := make([]*cedar.Request, 4096)
+	for i := range reqs {
+		reqs[i] = resReq("alice", []string{fmt.Sprintf("team-%d", i%200), "system:authenticated"}, "get", "", "pods", "", fmt.Sprintf("ns-%d", i), "web-1")
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := *reqs[i%len(reqs)]
+		r.User.UID = fmt.Sprint(i)
+		codec.Decision(az.Authorize(&r, Options{Conditions: true}))
+	}
+}
