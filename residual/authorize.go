@@ -108,23 +108,50 @@ func (a *Authorizer) authorize(req *cedar.Request) Outcome {
 	if len(verbs) == 1 {
 		return a.authorizeVerb(req, verbs[0])
 	}
-	all := Outcome{Decision: cedar.Allow}
+	var all everyCase
 	for _, verb := range verbs {
-		o := a.authorizeVerb(req, verb).Fold()
-		all.Errors = append(all.Errors, o.Errors...)
-		switch {
-		case o.Decision == cedar.Deny:
-			return Outcome{Decision: cedar.Deny, Policies: o.Policies, Errors: all.Errors}
-		case o.Decision == cedar.NoOpinion:
-			all.Decision = cedar.NoOpinion
-			all.Policies = nil
-		case all.Decision == cedar.Allow:
-			all.Policies = append(all.Policies, o.Policies...)
+		if all.add(a.authorizeVerb(req, verb)) {
+			break
 		}
 	}
-	all.Policies = uniquePolicies(all.Policies)
-	all.Errors = uniqueStrings(all.Errors)
-	return all
+	return all.outcome()
+}
+
+// everyCase combines the outcomes of a request that stands for several
+// (every verb for "*", every world of an optional open attribute): Deny if
+// any case is denied, Allow if all are allowed, else NoOpinion. Each case is
+// folded: nothing evaluates conditions for such a request.
+type everyCase struct {
+	denied, notAllowed bool
+	policies           []*cedar.Policy
+	errors             []string
+}
+
+// add records one case's outcome and reports whether the answer is settled.
+func (e *everyCase) add(o Outcome) bool {
+	o = o.Fold()
+	e.errors = append(e.errors, o.Errors...)
+	switch {
+	case o.Decision == cedar.Deny:
+		e.denied, e.policies = true, o.Policies
+		return true
+	case o.Decision == cedar.NoOpinion:
+		e.notAllowed, e.policies = true, nil
+	case !e.notAllowed:
+		e.policies = append(e.policies, o.Policies...)
+	}
+	return false
+}
+
+func (e *everyCase) outcome() Outcome {
+	out := Outcome{Decision: cedar.Allow, Policies: uniquePolicies(e.policies), Errors: uniqueStrings(e.errors)}
+	switch {
+	case e.denied:
+		out.Decision = cedar.Deny
+	case e.notAllowed:
+		out.Decision = cedar.NoOpinion
+	}
+	return out
 }
 
 // Shapes of the admission data: which objects a request will carry.
@@ -205,7 +232,7 @@ func (a *Authorizer) authorizeVerb(req *cedar.Request, verb string) Outcome {
 	// every combination ("world"); the request is allowed only if every world
 	// allows it and denied if any denies it. Such targets are never typed, so
 	// admission conditions do not apply and each world is folded.
-	combined := Outcome{Decision: cedar.Allow}
+	var all everyCase
 	for mask := 0; mask < 1<<len(optional); mask++ {
 		absent := map[string]bool{}
 		for i, attr := range optional {
@@ -213,21 +240,11 @@ func (a *Authorizer) authorizeVerb(req *cedar.Request, verb string) Outcome {
 				absent[attr] = true
 			}
 		}
-		o := a.authorizeWorld(req, verb, target, open, absent).Fold()
-		combined.Errors = append(combined.Errors, o.Errors...)
-		switch {
-		case o.Decision == cedar.Deny:
-			return Outcome{Decision: cedar.Deny, Policies: o.Policies, Errors: combined.Errors}
-		case o.Decision == cedar.NoOpinion:
-			combined.Decision = cedar.NoOpinion
-			combined.Policies = nil
-		case combined.Decision == cedar.Allow:
-			combined.Policies = append(combined.Policies, o.Policies...)
+		if all.add(a.authorizeWorld(req, verb, target, open, absent)) {
+			break
 		}
 	}
-	combined.Policies = uniquePolicies(combined.Policies)
-	combined.Errors = uniqueStrings(combined.Errors)
-	return combined
+	return all.outcome()
 }
 
 func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, target cedar.Target, open, absent map[string]bool) Outcome {

@@ -294,52 +294,45 @@ func genRequest(rng *rand.Rand) *cedar.Request {
 // oracle decides req by enumeration, with cedar.Evaluate on fully known
 // requests. singleCover reports whether one permit alone allows every world.
 func oracle(s *schemagen.Schema, ps *cedar.PolicySet, req *cedar.Request) (_ cedar.Decision, singleCover bool) {
-	worlds := []*cedar.Request{}
-	verbs := cedar.Verbs(s, req)
+	type world struct {
+		verb  string
+		attrs types.RecordMap
+	}
 	target := cedar.ResolveTarget(s, req)
 	open := target.Open(req)
-	values := func(attr string, known string, universe []string) []*string {
+	// values lists what an attribute may be: itself when known, else every
+	// literal the generator uses, a fresh value, and absent where optional.
+	values := func(attr string, universe []string) []*string {
 		if !open[attr] {
-			return []*string{&known}
+			return []*string{nil}
 		}
 		var out []*string
 		for _, v := range append(universe, "fresh-value") {
-			v := v
 			out = append(out, &v)
 		}
 		if target.OptionalWhenOpen(attr) {
-			out = append(out, nil)
+			out = append(out, new(string)) // marks "absent"
 		}
 		return out
 	}
-	for _, verb := range verbs {
-		for _, g := range values(schemagen.AttrAPIGroup, req.APIGroup, []string{"", "apps", "example.com"}) {
-			for _, r := range values(schemagen.AttrResource, req.Resource, []string{"pods", "foos", "nodes"}) {
-				for _, ns := range values(schemagen.AttrNamespace, req.Namespace, genNamespaces) {
-					for _, n := range values(schemagen.AttrName, req.Name, append(genNames, "web-x")) {
-						w := *req
-						w.Verb = verb
-						worlds = append(worlds, &w)
-						_ = g
-						_ = r
-						// Attribute values are set on the entity below.
-						w2 := w
-						attrs := target.Attributes(&w2, nil, nil)
-						set := func(attr string, v *string) {
-							if !open[attr] {
-								return
-							}
-							if v == nil {
+	absent := func(v *string) bool { return v != nil && *v == "" }
+	var worlds []world
+	for _, verb := range cedar.Verbs(s, req) {
+		for _, g := range values(schemagen.AttrAPIGroup, []string{"x", "apps", "example.com"}) {
+			for _, r := range values(schemagen.AttrResource, []string{"pods", "foos", "nodes"}) {
+				for _, ns := range values(schemagen.AttrNamespace, genNamespaces) {
+					for _, n := range values(schemagen.AttrName, append(genNames, "web-x")) {
+						attrs := target.Attributes(req, nil, nil)
+						for attr, v := range map[string]*string{schemagen.AttrAPIGroup: g, schemagen.AttrResource: r, schemagen.AttrNamespace: ns, schemagen.AttrName: n} {
+							switch {
+							case v == nil: // known: the request's value
+							case absent(v):
 								delete(attrs, types.String(attr))
-							} else {
+							default:
 								attrs[types.String(attr)] = types.String(*v)
 							}
 						}
-						set(schemagen.AttrAPIGroup, g)
-						set(schemagen.AttrResource, r)
-						set(schemagen.AttrNamespace, ns)
-						set(schemagen.AttrName, n)
-						worldAttrs[&w] = attrs
+						worlds = append(worlds, world{verb, attrs})
 					}
 				}
 			}
@@ -347,16 +340,14 @@ func oracle(s *schemagen.Schema, ps *cedar.PolicySet, req *cedar.Request) (_ ced
 	}
 	result := cedar.Allow
 	var cover map[string]bool
+	principal := cedar.PrincipalEntity(req.User)
+	uid := target.EntityUID(req)
 	for _, w := range worlds {
-		principal := cedar.PrincipalEntity(w.User)
-		uid := target.EntityUID(w)
-		ents := &cedar.Entities{Principal: principal, Resource: types.Entity{UID: uid, Attributes: types.NewRecord(worldAttrs[w])}}
-		cands := ps.Candidates(principal.UID, w.User.Groups, w.Verb, target.EntityType)
-		res := cedar.Evaluate(cands, ents, principal.UID, schemagen.ActionUID(w.Verb), uid)
-		d := res.Decision
-		delete(worldAttrs, w)
+		ents := &cedar.Entities{Principal: principal, Resource: types.Entity{UID: uid, Attributes: types.NewRecord(w.attrs)}}
+		cands := ps.Candidates(principal.UID, req.User.Groups, w.verb, target.EntityType)
+		res := cedar.Evaluate(cands, ents, principal.UID, schemagen.ActionUID(w.verb), uid)
 		allowing := map[string]bool{}
-		if d == cedar.Allow {
+		if res.Decision == cedar.Allow {
 			for _, p := range res.Policies {
 				allowing[p.ID] = true
 			}
@@ -370,7 +361,7 @@ func oracle(s *schemagen.Schema, ps *cedar.PolicySet, req *cedar.Request) (_ ced
 				}
 			}
 		}
-		switch d {
+		switch res.Decision {
 		case cedar.Deny:
 			result = cedar.Deny
 		case cedar.NoOpinion:
@@ -381,8 +372,6 @@ func oracle(s *schemagen.Schema, ps *cedar.PolicySet, req *cedar.Request) (_ ced
 	}
 	return result, len(cover) > 0
 }
-
-var worldAttrs = map[*cedar.Request]types.RecordMap{}
 
 // A caller that cannot take conditions still gets the forbids on objects:
 // the objects of a write are unknowns and the outcome is folded.

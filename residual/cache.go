@@ -1,6 +1,8 @@
 package residual
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -62,7 +64,7 @@ func requestKey(req *cedar.Request) string {
 		w(g)
 	}
 	b.WriteByte(1)
-	for _, k := range sortedKeys(req.User.Extra) {
+	for _, k := range slices.Sorted(maps.Keys(req.User.Extra)) {
 		w(k)
 		for _, v := range req.User.Extra[k] {
 			w(v)
@@ -80,20 +82,4 @@ func requestKey(req *cedar.Request) string {
 		w(req.Path)
 	}
 	return b.String()
-}
-
-func sortedKeys(m map[string][]string) []string {
-	if len(m) == 0 {
-		return nil
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
 }

@@ -1,6 +1,8 @@
 package residual
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -47,8 +49,8 @@ func inputsOf(p *cedar.Policy) *policyInputs {
 	for a := range ra {
 		in.resourceAttrs = append(in.resourceAttrs, a)
 	}
-	sortStrings(in.principalAttrs)
-	sortStrings(in.resourceAttrs)
+	slices.Sort(in.principalAttrs)
+	slices.Sort(in.resourceAttrs)
 	v, _ := inputsCache.LoadOrStore(p, in)
 	return v.(*policyInputs)
 }
@@ -157,7 +159,7 @@ func memoKey(p *cedar.Policy, in *policyInputs, shape int, verb string, target t
 		w(valueKey(principal.Attributes.Get(types.String(a))))
 	}
 	if in.resourceWhole {
-		for _, k := range sortedRecordKeys(resourceAttrs) {
+		for _, k := range slices.Sorted(maps.Keys(resourceAttrs)) {
 			w(string(k))
 			w(valueKey(resourceAttrs[k], true))
 		}
@@ -180,27 +182,6 @@ func valueKey(v types.Value, ok bool) string {
 		return "s" + string(s)
 	}
 	return v.String()
-}
-
-func sortedRecordKeys(m types.RecordMap) []types.String {
-	keys := make([]types.String, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
 
 // residualMemo holds residuals by policy and input values.
