@@ -3,13 +3,16 @@ package residual
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"os"
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // Keyring holds the keys that protect conditions: the first signs, every key
@@ -132,4 +135,33 @@ func (k *Keyring) lookup(id string) (Key, bool) {
 		}
 	}
 	return Key{}, false
+}
+
+// WatchFile reloads the keys from path whenever the file changes, checking
+// every interval, until ctx ends. An invalid file keeps the previous keys.
+func (k *Keyring) WatchFile(ctx context.Context, path string, interval time.Duration, logger *slog.Logger) {
+	last, _ := os.ReadFile(path)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		data, err := os.ReadFile(path)
+		if err != nil || bytes.Equal(data, last) {
+			continue
+		}
+		parsed, err := ParseKeyFile(data)
+		if err == nil {
+			err = k.Replace(parsed)
+		}
+		if err != nil {
+			logger.Error("conditions key file is invalid; keeping the previous keys", "file", path, "err", err)
+			continue
+		}
+		last = data
+		logger.Info("conditions keys reloaded", "file", path, "keys", len(parsed))
+	}
 }

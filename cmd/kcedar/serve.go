@@ -89,7 +89,7 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 			defer stop()
 			go store.Watch(ctx, reloadInterval)
 			if keyFile != "" {
-				go watchKeyFile(ctx, keyFile, keys, reloadInterval, logger)
+				go keys.WatchFile(ctx, keyFile, reloadInterval, logger)
 			}
 			return serveTLS(ctx, listen, tlsCfg, srv, logger)
 		},
@@ -108,35 +108,6 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 	f.StringVar(&keyFile, "conditions-key-file", "", "keys that sign conditions, shared by replicas: lines \"<id> <base64 secret>\", the first signs, all verify (rotation); reloaded when it changes")
 	f.BoolVar(&admissionEnforcement, "admission-enforcement", false, "for clusters without conditional authorization: answer Allow for a conditional allow on requests admission always sees, and enforce the conditions at POST /v1/admit (install it with: kcedar manifests --admission-enforcement)")
 	return cmd
-}
-
-// watchKeyFile reloads the conditions keys when the file changes; a bad file
-// keeps the old keys.
-func watchKeyFile(ctx context.Context, path string, keys *residual.Keyring, interval time.Duration, logger *slog.Logger) {
-	last, _ := os.ReadFile(path)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		data, err := os.ReadFile(path)
-		if err != nil || string(data) == string(last) {
-			continue
-		}
-		parsed, err := residual.ParseKeyFile(data)
-		if err == nil {
-			err = keys.Replace(parsed)
-		}
-		if err != nil {
-			logger.Error("conditions key file is invalid; keeping the previous keys", "file", path, "err", err)
-			continue
-		}
-		last = data
-		logger.Info("conditions keys reloaded", "file", path, "keys", len(parsed))
-	}
 }
 
 func newLogger(level string) (*slog.Logger, error) {

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/cedar/lint"
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+// Helpers shared by the offline policy tools: validate, authorize and test.
+
+// loadSchema loads the schema of src (the embedded default when src is zero).
+func loadSchema(ctx context.Context, src schemagen.Source) (*schemagen.Schema, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	s, err := schemagen.Load(ctx, src)
+	if err != nil {
+		return nil, fmt.Errorf("loading the schema (%s): %w", src, err)
+	}
+	return s, nil
+}
+
+// loadPolicySet reads, checks and indexes the policies at paths. Invalid
+// policies are reported on w and give an exitError with code 1; unreadable
+// paths code 2.
+func loadPolicySet(w io.Writer, checker *lint.Checker, paths []string) (*cedar.PolicySet, error) {
+	if len(paths) == 0 {
+		return nil, &exitError{2, errors.New("no policies: give --policies FILE|DIR")}
+	}
+	files, err := lint.ReadPaths(paths)
+	if err != nil {
+		return nil, &exitError{2, err}
+	}
+	res := checker.Check(files)
+	if res.Errors() > 0 {
+		for _, d := range res.Diagnostics {
+			if d.Severity == lint.Error {
+				fmt.Fprintln(w, d)
+			}
+		}
+		return nil, &exitError{1, fmt.Errorf("%d invalid policies; run kcedar validate", res.Errors())}
+	}
+	ps, err := cedar.NewPolicySet(res.Policies)
+	if err != nil {
+		return nil, &exitError{1, err}
+	}
+	return ps, nil
+}
+
+func checkOutputFormat(format string) error {
+	if format != "text" && format != "json" {
+		return &exitError{2, fmt.Errorf("--output must be text or json, not %q", format)}
+	}
+	return nil
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	if strings.HasSuffix(word, "y") {
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(word, "y"))
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kcedar/kcedar/cedar/lint"
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+func init() { rootCmd.AddCommand(newValidateCmd()) }
+
+type validateOptions struct {
+	src            schemagen.Source
+	output         string
+	strictWarnings bool
+}
+
+func newValidateCmd() *cobra.Command {
+	var o validateOptions
+	cmd := &cobra.Command{
+		Use:   "validate [--schema FILE | --kubeconfig FILE | --from-dir DIR] PATH...",
+		Short: "Check Cedar policy files against the schema, with positions and hints",
+		Long: `Check policy files (and directories of *.cedar files) the way 'kcedar serve'
+loads them: strict parsing (trailing garbage, an empty or duplicate @id are
+errors) and type checking against the schema (unknown types, actions and
+attributes, type mismatches, optional attributes read without has, actions
+that do not apply to the resource). Without a schema flag the embedded
+Kubernetes v1.37 schema is used.
+
+Each finding is printed as
+  file:line:col: policy <id>: message
+      hint: how to fix it
+
+Lint warnings flag valid policies that cannot do what they seem to: a
+comparison to "*", like "*", a forbid that can fail to evaluate, a permit
+that depends on the object but only applies to reads.
+
+Exit status: 0 clean (warnings allowed unless --strict-warnings), 1 invalid
+policies, 2 usage or I/O error.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutputFormat(o.output); err != nil {
+				return err
+			}
+			s, err := loadSchema(cmd.Context(), o.src)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			checker, err := lint.NewChecker(s)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			return runValidate(cmd.OutOrStdout(), checker, args, o)
+		},
+	}
+	o.src.AddFlags(cmd.Flags())
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&o.strictWarnings, "strict-warnings", false, "fail (exit 1) on lint warnings too")
+	return cmd
+}
+
+// validateReport is the --output json document.
+type validateReport struct {
+	Valid       bool              `json:"valid"`
+	Files       int               `json:"files"`
+	Policies    int               `json:"policies"`
+	Errors      int               `json:"errors"`
+	Warnings    int               `json:"warnings"`
+	Diagnostics []lint.Diagnostic `json:"diagnostics"`
+}
+
+// runValidate checks the policies at paths and reports on w; the returned
+// error carries the exit code.
+func runValidate(w io.Writer, checker *lint.Checker, paths []string, o validateOptions) error {
+	files, err := lint.ReadPaths(paths)
+	if err != nil {
+		return &exitError{2, err}
+	}
+	if len(files) == 0 {
+		return &exitError{2, fmt.Errorf("no *.cedar files in %v", paths)}
+	}
+	res := checker.Check(files)
+	rep := validateReport{Files: res.Files, Policies: len(res.Policies), Errors: res.Errors(), Warnings: res.Warnings(), Diagnostics: res.Diagnostics}
+	if rep.Diagnostics == nil {
+		rep.Diagnostics = []lint.Diagnostic{}
+	}
+	failed := rep.Errors > 0 || (o.strictWarnings && rep.Warnings > 0)
+	rep.Valid = !failed
+	if o.output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return &exitError{2, err}
+		}
+	} else {
+		for _, d := range res.Diagnostics {
+			fmt.Fprintln(w, d)
+		}
+		fmt.Fprintf(w, "%s, %s: %s, %s\n", plural(rep.Files, "file"), plural(rep.Policies, "policy"), plural(rep.Errors, "error"), plural(rep.Warnings, "warning"))
+	}
+	if failed {
+		what := plural(rep.Errors, "error")
+		if rep.Errors == 0 {
+			what = plural(rep.Warnings, "warning") + " (--strict-warnings)"
+		}
+		return &exitError{1, fmt.Errorf("policies are not valid: %s", what)}
+	}
+	return nil
+}
