@@ -18,6 +18,7 @@ type metrics struct {
 	policies         prometheus.Gauge
 	loadError        prometheus.Gauge
 	generation       prometheus.Gauge
+	webhookVerified  prometheus.Gauge
 }
 
 // latencyBuckets reach down to a microsecond: a decision takes a few.
@@ -63,9 +64,13 @@ func newMetrics() *metrics {
 			Name: "kcedar_policy_generation",
 			Help: "Generation of the policy set that is serving; it grows with every successful change.",
 		}),
+		webhookVerified: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kcedar_admission_webhook_verified",
+			Help: "With --admission-enforcement: 1 when the ValidatingWebhookConfiguration that enforces conditions is verified in place, else 0 (conditional allows are then folded).",
+		}),
 	}
 	m.registry.MustRegister(m.decisions, m.decisionDuration, m.requestDuration, m.badRequests,
-		m.reloads, m.policies, m.loadError, m.generation,
+		m.reloads, m.policies, m.loadError, m.generation, m.webhookVerified,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -80,7 +80,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 			status.ConditionsChain = []wire.SubjectAccessReviewConditionSet{draftConditionSet(dec.ConditionsMap)}
 		}
 		label = "Conditional"
-	case s.enforce && len(out.Allow) > 0:
+	case s.enforce && len(out.Allow) > 0 && s.webhookVerified.Load():
 		// kcedar's admission webhook enforces the conditions: admission sees
 		// every request that can produce conditions (AdmissionShapes).
 		dec := s.codec.Decision(out)

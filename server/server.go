@@ -37,6 +37,11 @@ type Options struct {
 	// RequireClientCert: the webhook endpoints (/v1/...) serve only clients
 	// with a verified certificate (use with TLSOptions.ClientCAFile).
 	RequireClientCert bool
+	// UnverifiedAdmissionWebhook: with AdmissionEnforcement, answer Allow for
+	// conditional allows without verifying that the admission webhook is
+	// installed (WatchAdmissionWebhook). Only for setups that verify it
+	// another way.
+	UnverifiedAdmissionWebhook bool
 }
 
 // Server answers kube-apiserver's webhook calls from one schema and the
@@ -51,6 +56,9 @@ type Server struct {
 	evaluator atomic.Pointer[residual.Evaluator]
 	enforce   bool
 	outcomes  *residual.OutcomeCache
+	// webhookVerified: the admission webhook that enforces conditional
+	// allows is known to be installed.
+	webhookVerified atomic.Bool
 }
 
 // New returns a server deciding with schema and the policies in store.
@@ -66,6 +74,7 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	}
 	s := &Server{store: store, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: residual.NewCodec(keys), enforce: opts.AdmissionEnforcement, outcomes: residual.NewOutcomeCache(16384)}
 	s.schema.Store(schema)
+	s.webhookVerified.Store(opts.UnverifiedAdmissionWebhook)
 	s.evaluator.Store(&residual.Evaluator{Schema: schema, Codec: s.codec})
 	prev := store.OnReload
 	store.OnReload = func(r cedar.ReloadResult) {

@@ -33,6 +33,10 @@ func newServeCmd() *cobra.Command {
 		logLevel             string
 		keyFile              string
 		admissionEnforcement bool
+		webhookKubeconfig    string
+		webhookName          string
+		webhookInterval      time.Duration
+		unverifiedWebhook    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --policies PATH...",
@@ -55,6 +59,9 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 			if err := src.Validate(); err != nil {
 				return &exitError{2, err}
 			}
+			if admissionEnforcement && webhookKubeconfig == "" && !unverifiedWebhook {
+				return &exitError{2, errors.New("--admission-enforcement needs --admission-webhook-kubeconfig, so kcedar can verify that the ValidatingWebhookConfiguration enforcing its conditions is installed (or --unverified-admission-webhook to skip that check deliberately)")}
+			}
 			start := time.Now()
 			schema, err := schemagen.Load(cmd.Context(), src)
 			if err != nil {
@@ -74,7 +81,7 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 				logger.Warn("no --conditions-key-file: conditions are signed with a random key, valid only in this process until it restarts (run one replica, or share a key file)")
 			}
 			store := cedar.NewStore(policies, validator, logger)
-			srv := server.New(schema, store, server.Options{Logger: logger, Keys: keys, AdmissionEnforcement: admissionEnforcement, RequireClientCert: tlsOpts.ClientCAFile != ""})
+			srv := server.New(schema, store, server.Options{Logger: logger, Keys: keys, AdmissionEnforcement: admissionEnforcement, RequireClientCert: tlsOpts.ClientCAFile != "", UnverifiedAdmissionWebhook: unverifiedWebhook})
 			if err := store.Load(); err != nil {
 				logger.Error("no valid policy set yet; not ready until the files are fixed", "err", err)
 			}
@@ -91,6 +98,9 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 			if keyFile != "" {
 				go keys.WatchFile(ctx, keyFile, reloadInterval, logger)
 			}
+			if admissionEnforcement && webhookKubeconfig != "" {
+				go srv.WatchAdmissionWebhook(ctx, webhookKubeconfig, webhookName, webhookInterval)
+			}
 			return serveTLS(ctx, listen, tlsCfg, srv, logger)
 		},
 	}
@@ -106,6 +116,10 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 	f.DurationVar(&reloadInterval, "reload-interval", 2*time.Second, "how often to check the policy files for changes")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&keyFile, "conditions-key-file", "", "keys that sign conditions, shared by replicas: lines \"<id> <base64 secret>\", the first signs, all verify (rotation); reloaded when it changes")
+	f.StringVar(&webhookKubeconfig, "admission-webhook-kubeconfig", "", "with --admission-enforcement: kubeconfig to read the ValidatingWebhookConfiguration with; conditional allows are answered Allow only while it is verified in place")
+	f.StringVar(&webhookName, "admission-webhook-name", "kcedar-conditions", "name of the ValidatingWebhookConfiguration that enforces conditions")
+	f.DurationVar(&webhookInterval, "admission-webhook-check-interval", 30*time.Second, "how often to verify the ValidatingWebhookConfiguration")
+	f.BoolVar(&unverifiedWebhook, "unverified-admission-webhook", false, "with --admission-enforcement: do not verify the ValidatingWebhookConfiguration (only if something else guarantees it is installed)")
 	f.BoolVar(&admissionEnforcement, "admission-enforcement", false, "for clusters without conditional authorization: answer Allow for a conditional allow on requests admission always sees, and enforce the conditions at POST /v1/admit (install it with: kcedar manifests --admission-enforcement)")
 	return cmd
 }

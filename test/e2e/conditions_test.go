@@ -271,8 +271,12 @@ func TestConditionalAdmissionEnforcement(t *testing.T) {
 	caFile := filepath.Join(dir, "kcedar-ca.crt")
 	addr := "127.0.0.1:" + strconv.Itoa(framework.FreePort(t))
 	kcedarURL := "https://" + addr
+	// kcedar verifies the ValidatingWebhookConfiguration through this
+	// kubeconfig, which exists once the cluster runs.
+	adminKubeconfig := filepath.Join(dir, "admin.kubeconfig")
 	kcedar := framework.StartProcess(t, bin, "serve", "--listen", addr, "--policies", policies, "--write-ca", caFile,
-		"--admission-enforcement", "--reload-interval", "200ms")
+		"--admission-enforcement", "--admission-webhook-kubeconfig", adminKubeconfig, "--admission-webhook-check-interval", "300ms",
+		"--reload-interval", "200ms")
 	kcedar.WaitForTCP(t, addr, 60*time.Second)
 	kcedarCA, err := os.ReadFile(caFile)
 	if err != nil {
@@ -319,14 +323,20 @@ func TestConditionalAdmissionEnforcement(t *testing.T) {
 	clients := map[string]kubernetes.Interface{"alice": c.ClientFor(t, "alice-token"), "bob": c.ClientFor(t, "bob-token")}
 	c.EnsureNamespace(t, condNamespace)
 
-	// The authorizer answers alice's conditional create with Allow: until
-	// the webhook is installed, nothing enforces the condition (which is why
-	// `kcedar manifests --admission-enforcement` always prints the webhook).
-	if _, err := clients["alice"].CoreV1().Pods(condNamespace).Create(ctx, condPod("before-webhook", "n2"), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("before the webhook, alice's conditionally allowed create: %v", err)
-	}
-	if err := admin.CoreV1().Pods(condNamespace).Delete(ctx, "before-webhook", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+	kubeconfig, err := os.ReadFile(c.Kubeconfig)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if err := os.WriteFile(adminKubeconfig, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Until kcedar has verified the webhook in place, nothing would enforce
+	// a condition, so it folds alice's conditional create (NoOpinion) and
+	// RBAC, which grants alice nothing, refuses it: the webhook cannot be
+	// left out by accident.
+	time.Sleep(time.Second) // several checks, all finding no webhook
+	if _, err := clients["alice"].CoreV1().Pods(condNamespace).Create(ctx, condPod("before-webhook", "n1"), metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("before the webhook is installed, alice's conditional create: want 403, got %v", err)
 	}
 	if _, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &vwc, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the ValidatingWebhookConfiguration: %v", err)

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/cedar/lint"
+	"github.com/kcedar/kcedar/residual/wire"
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+func init() { rootCmd.AddCommand(newAuthorizeCmd()) }
+
+type authorizeOptions struct {
+	src       schemagen.Source
+	policies  []string
+	output    string
+	sarFile   string
+	req       lint.RequestSpec
+	extra     []string
+	object    string
+	oldObject string
+	operation string
+}
+
+func newAuthorizeCmd() *cobra.Command {
+	var o authorizeOptions
+	cmd := &cobra.Command{
+		Use:   "authorize --policies DIR (--user U --verb V --resource R ... | -f SAR.yaml) [--object FILE] [--old-object FILE]",
+		Short: "Decide one request offline, exactly as kcedar serve would",
+		Long: `Decide one request against the policies, offline, with the server's code
+path: the same authorizer, the same rendering of conditions and, given the
+objects, the same evaluation the API server's callback (or admission) runs.
+
+The request comes from flags (--user, --group, --uid, --extra, --verb,
+--api-group, --resource, --subresource, --namespace, --name, or --path for a
+non-resource URL) or from a SubjectAccessReview file (-f, YAML or JSON).
+An empty namespace or name is open (all namespaces / names), as in a
+SubjectAccessReview.
+
+The answer is Allow, Deny, NoOpinion or Conditional (for writes whose policies
+look at the object); for a Conditional answer each condition is printed and,
+with --object / --old-object (YAML or JSON), evaluated, giving the outcome in
+admission.
+
+Exit status: 0 when decided (whatever the decision), 1 invalid policies,
+2 usage or I/O error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutputFormat(o.output); err != nil {
+				return err
+			}
+			if _, _, err := o.request(); err != nil {
+				return &exitError{2, err}
+			}
+			s, err := loadSchema(cmd.Context(), o.src)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			checker, err := lint.NewChecker(s)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			return runAuthorize(cmd.OutOrStdout(), cmd.ErrOrStderr(), checker, &o)
+		},
+	}
+	f := cmd.Flags()
+	o.src.AddFlags(f)
+	f.StringArrayVarP(&o.policies, "policies", "p", nil, "policy file or directory of *.cedar files (repeatable)")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.StringVarP(&o.sarFile, "filename", "f", "", "a SubjectAccessReview (YAML or JSON; - for stdin) instead of the request flags")
+	f.StringVar(&o.req.User, "user", "", "user name (system:serviceaccount:NS:NAME, system:node:NAME or any other)")
+	f.StringArrayVar(&o.req.Groups, "group", nil, "group of the user (repeatable)")
+	f.StringVar(&o.req.UID, "uid", "", "user uid")
+	f.StringArrayVar(&o.extra, "extra", nil, "user extra KEY=VALUE (repeatable)")
+	f.StringVar(&o.req.Verb, "verb", "", "verb: get, list, create, ... (lower-case HTTP verb for --path)")
+	f.StringVar(&o.req.APIGroup, "api-group", "", "API group (empty: core)")
+	f.StringVar(&o.req.APIVersion, "api-version", "", "API version")
+	f.StringVar(&o.req.Resource, "resource", "", "resource (plural): pods, deployments, ...")
+	f.StringVar(&o.req.Subresource, "subresource", "", "subresource: exec, status, ...")
+	f.StringVarP(&o.req.Namespace, "namespace", "n", "", "namespace (empty: all namespaces)")
+	f.StringVar(&o.req.Name, "name", "", "object name (empty: all names, or a create)")
+	f.StringVar(&o.req.Path, "path", "", "non-resource URL path, e.g. /healthz")
+	f.StringVar(&o.object, "object", "", "the object in admission (YAML or JSON file)")
+	f.StringVar(&o.oldObject, "old-object", "", "the stored object in admission (YAML or JSON file)")
+	f.StringVar(&o.operation, "operation", "", "admission operation: CREATE, UPDATE, DELETE or CONNECT (default: from the verb)")
+	return cmd
+}
+
+// runAuthorize decides the request of o against its policies and prints
+// the decision on w (policy diagnostics on errw).
+func runAuthorize(w, errw io.Writer, checker *lint.Checker, o *authorizeOptions) error {
+	req, adm, err := o.request()
+	if err != nil {
+		return &exitError{2, err}
+	}
+	ps, err := loadPolicySet(errw, checker, o.policies)
+	if err != nil {
+		return err
+	}
+	d := lint.NewDecider(checker.Schema, ps).Decide(req, adm)
+	return printDecision(w, d, o.output)
+}
+
+// request builds the cedar request and admission data from the flags.
+func (o *authorizeOptions) request() (*cedar.Request, *lint.Admission, error) {
+	tc := lint.TestCase{Operation: o.operation}
+	if o.sarFile != "" {
+		if o.req.User != "" || len(o.req.Groups) > 0 || o.req.Verb != "" || o.req.Resource != "" || o.req.Path != "" {
+			return nil, nil, errors.New("give either -f or the request flags, not both")
+		}
+		data, err := readInput(o.sarFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		var sar wire.SubjectAccessReview
+		if err := yaml.Unmarshal(data, &sar); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", o.sarFile, err)
+		}
+		if sar.Kind != "" && sar.Kind != "SubjectAccessReview" {
+			return nil, nil, fmt.Errorf("%s: kind %s is not a SubjectAccessReview", o.sarFile, sar.Kind)
+		}
+		tc.SAR = &sar
+	} else {
+		if o.req.Verb == "" {
+			return nil, nil, errors.New("--verb is required (or -f SAR)")
+		}
+		if o.req.Path == "" && o.req.Resource == "" {
+			return nil, nil, errors.New("--resource (or --path for a non-resource URL) is required")
+		}
+		if o.req.Path != "" && (o.req.Resource != "" || o.req.Namespace != "" || o.req.Name != "" || o.req.APIGroup != "" || o.req.Subresource != "") {
+			return nil, nil, errors.New("--path is for non-resource URLs: it does not go with --resource, --namespace, --name, --api-group or --subresource")
+		}
+		if len(o.extra) > 0 {
+			o.req.Extra = map[string][]string{}
+			for _, kv := range o.extra {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					return nil, nil, fmt.Errorf("--extra %q: want KEY=VALUE", kv)
+				}
+				o.req.Extra[k] = append(o.req.Extra[k], v)
+			}
+		}
+		r := o.req
+		tc.Request = &r
+	}
+	for _, obj := range []struct {
+		file string
+		dst  *json.RawMessage
+	}{{o.object, &tc.Object}, {o.oldObject, &tc.OldObject}} {
+		if obj.file == "" {
+			continue
+		}
+		data, err := readInput(obj.file)
+		if err != nil {
+			return nil, nil, err
+		}
+		js, err := yaml.YAMLToJSON(data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", obj.file, err)
+		}
+		if !strings.HasPrefix(strings.TrimSpace(string(js)), "{") {
+			return nil, nil, fmt.Errorf("%s: not an object", obj.file)
+		}
+		*obj.dst = js
+	}
+	return tc.Build()
+}
+
+// maxInputBytes bounds SubjectAccessReview and object files.
+const maxInputBytes = 8 << 20
+
+func readInput(path string) ([]byte, error) {
+	var r io.Reader = os.Stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxInputBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxInputBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxInputBytes)
+	}
+	return data, nil
+}
+
+func printDecision(w io.Writer, d lint.Decision, format string) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(d)
+	}
+	_, err := io.WriteString(w, d.String())
+	return err
+}
