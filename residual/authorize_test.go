@@ -406,3 +406,22 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 		t.Fatalf("get: %+v", o)
 	}
 }
+
+// Memoized residuals depend on every request value a policy can observe,
+// including through entity literals (only the request's principal exists).
+func TestMemoKeysCoverEntityLiterals(t *testing.T) {
+	ps := mustPolicies(t, `
+@id("literal") permit(principal, action == k8s::Action::"create", resource is core::pods)
+when { k8s::User::"alice".username == "alice" && resource has object && resource.object has v1 };
+`)
+	az := &Authorizer{Schema: schematest.Schema(), Policies: ps, Cache: NewOutcomeCache(64)}
+	for _, tc := range []struct {
+		user string
+		want bool // conditional (the literal resolves), else the permit errors
+	}{{"alice", true}, {"bob", false}, {"alice", true}, {"bob", false}} {
+		o := az.Authorize(resReq(tc.user, nil, "create", "", "pods", "", "a", ""), Options{Conditions: true})
+		if o.Conditional != tc.want {
+			t.Fatalf("%s: conditional %v, want %v (%+v)", tc.user, o.Conditional, tc.want, o)
+		}
+	}
+}

@@ -95,6 +95,15 @@ func collectInputs(n ast.IsNode, in *policyInputs, pa, ra map[string]bool) {
 			collectInputs(v.Right, in, pa, ra)
 			return
 		}
+	case ast.NodeValue:
+		// An entity literal other than a group or an action may be the
+		// principal or the resource of some requests (an attribute read on it
+		// fails for the others): its result depends on who and what.
+		if uid, ok := v.Value.(types.EntityUID); ok && uid.Type != schemagen.GroupType && uid.Type != schemagen.ActionType {
+			in.principalIdentity, in.principalTags, in.resourceWhole = true, true, true
+			pa["*"] = true
+		}
+		return
 	case ast.NodeTypeVariable:
 		switch v.Name {
 		case "principal":
