@@ -31,6 +31,7 @@ func newRBACConvertCmd() *cobra.Command {
 		files   []string
 		out     string
 		verbose bool
+		noBoot  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "convert",
@@ -72,6 +73,9 @@ RBAC matches only for literal "*" subresources, ...) go to stderr.`,
 				}
 			default:
 				return errors.New("no RBAC input: give -f FILE|DIR or a live cluster (--kubeconfig, --live)")
+			}
+			if noBoot {
+				in.DropBootstrapBindings()
 			}
 			s, err := schemagen.Load(ctx, src)
 			if err != nil {
@@ -115,6 +119,7 @@ RBAC matches only for literal "*" subresources, ...) go to stderr.`,
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "RBAC objects: a YAML/JSON file or a directory (repeatable; - is stdin)")
 	src.AddFlags(cmd.Flags())
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write the policies to this file instead of stdout")
+	cmd.Flags().BoolVar(&noBoot, "skip-bootstrap-bindings", false, "leave out the bindings kube-apiserver creates itself (label kubernetes.io/bootstrapping=rbac-defaults); roles are kept")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print counts and timings to stderr")
 	return cmd
 }

@@ -1,0 +1,337 @@
+package rbac
+
+import (
+	"bytes"
+	"flag"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/residual"
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+var (
+	schemaOnce sync.Once
+	schemaVal  *schemagen.Schema
+	schemaErr  error
+)
+
+func defaultSchema(t testing.TB) *schemagen.Schema {
+	t.Helper()
+	schemaOnce.Do(func() {
+		docs, err := schemagen.Default()
+		if err != nil {
+			schemaErr = err
+			return
+		}
+		schemaVal, schemaErr = schemagen.Generate(docs)
+	})
+	if schemaErr != nil {
+		t.Fatal(schemaErr)
+	}
+	return schemaVal
+}
+
+func readInput(t testing.TB, paths ...string) *Input {
+	t.Helper()
+	in := &Input{}
+	if err := in.ReadPaths(paths); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// compile parses and validates converted policies and builds an authorizer.
+func compile(t testing.TB, s *schemagen.Schema, res *Result) *residual.Authorizer {
+	t.Helper()
+	ps, err := cedar.ParsePolicies("rbac.cedar", res.Policies)
+	if err != nil {
+		t.Fatalf("parsing: %v", err)
+	}
+	if len(ps) != res.Count {
+		t.Fatalf("parsed %d policies, Convert counted %d", len(ps), res.Count)
+	}
+	v, err := cedar.NewSchemaValidator(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := v.Validate(ps); len(errs) > 0 {
+		for i, e := range errs {
+			if i == 10 {
+				break
+			}
+			t.Errorf("validation: %v", e)
+		}
+		t.FailNow()
+	}
+	set, err := cedar.NewPolicySet(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &residual.Authorizer{Schema: s, Policies: set}
+}
+
+// TestGolden converts each testdata/*.yaml file and testdata/* directory and
+// compares with testdata/<name>.cedar (and .warnings); -update rewrites them.
+func TestGolden(t *testing.T) {
+	s := defaultSchema(t)
+	entries, err := os.ReadDir("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() && filepath.Ext(name) != ".yaml" {
+			continue
+		}
+		n++
+		base := strings.TrimSuffix(name, ".yaml")
+		t.Run(base, func(t *testing.T) {
+			in := readInput(t, filepath.Join("testdata", name))
+			res, err := Convert(s, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compile(t, s, res)
+			warnings := []byte(strings.Join(res.Warnings, "\n") + "\n")
+			for file, got := range map[string][]byte{base + ".cedar": res.Policies, base + ".warnings": warnings} {
+				path := filepath.Join("testdata", file)
+				if *update {
+					if err := os.WriteFile(path, got, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (run go test ./policies/rbac -update)", err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s differs from the conversion (run go test ./policies/rbac -update and review the diff)\n%s", path, firstDiff(want, got))
+				}
+			}
+		})
+	}
+	if n == 0 {
+		t.Fatal("no golden inputs")
+	}
+}
+
+func firstDiff(want, got []byte) string {
+	wl, gl := strings.Split(string(want), "\n"), strings.Split(string(got), "\n")
+	for i := 0; i < len(wl) || i < len(gl); i++ {
+		var w, g string
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if w != g {
+			return "line " + strconv.Itoa(i+1) + ":\n  want: " + w + "\n  got:  " + g
+		}
+	}
+	return ""
+}
+
+func TestFeatureWarnings(t *testing.T) {
+	s := defaultSchema(t)
+	res, err := Convert(s, readInput(t, "testdata/features.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(res.Warnings, "\n")
+	for _, want := range []string{
+		`RoleBinding/dev/missing-role: Role/dev/does-not-exist not found`,
+		`ClusterRoleBinding/gone: ClusterRole/no-such-role not found`,
+		`verb "frobnicate" is not declared`,
+		`resource "pods/*" matches only requests for the literal subresource "*"`,
+		`resource "*/*" matches only`,
+		`ServiceAccount subject "no-namespace" has no namespace`,
+		`skipping v1 ConfigMap (not RBAC)`,
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no warning %q in:\n%s", want, all)
+		}
+	}
+}
+
+// TestDeterministic: the output does not depend on the order of the input.
+func TestDeterministic(t *testing.T) {
+	s := defaultSchema(t)
+	in := readInput(t, "testdata/bootstrap", "testdata/features.yaml")
+	gen := GenerateConfig(7, 50, 100)
+	in.Roles = append(in.Roles, gen.Roles...)
+	in.ClusterRoles = append(in.ClusterRoles, gen.ClusterRoles...)
+	in.RoleBindings = append(in.RoleBindings, gen.RoleBindings...)
+	in.ClusterRoleBindings = append(in.ClusterRoleBindings, gen.ClusterRoleBindings...)
+	a, err := Convert(s, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	r.Shuffle(len(in.Roles), func(i, j int) { in.Roles[i], in.Roles[j] = in.Roles[j], in.Roles[i] })
+	r.Shuffle(len(in.ClusterRoles), func(i, j int) { in.ClusterRoles[i], in.ClusterRoles[j] = in.ClusterRoles[j], in.ClusterRoles[i] })
+	r.Shuffle(len(in.RoleBindings), func(i, j int) { in.RoleBindings[i], in.RoleBindings[j] = in.RoleBindings[j], in.RoleBindings[i] })
+	r.Shuffle(len(in.ClusterRoleBindings), func(i, j int) {
+		in.ClusterRoleBindings[i], in.ClusterRoleBindings[j] = in.ClusterRoleBindings[j], in.ClusterRoleBindings[i]
+	})
+	b, err := Convert(s, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Policies, b.Policies) || strings.Join(a.Warnings, "\n") != strings.Join(b.Warnings, "\n") {
+		t.Fatal("the conversion depends on the input order")
+	}
+}
+
+// TestOfflineParity decides generated requests over the bootstrap roles plus a
+// generated configuration with the converted policies and with the reference
+// RBAC matcher (Allows), which the e2e test checks against a real apiserver.
+func TestOfflineParity(t *testing.T) {
+	s := defaultSchema(t)
+	for _, seed := range []uint64{1, 2, 3} {
+		in := readInput(t, "testdata/bootstrap")
+		gen := GenerateConfig(seed, 50, 100)
+		in.Roles = append(in.Roles, gen.Roles...)
+		in.ClusterRoles = append(in.ClusterRoles, gen.ClusterRoles...)
+		in.RoleBindings = append(in.RoleBindings, gen.RoleBindings...)
+		in.ClusterRoleBindings = append(in.ClusterRoleBindings, gen.ClusterRoleBindings...)
+		res, err := Convert(s, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		authz := compile(t, s, res)
+		conv := in.Convertible(s)
+		n := 3000
+		if testing.Short() {
+			n = 1000
+		}
+		specs := GenerateRequests(seed, n)
+		var allowed, gap, bad int
+		for i := range specs {
+			req, err := cedar.RequestFromSAR(&specs[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := authz.Authorize(req, residual.Options{}).Decision == cedar.Allow
+			rbacAllowed, why := in.Allows(req)
+			want, _ := conv.Allows(req)
+			if rbacAllowed {
+				allowed++
+			}
+			if got != rbacAllowed {
+				gap++
+			}
+			if got != want {
+				bad++
+				if bad <= 20 {
+					t.Errorf("seed %d: %s: kcedar allowed=%v, RBAC (convertible) allowed=%v; RBAC rules: %v", seed, req, got, want, why)
+				}
+			}
+		}
+		t.Logf("seed %d: %d policies; %d requests, %d allowed by RBAC, %d differ from RBAC by the documented gap, %d unexplained",
+			seed, res.Count, len(specs), allowed, gap, bad)
+	}
+}
+
+func TestReadJSONAndBootstrapFilter(t *testing.T) {
+	in := &Input{}
+	js := `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBindingList","items":[
+	  {"metadata":{"name":"mine"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"},
+	   "subjects":[{"kind":"User","apiGroup":"rbac.authorization.k8s.io","name":"alice"}]},
+	  {"metadata":{"name":"system:basic-user","labels":{"kubernetes.io/bootstrapping":"rbac-defaults"}},
+	   "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"system:basic-user"},
+	   "subjects":[{"kind":"Group","apiGroup":"rbac.authorization.k8s.io","name":"system:authenticated"}]}]}`
+	if err := in.Read("x.json", strings.NewReader(js)); err != nil {
+		t.Fatal(err)
+	}
+	if len(in.ClusterRoleBindings) != 2 || in.ClusterRoleBindings[0].Name != "mine" {
+		t.Fatalf("read %+v", in.ClusterRoleBindings)
+	}
+	in.DropBootstrapBindings()
+	if len(in.ClusterRoleBindings) != 1 || in.ClusterRoleBindings[0].Name != "mine" {
+		t.Fatalf("after DropBootstrapBindings: %+v", in.ClusterRoleBindings)
+	}
+	if err := in.Read("bad.yaml", strings.NewReader("kind: [")); err == nil {
+		t.Fatal("no error for bad YAML")
+	}
+}
+
+// TestEdgePatterns compares kcedar with the reference matcher on odd rule
+// resources and every combination of request attributes around them.
+func TestEdgePatterns(t *testing.T) {
+	s := defaultSchema(t)
+	resources := [][]string{{"pods/"}, {"/pods"}, {"*/"}, {"pods/exec/x"}, {"*/exec"}, {"pods", "pods/log"},
+		{"userextras", "userextras/scopes"}, {"*/scopes"}, {"widgets/status"}, {"namespaces"}, {"*"}, {"nodes"}}
+	groups := [][]string{{""}, {"*"}, {"example.com"}, {"authentication.k8s.io"}, {"", "example.com"}}
+	in := &Input{}
+	i := 0
+	for _, res := range resources {
+		for _, g := range groups {
+			for _, names := range [][]string{nil, {"x"}} {
+				name := "edge-" + strconv.Itoa(i)
+				i++
+				in.ClusterRoles = append(in.ClusterRoles, rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
+					Rules: []rbacv1.PolicyRule{{APIGroups: g, Resources: res, ResourceNames: names, Verbs: []string{"get", "use"}}}})
+				subj := []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: name}}
+				in.ClusterRoleBindings = append(in.ClusterRoleBindings, rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+					RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: name}, Subjects: subj})
+				in.RoleBindings = append(in.RoleBindings, rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+					RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: name}, Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: name + "-ns"}}})
+			}
+		}
+	}
+	res, err := Convert(s, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz := compile(t, s, res)
+	conv := in.Convertible(s)
+	checked, allowed := 0, 0
+	r := rand.New(rand.NewPCG(3, 4))
+	groupVals := []string{"", "*", "example.com", "authentication.k8s.io", "apps"}
+	resVals := []string{"pods", "pods/", "", "*", "*/", "widgets", "userextras", "namespaces", "nodes"}
+	subVals := []string{"", "exec", "exec/x", "log", "scopes", "status", "*", "pods"}
+	for checked < 30000 {
+		user := "edge-" + strconv.Itoa(r.IntN(i))
+		if r.IntN(2) == 0 {
+			user += "-ns"
+		}
+		req := &cedar.Request{User: cedar.UserInfo{Name: user}, Verb: pick(r, []string{"get", "use", "*"}), ResourceRequest: true,
+			APIGroup: pick(r, groupVals), Resource: pick(r, resVals), Subresource: pick(r, subVals),
+			Namespace: pick(r, []string{"", "ns", "other"}), Name: pick(r, []string{"", "x", "ns"})}
+		tg := cedar.ResolveTarget(s, req)
+		isNamespaces := req.APIGroup == "" && req.Resource == "namespaces" && tg.Resource != nil
+		switch {
+		case isNamespaces && req.Name != "" && req.Namespace != req.Name:
+			continue // kube-apiserver sets a namespace's namespace to its name
+		case isNamespaces && req.Name == "" && req.Namespace != "":
+			continue
+		case !isNamespaces && tg.Resource != nil && !tg.Resource.Namespaced && req.Namespace != "":
+			continue // no real request names a namespace for a cluster-scoped resource
+		}
+		checked++
+		got := authz.Authorize(req, residual.Options{}).Decision == cedar.Allow
+		want, why := conv.Allows(req)
+		if want {
+			allowed++
+		}
+		if got != want {
+			t.Errorf("%s: kcedar allowed=%v, RBAC %v %v", req, got, want, why)
+		}
+	}
+	t.Logf("%d requests, %d allowed", checked, allowed)
+}
