@@ -1,6 +1,7 @@
 package cedar
 
 import (
+	"errors"
 	"iter"
 	"sort"
 
@@ -228,4 +229,16 @@ func Verbs(s *schemagen.Schema, req *Request) []string {
 		return schemagen.NonResourceVerbs
 	}
 	return s.Verbs
+}
+
+// EvaluatePolicy evaluates one policy on a fully known request: whether its
+// scope and conditions hold, or the error that stopped it.
+func EvaluatePolicy(p *Policy, entities types.EntityGetter, principal, action, resource types.EntityUID) (bool, error) {
+	_, diag := cedarlib.Authorize(candidateList{p}, entities, cedarlib.Request{
+		Principal: principal, Action: action, Resource: resource, Context: types.NewRecord(nil),
+	})
+	if len(diag.Errors) > 0 {
+		return false, errors.New(diag.Errors[0].Message)
+	}
+	return len(diag.Reasons) > 0, nil
 }

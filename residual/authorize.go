@@ -108,7 +108,7 @@ func (a *Authorizer) authorize(req *cedar.Request) Outcome {
 	if len(verbs) == 1 {
 		return a.authorizeVerb(req, verbs[0])
 	}
-	var all everyCase
+	all := everyCase{stopAtNoOpinion: !a.anyForbid(req, verbs)}
 	for _, verb := range verbs {
 		if all.add(a.authorizeVerb(req, verb)) {
 			break
@@ -117,11 +117,30 @@ func (a *Authorizer) authorize(req *cedar.Request) Outcome {
 	return all.outcome()
 }
 
+// anyForbid reports whether a forbid is a candidate for req with any of verbs:
+// without one, no case can be denied, and the first case that is not allowed
+// settles the answer.
+func (a *Authorizer) anyForbid(req *cedar.Request, verbs []string) bool {
+	target := cedar.ResolveTarget(a.Schema, req)
+	uid := cedar.PrincipalUID(req.User.Name)
+	for _, verb := range verbs {
+		for _, p := range a.Policies.Candidates(uid, req.User.Groups, verb, target.EntityType) {
+			if p.Effect == types.Forbid {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // everyCase combines the outcomes of a request that stands for several
 // (every verb for "*", every world of an optional open attribute): Deny if
 // any case is denied, Allow if all are allowed, else NoOpinion. Each case is
 // folded: nothing evaluates conditions for such a request.
 type everyCase struct {
+	// stopAtNoOpinion: no case can be denied, so the first one that is not
+	// allowed settles the answer.
+	stopAtNoOpinion    bool
 	denied, notAllowed bool
 	policies           []*cedar.Policy
 	errors             []string
@@ -137,6 +156,7 @@ func (e *everyCase) add(o Outcome) bool {
 		return true
 	case o.Decision == cedar.NoOpinion:
 		e.notAllowed, e.policies = true, nil
+		return e.stopAtNoOpinion
 	case !e.notAllowed:
 		e.policies = append(e.policies, o.Policies...)
 	}
@@ -144,7 +164,8 @@ func (e *everyCase) add(o Outcome) bool {
 }
 
 func (e *everyCase) outcome() Outcome {
-	out := Outcome{Decision: cedar.Allow, Policies: uniquePolicies(e.policies), Errors: uniqueStrings(e.errors)}
+	// Deciding several cases is worth caching.
+	out := Outcome{Decision: cedar.Allow, Policies: uniquePolicies(e.policies), Errors: uniqueStrings(e.errors), partial: true}
 	switch {
 	case e.denied:
 		out.Decision = cedar.Deny
@@ -232,7 +253,7 @@ func (a *Authorizer) authorizeVerb(req *cedar.Request, verb string) Outcome {
 	// every combination ("world"); the request is allowed only if every world
 	// allows it and denied if any denies it. Such targets are never typed, so
 	// admission conditions do not apply and each world is folded.
-	var all everyCase
+	all := everyCase{stopAtNoOpinion: !a.anyForbid(req, []string{verb})}
 	for mask := 0; mask < 1<<len(optional); mask++ {
 		absent := map[string]bool{}
 		for i, attr := range optional {
@@ -303,6 +324,22 @@ func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, target ceda
 	var allowTrue []*cedar.Policy
 	var denyTrue []*cedar.Policy
 	for _, p := range candidates {
+		if concrete, ok := concreteExpr(p, open, absent, envAt(0)); ok {
+			// Nothing this policy reads is unknown: evaluate it as compiled.
+			if expr := concrete; p.Effect == types.Forbid {
+				if isBool(expr, true) || isError(expr) {
+					denyTrue = append(denyTrue, p)
+					if isError(expr) {
+						out.Errors = append(out.Errors, "policy "+p.ID+": "+errorText(expr))
+					}
+				}
+			} else if isBool(expr, true) {
+				allowTrue = append(allowTrue, p)
+			} else if isError(expr) {
+				out.Errors = append(out.Errors, "policy "+p.ID+": "+errorText(expr))
+			}
+			continue
+		}
 		expr, memo := a.partialExpr(envAt(0), shapes[0].code(), p, verb, target.EntityType, principal, attrs)
 		if p.UsesObjects && len(shapes) == 2 {
 			// The first shape has the stored object, the second does not
@@ -361,6 +398,30 @@ func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, target ceda
 		return out.Fold()
 	}
 	return out
+}
+
+// concreteExpr evaluates p with the compiled evaluator when it reads nothing
+// that is unknown in this world (no object, no open attribute): true, false,
+// or a partial error.
+func concreteExpr(p *cedar.Policy, open, absent map[string]bool, env func() eval.Env) (ast.IsNode, bool) {
+	if p.UsesObjects {
+		return nil, false
+	}
+	in := inputsOf(p)
+	if in.resourceWhole {
+		return nil, false
+	}
+	for _, attr := range in.resourceAttrs {
+		if open[attr] && !absent[attr] {
+			return nil, false
+		}
+	}
+	e := env()
+	holds, err := cedar.EvaluatePolicy(p, e.Entities, e.Principal.(types.EntityUID), e.Action.(types.EntityUID), e.Resource.(types.EntityUID))
+	if err != nil {
+		return eval.PartialError(err), true
+	}
+	return ast.NodeValue{Value: types.Boolean(holds)}, true
 }
 
 // partialExpr is partialEval memoized (with a cache) by the request values

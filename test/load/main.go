@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"github.com/kcedar/kcedar/policies"
+	"github.com/kcedar/kcedar/policies/rbac"
+	"github.com/kcedar/kcedar/schemagen"
 )
 
 func main() {
@@ -39,9 +41,24 @@ func main() {
 		duration = flag.Duration("duration", 10*time.Second, "measurement time per phase")
 		warmup   = flag.Duration("warmup", 2*time.Second, "warm-up time per phase")
 		rounds   = flag.Int("rounds", 3, "alternate the two phases this many times and report medians (evens out noise)")
+		workload = flag.String("workload", "rbac-like", "rbac-like: policies.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (policies/rbac) and its generated SubjectAccessReviews")
 	)
 	flag.Parse()
-	if err := run(*bin, *nPol, *conns, *duration, *warmup, *rounds); err != nil {
+	var err error
+	var policySet string
+	var bodies [][]byte
+	switch *workload {
+	case "rbac-like":
+		policySet, bodies = policies.RBACLike(*nPol), requestBodies()
+	case "rbac":
+		policySet, bodies, err = rbacWorkload()
+	default:
+		err = fmt.Errorf("unknown -workload %q", *workload)
+	}
+	if err == nil {
+		err = run(*bin, policySet, bodies, *conns, *duration, *warmup, *rounds)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
 	}
@@ -56,14 +73,67 @@ type result struct {
 	peakRSSKB int64
 }
 
-func run(bin string, nPol, conns int, duration, warmup time.Duration, rounds int) error {
+// rbacWorkload is the realistic workload of issue 5: the bootstrap roles
+// and bindings of Kubernetes v1.37.1 plus a generated configuration (50
+// roles, 100 bindings), converted to Cedar, and generated SubjectAccessReviews
+// (those a kube-apiserver sends: no "*" verb, group, resource or subresource).
+func rbacWorkload() (string, [][]byte, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", nil, err
+	}
+	in := &rbac.Input{}
+	if err := in.ReadPaths([]string{filepath.Join(root, "policies", "rbac", "testdata", "bootstrap")}); err != nil {
+		return "", nil, err
+	}
+	gen := rbac.GenerateConfig(20261121, 50, 100)
+	in.Roles = append(in.Roles, gen.Roles...)
+	in.ClusterRoles = append(in.ClusterRoles, gen.ClusterRoles...)
+	in.RoleBindings = append(in.RoleBindings, gen.RoleBindings...)
+	in.ClusterRoleBindings = append(in.ClusterRoleBindings, gen.ClusterRoleBindings...)
+	docs, err := schemagen.Default()
+	if err != nil {
+		return "", nil, err
+	}
+	s, err := schemagen.Generate(docs)
+	if err != nil {
+		return "", nil, err
+	}
+	res, err := rbac.Convert(s, in)
+	if err != nil {
+		return "", nil, err
+	}
+	var bodies [][]byte
+	for _, spec := range rbac.GenerateRequests(20261121, 4096) {
+		if ra := spec.ResourceAttributes; ra != nil && (ra.Verb == "*" || ra.Group == "*" || ra.Resource == "*" || ra.Subresource == "*") {
+			continue
+		}
+		b, err := json.Marshal(map[string]any{"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec})
+		if err != nil {
+			return "", nil, err
+		}
+		bodies = append(bodies, b)
+	}
+	return string(res.Policies), bodies, nil
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Duration, rounds int) error {
+	nPol := strings.Count(full, "@id(")
 	dir, err := os.MkdirTemp("", "kcedar-load-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	polFile := filepath.Join(dir, "policies.cedar")
-	if err := os.WriteFile(polFile, []byte(policies.RBACLike(nPol)), 0o644); err != nil {
+	if err := os.WriteFile(polFile, []byte(full), 0o644); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -98,8 +168,6 @@ func run(bin string, nPol, conns int, duration, warmup time.Duration, rounds int
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	bodies := requestBodies()
-	full := policies.RBACLike(nPol)
 	load := func(content string, want string) error {
 		if err := os.WriteFile(polFile, []byte(content), 0o644); err != nil {
 			return err
@@ -118,7 +186,7 @@ func run(bin string, nPol, conns int, duration, warmup time.Duration, rounds int
 	fmt.Printf("kcedar load test: %d connections, %d rounds of %s per phase (after %s warm-up), %d policies vs none\n", conns, rounds, duration, warmup, nPol)
 	var fulls, empties []result
 	for r := 0; r < rounds; r++ {
-		if err := load(full, fmt.Sprintf("serving %d policies", strings.Count(full, "@id("))); err != nil {
+		if err := load(full, fmt.Sprintf("serving %d policies", nPol)); err != nil {
 			return err
 		}
 		f, err := measure(pool, base, bodies, conns, duration, warmup, cmd.Process.Pid)
