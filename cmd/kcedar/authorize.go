@@ -13,6 +13,7 @@ import (
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/cedar/lint"
+	"github.com/kcedar/kcedar/residual/offline"
 	"github.com/kcedar/kcedar/residual/wire"
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -24,7 +25,7 @@ type authorizeOptions struct {
 	policies  []string
 	output    string
 	sarFile   string
-	req       lint.RequestSpec
+	req       offline.RequestSpec
 	extra     []string
 	object    string
 	oldObject string
@@ -106,13 +107,13 @@ func runAuthorize(w, errw io.Writer, checker *lint.Checker, o *authorizeOptions)
 	if err != nil {
 		return err
 	}
-	d := lint.NewDecider(checker.Schema, ps).Decide(req, adm)
+	d := offline.NewDecider(checker.Schema, ps).Decide(req, adm)
 	return printDecision(w, d, o.output)
 }
 
 // request builds the cedar request and admission data from the flags.
-func (o *authorizeOptions) request() (*cedar.Request, *lint.Admission, error) {
-	tc := lint.TestCase{Operation: o.operation}
+func (o *authorizeOptions) request() (*cedar.Request, *offline.Admission, error) {
+	tc := offline.TestCase{Operation: o.operation}
 	if o.sarFile != "" {
 		if o.req.User != "" || len(o.req.Groups) > 0 || o.req.Verb != "" || o.req.Resource != "" || o.req.Path != "" {
 			return nil, nil, errors.New("give either -f or the request flags, not both")
@@ -198,7 +199,7 @@ func readInput(path string) ([]byte, error) {
 	return data, nil
 }
 
-func printDecision(w io.Writer, d lint.Decision, format string) error {
+func printDecision(w io.Writer, d offline.Decision, format string) error {
 	if format == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/cedar/lint"
+	"github.com/kcedar/kcedar/residual/offline"
 	"github.com/kcedar/kcedar/residual/wire"
 	"github.com/kcedar/kcedar/schemagen"
 	"github.com/kcedar/kcedar/server"
@@ -49,7 +50,7 @@ func testChecker(t testing.TB) *lint.Checker {
 }
 
 // The same code path, tested: for every decision test of the example
-// policies (policies/quickstart and policies/library), `kcedar authorize`
+// policies (policies/library, whose quickstart/ tests policies/quickstart), `kcedar authorize`
 // (its runAuthorize, from a SubjectAccessReview file and object files) gives
 // the answer the server's /v1/authorize gives: for a caller that takes
 // conditions (upstream KEP-5681: the decision type and the condition ids) and
@@ -58,7 +59,7 @@ func testChecker(t testing.TB) *lint.Checker {
 // the conditions the server returned.
 func TestAuthorizeMatchesServer(t *testing.T) {
 	checker := testChecker(t)
-	files, err := lint.FindTestFiles([]string{"../../policies"})
+	files, err := offline.FindTestFiles([]string{"../../policies/library"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestAuthorizeMatchesServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tf, err := lint.ParseTestFile(data)
+		tf, err := offline.ParseTestFile(data)
 		if err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
@@ -109,7 +110,7 @@ func TestAuthorizeMatchesServer(t *testing.T) {
 			if err := runAuthorize(&out, &errOut, checker, o); err != nil {
 				t.Fatalf("%s: authorize: %v\n%s", name, err, errOut.String())
 			}
-			var got lint.Decision
+			var got offline.Decision
 			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 				t.Fatalf("%s: %v: %s", name, err, out.String())
 			}
@@ -159,7 +160,7 @@ func TestAuthorizeMatchesServer(t *testing.T) {
 	}
 }
 
-func sarOf(t *testing.T, tc lint.TestCase) wire.SubjectAccessReview {
+func sarOf(t *testing.T, tc offline.TestCase) wire.SubjectAccessReview {
 	if tc.SAR != nil {
 		return *tc.SAR
 	}
@@ -212,7 +213,7 @@ func statusDecision(st wire.SubjectAccessReviewStatus) string {
 
 // callback asks the server's /v1/conditions to evaluate its decision against
 // the test's objects, as kube-apiserver would in admission.
-func callback(t *testing.T, h http.Handler, dec *wire.ConditionsAwareDecision, tc lint.TestCase, i int) string {
+func callback(t *testing.T, h http.Handler, dec *wire.ConditionsAwareDecision, tc offline.TestCase, i int) string {
 	t.Helper()
 	req, adm, err := tc.Build()
 	if err != nil || adm == nil {

@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kcedar/kcedar/cedar/lint"
+	"github.com/kcedar/kcedar/residual/offline"
 	"github.com/kcedar/kcedar/schemagen"
 )
 
@@ -69,13 +71,13 @@ Exit status: 0 all passed, 1 a test failed or the policies are invalid,
 }
 
 type testFileReport struct {
-	File    string            `json:"file"`
-	Error   string            `json:"error,omitempty"`
-	Results []lint.TestResult `json:"results,omitempty"`
+	File    string               `json:"file"`
+	Error   string               `json:"error,omitempty"`
+	Results []offline.TestResult `json:"results,omitempty"`
 }
 
 func runTests(w io.Writer, checker *lint.Checker, paths []string, o testOptions) error {
-	files, err := lint.FindTestFiles(paths)
+	files, err := offline.FindTestFiles(paths)
 	if err != nil {
 		return &exitError{2, err}
 	}
@@ -86,7 +88,11 @@ func runTests(w io.Writer, checker *lint.Checker, paths []string, o testOptions)
 	passed, failed, broken := 0, 0, 0
 	for _, f := range files {
 		rep := testFileReport{File: f}
-		results, diags, err := checker.RunTestFile(f)
+		results, err := offline.RunTestFile(f, checker.Schema, checker)
+		var diags []lint.Diagnostic
+		if inv := (*lint.InvalidPoliciesError)(nil); errors.As(err, &inv) {
+			diags = inv.Diagnostics
+		}
 		if o.output == "text" && err != nil {
 			fmt.Fprintf(w, "FAIL %s: %v\n", f, err)
 			for _, d := range diags {
