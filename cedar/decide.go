@@ -64,7 +64,7 @@ func Evaluate(candidates []*Policy, entities types.EntityGetter, principal, acti
 		byID[types.PolicyID(p.ID)] = p
 	}
 	dec, diag := cedarlib.Authorize(candidateList(candidates), entities, cedarlib.Request{
-		Principal: principal, Action: action, Resource: resource, Context: types.NewRecord(nil),
+		Principal: principal, Action: action, Resource: resource, Context: ContextFor(action),
 	})
 	var res Result
 	var erroringForbids []*Policy
@@ -139,9 +139,6 @@ func (t Target) Open(req *Request) map[string]bool {
 		if req.Resource == Wildcard {
 			open[schemagen.AttrResource] = true
 		}
-		if req.Subresource == Wildcard {
-			open[schemagen.AttrSubresource] = true
-		}
 		// Whether an unknown resource is namespaced is unknown too, so an empty
 		// namespace may mean "all namespaces".
 		if req.Namespace == "" {
@@ -155,14 +152,14 @@ func (t Target) Open(req *Request) map[string]bool {
 }
 
 // OptionalWhenOpen reports whether an open attribute may also be absent: on
-// k8s::Resource, an unknown resource may be cluster-scoped, and a wildcard
-// subresource includes the resource itself.
+// k8s::Resource, an unknown resource may be cluster-scoped. (A "*"
+// subresource is not open: like RBAC, kcedar reads it literally.)
 func (t Target) OptionalWhenOpen(attr string) bool {
 	if t.EntityType != schemagen.ResourceType {
 		return false
 	}
 	switch attr {
-	case schemagen.AttrNamespace, schemagen.AttrName, schemagen.AttrSubresource:
+	case schemagen.AttrNamespace, schemagen.AttrName:
 		return true
 	}
 	return false
@@ -235,10 +232,15 @@ func Verbs(s *schemagen.Schema, req *Request) []string {
 // scope and conditions hold, or the error that stopped it.
 func EvaluatePolicy(p *Policy, entities types.EntityGetter, principal, action, resource types.EntityUID) (bool, error) {
 	_, diag := cedarlib.Authorize(candidateList{p}, entities, cedarlib.Request{
-		Principal: principal, Action: action, Resource: resource, Context: types.NewRecord(nil),
+		Principal: principal, Action: action, Resource: resource, Context: ContextFor(action),
 	})
 	if len(diag.Errors) > 0 {
 		return false, errors.New(diag.Errors[0].Message)
 	}
 	return len(diag.Reasons) > 0, nil
+}
+
+// ContextFor is the context of a request for action: {verb: "<verb>"}.
+func ContextFor(action types.EntityUID) types.Record {
+	return types.NewRecord(types.RecordMap{schemagen.AttrVerb: types.String(action.ID)})
 }

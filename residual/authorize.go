@@ -241,7 +241,7 @@ func (a *Authorizer) authorizeVerb(req *cedar.Request, verb string) Outcome {
 	target := cedar.ResolveTarget(a.Schema, req)
 	open := target.Open(req)
 	var optional []string
-	for _, attr := range []string{schemagen.AttrNamespace, schemagen.AttrName, schemagen.AttrSubresource} {
+	for _, attr := range []string{schemagen.AttrNamespace, schemagen.AttrName} {
 		if open[attr] && target.OptionalWhenOpen(attr) {
 			optional = append(optional, attr)
 		}
@@ -302,7 +302,7 @@ func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, target ceda
 			m[schemagen.AttrOldObject] = eval.Variable(schemagen.AttrOldObject)
 		}
 		ents := &cedar.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(m)}}
-		return eval.Env{Entities: ents, Principal: principal.UID, Action: action, Resource: resourceUID, Context: types.NewRecord(nil)}
+		return eval.Env{Entities: ents, Principal: principal.UID, Action: action, Resource: resourceUID, Context: cedar.ContextFor(action)}
 	}
 	admission := len(shapes) > 0
 	if !admission {

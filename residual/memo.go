@@ -109,7 +109,7 @@ func collectInputs(n ast.IsNode, in *policyInputs, pa, ra map[string]bool) {
 		case "principal":
 			in.principalIdentity, in.principalTags = true, true
 			pa["*"] = true
-		case "action":
+		case "action", "context": // the context holds the verb
 			in.action = true
 		case "resource":
 			in.resourceWhole = true

@@ -199,7 +199,7 @@ func (s *Schema) CedarAST() *ast.Schema {
 			AppliesTo: &ast.AppliesTo{
 				Principals: principals,
 				Resources:  res,
-				Context:    ast.RecordType{},
+				Context:    ast.RecordType{AttrVerb: {Type: ast.String()}},
 			},
 		}
 	}

@@ -39,6 +39,11 @@ const (
 	AttrGroups   = "groups"
 	AttrUID      = "uid"
 
+	// AttrVerb is the request's verb in every action's context
+	// (context.verb): it lets a policy name a verb the schema has no action
+	// for, such as a custom verb only RBAC rules mention.
+	AttrVerb = "verb"
+
 	// Attribute names on the object records.
 	AttrAPIVersion = "apiVersion"
 	AttrKind       = "kind"

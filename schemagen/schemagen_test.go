@@ -410,7 +410,7 @@ func TestVirtualResourcesAndActions(t *testing.T) {
 		if !a.Entity.Parents.Contains(all) {
 			t.Errorf("action %s is not in *", v)
 		}
-		if a.AppliesTo == nil || len(a.AppliesTo.Principals) != 3 || len(a.AppliesTo.Context) != 0 {
+		if a.AppliesTo == nil || len(a.AppliesTo.Principals) != 3 || len(a.AppliesTo.Context) != 1 || a.AppliesTo.Context[AttrVerb].Optional {
 			t.Errorf("action %s appliesTo %+v", v, a.AppliesTo)
 			continue
 		}
