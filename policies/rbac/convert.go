@@ -114,16 +114,23 @@ type Result struct {
 
 // Convert turns in into Cedar permits against s. See the package doc.
 //
+// Verbs the schema declares are action scopes (`action in [...]`); verbs it
+// does not declare (custom verbs only RBAC rules mention) are matched through
+// the context, in policies of their own: an unconstrained `action` with
+// `when { context.verb == "frobnicate" }`. Resources of the form
+// `<resource>/*` and `*/*` match, as in RBAC, only requests whose subresource
+// is literally "*" (which land on k8s::Resource).
+//
 // What is not converted, with a warning:
 //   - bindings whose role does not exist (RBAC grants nothing for them either);
 //   - subjects of unknown kinds, and ServiceAccount subjects of a
 //     ClusterRoleBinding without a namespace (RBAC never matches them);
-//   - verbs the schema does not declare (Cedar validation rejects undeclared
-//     actions): RBAC allows such custom verbs, kcedar has no opinion;
-//   - resources of the form `<resource>/*` and `*/*`: in RBAC they match only
-//     requests whose subresource is literally "*", which kcedar treats as
-//     "every subresource" (an open value);
-//   - resourceNames containing "".
+//   - "" in resourceNames: RBAC matches a request without a name with it,
+//     kcedar reads a missing name as "every name" (an open value), which no
+//     condition can tell apart from a given one;
+//   - and, converted, rules that list every verb kcedar expands "*" into but
+//     not "*": kcedar allows a request for verb "*" by them (it decides every
+//     verb), RBAC does not.
 //
 // And silently, since no real request can match them: RoleBinding grants on
 // cluster-scoped typed resources other than namespaces (RBAC would allow a
@@ -225,8 +232,9 @@ func (c *converter) principals(b binding) []principal {
 type target struct {
 	action   string // action scope
 	resource string // resource scope
-	name     string // id suffix: the entity type, or "any"
+	name     string // the entity type, or "any"
 	conds    []string
+	idSuffix string // "/<name>" when a rule has several targets, "/custom-verbs" for undeclared verbs
 }
 
 func (c *converter) binding(b binding) {
@@ -272,9 +280,7 @@ func (c *converter) binding(b binding) {
 				if len(prins) > 1 {
 					id += "/s" + strconv.Itoa(si)
 				}
-				if len(targets) > 1 {
-					id += "/" + t.name
-				}
+				id += t.idSuffix
 				c.writePolicy(id, b, roleDesc, i, p, t)
 			}
 		}
@@ -305,42 +311,87 @@ type pattern struct {
 
 func (c *converter) ruleTargets(b binding, roleDesc string, ruleIdx int, rule *rbacv1.PolicyRule) []target {
 	where := fmt.Sprintf("%s rule %d", roleDesc, ruleIdx)
-	allVerbs := slices.Contains(rule.Verbs, rbacv1.VerbAll)
-	var verbs []string
-	for _, v := range rule.Verbs {
-		switch {
-		case v == rbacv1.VerbAll || slices.Contains(verbs, v):
-		case c.declared[v]:
-			verbs = append(verbs, v)
-		default:
-			if !allVerbs {
-				c.warn("%s: verb %q is not declared in the schema; not converted (RBAC allows it, kcedar has no opinion)", where, v)
+	var declared, custom verbSel
+	declared.all = slices.Contains(rule.Verbs, rbacv1.VerbAll)
+	if !declared.all {
+		for _, v := range rule.Verbs {
+			switch {
+			case slices.Contains(declared.verbs, v) || slices.Contains(custom.custom, v):
+			case c.declared[v]:
+				declared.verbs = append(declared.verbs, v)
+			default:
+				custom.custom = append(custom.custom, v)
 			}
 		}
 	}
-	if !allVerbs && len(verbs) == 0 {
-		return nil
+	if !declared.all {
+		// kcedar decides a request for verb "*" as every verb the schema
+		// declares (the non-resource verbs for non-resource requests); RBAC
+		// only with a "*" rule.
+		covers := func(all []string) bool {
+			for _, v := range all {
+				if !slices.Contains(declared.verbs, v) {
+					return false
+				}
+			}
+			return true
+		}
+		if len(rule.Resources) > 0 && len(rule.APIGroups) > 0 && covers(c.schema.Verbs) ||
+			len(rule.NonResourceURLs) > 0 && b.kind == kindClusterRoleBinding && covers(schemagen.NonResourceVerbs) {
+			c.warn("%s: lists every verb kcedar expands \"*\" into but not \"*\": kcedar allows a SubjectAccessReview for verb \"*\" that RBAC denies", where)
+		}
 	}
 	var out []target
-	if len(rule.Resources) > 0 && len(rule.APIGroups) > 0 {
-		out = append(out, c.resourceTargets(b, where, rule, allVerbs, verbs)...)
-	}
-	if len(rule.NonResourceURLs) > 0 && b.kind == kindClusterRoleBinding {
-		if t, ok := c.nonResourceTarget(rule, allVerbs, verbs); ok {
-			out = append(out, t)
+	for _, vs := range []verbSel{declared, custom} {
+		if vs.empty() {
+			continue
 		}
+		var ts []target
+		if len(rule.Resources) > 0 && len(rule.APIGroups) > 0 {
+			ts = append(ts, c.resourceTargets(b, where, rule, vs)...)
+		}
+		if len(rule.NonResourceURLs) > 0 && b.kind == kindClusterRoleBinding {
+			ts = append(ts, c.nonResourceTarget(rule, vs))
+		}
+		// Ids: the declared verbs' policies are named as if the undeclared
+		// ones did not exist, so their ids do not change with them.
+		for i := range ts {
+			if len(ts) > 1 {
+				ts[i].idSuffix = "/" + ts[i].name
+			}
+			if len(vs.custom) > 0 {
+				ts[i].idSuffix += "/custom-verbs"
+			}
+		}
+		out = append(out, ts...)
 	}
 	return out
 }
 
-// actionScope returns the action scope for verbs on a target whose applicable
-// verbs are applies (nil: all declared verbs apply), and a condition when no
-// listed verb applies to the target by the schema (the schema's actions apply
-// to the verbs discovery lists; RBAC grants any verb).
-func actionScope(allVerbs bool, verbs []string, applies func(string) bool) (string, string) {
-	if allVerbs {
+// verbSel is the verbs of a rule one policy covers: every verb, verbs the
+// schema declares (an action scope), or verbs it does not declare (a
+// condition on context.verb).
+type verbSel struct {
+	all    bool
+	verbs  []string // declared verbs
+	custom []string // undeclared verbs
+}
+
+func (v verbSel) empty() bool { return !v.all && len(v.verbs) == 0 && len(v.custom) == 0 }
+
+// actionScope returns the action scope for vs on a target whose applicable
+// verbs are applies (nil: all declared verbs apply), and a condition: on the
+// context's verb for undeclared verbs, on the action when no listed verb
+// applies to the target by the schema (the schema's actions apply to the verbs
+// discovery lists; RBAC grants any verb).
+func actionScope(vs verbSel, applies func(string) bool) (string, string) {
+	switch {
+	case vs.all:
 		return "action", ""
+	case len(vs.custom) > 0:
+		return "action", inList("context."+schemagen.AttrVerb, vs.custom)
 	}
+	verbs := vs.verbs
 	list := actionList(verbs)
 	for _, v := range verbs {
 		if applies == nil || applies(v) {
@@ -364,12 +415,12 @@ func actionList(verbs []string) []string {
 	return out
 }
 
-func (c *converter) nonResourceTarget(rule *rbacv1.PolicyRule, allVerbs bool, verbs []string) (target, bool) {
+func (c *converter) nonResourceTarget(rule *rbacv1.PolicyRule, vs verbSel) target {
 	nonRes := map[string]bool{}
 	for _, v := range schemagen.NonResourceVerbs {
 		nonRes[v] = true
 	}
-	act, actCond := actionScope(allVerbs, verbs, func(v string) bool { return nonRes[v] })
+	act, actCond := actionScope(vs, func(v string) bool { return nonRes[v] })
 	t := target{action: act, resource: "resource is " + string(schemagen.NonResourceURLType), name: string(schemagen.NonResourceURLType)}
 	if actCond != "" {
 		t.conds = append(t.conds, actCond)
@@ -379,7 +430,7 @@ func (c *converter) nonResourceTarget(rule *rbacv1.PolicyRule, allVerbs bool, ve
 	for _, u := range rule.NonResourceURLs {
 		switch {
 		case u == rbacv1.NonResourceAll:
-			return t, true
+			return t
 		case strings.HasSuffix(u, "*"):
 			alts = append(alts, "resource.path like "+likePattern(strings.TrimRight(u, "*")))
 		default:
@@ -390,10 +441,10 @@ func (c *converter) nonResourceTarget(rule *rbacv1.PolicyRule, allVerbs bool, ve
 		alts = append([]string{inList("resource.path", exact)}, alts...)
 	}
 	t.conds = append(t.conds, or(alts))
-	return t, true
+	return t
 }
 
-func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.PolicyRule, allVerbs bool, verbs []string) []target {
+func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.PolicyRule, vs verbSel) []target {
 	groupsAll := slices.Contains(rule.APIGroups, rbacv1.APIGroupAll)
 	groupMatch := func(g string) bool { return groupsAll || slices.Contains(rule.APIGroups, g) }
 	var pats []pattern
@@ -408,9 +459,9 @@ func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.Policy
 		case sub == "":
 			// "pods", or "pods/": RBAC compares the whole string.
 			pats = append(pats, pattern{resource: r})
-		case sub == "*":
-			c.warn("%s: resource %q matches only requests for the literal subresource \"*\" in RBAC; not converted", where, r)
 		case res == "*":
+			// "*/scale"; also "*/*": any resource whose requested subresource
+			// is literally "*".
 			pats = append(pats, pattern{anyResource: true, sub: sub})
 		default:
 			pats = append(pats, pattern{resource: res, sub: sub})
@@ -440,7 +491,7 @@ func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.Policy
 	}
 
 	if all {
-		act, actCond := actionScope(allVerbs, verbs, nil)
+		act, actCond := actionScope(vs, nil)
 		t := target{action: act, resource: "resource", name: "any"}
 		if actCond != "" {
 			t.conds = append(t.conds, actCond)
@@ -479,6 +530,8 @@ func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.Policy
 		matched := false
 		for _, p := range pats {
 			switch {
+			case p.sub == rbacv1.ResourceAll:
+				// A request for the subresource "*" is never typed.
 			case r.AnySubresource:
 				if p.resource == k.Resource || p.anyResource {
 					if !slices.Contains(subConds, p.sub) {
@@ -495,7 +548,7 @@ func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.Policy
 		if !matched {
 			continue
 		}
-		act, actCond := actionScope(allVerbs, verbs, func(v string) bool { return slices.Contains(r.Verbs, v) })
+		act, actCond := actionScope(vs, func(v string) bool { return slices.Contains(r.Verbs, v) })
 		t := target{action: act, resource: "resource is " + string(r.EntityType), name: string(r.EntityType)}
 		if actCond != "" {
 			t.conds = append(t.conds, actCond)
@@ -522,7 +575,7 @@ func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.Policy
 	// k8s::Resource: wildcard requests and resources the schema does not know.
 	needed := groupsAll
 	for _, p := range pats {
-		if p.anyResource {
+		if p.anyResource || p.sub == rbacv1.ResourceAll {
 			needed = true
 		}
 		for _, g := range groups {
@@ -534,15 +587,27 @@ func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.Policy
 	if !needed {
 		return out
 	}
-	t := target{action: "", resource: "resource is " + string(schemagen.ResourceType), name: string(schemagen.ResourceType)}
-	t.action, _ = actionScope(allVerbs, verbs, nil)
+	t := target{resource: "resource is " + string(schemagen.ResourceType), name: string(schemagen.ResourceType)}
+	act, actCond := actionScope(vs, nil)
+	t.action = act
+	if actCond != "" {
+		t.conds = append(t.conds, actCond)
+	}
 	if !groupsAll {
 		t.conds = append(t.conds, inList("resource.apiGroup", groups))
 	}
 	var plain []string
 	var alts []string
+	anySub := map[string]bool{} // subresources a "*/<sub>" pattern matches on every resource
+	for _, p := range pats {
+		if p.anyResource {
+			anySub[p.sub] = true
+		}
+	}
 	for _, p := range pats {
 		switch {
+		case !p.anyResource && p.sub != "" && anySub[p.sub]:
+			// "pods/*" next to "*/*": covered.
 		case p.anyResource:
 			alts = append(alts, "resource has subresource && resource.subresource == "+quote(p.sub))
 		case p.sub == "":

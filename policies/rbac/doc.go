@@ -13,7 +13,9 @@
 // The conversion follows the RBAC authorizer's matching rules exactly
 // (k8s.io/kubernetes plugin/pkg/auth/authorizer/rbac and
 // pkg/apis/rbac/v1/evaluation_helpers.go): `*` verbs, groups and resources,
-// `*/subresource`, resourceNames (never matched by a request without a name),
+// `*/subresource`, `<resource>/*` and `*/*` (only a literal "*" subresource),
+// verbs the schema does not declare (through context.verb), resourceNames
+// (never matched by a request without a name),
 // non-resource URLs with a trailing `*` prefix, ServiceAccount subjects
 // defaulting to the RoleBinding's namespace, and RoleBindings that grant only
 // in their own namespace. What Cedar against the schema cannot express is

@@ -7,7 +7,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/schemagen"
 )
 
 // The RBAC authorizer's matching rules, as in k8s.io/kubernetes
@@ -147,35 +146,16 @@ func (in *Input) Allows(req *cedar.Request) (bool, []string) {
 	return len(why) > 0, why
 }
 
-// Convertible returns a copy of in without what Convert cannot express
-// against s (and warns about): verbs s does not declare, resources of the form
-// `<resource>/*` and `*/*`, and "" in resourceNames. Deciding a request over it
-// with Allows predicts kcedar's answer over the converted policies; the
-// difference to in's answer is the documented gap of the conversion.
-func (in *Input) Convertible(s *schemagen.Schema) *Input {
-	declared := map[string]bool{}
-	for _, v := range s.Verbs {
-		declared[v] = true
-	}
+// Convertible returns a copy of in without what Convert cannot express (and
+// warns about): "" in resourceNames. Deciding a request over it with Allows
+// predicts kcedar's answer over the converted policies; the difference to in's
+// answer is the documented gap of the conversion, which only
+// SubjectAccessReviews without a name can reach.
+func (in *Input) Convertible() *Input {
 	strip := func(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
 		out := make([]rbacv1.PolicyRule, len(rules))
 		for i, r := range rules {
 			r = *r.DeepCopy()
-			var verbs []string
-			for _, v := range r.Verbs {
-				if v == rbacv1.VerbAll || declared[v] {
-					verbs = append(verbs, v)
-				}
-			}
-			r.Verbs = verbs
-			var res []string
-			for _, x := range r.Resources {
-				if _, sub, ok := strings.Cut(x, "/"); ok && sub == "*" {
-					continue
-				}
-				res = append(res, x)
-			}
-			r.Resources = res
 			if len(r.ResourceNames) > 0 {
 				var names []string
 				for _, n := range r.ResourceNames {
