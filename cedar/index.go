@@ -42,6 +42,11 @@ func buildIndex(policies []*Policy) *index {
 	ix := &index{buckets: map[bucketKey]*bucket{}}
 	for i, p := range policies {
 		actions := scopeActions(p.AST.Action)
+		if len(actions) == 1 && actions[0] == anyKey {
+			if vs, ok := contextVerbs(p.AST); ok {
+				actions = vs
+			}
+		}
 		rtypes := scopeResourceTypes(p.AST.Resource)
 		pkey, anyP := scopePrincipal(p.AST.Principal)
 		for _, a := range actions {
@@ -162,4 +167,76 @@ func (ps *PolicySet) Candidates(principal types.EntityUID, groups []string, verb
 		out[i] = ps.Policies[j]
 	}
 	return out
+}
+
+// contextVerbs: a policy with an unconstrained action whose first when
+// condition starts with `context.verb == "x"` or `[...].contains(context.verb)`
+// can only match those verbs.
+func contextVerbs(p *ast.Policy) ([]string, bool) {
+	if len(p.Conditions) == 0 || p.Conditions[0].Condition != ast.ConditionWhen {
+		return nil, false
+	}
+	n := p.Conditions[0].Body
+	for {
+		and, ok := n.(ast.NodeTypeAnd)
+		if !ok {
+			break
+		}
+		n = and.Left
+	}
+	isVerb := func(n ast.IsNode) bool {
+		a, ok := n.(ast.NodeTypeAccess)
+		if !ok || a.Value != schemagen.AttrVerb {
+			return false
+		}
+		v, ok := a.Arg.(ast.NodeTypeVariable)
+		return ok && v.Name == "context"
+	}
+	str := func(n ast.IsNode) (string, bool) {
+		v, ok := n.(ast.NodeValue)
+		if !ok {
+			return "", false
+		}
+		s, ok := v.Value.(types.String)
+		return string(s), ok
+	}
+	switch v := n.(type) {
+	case ast.NodeTypeEquals:
+		if isVerb(v.Left) {
+			if s, ok := str(v.Right); ok {
+				return []string{s}, true
+			}
+		}
+	case ast.NodeTypeContains:
+		if !isVerb(v.Right) {
+			return nil, false
+		}
+		var out []string
+		switch set := v.Left.(type) {
+		case ast.NodeTypeSet:
+			for _, e := range set.Elements {
+				s, ok := str(e)
+				if !ok {
+					return nil, false
+				}
+				out = append(out, s)
+			}
+		case ast.NodeValue:
+			sv, ok := set.Value.(types.Set)
+			if !ok {
+				return nil, false
+			}
+			for e := range sv.All() {
+				s, ok := e.(types.String)
+				if !ok {
+					return nil, false
+				}
+				out = append(out, string(s))
+			}
+		default:
+			return nil, false
+		}
+		return out, len(out) > 0
+	}
+	return nil, false
 }

@@ -94,7 +94,23 @@ func genResourceScope(rng *rand.Rand) string {
 	return "resource is " + pick(rng, genTypes)
 }
 
-func genCondition(rng *rand.Rand) string {
+// genCondition returns a condition and, when it starts with a test of
+// context.verb that the index may key on, that test (the scope oracle adds it).
+func genCondition(rng *rand.Rand) (cond, verbGuard string) {
+	switch rng.IntN(14) {
+	case 10:
+		return ` when { context.verb == "frob" && principal.username == "alice" }`, `context.verb == "frob"`
+	case 11:
+		return ` when { ["get", "frob"].contains(context.verb) }`, `["get", "frob"].contains(context.verb)`
+	case 12:
+		return ` unless { context.verb == "get" }`, ""
+	case 13:
+		return ` when { principal has uid && context.verb == "list" }`, ""
+	}
+	return genConditionPlain(rng), ""
+}
+
+func genConditionPlain(rng *rand.Rand) string {
 	switch rng.IntN(10) {
 	case 0, 1, 2:
 		return ""
@@ -127,9 +143,15 @@ func genPolicySet(t *testing.T, rng *rand.Rand, n int) (*PolicySet, []*cedarlib.
 		if rng.IntN(4) == 0 {
 			effect = "forbid"
 		}
-		fmt.Fprintf(&b, "@id(\"p%d\") %s(%s)%s;\n", i, effect, scope, genCondition(rng))
-		// The oracle for "the scope matches": the scope alone, as a permit.
-		list, err := cedarlib.NewPolicyListFromBytes("scope", []byte("permit("+scope+");"))
+		cond, verbGuard := genCondition(rng)
+		fmt.Fprintf(&b, "@id(\"p%d\") %s(%s)%s;\n", i, effect, scope, cond)
+		// The oracle for "the scope matches": the scope alone, as a permit
+		// (with a leading context.verb test, which the index keys on too).
+		oracle := "permit(" + scope + ");"
+		if verbGuard != "" {
+			oracle = "permit(" + scope + ") when { " + verbGuard + " };"
+		}
+		list, err := cedarlib.NewPolicyListFromBytes("scope", []byte(oracle))
 		if err != nil || len(list) != 1 {
 			t.Fatalf("scope %s: %v", scope, err)
 		}
@@ -207,7 +229,7 @@ func TestIndexCandidatesProperty(t *testing.T) {
 			}
 			// Superset of the policies whose scope matches.
 			for i, p := range set.Policies {
-				dec, _ := cedarlib.Authorize(scopeOnly[i], ents, cedarlib.Request{Principal: principal.UID, Action: act, Resource: resource.UID, Context: types.NewRecord(nil)})
+				dec, _ := cedarlib.Authorize(scopeOnly[i], ents, cedarlib.Request{Principal: principal.UID, Action: act, Resource: resource.UID, Context: ContextFor(act)})
 				if dec != types.Allow {
 					continue
 				}
@@ -232,7 +254,7 @@ func TestIndexCandidatesProperty(t *testing.T) {
 			for _, p := range set.Policies {
 				cs.Add(types.PolicyID(p.ID), p.Compiled)
 			}
-			dec, diag := cedarlib.Authorize(cs, ents, cedarlib.Request{Principal: principal.UID, Action: act, Resource: resource.UID, Context: types.NewRecord(nil)})
+			dec, diag := cedarlib.Authorize(cs, ents, cedarlib.Request{Principal: principal.UID, Action: act, Resource: resource.UID, Context: ContextFor(act)})
 			erroringForbid := false
 			for _, e := range diag.Errors {
 				if p, _ := set.Get(string(e.PolicyID)); p.Effect == types.Forbid {
