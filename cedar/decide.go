@@ -4,6 +4,8 @@ import (
 	"errors"
 	"iter"
 	"sort"
+	"sync"
+	"sync/atomic"
 
 	cedarlib "github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
@@ -241,6 +243,24 @@ func EvaluatePolicy(p *Policy, entities types.EntityGetter, principal, action, r
 }
 
 // ContextFor is the context of a request for action: {verb: "<verb>"}.
+// Records are immutable, so one per verb is built and shared.
 func ContextFor(action types.EntityUID) types.Record {
-	return types.NewRecord(types.RecordMap{schemagen.AttrVerb: types.String(action.ID)})
+	if r, ok := contexts.Load(action.ID); ok {
+		return r.(types.Record)
+	}
+	r := types.NewRecord(types.RecordMap{schemagen.AttrVerb: types.String(action.ID)})
+	// Requests may carry any verb: the cache is bounded.
+	if contextCount.Load() < maxCachedContexts && len(action.ID) <= 64 {
+		if _, loaded := contexts.LoadOrStore(action.ID, r); !loaded {
+			contextCount.Add(1)
+		}
+	}
+	return r
 }
+
+const maxCachedContexts = 256
+
+var (
+	contexts     sync.Map // types.String -> types.Record
+	contextCount atomic.Int64
+)
