@@ -3,7 +3,6 @@ package residual
 import (
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/cedar-policy/cedar-go/types"
 	"github.com/cedar-policy/cedar-go/x/exp/ast"
@@ -198,7 +197,7 @@ func AdmissionShapes(t cedar.Target, req *cedar.Request, verb string) []shape {
 	}
 	switch verb {
 	case "create":
-		if IsConnect(t.Resource) {
+		if t.Resource.IsConnect() {
 			return []shape{{object: true}}
 		}
 		return []shape{{object: true}}
@@ -207,30 +206,11 @@ func AdmissionShapes(t cedar.Target, req *cedar.Request, verb string) []shape {
 	case "delete", "deletecollection":
 		return []shape{{oldObject: true}}
 	case "get":
-		if IsConnect(t.Resource) {
+		if t.Resource.IsConnect() {
 			return []shape{{object: true}}
 		}
 	}
 	return nil
-}
-
-// IsConnect reports whether a subresource is served by a connect handler
-// (pods/exec, pods/attach, pods/portforward, pods/proxy, services/proxy,
-// nodes/proxy): its admission object is the options object.
-func IsConnect(r *schemagen.Resource) bool {
-	if r.Key.Subresource == "" {
-		return false
-	}
-	for _, v := range r.Versions {
-		if strings.HasSuffix(v.Kind, "Options") {
-			return true
-		}
-	}
-	switch r.Key.Subresource {
-	case "exec", "attach", "portforward", "proxy":
-		return true
-	}
-	return false
 }
 
 type partialResult struct {

@@ -1,6 +1,10 @@
 package schemagen
 
-import "github.com/cedar-policy/cedar-go/types"
+import (
+	"strings"
+
+	"github.com/cedar-policy/cedar-go/types"
+)
 
 // Type is kcedar's model of a Cedar attribute type. The Cedar schema AST is printed
 // from it, and the cedar package converts Kubernetes objects into Cedar values by
@@ -135,3 +139,26 @@ type Schema struct {
 	// Warnings lists everything that could not be represented exactly.
 	Warnings []string
 }
+
+// IsConnect reports whether a subresource is served by a connect handler
+// (pods/exec, pods/attach, pods/portforward, pods/proxy, services/proxy,
+// nodes/proxy): admission sees it as CONNECT with the options object.
+func (r *Resource) IsConnect() bool {
+	if r.Key.Subresource == "" {
+		return false
+	}
+	for _, v := range r.Versions {
+		if strings.HasSuffix(v.Kind, "Options") {
+			return true
+		}
+	}
+	switch r.Key.Subresource {
+	case "exec", "attach", "portforward", "proxy":
+		return true
+	}
+	return false
+}
+
+// SortedResourceKeys lists the schema's resources by group, resource and
+// subresource.
+func (s *Schema) SortedResourceKeys() []ResourceKey { return s.sortedResourceKeys() }

@@ -182,17 +182,5 @@ func (c *Checker) connectScope(p *ast.Policy) bool {
 		return false
 	}
 	r, ok := c.byType[t]
-	if !ok || r.Key.Subresource == "" {
-		return false
-	}
-	for _, v := range r.Versions {
-		if strings.HasSuffix(v.Kind, "Options") {
-			return true
-		}
-	}
-	switch r.Key.Subresource {
-	case "exec", "attach", "portforward", "proxy":
-		return true
-	}
-	return false
+	return ok && r.IsConnect()
 }

@@ -62,13 +62,9 @@ Exit status: 0 when decided (whatever the decision), 1 invalid policies,
 			if _, _, err := o.request(); err != nil {
 				return &exitError{2, err}
 			}
-			s, err := loadSchema(cmd.Context(), o.src)
+			checker, err := loadChecker(cmd.Context(), o.src)
 			if err != nil {
-				return &exitError{2, err}
-			}
-			checker, err := lint.NewChecker(s)
-			if err != nil {
-				return &exitError{2, err}
+				return err
 			}
 			return runAuthorize(cmd.OutOrStdout(), cmd.ErrOrStderr(), checker, &o)
 		},

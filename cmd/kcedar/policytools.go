@@ -29,6 +29,20 @@ func loadSchema(ctx context.Context, src schemagen.Source) (*schemagen.Schema, e
 // loadPolicySet reads, checks and indexes the policies at paths. Invalid
 // policies are reported on w and give an exitError with code 1; unreadable
 // paths code 2.
+// loadChecker loads the schema and a checker for it; errors are usage or
+// I/O errors (exit 2).
+func loadChecker(ctx context.Context, src schemagen.Source) (*lint.Checker, error) {
+	s, err := loadSchema(ctx, src)
+	if err != nil {
+		return nil, &exitError{2, err}
+	}
+	checker, err := lint.NewChecker(s)
+	if err != nil {
+		return nil, &exitError{2, err}
+	}
+	return checker, nil
+}
+
 func loadPolicySet(w io.Writer, checker *lint.Checker, paths []string) (*cedar.PolicySet, error) {
 	if len(paths) == 0 {
 		return nil, &exitError{2, errors.New("no policies: give --policies FILE|DIR")}

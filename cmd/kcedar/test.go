@@ -53,13 +53,9 @@ Exit status: 0 all passed, 1 a test failed or the policies are invalid,
 			if err := checkOutputFormat(o.output); err != nil {
 				return err
 			}
-			s, err := loadSchema(cmd.Context(), o.src)
+			checker, err := loadChecker(cmd.Context(), o.src)
 			if err != nil {
-				return &exitError{2, err}
-			}
-			checker, err := lint.NewChecker(s)
-			if err != nil {
-				return &exitError{2, err}
+				return err
 			}
 			return runTests(cmd.OutOrStdout(), checker, args, o)
 		},

@@ -46,13 +46,9 @@ policies, 2 usage or I/O error.`,
 			if err := checkOutputFormat(o.output); err != nil {
 				return err
 			}
-			s, err := loadSchema(cmd.Context(), o.src)
+			checker, err := loadChecker(cmd.Context(), o.src)
 			if err != nil {
-				return &exitError{2, err}
-			}
-			checker, err := lint.NewChecker(s)
-			if err != nil {
-				return &exitError{2, err}
+				return err
 			}
 			return runValidate(cmd.OutOrStdout(), checker, args, o)
 		},

@@ -144,7 +144,7 @@ func Convert(s *schemagen.Schema, in *Input) (*Result, error) {
 	for _, v := range s.Verbs {
 		c.declared[v] = true
 	}
-	for _, k := range sortedKeys(s) {
+	for _, k := range s.SortedResourceKeys() {
 		c.keys = append(c.keys, k)
 	}
 	for _, w := range in.Warnings {
@@ -157,24 +157,6 @@ func Convert(s *schemagen.Schema, in *Input) (*Result, error) {
 	}
 	sort.Strings(c.warnings)
 	return &Result{Policies: c.out.Bytes(), Count: c.count, Bindings: c.bindings, Warnings: c.warnings}, nil
-}
-
-func sortedKeys(s *schemagen.Schema) []schemagen.ResourceKey {
-	keys := make([]schemagen.ResourceKey, 0, len(s.Resources))
-	for k := range s.Resources {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.Group != b.Group {
-			return a.Group < b.Group
-		}
-		if a.Resource != b.Resource {
-			return a.Resource < b.Resource
-		}
-		return a.Subresource < b.Subresource
-	})
-	return keys
 }
 
 type converter struct {
