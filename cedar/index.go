@@ -101,15 +101,25 @@ func actionKey(e types.EntityUID) string {
 }
 
 func scopeResourceTypes(s ast.IsResourceScopeNode) []types.EntityType {
-	switch v := s.(type) {
-	case ast.ScopeTypeIs:
-		return []types.EntityType{v.Type}
-	case ast.ScopeTypeIsIn:
-		return []types.EntityType{v.Type}
-	case ast.ScopeTypeEq:
-		return []types.EntityType{v.Entity.Type}
+	if t, ok := ScopeResourceType(s); ok {
+		return []types.EntityType{t}
 	}
 	return []types.EntityType{anyKey}
+}
+
+// ScopeResourceType is the one resource type a resource scope allows
+// (`resource is T`, `is T in ...`, `== T::"..."`); ok is false when the scope
+// allows every type.
+func ScopeResourceType(s ast.IsResourceScopeNode) (t types.EntityType, ok bool) {
+	switch v := s.(type) {
+	case ast.ScopeTypeIs:
+		return v.Type, true
+	case ast.ScopeTypeIsIn:
+		return v.Type, true
+	case ast.ScopeTypeEq:
+		return v.Entity.Type, true
+	}
+	return "", false
 }
 
 func scopePrincipal(s ast.IsPrincipalScopeNode) (principalKey, bool) {

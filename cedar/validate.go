@@ -46,22 +46,7 @@ func NewSchemaValidator(s *schemagen.Schema) (*SchemaValidator, error) {
 // Validate checks policies in parallel.
 func (v *SchemaValidator) Validate(policies []*Policy) []error {
 	errs := make([]error, len(policies))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				errs[i] = v.validateOne(policies[i])
-			}
-		}()
-	}
-	for i := range policies {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	parallel(len(policies), func(i int) { errs[i] = v.validateOne(policies[i]) })
 	var out []error
 	for _, e := range errs {
 		if e != nil {
@@ -97,6 +82,16 @@ func (v *SchemaValidator) validateRaw(p *Policy) error {
 // policy prefix Validate adds), for tools that explain them.
 func (v *SchemaValidator) ValidateEach(policies []*Policy) [][]error {
 	out := make([][]error, len(policies))
+	parallel(len(policies), func(i int) {
+		if err := v.validateRaw(policies[i]); err != nil {
+			out[i] = flatten(err)
+		}
+	})
+	return out
+}
+
+// parallel calls f(0) ... f(n-1) on GOMAXPROCS workers and waits for them.
+func parallel(n int, f func(i int)) {
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
@@ -104,18 +99,15 @@ func (v *SchemaValidator) ValidateEach(policies []*Policy) [][]error {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				if err := v.validateRaw(policies[i]); err != nil {
-					out[i] = flatten(err)
-				}
+				f(i)
 			}
 		}()
 	}
-	for i := range policies {
+	for i := 0; i < n; i++ {
 		work <- i
 	}
 	close(work)
 	wg.Wait()
-	return out
 }
 
 // flatten unwraps joined errors into a list.
@@ -142,13 +134,8 @@ func annotate(p *Policy, err error) error {
 // are shared with the full schema.
 func (v *SchemaValidator) slice(p *ast.Policy) *resolved.Schema {
 	var rtypes []types.EntityType
-	switch r := p.Resource.(type) {
-	case ast.ScopeTypeIs:
-		rtypes = []types.EntityType{r.Type}
-	case ast.ScopeTypeIsIn:
-		rtypes = []types.EntityType{r.Type}
-	case ast.ScopeTypeEq:
-		rtypes = []types.EntityType{r.Entity.Type}
+	if t, ok := ScopeResourceType(p.Resource); ok {
+		rtypes = []types.EntityType{t}
 	}
 	keep := func(uid types.EntityUID) bool { return true }
 	switch a := p.Action.(type) {

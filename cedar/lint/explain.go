@@ -11,6 +11,7 @@ import (
 	"github.com/cedar-policy/cedar-go/x/exp/ast"
 	"github.com/cedar-policy/cedar-go/x/exp/schema/resolved"
 
+	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/schemagen"
 )
 
@@ -424,14 +425,7 @@ func (c *Checker) explainNotApplicable(ps *policySource) Diagnostic {
 		return ps.diag(Error, CodeNotApplicable, `k8s::Action::"*" is the group of all verbs, not a verb: `+"`action == k8s::Action::\"*\"` never matches",
 			`write action in k8s::Action::"*" (or leave action unconstrained)`, at)
 	}
-	var rt types.EntityType
-	switch s := a.Resource.(type) {
-	case ast.ScopeTypeIs:
-		rt = s.Type
-	case ast.ScopeTypeIsIn:
-		rt = s.Type
-	}
-	if rt != "" {
+	if rt, ok := cedar.ScopeResourceType(a.Resource); ok {
 		if verbs := c.verbsFor(rt); len(verbs) > 0 {
 			hint = fmt.Sprintf("%s supports the verbs: %s", rt, strings.Join(verbs, ", "))
 		} else {

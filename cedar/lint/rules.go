@@ -7,6 +7,7 @@ import (
 	"github.com/cedar-policy/cedar-go/types"
 	"github.com/cedar-policy/cedar-go/x/exp/ast"
 
+	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/schemagen"
 )
 
@@ -172,13 +173,8 @@ func onlyReads(p *ast.Policy) bool {
 // connectScope reports whether the resource scope is a connect subresource
 // (pods/exec, ...): there a get is admitted with its options object.
 func (c *Checker) connectScope(p *ast.Policy) bool {
-	var t types.EntityType
-	switch s := p.Resource.(type) {
-	case ast.ScopeTypeIs:
-		t = s.Type
-	case ast.ScopeTypeIsIn:
-		t = s.Type
-	default:
+	t, ok := cedar.ScopeResourceType(p.Resource)
+	if !ok {
 		return false
 	}
 	r, ok := c.byType[t]
