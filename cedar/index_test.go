@@ -242,8 +242,8 @@ func TestIndexCandidatesProperty(t *testing.T) {
 				narrowed++
 			}
 			// The same decision, deciding policies and errors.
-			all := Evaluate(set.Policies, ents, principal.UID, act, resource.UID)
-			some := Evaluate(candidates, ents, principal.UID, act, resource.UID)
+			all := evaluate(set.Policies, ents, principal.UID, act, resource.UID)
+			some := evaluate(candidates, ents, principal.UID, act, resource.UID)
 			if all.Decision != some.Decision || !slices.Equal(policyIDs(all.Policies), policyIDs(some.Policies)) || !slices.Equal(all.Errors, some.Errors) {
 				t.Fatalf("over all policies: %v %v %v\nover candidates: %v %v %v\n%s",
 					all.Decision, policyIDs(all.Policies), all.Errors, some.Decision, policyIDs(some.Policies), some.Errors, desc())
@@ -261,12 +261,12 @@ func TestIndexCandidatesProperty(t *testing.T) {
 					erroringForbid = true
 				}
 			}
-			want := NoOpinion
+			want := "NoOpinion"
 			switch {
 			case erroringForbid || dec == types.Deny && len(diag.Reasons) > 0:
-				want = Deny
+				want = "Deny"
 			case dec == types.Allow:
-				want = Allow
+				want = "Allow"
 			}
 			if some.Decision != want {
 				t.Fatalf("decision %v, Cedar says %v (reasons %v, errors %v)\n%s", some.Decision, dec, diag.Reasons, diag.Errors, desc())

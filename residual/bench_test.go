@@ -12,13 +12,13 @@ import (
 
 func benchAuthorize(b *testing.B, n int, req *cedar.Request) {
 	ps := mustPolicies(b, policies.RBACLike(n))
-	az := &Authorizer{Schema: schematest.Schema(), Policies: ps}
+	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{})
 	durations := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		az.Authorize(req, Options{})
+		az.Authorize(req).FailureDecision()
 		durations = append(durations, time.Since(t0))
 	}
 	b.StopTimer()

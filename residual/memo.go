@@ -26,12 +26,17 @@ type policyInputs struct {
 	resourceAttrs     []string // resource.<attr>, other than the objects
 }
 
-var inputsCache sync.Map // *cedar.Policy -> *policyInputs
-
-func inputsOf(p *cedar.Policy) *policyInputs {
-	if v, ok := inputsCache.Load(p); ok {
+// inputsOf analyses p once per engine.
+func (e *Engine) inputsOf(p *cedar.Policy) *policyInputs {
+	if v, ok := e.inputs.Load(p); ok {
 		return v.(*policyInputs)
 	}
+	v, _ := e.inputs.LoadOrStore(p, analyzeInputs(p))
+	return v.(*policyInputs)
+}
+
+// analyzeInputs finds what p's residual depends on.
+func analyzeInputs(p *cedar.Policy) *policyInputs {
 	in := &policyInputs{}
 	if _, all := p.AST.Principal.(ast.ScopeTypeAll); !all {
 		in.principalIdentity = true
@@ -51,8 +56,7 @@ func inputsOf(p *cedar.Policy) *policyInputs {
 	}
 	slices.Sort(in.principalAttrs)
 	slices.Sort(in.resourceAttrs)
-	v, _ := inputsCache.LoadOrStore(p, in)
-	return v.(*policyInputs)
+	return in
 }
 
 // collectInputs finds how n uses principal, action and resource.
@@ -139,7 +143,7 @@ func children(n ast.IsNode) []ast.IsNode {
 }
 
 // memoKey renders the values of p's inputs in env (shape included).
-func memoKey(p *cedar.Policy, in *policyInputs, shape int, verb string, target types.EntityType, principal types.Entity, resourceAttrs types.RecordMap) string {
+func memoKey(in *policyInputs, shape int, verb string, target types.EntityType, principal types.Entity, resourceAttrs types.RecordMap) string {
 	var b strings.Builder
 	w := func(s string) {
 		b.WriteString(s)
@@ -193,13 +197,6 @@ func valueKey(v types.Value, ok bool) string {
 	return v.String()
 }
 
-// residualMemo holds residuals by policy and input values.
-type residualMemo struct {
-	mu      sync.Mutex
-	entries map[memoEntryKey]*memoEntry
-	max     int
-}
-
 // memoEntry is a memoized residual and, once encoded, its conditions.
 type memoEntry struct {
 	expr ast.IsNode
@@ -211,20 +208,4 @@ type memoEntry struct {
 type memoEntryKey struct {
 	policy *cedar.Policy
 	key    string
-}
-
-func (m *residualMemo) get(k memoEntryKey) (*memoEntry, bool) {
-	m.mu.Lock()
-	v, ok := m.entries[k]
-	m.mu.Unlock()
-	return v, ok
-}
-
-func (m *residualMemo) put(k memoEntryKey, v *memoEntry) {
-	m.mu.Lock()
-	if len(m.entries) >= m.max {
-		clear(m.entries)
-	}
-	m.entries[k] = v
-	m.mu.Unlock()
 }

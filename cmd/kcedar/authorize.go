@@ -195,7 +195,7 @@ func readInput(path string) ([]byte, error) {
 	return data, nil
 }
 
-func printDecision(w io.Writer, d offline.Decision, format string) error {
+func printDecision(w io.Writer, d offline.Report, format string) error {
 	if format == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

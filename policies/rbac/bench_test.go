@@ -10,7 +10,7 @@ import (
 // benchWorkload is the realistic RBAC workload: the bootstrap roles and
 // bindings plus a generated configuration (50 roles, 100 bindings), converted,
 // and generated SubjectAccessReviews.
-func benchWorkload(b *testing.B) (*residual.Authorizer, []*cedar.Request) {
+func benchWorkload(b *testing.B) (*residual.Engine, []*cedar.Request) {
 	b.Helper()
 	s := defaultSchema(b)
 	in := readInput(b, "testdata/bootstrap")
@@ -31,7 +31,7 @@ func benchWorkload(b *testing.B) (*residual.Authorizer, []*cedar.Request) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(authz.Policies.Len()), "policies")
+	b.ReportMetric(float64(authz.Policies().Len()), "policies")
 	return authz, reqs
 }
 
@@ -54,7 +54,7 @@ func BenchmarkAuthorizeConverted(b *testing.B) {
 	}{{"all", reqs}, {"concrete", concrete}} {
 		b.Run(bc.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				authz.Authorize(bc.reqs[i%len(bc.reqs)], residual.Options{})
+				authz.Authorize(bc.reqs[i%len(bc.reqs)]).FailureDecision()
 			}
 		})
 	}
@@ -64,10 +64,10 @@ func BenchmarkAuthorizeConverted(b *testing.B) {
 // cache (as kcedar serve runs it).
 func BenchmarkAuthorizeConvertedCached(b *testing.B) {
 	authz, reqs := benchWorkload(b)
-	authz.Cache = residual.NewOutcomeCache(16384)
+	authz = residual.NewEngine(authz.Schema(), authz.Policies(), authz.Codec(), residual.EngineOptions{CacheSize: residual.DefaultCacheSize})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		authz.Authorize(reqs[i%len(reqs)], residual.Options{})
+		authz.Authorize(reqs[i%len(reqs)]).FailureDecision()
 	}
 }
 

@@ -54,7 +54,7 @@ func readInput(t testing.TB, paths ...string) *Input {
 }
 
 // compile parses and validates converted policies and builds an authorizer.
-func compile(t testing.TB, s *schemagen.Schema, res *Result) *residual.Authorizer {
+func compile(t testing.TB, s *schemagen.Schema, res *Result) *residual.Engine {
 	t.Helper()
 	ps, err := cedar.ParsePolicies("rbac.cedar", res.Policies)
 	if err != nil {
@@ -80,7 +80,7 @@ func compile(t testing.TB, s *schemagen.Schema, res *Result) *residual.Authorize
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &residual.Authorizer{Schema: s, Policies: set}
+	return residual.NewEngine(s, set, residual.NewCodec(residual.RandomKeyring()), residual.EngineOptions{})
 }
 
 // TestGolden converts each testdata/*.yaml file and testdata/* directory and
@@ -240,8 +240,8 @@ func TestOfflineParity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := authz.Authorize(req, residual.Options{})
-			got := out.Decision == cedar.Allow
+			out := authz.Authorize(req).FailureDecision()
+			got := out.IsAllowed()
 			want, why := in.Allows(req)
 			if want {
 				allowed++
@@ -256,10 +256,10 @@ func TestOfflineParity(t *testing.T) {
 				bad++
 				if bad <= 20 {
 					var ids []string
-					for _, p := range out.Policies {
+					for _, p := range out.Policies() {
 						ids = append(ids, p.ID)
 					}
-					t.Errorf("seed %d: %s: kcedar %s by %v, RBAC allowed=%v by %v", seed, req, out.Decision, ids, want, why)
+					t.Errorf("seed %d: %s: kcedar %s by %v, RBAC allowed=%v by %v", seed, req, out.Type(), ids, want, why)
 				}
 			}
 		}
@@ -379,7 +379,7 @@ func TestEdgePatterns(t *testing.T) {
 			continue // no real request names a namespace for a cluster-scoped resource
 		}
 		checked++
-		got := authz.Authorize(req, residual.Options{}).Decision == cedar.Allow
+		got := authz.Authorize(req).FailureDecision().IsAllowed()
 		rbacAllowed, rbacWhy := ref[user][0].Allows(req)
 		if rbacAllowed {
 			allowed++

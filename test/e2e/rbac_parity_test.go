@@ -101,7 +101,7 @@ func TestRBACParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	authz := &residual.Authorizer{Schema: s, Policies: set}
+	authz := residual.NewEngine(s, set, residual.NewCodec(residual.RandomKeyring()), residual.EngineOptions{})
 	t.Logf("read back %d ClusterRoles, %d Roles, %d ClusterRoleBindings, %d RoleBindings; converted in %v to %d policies (%d bytes, %d warnings)",
 		len(in.ClusterRoles), len(in.Roles), len(in.ClusterRoleBindings), len(in.RoleBindings), convertTime.Round(time.Millisecond),
 		res.Count, len(res.Policies), len(res.Warnings))
@@ -165,9 +165,9 @@ func TestRBACParity(t *testing.T) {
 			t.Fatalf("SAR %d: %v", i, err)
 		}
 		d0 := time.Now()
-		out := authz.Authorize(req, residual.Options{})
+		out := authz.Authorize(req).FailureDecision()
 		decideTime += time.Since(d0)
-		got := out.Decision == cedar.Allow
+		got := out.IsAllowed()
 		ref, why := in.Allows(req)
 		if a.allowed {
 			allowed++
@@ -179,11 +179,11 @@ func TestRBACParity(t *testing.T) {
 			}
 		}
 		var ids []string
-		for _, p := range out.Policies {
+		for _, p := range out.Policies() {
 			ids = append(ids, p.ID)
 		}
 		desc := fmt.Sprintf("%s\n      apiserver allowed=%v (%q)\n      kcedar %s by %v\n      RBAC rules allowing it: %v",
-			req, a.allowed, a.reason, out.Decision, ids, why)
+			req, a.allowed, a.reason, out.Type(), ids, why)
 		if ref != a.allowed {
 			refBad = append(refBad, desc)
 		}
