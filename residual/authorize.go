@@ -385,13 +385,13 @@ func evaluateCompiled(p *cedar.Policy, entities types.EntityGetter, principal, a
 // depends on.
 func (e *Engine) partialExpr(env func() eval.Env, shapeIdx int, p *cedar.Policy, in *policyInputs, verb string, target types.EntityType, principal types.Entity, resourceAttrs types.RecordMap) (ast.IsNode, *memoEntry) {
 	if e.residuals == nil {
-		return partialEval(env(), p), nil
+		return partialEval(env(), in.partialAST), nil
 	}
 	k := memoEntryKey{policy: p, key: memoKey(in, shapeIdx, verb, target, principal, resourceAttrs)}
 	if m, ok := e.residuals.get(k); ok {
 		return m.expr, m
 	}
-	m := &memoEntry{expr: partialEval(env(), p)}
+	m := &memoEntry{expr: partialEval(env(), in.partialAST)}
 	e.residuals.put(k, m)
 	return m.expr, m
 }
@@ -399,8 +399,8 @@ func (e *Engine) partialExpr(env func() eval.Env, shapeIdx int, p *cedar.Policy,
 // partialEval partially evaluates p and returns its simplified condition: a
 // boolean value when decided, a partial error when it fails whatever the
 // unknowns are, else the residual expression.
-func partialEval(env eval.Env, p *cedar.Policy) ast.IsNode {
-	rp, keep := eval.PartialPolicy(env, p.AST)
+func partialEval(env eval.Env, p *ast.Policy) ast.IsNode {
+	rp, keep := eval.PartialPolicy(env, p)
 	if !keep {
 		return ast.NodeValue{Value: types.False}
 	}

@@ -24,10 +24,12 @@ import (
 // expression over `resource`, evaluated against the admission data.
 const ConditionType = "kcedar.dev/cedar-residual-v1"
 
-// MaxConditionBytes bounds an encoded condition. A permit residual that does
-// not fit is dropped (it can then only fail to allow); a forbid residual that
-// does not fit denies outright.
-const MaxConditionBytes = 1024
+// MaxConditionBytes bounds an encoded condition: upstream's limit. A permit
+// residual that does not fit is dropped (it can then only fail to allow); a
+// forbid residual that does not fit denies outright. Callers of the seed
+// draft's shape take at most wire.DraftMaxConditionBytes; the server folds
+// the decision for them when a condition is longer.
+const MaxConditionBytes = wire.MaxConditionBytes
 
 // A condition string is "kc1;<key id>;<mac>;<entity type>;<Cedar expression>".
 // The MAC (HMAC-SHA256, 128 bits) covers the effect, id and type of the

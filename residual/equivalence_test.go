@@ -68,6 +68,8 @@ type equivalenceHarness struct {
 	// engines keeps one caching engine per policy set, shared by all of its
 	// cases: memoized residuals must never leak between requests.
 	engines map[string]*Engine
+	// last is the one-phase answer of the latest check.
+	last oracle.Result
 }
 
 func newEquivalenceHarness(t testing.TB) *equivalenceHarness {
@@ -115,7 +117,8 @@ func (h *equivalenceHarness) check(src string, c admissionCase) (string, error) 
 	known.Name, known.Namespace = c.data.Name, c.data.Namespace
 	ents := env.Entities.(*cedar.Entities)
 	ents.Principal = cedar.PrincipalEntity(c.req.User)
-	one := oracle.Evaluate(oraclePolicies(az.Policies().Policies), ents, ents.Principal.UID, schemagen.ActionUID(c.req.Verb), ents.Resource.UID).Decision
+	h.last = oracle.Evaluate(oraclePolicies(az.Policies().Policies), ents, ents.Principal.UID, schemagen.ActionUID(c.req.Verb), ents.Resource.UID)
+	one := h.last.Decision
 
 	// Two phases: authorize with conditions, send them over JSON, evaluate.
 	out := az.Authorize(c.req)

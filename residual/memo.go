@@ -18,6 +18,12 @@ import (
 // Two requests that agree on them get the same residual, so residuals are
 // memoized under exactly these values (plus the object shape).
 type policyInputs struct {
+	// partialAST is the policy with its when/unless clauses joined into one
+	// when clause (A && B && !C), which is what Cedar evaluates: cedar-go's
+	// PartialPolicy drops a policy as soon as one clause is false, even when
+	// an earlier clause was left unknown and could fail, which for a forbid
+	// would fold an error (a Deny) away.
+	partialAST        *ast.Policy
 	principalIdentity bool     // the principal's uid and groups (scope, ==, in, is)
 	principalTags     bool     // user extra
 	principalAttrs    []string // principal.<attr>
@@ -56,7 +62,33 @@ func analyzeInputs(p *cedar.Policy) *policyInputs {
 	}
 	slices.Sort(in.principalAttrs)
 	slices.Sort(in.resourceAttrs)
+	in.partialAST = joinConditions(p.AST)
 	return in
+}
+
+// joinConditions returns p with its conditions joined into one when clause,
+// in order: `when {A} when {B} unless {C}` becomes `when {A && B && !C}`.
+// Cedar evaluates a policy's clauses left to right and stops at the first
+// that is not satisfied, exactly as && does, errors included.
+func joinConditions(p *ast.Policy) *ast.Policy {
+	if len(p.Conditions) == 0 || len(p.Conditions) == 1 && p.Conditions[0].Condition == ast.ConditionWhen {
+		return p
+	}
+	var body ast.IsNode
+	for _, c := range p.Conditions {
+		n := c.Body
+		if c.Condition == ast.ConditionUnless {
+			n = ast.NodeTypeNot{UnaryNode: ast.UnaryNode{Arg: n}}
+		}
+		if body == nil {
+			body = n
+		} else {
+			body = ast.NodeTypeAnd{BinaryNode: ast.BinaryNode{Left: body, Right: n}}
+		}
+	}
+	q := *p
+	q.Conditions = []ast.ConditionType{{Condition: ast.ConditionWhen, Body: body}}
+	return &q
 }
 
 // collectInputs finds how n uses principal, action and resource.

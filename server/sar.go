@@ -78,8 +78,14 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		}
 		if upstream {
 			status.ConditionalDecision = &dec
-		} else {
+		} else if draftFits(dec.ConditionsMap) {
 			status.ConditionsChain = []wire.SubjectAccessReviewConditionSet{draftConditionSet(dec.ConditionsMap)}
+		} else {
+			// The draft's callers take conditions of at most 1,024 bytes.
+			folded := d.FailureDecision()
+			status.SubjectAccessReviewStatus = statusFor(folded)
+			label = folded.Type().String()
+			break
 		}
 		label = "Conditional"
 	case s.enforce && len(d.AllowConditions()) > 0 && s.webhookVerified.Load():
@@ -110,6 +116,18 @@ func allowPolicies(d residual.Decision) []*cedar.Policy {
 		ps[i] = r.Policy
 	}
 	return ps
+}
+
+// draftFits reports whether every condition fits the seed draft's limit.
+func draftFits(m *wire.ConditionsMap) bool {
+	for _, l := range [][]wire.Condition{m.DenyConditions, m.NoOpinionConditions, m.AllowConditions} {
+		for _, c := range l {
+			if len(c.Condition) > wire.DraftMaxConditionBytes {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // draftConditionSet renders a ConditionsMap in the seed draft's shape.
