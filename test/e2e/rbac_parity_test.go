@@ -211,7 +211,7 @@ func TestRBACParity(t *testing.T) {
 
 	// The CLI reads the same objects and the cluster's own schema.
 	t.Run("cli", func(t *testing.T) {
-		live, err := schemagen.Load(ctx, schemagen.Source{Kubeconfig: c.Kubeconfig})
+		live, err := schemagen.Load(ctx, schemagen.Source{Config: c.AdminConfig})
 		if err != nil {
 			t.Fatal(err)
 		}
