@@ -9,8 +9,8 @@ import (
 	"github.com/cedar-policy/cedar-go/types"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/internal/schematest"
 	"github.com/kcedar/kcedar/schemagen"
-	"github.com/kcedar/kcedar/schemagen/schematest"
 )
 
 func mustPolicies(t testing.TB, src string) *cedar.PolicySet {

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/internal/schematest"
 	"github.com/kcedar/kcedar/residual/wire"
 	"github.com/kcedar/kcedar/schemagen"
-	"github.com/kcedar/kcedar/schemagen/schematest"
 )
 
 // KEP requirement 1, as a property: for generated policies x requests x

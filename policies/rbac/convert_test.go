@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/internal/testgen"
 	"github.com/kcedar/kcedar/residual"
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -186,7 +187,7 @@ func TestFeatureWarnings(t *testing.T) {
 func TestDeterministic(t *testing.T) {
 	s := defaultSchema(t)
 	in := readInput(t, "testdata/bootstrap", "testdata/features.yaml")
-	gen := GenerateConfig(7, 50, 100)
+	gen := testgen.RBACConfig(7, 50, 100)
 	in.Roles = append(in.Roles, gen.Roles...)
 	in.ClusterRoles = append(in.ClusterRoles, gen.ClusterRoles...)
 	in.RoleBindings = append(in.RoleBindings, gen.RoleBindings...)
@@ -219,7 +220,7 @@ func TestOfflineParity(t *testing.T) {
 	s := defaultSchema(t)
 	for _, seed := range []uint64{1, 2, 3} {
 		in := readInput(t, "testdata/bootstrap")
-		gen := GenerateConfig(seed, 50, 100)
+		gen := testgen.RBACConfig(seed, 50, 100)
 		in.Roles = append(in.Roles, gen.Roles...)
 		in.ClusterRoles = append(in.ClusterRoles, gen.ClusterRoles...)
 		in.RoleBindings = append(in.RoleBindings, gen.RoleBindings...)
@@ -233,7 +234,7 @@ func TestOfflineParity(t *testing.T) {
 		if testing.Short() {
 			n = 1000
 		}
-		specs := GenerateRequests(seed, n)
+		specs := testgen.SubjectAccessReviews(seed, n)
 		var allowed, customVerb, starSub, bad int
 		for i := range specs {
 			req, err := cedar.RequestFromSAR(&specs[i])
@@ -399,3 +400,5 @@ func TestEdgePatterns(t *testing.T) {
 	}
 	t.Logf("%d requests, %d allowed by RBAC, %d differ by the resourceNames \"\" gap", checked, allowed, gap)
 }
+
+func pick[T any](r *rand.Rand, s []T) T { return s[r.IntN(len(s))] }
