@@ -214,7 +214,7 @@ func TestDeterministic(t *testing.T) {
 
 // TestOfflineParity decides generated requests over the bootstrap roles plus a
 // generated configuration with the converted policies and with the reference
-// RBAC matcher (Allows), which the e2e test checks against a real apiserver:
+// RBAC authorizer (testgen.RBACObjects.Allows), which the e2e test checks against a real apiserver:
 // every answer must agree.
 func TestOfflineParity(t *testing.T) {
 	s := defaultSchema(t)
@@ -243,7 +243,7 @@ func TestOfflineParity(t *testing.T) {
 			}
 			out := authz.Authorize(req, residual.Options{})
 			got := out.Decision == cedar.Allow
-			want, why := in.Allows(req)
+			want, why := reference(in).Allows(req)
 			if want {
 				allowed++
 				switch {
@@ -329,7 +329,7 @@ func TestEdgePatterns(t *testing.T) {
 	authz := compile(t, s, res)
 	// Each user is the subject of one binding: deciding over that binding and
 	// its role alone is RBAC's answer, and quick.
-	ref := map[string][2]*Input{}
+	ref := map[string][2]*testgen.RBACObjects{}
 	for j := range in.ClusterRoles {
 		for _, u := range []struct {
 			crb bool
@@ -343,7 +343,7 @@ func TestEdgePatterns(t *testing.T) {
 				one.RoleBindings = in.RoleBindings[j : j+1]
 				user += "-ns"
 			}
-			ref[user] = [2]*Input{one, one.Convertible()}
+			ref[user] = [2]*testgen.RBACObjects{reference(one), reference(one).Convertible()}
 		}
 	}
 	checked, allowed, gap := 0, 0, 0
@@ -399,6 +399,11 @@ func TestEdgePatterns(t *testing.T) {
 		}
 	}
 	t.Logf("%d requests, %d allowed by RBAC, %d differ by the resourceNames \"\" gap", checked, allowed, gap)
+}
+
+// reference is in for the reference RBAC authorizer (testgen.RBACObjects.Allows).
+func reference(in *Input) *testgen.RBACObjects {
+	return &testgen.RBACObjects{Roles: in.Roles, ClusterRoles: in.ClusterRoles, RoleBindings: in.RoleBindings, ClusterRoleBindings: in.ClusterRoleBindings}
 }
 
 func pick[T any](r *rand.Rand, s []T) T { return s[r.IntN(len(s))] }

@@ -43,7 +43,7 @@ const (
 //
 // Every answer of kcedar must equal the apiserver's (custom verbs and literal
 // "*" subresources included), and so must every answer of the reference
-// matcher (rbac.Input.Allows).
+// authorizer (testgen.RBACObjects.Allows).
 func TestRBACParity(t *testing.T) {
 	c := framework.Start(t, framework.Options{})
 	cs := c.Client(t)
@@ -73,6 +73,7 @@ func TestRBACParity(t *testing.T) {
 	if err := in.ReadCluster(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
+	reference := &testgen.RBACObjects{Roles: in.Roles, ClusterRoles: in.ClusterRoles, RoleBindings: in.RoleBindings, ClusterRoleBindings: in.ClusterRoleBindings}
 	docs, err := schemagen.Default()
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +170,7 @@ func TestRBACParity(t *testing.T) {
 		out := authz.Authorize(req, residual.Options{})
 		decideTime += time.Since(d0)
 		got := out.Decision == cedar.Allow
-		ref, why := in.Allows(req)
+		ref, why := reference.Allows(req)
 		if a.allowed {
 			allowed++
 			switch {
