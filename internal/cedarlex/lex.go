@@ -136,52 +136,70 @@ func (l *Lexer) peek(n int) byte {
 // literal or block comment without its end, carries the position where it
 // starts; the lexer then stands at the end of the input.
 func (l *Lexer) Next() (Token, error) {
-	for l.off < len(l.src) {
-		switch l.src[l.off] {
-		case ' ', '\t', '\r', '\n':
-			l.advance()
+	src := l.src
+	for l.off < len(src) { // whitespace (ASCII: one column per byte)
+		switch src[l.off] {
+		case ' ', '\t', '\r':
+			l.off++
+			l.col++
+			continue
+		case '\n':
+			l.off++
+			l.line, l.col = l.line+1, 1
 			continue
 		}
 		break
 	}
 	start := l.pos()
-	tok := func(k Kind) (Token, error) { return Token{Kind: k, Pos: start, End: l.off}, nil }
-	if l.off >= len(l.src) {
-		return tok(EOF)
+	if l.off >= len(src) {
+		return Token{Kind: EOF, Pos: start, End: l.off}, nil
 	}
-	c := l.src[l.off]
+	c := src[l.off]
 	switch {
-	case isIdentStart(c):
-		for l.advance(); l.off < len(l.src) && IsIdentByte(l.src[l.off]); {
-			l.advance()
+	case isIdentStart(c) || c >= '0' && c <= '9':
+		kind, end := Ident, l.off+1
+		if !isIdentStart(c) {
+			kind = Int
+			for end < len(src) && src[end] >= '0' && src[end] <= '9' {
+				end++
+			}
+		} else {
+			for end < len(src) && IsIdentByte(src[end]) {
+				end++
+			}
 		}
-		return tok(Ident)
-	case c >= '0' && c <= '9':
-		for l.advance(); l.off < len(l.src) && l.src[l.off] >= '0' && l.src[l.off] <= '9'; {
-			l.advance()
-		}
-		return tok(Int)
+		l.col += end - l.off // ASCII
+		l.off = end
+		return Token{Kind: kind, Pos: start, End: end}, nil
 	case c == '"':
-		l.advance()
+		i := l.off + 1
 		for {
-			if l.off >= len(l.src) || l.src[l.off] == '\n' {
+			if i >= len(src) || src[i] == '\n' {
+				l.col += runes(src[l.off:i])
+				l.off = i
 				l.skipToEnd()
 				return Token{}, fmt.Errorf("%s: string literal not terminated", start)
 			}
-			b := l.src[l.off]
-			l.advance()
+			b := src[i]
+			i++
 			if b == '"' {
-				return tok(String)
+				break
 			}
-			if b == '\\' && l.off < len(l.src) && l.src[l.off] != '\n' {
-				l.advance() // the escaped character
+			if b == '\\' && i < len(src) && src[i] != '\n' {
+				i++ // the escaped character (its first byte)
 			}
 		}
+		l.col += runes(src[l.off:i]) // no newline inside
+		l.off = i
+		return Token{Kind: String, Pos: start, End: i}, nil
 	case c == '/' && l.peek(1) == '/':
-		for l.off < len(l.src) && l.src[l.off] != '\n' {
-			l.advance()
+		i := l.off
+		for i < len(src) && src[i] != '\n' {
+			i++
 		}
-		return tok(LineComment)
+		l.col += runes(src[l.off:i])
+		l.off = i
+		return Token{Kind: LineComment, Pos: start, End: i}, nil
 	case c == '/' && l.peek(1) == '*':
 		l.advance()
 		l.advance()
@@ -193,7 +211,7 @@ func (l *Lexer) Next() (Token, error) {
 			if l.src[l.off] == '*' && l.src[l.off+1] == '/' {
 				l.advance()
 				l.advance()
-				return tok(BlockComment)
+				return Token{Kind: BlockComment, Pos: start, End: l.off}, nil
 			}
 			l.advance()
 		}
@@ -201,30 +219,42 @@ func (l *Lexer) Next() (Token, error) {
 	// Punctuation, or one invalid rune.
 	l.advance()
 	next := l.peek(0)
+	kind := Punct
 	switch c {
 	case '@', '.', ',', ';', '(', ')', '{', '}', '[', ']', '+', '-', '*':
-		return tok(Punct)
 	case ':':
 		if next == ':' {
 			l.advance()
 		}
-		return tok(Punct)
 	case '!', '<', '>':
 		if next == '=' {
 			l.advance()
 		}
-		return tok(Punct)
 	case '=', '|', '&':
 		if next == c {
 			l.advance()
-			return tok(Punct)
+		} else {
+			kind = Invalid
 		}
-		return tok(Invalid)
+	default:
+		kind = Invalid
+		for l.off < len(src) && src[l.off]&0xC0 == 0x80 { // the rest of a multi-byte rune
+			l.advance()
+		}
 	}
-	for l.off < len(l.src) && l.src[l.off]&0xC0 == 0x80 { // the rest of a multi-byte rune
-		l.advance()
+	return Token{Kind: kind, Pos: start, End: l.off}, nil
+}
+
+// runes counts the runes of b as cedar-go's columns do (bytes that start a
+// rune; b holds no newline).
+func runes(b []byte) int {
+	n := 0
+	for _, c := range b {
+		if c&0xC0 != 0x80 {
+			n++
+		}
 	}
-	return tok(Invalid)
+	return n
 }
 
 // skipToEnd moves to the end of the input (after an error).

@@ -335,3 +335,38 @@ func FuzzAgreesWithCedarGo(f *testing.F) {
 		checkAgainstCedarGo(t, src)
 	})
 }
+
+// BenchmarkTokens lexes the policy library (repeated to about 200 KB) and, for
+// scale, parses it with cedar-go: the nesting guard adds one lexer pass to
+// every parse.
+func BenchmarkTokens(b *testing.B) {
+	var one []byte
+	err := filepath.WalkDir("../../policies", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".cedar") {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		one = append(append(one, data...), '\n')
+		return err
+	})
+	if err != nil || len(one) == 0 {
+		b.Fatal("no policies", err)
+	}
+	src := bytes.Repeat(one, 200<<10/len(one)+1)
+	b.Run("cedarlex", func(b *testing.B) {
+		b.SetBytes(int64(len(src)))
+		for i := 0; i < b.N; i++ {
+			if _, err := Tokens(src); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cedar-go", func(b *testing.B) {
+		b.SetBytes(int64(len(src)))
+		for i := 0; i < b.N; i++ {
+			if _, err := cedar.NewPolicyListFromBytes("p.cedar", src); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
