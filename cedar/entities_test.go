@@ -8,8 +8,8 @@ import (
 
 	"github.com/cedar-policy/cedar-go/types"
 
+	"github.com/kcedar/kcedar/internal/schematest"
 	"github.com/kcedar/kcedar/schemagen"
-	"github.com/kcedar/kcedar/schemagen/schematest"
 )
 
 func TestPrincipalUID(t *testing.T) {

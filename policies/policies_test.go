@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/policies"
+	"github.com/kcedar/kcedar/internal/testgen"
 	"github.com/kcedar/kcedar/residual"
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -56,7 +56,7 @@ func TestExamplesValidate(t *testing.T) {
 		}
 	}
 	// The generated RBAC-like sets used by benchmarks validate too.
-	ps, err := cedar.ParsePolicies("rbac-like", []byte(policies.RBACLike(300)))
+	ps, err := cedar.ParsePolicies("rbac-like", []byte(testgen.RBACLike(300)))
 	if err != nil {
 		t.Fatal(err)
 	}

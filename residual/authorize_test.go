@@ -10,9 +10,9 @@ import (
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/oracle"
+	"github.com/kcedar/kcedar/internal/schematest"
 	"github.com/kcedar/kcedar/residual/wire"
 	"github.com/kcedar/kcedar/schemagen"
-	"github.com/kcedar/kcedar/schemagen/schematest"
 )
 
 func mustPolicies(t testing.TB, src string) *cedar.PolicySet {

@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/policies"
-	"github.com/kcedar/kcedar/schemagen/schematest"
+	"github.com/kcedar/kcedar/internal/schematest"
+	"github.com/kcedar/kcedar/internal/testgen"
 )
 
 func benchAuthorize(b *testing.B, n int, req *cedar.Request) {
-	ps := mustPolicies(b, policies.RBACLike(n))
+	ps := mustPolicies(b, testgen.RBACLike(n))
 	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{})
 	durations := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/policies"
+	"github.com/kcedar/kcedar/internal/testgen"
 	"github.com/kcedar/kcedar/residual/wire"
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -44,7 +44,7 @@ var benchPod = []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-7
 // conditional ones, with caches of cacheSize (0: none).
 func benchAuthorizer(b *testing.B, cacheSize int) *Engine {
 	s := embeddedSchema(b)
-	ps := mustPolicies(b, policies.RBACLike(1000)+conditionalPolicies)
+	ps := mustPolicies(b, testgen.RBACLike(1000)+conditionalPolicies)
 	return NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: cacheSize})
 }
 

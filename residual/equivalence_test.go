@@ -9,9 +9,9 @@ import (
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/oracle"
+	"github.com/kcedar/kcedar/internal/schematest"
 	"github.com/kcedar/kcedar/residual/wire"
 	"github.com/kcedar/kcedar/schemagen"
-	"github.com/kcedar/kcedar/schemagen/schematest"
 )
 
 // KEP requirement 1, as a property: for generated policies x requests x

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/kcedar/kcedar/internal/cedarlex"
 )
 
 const badRune = utf8.RuneError
@@ -99,29 +101,26 @@ func (sf *sourceFile) position(off int) (int, int) {
 	return line, 1 + sort.Search(len(idx), func(i int) bool { return int(idx[i]) >= off-start })
 }
 
-// maskComments replaces the contents of // comments with spaces (keeping
-// byte offsets), leaving strings intact.
+// maskComments replaces the contents of comments (`//` and `/* */`, as
+// cedar-go reads them: see internal/cedarlex) with spaces, keeping byte
+// offsets and newlines, and leaves strings intact. After a string or comment
+// that does not end (which cedar-go rejects) the rest is left as it is.
 func maskComments(data []byte) string {
 	out := []byte(string(data))
-	inString := false
-	for i := 0; i < len(out); i++ {
-		c := out[i]
-		switch {
-		case inString:
-			if c == '\\' {
-				i++
-			} else if c == '"' || c == '\n' {
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '/' && i+1 < len(out) && out[i+1] == '/':
-			for ; i < len(out) && out[i] != '\n'; i++ {
-				out[i] = ' '
+	lx := cedarlex.New(data)
+	for {
+		tok, err := lx.Next()
+		if err != nil || tok.Kind == cedarlex.EOF {
+			return string(out)
+		}
+		if tok.Kind.IsComment() {
+			for i := tok.Pos.Offset; i < tok.End; i++ {
+				if out[i] != '\n' {
+					out[i] = ' '
+				}
 			}
 		}
 	}
-	return string(out)
 }
 
 // find returns the offset of the first occurrence of needle in the policy's

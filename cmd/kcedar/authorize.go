@@ -15,13 +15,12 @@ import (
 	"github.com/kcedar/kcedar/cedar/lint"
 	"github.com/kcedar/kcedar/residual/offline"
 	"github.com/kcedar/kcedar/residual/wire"
-	"github.com/kcedar/kcedar/schemagen"
 )
 
 func init() { rootCmd.AddCommand(newAuthorizeCmd()) }
 
 type authorizeOptions struct {
-	src       schemagen.Source
+	src       schemaSource
 	policies  []string
 	output    string
 	sarFile   string

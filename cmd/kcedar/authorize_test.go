@@ -39,7 +39,7 @@ func testChecker(t testing.TB) *lint.Checker {
 	t.Helper()
 	checkerOnce.Do(func() {
 		var s *schemagen.Schema
-		if s, checkerErr = loadSchema(nil, schemagen.Source{}); checkerErr == nil {
+		if s, checkerErr = loadSchema(nil, schemaSource{}); checkerErr == nil {
 			checkerVal, checkerErr = lint.NewChecker(s)
 		}
 	})

@@ -8,13 +8,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kcedar/kcedar/cedar/lint"
-	"github.com/kcedar/kcedar/schemagen"
 )
 
 func init() { rootCmd.AddCommand(newValidateCmd()) }
 
 type validateOptions struct {
-	src            schemagen.Source
+	src            schemaSource
 	output         string
 	strictWarnings bool
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/internal/testgen"
 	"github.com/kcedar/kcedar/residual"
 )
 
@@ -14,7 +15,7 @@ func benchWorkload(b *testing.B) (*residual.Engine, []*cedar.Request) {
 	b.Helper()
 	s := defaultSchema(b)
 	in := readInput(b, "testdata/bootstrap")
-	gen := GenerateConfig(20261121, 50, 100)
+	gen := testgen.RBACConfig(20261121, 50, 100)
 	in.Roles = append(in.Roles, gen.Roles...)
 	in.ClusterRoles = append(in.ClusterRoles, gen.ClusterRoles...)
 	in.RoleBindings = append(in.RoleBindings, gen.RoleBindings...)
@@ -24,7 +25,7 @@ func benchWorkload(b *testing.B) (*residual.Engine, []*cedar.Request) {
 		b.Fatal(err)
 	}
 	authz := compile(b, s, res)
-	specs := GenerateRequests(20261121, 4096)
+	specs := testgen.SubjectAccessReviews(20261121, 4096)
 	reqs := make([]*cedar.Request, len(specs))
 	for i := range specs {
 		if reqs[i], err = cedar.RequestFromSAR(&specs[i]); err != nil {
@@ -75,7 +76,7 @@ func BenchmarkAuthorizeConvertedCached(b *testing.B) {
 func BenchmarkConvert(b *testing.B) {
 	s := defaultSchema(b)
 	in := readInput(b, "testdata/bootstrap")
-	gen := GenerateConfig(20261121, 50, 100)
+	gen := testgen.RBACConfig(20261121, 50, 100)
 	in.Roles = append(in.Roles, gen.Roles...)
 	in.ClusterRoles = append(in.ClusterRoles, gen.ClusterRoles...)
 	in.RoleBindings = append(in.RoleBindings, gen.RoleBindings...)

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/internal/testgen"
 	"github.com/kcedar/kcedar/residual"
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -186,7 +187,7 @@ func TestFeatureWarnings(t *testing.T) {
 func TestDeterministic(t *testing.T) {
 	s := defaultSchema(t)
 	in := readInput(t, "testdata/bootstrap", "testdata/features.yaml")
-	gen := GenerateConfig(7, 50, 100)
+	gen := testgen.RBACConfig(7, 50, 100)
 	in.Roles = append(in.Roles, gen.Roles...)
 	in.ClusterRoles = append(in.ClusterRoles, gen.ClusterRoles...)
 	in.RoleBindings = append(in.RoleBindings, gen.RoleBindings...)
@@ -213,13 +214,13 @@ func TestDeterministic(t *testing.T) {
 
 // TestOfflineParity decides generated requests over the bootstrap roles plus a
 // generated configuration with the converted policies and with the reference
-// RBAC matcher (Allows), which the e2e test checks against a real apiserver:
+// RBAC authorizer (testgen.RBACObjects.Allows), which the e2e test checks against a real apiserver:
 // every answer must agree.
 func TestOfflineParity(t *testing.T) {
 	s := defaultSchema(t)
 	for _, seed := range []uint64{1, 2, 3} {
 		in := readInput(t, "testdata/bootstrap")
-		gen := GenerateConfig(seed, 50, 100)
+		gen := testgen.RBACConfig(seed, 50, 100)
 		in.Roles = append(in.Roles, gen.Roles...)
 		in.ClusterRoles = append(in.ClusterRoles, gen.ClusterRoles...)
 		in.RoleBindings = append(in.RoleBindings, gen.RoleBindings...)
@@ -233,7 +234,7 @@ func TestOfflineParity(t *testing.T) {
 		if testing.Short() {
 			n = 1000
 		}
-		specs := GenerateRequests(seed, n)
+		specs := testgen.SubjectAccessReviews(seed, n)
 		var allowed, customVerb, starSub, bad int
 		for i := range specs {
 			req, err := cedar.RequestFromSAR(&specs[i])
@@ -242,7 +243,7 @@ func TestOfflineParity(t *testing.T) {
 			}
 			out := authz.Authorize(req).FailureDecision()
 			got := out.IsAllowed()
-			want, why := in.Allows(req)
+			want, why := reference(in).Allows(req)
 			if want {
 				allowed++
 				switch {
@@ -328,7 +329,7 @@ func TestEdgePatterns(t *testing.T) {
 	authz := compile(t, s, res)
 	// Each user is the subject of one binding: deciding over that binding and
 	// its role alone is RBAC's answer, and quick.
-	ref := map[string][2]*Input{}
+	ref := map[string][2]*testgen.RBACObjects{}
 	for j := range in.ClusterRoles {
 		for _, u := range []struct {
 			crb bool
@@ -342,7 +343,7 @@ func TestEdgePatterns(t *testing.T) {
 				one.RoleBindings = in.RoleBindings[j : j+1]
 				user += "-ns"
 			}
-			ref[user] = [2]*Input{one, one.Convertible()}
+			ref[user] = [2]*testgen.RBACObjects{reference(one), reference(one).Convertible()}
 		}
 	}
 	checked, allowed, gap := 0, 0, 0
@@ -399,3 +400,10 @@ func TestEdgePatterns(t *testing.T) {
 	}
 	t.Logf("%d requests, %d allowed by RBAC, %d differ by the resourceNames \"\" gap", checked, allowed, gap)
 }
+
+// reference is in for the reference RBAC authorizer (testgen.RBACObjects.Allows).
+func reference(in *Input) *testgen.RBACObjects {
+	return &testgen.RBACObjects{Roles: in.Roles, ClusterRoles: in.ClusterRoles, RoleBindings: in.RoleBindings, ClusterRoleBindings: in.ClusterRoleBindings}
+}
+
+func pick[T any](r *rand.Rand, s []T) T { return s[r.IntN(len(s))] }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/internal/testgen"
 	"github.com/kcedar/kcedar/policies/rbac"
 	"github.com/kcedar/kcedar/residual"
 	"github.com/kcedar/kcedar/schemagen"
@@ -42,7 +43,7 @@ const (
 //
 // Every answer of kcedar must equal the apiserver's (custom verbs and literal
 // "*" subresources included), and so must every answer of the reference
-// matcher (rbac.Input.Allows).
+// authorizer (testgen.RBACObjects.Allows).
 func TestRBACParity(t *testing.T) {
 	c := framework.Start(t, framework.Options{})
 	cs := c.Client(t)
@@ -58,8 +59,8 @@ func TestRBACParity(t *testing.T) {
 		seed = n
 	}
 	t.Logf("seed %d (set KCEDAR_RBAC_PARITY_SEED to try another)", seed)
-	gen := rbac.GenerateConfig(seed, parityRoles, parityBindings)
-	for _, ns := range rbac.GenNamespaces {
+	gen := testgen.RBACConfig(seed, parityRoles, parityBindings)
+	for _, ns := range testgen.Namespaces {
 		c.EnsureNamespace(t, ns)
 	}
 	t0 := time.Now()
@@ -72,6 +73,7 @@ func TestRBACParity(t *testing.T) {
 	if err := in.ReadCluster(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
+	reference := &testgen.RBACObjects{Roles: in.Roles, ClusterRoles: in.ClusterRoles, RoleBindings: in.RoleBindings, ClusterRoleBindings: in.ClusterRoleBindings}
 	docs, err := schemagen.Default()
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +115,7 @@ func TestRBACParity(t *testing.T) {
 		t.Logf("  warning: %s", w)
 	}
 
-	specs := rbac.GenerateRequests(seed, paritySARs)
+	specs := testgen.SubjectAccessReviews(seed, paritySARs)
 	type answer struct {
 		allowed bool
 		reason  string
@@ -168,7 +170,7 @@ func TestRBACParity(t *testing.T) {
 		out := authz.Authorize(req).FailureDecision()
 		decideTime += time.Since(d0)
 		got := out.IsAllowed()
-		ref, why := in.Allows(req)
+		ref, why := reference.Allows(req)
 		if a.allowed {
 			allowed++
 			switch {
@@ -211,7 +213,7 @@ func TestRBACParity(t *testing.T) {
 
 	// The CLI reads the same objects and the cluster's own schema.
 	t.Run("cli", func(t *testing.T) {
-		live, err := schemagen.Load(ctx, schemagen.Source{Kubeconfig: c.Kubeconfig})
+		live, err := schemagen.Load(ctx, schemagen.Source{Config: c.AdminConfig})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +252,7 @@ func first(s []string, n int) []string {
 	return s
 }
 
-func applyRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface, in *rbac.Input) {
+func applyRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface, in *testgen.RBACObjects) {
 	t.Helper()
 	r := cs.RbacV1()
 	for i := range in.ClusterRoles {
@@ -281,7 +283,7 @@ func applyRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface, in *r
 func waitForRBACCaches(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 	t.Helper()
 	r := cs.RbacV1()
-	ns := rbac.GenNamespaces[0]
+	ns := testgen.Namespaces[0]
 	rule := []rbacv1.PolicyRule{{APIGroups: []string{"example.com"}, Resources: []string{"sentinels"}, Verbs: []string{"get"}}}
 	subj := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "zz-sentinel"}}
 	ref := func(kind string) rbacv1.RoleRef {

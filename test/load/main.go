@@ -28,7 +28,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kcedar/kcedar/policies"
+	"github.com/kcedar/kcedar/internal/testgen"
 	"github.com/kcedar/kcedar/policies/rbac"
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -41,7 +41,7 @@ func main() {
 		duration = flag.Duration("duration", 10*time.Second, "measurement time per phase")
 		warmup   = flag.Duration("warmup", 2*time.Second, "warm-up time per phase")
 		rounds   = flag.Int("rounds", 3, "alternate the two phases this many times and report medians (evens out noise)")
-		workload = flag.String("workload", "rbac-like", "rbac-like: policies.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (policies/rbac) and its generated SubjectAccessReviews")
+		workload = flag.String("workload", "rbac-like", "rbac-like: testgen.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (policies/rbac) and its generated SubjectAccessReviews")
 	)
 	flag.Parse()
 	var err error
@@ -49,7 +49,7 @@ func main() {
 	var bodies [][]byte
 	switch *workload {
 	case "rbac-like":
-		policySet, bodies = policies.RBACLike(*nPol), requestBodies()
+		policySet, bodies = testgen.RBACLike(*nPol), requestBodies()
 	case "rbac":
 		policySet, bodies, err = rbacWorkload()
 	default:
@@ -86,7 +86,7 @@ func rbacWorkload() (string, [][]byte, error) {
 	if err := in.ReadPaths([]string{filepath.Join(root, "policies", "rbac", "testdata", "bootstrap")}); err != nil {
 		return "", nil, err
 	}
-	gen := rbac.GenerateConfig(20261121, 50, 100)
+	gen := testgen.RBACConfig(20261121, 50, 100)
 	in.Roles = append(in.Roles, gen.Roles...)
 	in.ClusterRoles = append(in.ClusterRoles, gen.ClusterRoles...)
 	in.RoleBindings = append(in.RoleBindings, gen.RoleBindings...)
@@ -104,7 +104,7 @@ func rbacWorkload() (string, [][]byte, error) {
 		return "", nil, err
 	}
 	var bodies [][]byte
-	for _, spec := range rbac.GenerateRequests(20261121, 4096) {
+	for _, spec := range testgen.SubjectAccessReviews(20261121, 4096) {
 		if ra := spec.ResourceAttributes; ra != nil && (ra.Verb == "*" || ra.Group == "*" || ra.Resource == "*" || ra.Subresource == "*") {
 			continue
 		}
