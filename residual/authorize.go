@@ -121,9 +121,8 @@ func (a *Authorizer) authorize(req *cedar.Request) Outcome {
 // settles the answer.
 func (a *Authorizer) anyForbid(req *cedar.Request, verbs []string) bool {
 	target := cedar.ResolveTarget(a.Schema, req)
-	uid := cedar.PrincipalUID(req.User.Name)
 	for _, verb := range verbs {
-		for _, p := range a.Policies.Candidates(uid, req.User.Groups, verb, target.EntityType) {
+		for _, p := range a.Policies.Candidates(cedar.NewCandidateQuery(req, target, verb)) {
 			if p.Effect == types.Forbid {
 				return true
 			}
@@ -252,7 +251,7 @@ func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, target ceda
 	principal := cedar.PrincipalEntity(req.User)
 	action := schemagen.ActionUID(verb)
 	resourceUID := target.EntityUID(req)
-	candidates := a.Policies.Candidates(principal.UID, req.User.Groups, verb, target.EntityType)
+	candidates := a.Policies.Candidates(cedar.NewCandidateQuery(req, target, verb))
 	if len(candidates) == 0 {
 		return Outcome{}
 	}

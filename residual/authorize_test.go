@@ -344,7 +344,7 @@ func oracle(s *schemagen.Schema, ps *cedar.PolicySet, req *cedar.Request) (_ ced
 	uid := target.EntityUID(req)
 	for _, w := range worlds {
 		ents := &cedar.Entities{Principal: principal, Resource: types.Entity{UID: uid, Attributes: types.NewRecord(w.attrs)}}
-		cands := ps.Candidates(principal.UID, req.User.Groups, w.verb, target.EntityType)
+		cands := ps.Candidates(cedar.NewCandidateQuery(req, target, w.verb))
 		res := cedar.Evaluate(cands, ents, principal.UID, schemagen.ActionUID(w.verb), uid)
 		allowing := map[string]bool{}
 		if res.Decision == cedar.Allow {
