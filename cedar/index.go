@@ -83,8 +83,11 @@ type bucket struct {
 	keyed map[dimKey][]int32
 	// all lists the policies keyed on a resource dimension, whatever the
 	// value, for requests that leave it open.
-	all  [nDims][]int32
-	rest []int32
+	all [nDims][]int32
+	// absent lists the forbids keyed on a constraint that fails when its
+	// attribute is absent, for requests without that attribute.
+	absent [nDims][]int32
+	rest   []int32
 }
 
 // constraint is one extracted fact: the dimension takes one of vals.
@@ -106,7 +109,7 @@ func buildIndex(policies []*Policy) *index {
 	for i, p := range policies {
 		exts[i] = extract(p.AST, p.Effect == types.Forbid)
 		for _, c := range exts[i].cons {
-			if c.dim == dVerb || c.dim == dRType || c.flags&keepIfAbsent != 0 {
+			if c.dim == dVerb || c.dim == dRType {
 				continue
 			}
 			for _, v := range c.vals {
@@ -125,7 +128,7 @@ func buildIndex(policies []*Policy) *index {
 		primary := -1
 		best := int64(-1)
 		for ci, c := range e.cons {
-			if c.dim == dVerb || c.dim == dRType || c.flags&keepIfAbsent != 0 {
+			if c.dim == dVerb || c.dim == dRType {
 				continue
 			}
 			var cost int64
@@ -163,6 +166,9 @@ func buildIndex(policies []*Policy) *index {
 				}
 				if isResourceDim(c.dim) {
 					b.all[c.dim] = append(b.all[c.dim], int32(i))
+				}
+				if c.flags&keepIfAbsent != 0 {
+					b.absent[c.dim] = append(b.absent[c.dim], int32(i))
 				}
 			}
 		}
@@ -364,6 +370,7 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 						found = append(found, b.keyed[dimKey{dGroup, g}]...)
 					}
 				case !has[d]:
+					found = append(found, b.absent[d]...)
 				case open[d]:
 					found = append(found, b.all[d]...)
 				case vals[d] != 0:
