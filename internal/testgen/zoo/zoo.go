@@ -44,20 +44,20 @@ var (
 
 // Shape names, in the order of Shapes.
 const (
-	ShapeScopeRBAC     = "scope-rbac"      // group, verbs and type in the scope, namespace in when
-	ShapeUser          = "user-pinned"     // principal is k8s::User + principal.username == ...
-	ShapeGroupContains = "group-contains"  // principal.groups.contains(...)
-	ShapeSA            = "serviceaccount"  // principal.namespace == .. && principal.name == ..
-	ShapeMultiType     = "multi-type"      // (resource is A || resource is B) in when
-	ShapeNSList        = "namespace-list"  // ["a","b"].contains(resource.namespace)
-	ShapeLabels        = "object-labels"   // labels of the object
-	ShapeUnless        = "unless"          // unless exceptions
-	ShapeForbid        = "forbid"          // forbids, some with open names
-	ShapeNearDup       = "near-duplicate"  // a policy again with one literal changed
-	ShapeContextVerb   = "context-verb"    // verbs through context.verb
-	ShapeNode          = "node"            // principal.name of a Node
-	ShapeResource      = "k8s-resource"    // apiGroup and resource of k8s::Resource
-	ShapeUserScope     = "user-scope"      // principal == k8s::User::"..." in the scope
+	ShapeScopeRBAC     = "scope-rbac"     // group, verbs and type in the scope, namespace in when
+	ShapeUser          = "user-pinned"    // principal is k8s::User + principal.username == ...
+	ShapeGroupContains = "group-contains" // principal.groups.contains(...)
+	ShapeSA            = "serviceaccount" // principal.namespace == .. && principal.name == ..
+	ShapeMultiType     = "multi-type"     // (resource is A || resource is B) in when
+	ShapeNSList        = "namespace-list" // ["a","b"].contains(resource.namespace)
+	ShapeLabels        = "object-labels"  // labels of the object
+	ShapeUnless        = "unless"         // unless exceptions
+	ShapeForbid        = "forbid"         // forbids, some with open names
+	ShapeNearDup       = "near-duplicate" // a policy again with one literal changed
+	ShapeContextVerb   = "context-verb"   // verbs through context.verb
+	ShapeNode          = "node"           // principal.name of a Node
+	ShapeResource      = "k8s-resource"   // apiGroup and resource of k8s::Resource
+	ShapeUserScope     = "user-scope"     // principal == k8s::User::"..." in the scope
 )
 
 // Shapes and their weights (percent).
