@@ -79,11 +79,16 @@ type dimKey struct {
 }
 
 type bucket struct {
-	dims  uint16 // dimensions with keyed policies
-	keyed map[dimKey][]int32
-	// all lists the policies keyed on a resource dimension, whatever the
-	// value, for requests that leave it open.
-	all [nDims][]int32
+	dims uint16 // dimensions with keyed policies
+	// keyed maps dimKey{tag<<4 | dim, value} to policies. Tag 0 is a
+	// policy's primary key. A policy whose primary key is on a resource
+	// dimension r (which requests may leave open) is also keyed under tag r+1
+	// by its most selective principal constraint, for requests that leave r
+	// open; openDims[r] lists those principal dimensions, openRest[r] the
+	// policies without one.
+	keyed    map[dimKey][]int32
+	openDims [nDims]uint16
+	openRest [nDims][]int32
 	// absent lists the forbids keyed on a constraint that fails when its
 	// attribute is absent, for requests without that attribute.
 	absent [nDims][]int32
@@ -124,9 +129,11 @@ func buildIndex(policies []*Policy) *index {
 		rtypes, okT := e.values(dRType)
 		vids := ix.ids(verbs, okV)
 		tids := ix.ids(rtypes, okT)
-		// The primary key: the cheapest non-verb, non-type constraint.
-		primary := -1
-		best := int64(-1)
+		// The primary key: the cheapest non-verb, non-type constraint; the
+		// secondary: the cheapest principal constraint that holds whenever
+		// it is read.
+		primary, secondary := -1, -1
+		best, bestP := int64(-1), int64(-1)
 		for ci, c := range e.cons {
 			if c.dim == dVerb || c.dim == dRType {
 				continue
@@ -135,8 +142,11 @@ func buildIndex(policies []*Policy) *index {
 			for _, v := range c.vals {
 				cost += int64(count[dimKey{c.dim, ix.intern(v)}])
 			}
+			if !isResourceDim(c.dim) && c.flags&keepIfAbsent == 0 && (bestP < 0 || cost < bestP) {
+				secondary, bestP = ci, cost
+			}
 			if isResourceDim(c.dim) {
-				cost *= 2 // open requests read every policy keyed on it
+				cost *= 2 // open requests read more
 			}
 			if best < 0 || cost < best {
 				primary, best = ci, cost
@@ -160,15 +170,18 @@ func buildIndex(policies []*Policy) *index {
 				}
 				c := e.cons[primary]
 				b.dims |= 1 << c.dim
-				for _, val := range slices.Compact(slices.Sorted(slices.Values(c.vals))) {
-					dk := dimKey{c.dim, ix.intern(val)}
-					b.keyed[dk] = append(b.keyed[dk], int32(i))
-				}
-				if isResourceDim(c.dim) {
-					b.all[c.dim] = append(b.all[c.dim], int32(i))
-				}
+				ix.put(b, 0, c, int32(i))
 				if c.flags&keepIfAbsent != 0 {
 					b.absent[c.dim] = append(b.absent[c.dim], int32(i))
+				}
+				if isResourceDim(c.dim) {
+					if secondary < 0 {
+						b.openRest[c.dim] = append(b.openRest[c.dim], int32(i))
+					} else {
+						sc := e.cons[secondary]
+						b.openDims[c.dim] |= 1 << sc.dim
+						ix.put(b, c.dim+1, sc, int32(i))
+					}
 				}
 			}
 		}
@@ -206,6 +219,14 @@ func ScopeResourceType(s ast.IsResourceScopeNode) (t types.EntityType, ok bool) 
 		return v.Entity.Type, true
 	}
 	return "", false
+}
+
+// put adds policy i to b under constraint c's values, with tag.
+func (ix *index) put(b *bucket, tag uint8, c constraint, i int32) {
+	for _, val := range slices.Compact(slices.Sorted(slices.Values(c.vals))) {
+		dk := dimKey{tag<<4 | c.dim, ix.intern(val)}
+		b.keyed[dk] = append(b.keyed[dk], i)
+	}
 }
 
 func isResourceDim(d uint8) bool {
@@ -349,6 +370,32 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 	if q.Verb == Wildcard {
 		verbIDs = append(slices.Clone(ix.verbs), anyID)
 	}
+	// collect appends the policies of b keyed under tag on the dimensions
+	// in mask, for the request's values.
+	var collect func(found []int32, b *bucket, tag uint8, mask uint16) []int32
+	collect = func(found []int32, b *bucket, tag uint8, mask uint16) []int32 {
+		for d := dUser; d < nDims; d++ {
+			if mask&(1<<d) == 0 {
+				continue
+			}
+			switch {
+			case d == dGroup:
+				for _, g := range groups {
+					found = append(found, b.keyed[dimKey{tag<<4 | dGroup, g}]...)
+				}
+			case !has[d]:
+				if tag == 0 {
+					found = append(found, b.absent[d]...)
+				}
+			case open[d]:
+				found = append(found, b.openRest[d]...)
+				found = collect(found, b, d+1, b.openDims[d])
+			case vals[d] != 0:
+				found = append(found, b.keyed[dimKey{tag<<4 | d, vals[d]}]...)
+			}
+		}
+		return found
+	}
 	var found []int32
 	for _, v := range verbIDs {
 		for _, t := range [2]uint32{id(string(q.ResourceType)), anyID} {
@@ -360,23 +407,7 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 			if b.dims == 0 {
 				continue
 			}
-			for d := dUser; d < nDims; d++ {
-				if b.dims&(1<<d) == 0 {
-					continue
-				}
-				switch {
-				case d == dGroup:
-					for _, g := range groups {
-						found = append(found, b.keyed[dimKey{dGroup, g}]...)
-					}
-				case !has[d]:
-					found = append(found, b.absent[d]...)
-				case open[d]:
-					found = append(found, b.all[d]...)
-				case vals[d] != 0:
-					found = append(found, b.keyed[dimKey{d, vals[d]}]...)
-				}
-			}
+			found = collect(found, b, 0, b.dims)
 		}
 	}
 	if len(found) == 0 {
@@ -384,6 +415,7 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 	}
 	slices.Sort(found)
 	found = slices.Compact(found)
+
 	out := make([]*Policy, 0, len(found))
 	for _, i := range found {
 		if ix.holds(i, &vals, &has, &open, groups) {

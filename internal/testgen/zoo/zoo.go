@@ -170,8 +170,8 @@ func policy(rng *rand.Rand, w World, shape string) string {
 		return fmt.Sprintf("permit (principal in k8s::Group::%q, action in %s, resource is core::secrets)\nwhen { resource.namespace == %q }\nunless { resource.name == \"admin-token\" };", team, readVerbs, ns)
 	case ShapeForbid:
 		switch rng.IntN(3) {
-		case 0: // a name, whatever the namespace: requests with open names meet it
-			return fmt.Sprintf("forbid (principal, action in [k8s::Action::\"delete\", k8s::Action::\"update\", k8s::Action::\"patch\"], resource is %s)\nwhen { resource.name == %q };", typ, pick(rng, names)+fmt.Sprintf("-%d", rng.IntN(w.Namespaces)))
+		case 0: // one object, for everyone: requests with open names meet it
+			return fmt.Sprintf("forbid (principal, action in [k8s::Action::\"delete\", k8s::Action::\"update\", k8s::Action::\"patch\"], resource is %s)\nwhen { resource.namespace == %q && resource.name == %q };", typ, ns, pick(rng, names))
 		case 1:
 			return fmt.Sprintf("forbid (principal in k8s::Group::%q, action, resource is core::secrets)\nwhen { resource.namespace == %q }\nunless { resource.name like \"public-*\" };", team, w.ns(rng.IntN(w.Namespaces)))
 		default:
@@ -306,4 +306,32 @@ func request(rng *rand.Rand, w World) *cedar.Request {
 		}
 	}
 	return r
+}
+
+// Split cuts a policy document into documents of at most maxBytes (at policy
+// boundaries), for sets larger than one policy file may be.
+func Split(text string, maxBytes int) []string {
+	var out []string
+	for len(text) > maxBytes {
+		cut := strings.LastIndex(text[:maxBytes], "\n\n@id(")
+		if cut <= 0 {
+			break
+		}
+		out = append(out, text[:cut+2])
+		text = text[cut+2:]
+	}
+	return append(out, text)
+}
+
+// PolicySet parses and indexes the n-policy zoo (not validated).
+func PolicySet(n int, seed uint64) (*cedar.PolicySet, error) {
+	var all []*cedar.Policy
+	for i, doc := range Split(Policies(n, seed), 4<<20) {
+		ps, err := cedar.ParsePolicies(fmt.Sprintf("zoo-%d.cedar", i), []byte(doc))
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ps...)
+	}
+	return cedar.NewPolicySet(all)
 }
