@@ -36,6 +36,8 @@ type SchemaValidator struct {
 	// invalid policies by text (their errors name the policy).
 	valid   map[[32]byte]bool
 	invalid map[[32]byte]error
+	// keepIDs: entity types whose ids the validator checks (actions, enums).
+	keepIDs map[types.EntityType]bool
 	// noCollapse turns off collapse (tests compare both).
 	noCollapse bool
 }
@@ -46,7 +48,14 @@ func NewSchemaValidator(s *schemagen.Schema) (*SchemaValidator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolving the schema: %w", err)
 	}
-	return &SchemaValidator{full: rs, valid: map[[32]byte]bool{}, invalid: map[[32]byte]error{}}, nil
+	keep := map[types.EntityType]bool{}
+	for uid := range rs.Actions {
+		keep[uid.Type] = true
+	}
+	for t := range rs.Enums {
+		keep[t] = true
+	}
+	return &SchemaValidator{full: rs, valid: map[[32]byte]bool{}, invalid: map[[32]byte]error{}, keepIDs: keep}, nil
 }
 
 // Validate checks policies in parallel.
@@ -72,7 +81,7 @@ const maxCached = 1 << 16
 // validateRaw is cedar-go's verdict on p, cached by shape (valid) or text
 // (invalid).
 func (v *SchemaValidator) validateRaw(p *Policy) error {
-	shape, shaped := shapeKey(p.AST)
+	shape, shaped := shapeKey(p.AST, v.keepIDs)
 	if shaped {
 		v.mu.Lock()
 		ok := v.valid[shape]
@@ -107,16 +116,18 @@ func (v *SchemaValidator) validateRaw(p *Policy) error {
 }
 
 // shapeKey hashes what the validator's verdict on p depends on: p without
-// annotations and with the string literals of its conditions blanked (a
-// string literal's value never changes a type), but entity literals, the
-// arguments of extension calls (ip("..."), which the validator parses),
-// attribute names, patterns and everything else kept. ok is false for a
-// policy holding a literal record or set value (hashed maps), which is then
-// not cached by shape.
-func shapeKey(p *ast.Policy) (key [32]byte, ok bool) {
+// annotations, with the string literals of its conditions blanked (a
+// string literal's value never changes a type) and the ids of entity
+// literals blanked unless keepIDs holds their type (actions and enumerated
+// types, whose ids the validator checks); entity types, the arguments of
+// extension calls (ip("..."), which the validator parses), attribute names,
+// patterns and everything else are kept. ok is false for a policy holding a
+// literal record or set value (hashed maps), which is then not cached by
+// shape.
+func shapeKey(p *ast.Policy, keepIDs map[types.EntityType]bool) (key [32]byte, ok bool) {
 	h := sha256.New()
-	w := &shapeWriter{buf: make([]byte, 0, 512), ok: true}
-	w.buf = fmt.Appendf(w.buf, "%v|%#v|%#v|%#v|", p.Effect, p.Principal, p.Action, p.Resource)
+	w := &shapeWriter{buf: make([]byte, 0, 512), ok: true, keepIDs: keepIDs}
+	w.buf = fmt.Appendf(w.buf, "%v|%#v|%#v|%#v|", p.Effect, w.scope(p.Principal), w.scope(p.Action), w.scope(p.Resource))
 	for _, c := range p.Conditions {
 		w.buf = fmt.Appendf(w.buf, "c%v:", c.Condition)
 		w.node(reflect.ValueOf(&c.Body).Elem(), false)
@@ -130,8 +141,39 @@ func shapeKey(p *ast.Policy) (key [32]byte, ok bool) {
 }
 
 type shapeWriter struct {
-	buf []byte
-	ok  bool
+	buf     []byte
+	ok      bool
+	keepIDs map[types.EntityType]bool
+}
+
+func (w *shapeWriter) uid(e types.EntityUID) types.EntityUID {
+	if w.keepIDs[e.Type] {
+		return e
+	}
+	return types.EntityUID{Type: e.Type}
+}
+
+// scope is s with entity ids blanked as uid does.
+func (w *shapeWriter) scope(s any) any {
+	switch v := s.(type) {
+	case ast.ScopeTypeEq:
+		v.Entity = w.uid(v.Entity)
+		return v
+	case ast.ScopeTypeIn:
+		v.Entity = w.uid(v.Entity)
+		return v
+	case ast.ScopeTypeIsIn:
+		v.Entity = w.uid(v.Entity)
+		return v
+	case ast.ScopeTypeInSet:
+		es := make([]types.EntityUID, len(v.Entities))
+		for i, e := range v.Entities {
+			es[i] = w.uid(e)
+		}
+		v.Entities = es
+		return v
+	}
+	return s
 }
 
 var (
@@ -155,8 +197,12 @@ func (w *shapeWriter) node(v reflect.Value, keep bool) {
 		w.buf = append(w.buf, e.Type().String()...)
 		w.buf = append(w.buf, '{')
 		if e.Type() == nodeValueType && !keep && e.CanInterface() {
-			if _, isStr := e.Interface().(ast.NodeValue).Value.(types.String); isStr {
+			switch lit := e.Interface().(ast.NodeValue).Value.(type) {
+			case types.String:
 				w.buf = append(w.buf, "str}"...)
+				return
+			case types.EntityUID:
+				w.buf = fmt.Appendf(w.buf, "%q}", w.uid(lit).String())
 				return
 			}
 		}

@@ -1,6 +1,8 @@
 package cedar
 
 import (
+	"github.com/cedar-policy/cedar-go/types"
+
 	"regexp"
 	"slices"
 	"strings"
@@ -99,7 +101,7 @@ func TestShapeKey(t *testing.T) {
 		if err != nil || len(ps) != 1 {
 			t.Fatalf("%s: %v", src, err)
 		}
-		k, ok := shapeKey(ps[0].AST)
+		k, ok := shapeKey(ps[0].AST, map[types.EntityType]bool{"k8s::Action": true})
 		if !ok {
 			t.Fatalf("%s: no shape key", src)
 		}
@@ -109,8 +111,11 @@ func TestShapeKey(t *testing.T) {
 	same := []string{
 		`@id("b") @reason("other") permit(principal in k8s::Group::"g", action, resource is core::pods) when { resource.namespace == "yy" && ["c", "d"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("h") };`,
 	}
+	same = append(same,
+		`@id("a") permit(principal in k8s::Group::"h", action, resource is core::pods) when { resource.namespace == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`)
 	different := []string{
-		`@id("a") permit(principal in k8s::Group::"h", action, resource is core::pods) when { resource.namespace == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`,
+		`@id("a") permit(principal in k8s::User::"g", action, resource is core::pods) when { resource.namespace == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`,
+		`@id("a") permit(principal in k8s::Group::"g", action == k8s::Action::"get", resource is core::pods) when { resource.namespace == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`,
 		`@id("a") forbid(principal in k8s::Group::"g", action, resource is core::pods) when { resource.namespace == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`,
 		`@id("a") permit(principal in k8s::Group::"g", action, resource is core::secrets) when { resource.namespace == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`,
 		`@id("a") permit(principal in k8s::Group::"g", action, resource is core::pods) when { resource.name == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`,
@@ -130,6 +135,12 @@ func TestShapeKey(t *testing.T) {
 		if key(s) == k {
 			t.Errorf("same shape, want different:\n%s\n%s", base, s)
 		}
+	}
+	if key(`permit(principal, action, resource) when { action == k8s::Action::"get" };`) == key(`permit(principal, action, resource) when { action == k8s::Action::"nosuch" };`) {
+		t.Error("action ids must be kept")
+	}
+	if key(`permit(principal, action, resource) when { principal == k8s::User::"a" };`) != key(`permit(principal, action, resource) when { principal == k8s::User::"b" };`) {
+		t.Error("user ids need not be kept")
 	}
 	// Extension call arguments are kept: the validator parses them.
 	if key(`permit(principal, action, resource) when { ip("10.0.0.1").isLoopback() };`) == key(`permit(principal, action, resource) when { ip("not an ip").isLoopback() };`) {
