@@ -97,7 +97,7 @@ func Policies(n int, seed uint64) string {
 		shape := pickShape(rng)
 		var body string
 		if shape == ShapeNearDup && len(prev) > 0 {
-			body = nearDuplicate(rng, prev[rng.IntN(len(prev))])
+			body = nearDuplicate(rng, w, prev[rng.IntN(len(prev))])
 		} else {
 			if shape == ShapeNearDup {
 				shape = ShapeScopeRBAC
@@ -191,16 +191,15 @@ func policy(rng *rand.Rand, w World, shape string) string {
 	panic("zoo: unknown shape " + shape)
 }
 
-// nearDuplicate changes one verb list, or swaps a namespace for another of
-// the same text length range.
-func nearDuplicate(rng *rand.Rand, body string) string {
+// nearDuplicate changes one verb list, or the first namespace.
+func nearDuplicate(rng *rand.Rand, w World, body string) string {
 	switch {
 	case strings.Contains(body, readVerbs) && rng.IntN(2) == 0:
 		return strings.Replace(body, readVerbs, `[k8s::Action::"get", k8s::Action::"list"]`, 1)
 	case strings.Contains(body, `"ns-`):
 		i := strings.Index(body, `"ns-`)
 		j := strings.Index(body[i+1:], `"`) + i + 1
-		return body[:i] + fmt.Sprintf("%q", fmt.Sprintf("ns-%d", rng.IntN(1000))) + body[j+1:]
+		return body[:i] + fmt.Sprintf("%q", w.ns(rng.IntN(w.Namespaces))) + body[j+1:]
 	}
 	return body + "\n"
 }
