@@ -34,16 +34,18 @@ import (
 //     scoped resource's namespace, a User's namespace) satisfies none.
 //   - Errors: for a permit an evaluation error is the same as not matching,
 //     so any conjunct may be used (a permit that would fail on an absent
-//     attribute, which the validator rejects anyway, may then go unreported). A forbid that errors denies (fail closed),
-//     so for a forbid only a prefix of conjuncts that cannot fail is used, plus
-//     at most one conjunct that fails only when an attribute is absent (it is
-//     then kept for requests where that attribute is absent).
+//     attribute, which the validator rejects anyway, may then go unreported).
+//     A forbid that fails denies (fail closed), so a forbid relies only on
+//     conjuncts up to the first one that may fail for another reason than
+//     an absent attribute; a constraint after (or on) a conjunct that fails
+//     when attribute A is absent rules the forbid out only when the request
+//     certainly has A (not absent, and not open on an optional attribute).
 type index struct {
 	strs    map[string]uint32 // interned values; 0 is "no such value"
 	buckets map[bucketKey]*bucket
 	verbs   []uint32 // every verb id with a bucket, for an unexpanded "*" verb
 	// cons holds each policy's constraints, encoded from consAt[i]:
-	// header (dim | flags<<8 | n<<16), then n value ids.
+	// header (dim | needs<<4 | n<<16), then n value ids.
 	cons   []uint32
 	consAt []uint32
 }
@@ -64,9 +66,6 @@ const (
 	nDims
 )
 
-// keepIfAbsent (flag): the constraint may fail with an error when its
-// attribute is absent; a forbid must then stay a candidate.
-const keepIfAbsent = 1
 
 // anyID is the bucket key part of an unconstrained verb or resource type.
 const anyID = ^uint32(0)
@@ -89,16 +88,21 @@ type bucket struct {
 	keyed    map[dimKey][]int32
 	openDims [nDims]uint16
 	openRest [nDims][]int32
-	// absent lists the forbids keyed on a constraint that fails when its
-	// attribute is absent, for requests without that attribute.
-	absent [nDims][]int32
+	// absent[d] lists the forbids keyed on a constraint that needs d, for
+	// requests where d is absent or may be.
+	absentDims uint16
+	absent     [nDims][]int32
 	rest   []int32
 }
 
 // constraint is one extracted fact: the dimension takes one of vals.
 type constraint struct {
 	dim   uint8
-	flags uint8
+	// needs: the dimensions that must be present (not absent, not possibly
+	// absent) for this constraint to rule a forbid out: earlier conjuncts
+	// (and this one) fail when their attribute is absent, and a failing
+	// forbid denies.
+	needs uint16
 	vals  []string
 }
 
@@ -142,7 +146,7 @@ func buildIndex(policies []*Policy) *index {
 			for _, v := range c.vals {
 				cost += int64(count[dimKey{c.dim, ix.intern(v)}])
 			}
-			if !isResourceDim(c.dim) && c.flags&keepIfAbsent == 0 && (bestP < 0 || cost < bestP) {
+			if !isResourceDim(c.dim) && c.needs == 0 && (bestP < 0 || cost < bestP) {
 				secondary, bestP = ci, cost
 			}
 			if isResourceDim(c.dim) {
@@ -171,8 +175,11 @@ func buildIndex(policies []*Policy) *index {
 				c := e.cons[primary]
 				b.dims |= 1 << c.dim
 				ix.put(b, 0, c, int32(i))
-				if c.flags&keepIfAbsent != 0 {
-					b.absent[c.dim] = append(b.absent[c.dim], int32(i))
+				for d := dUser; d < nDims; d++ {
+					if c.needs&(1<<d) != 0 {
+						b.absentDims |= 1 << d
+						b.absent[d] = append(b.absent[d], int32(i))
+					}
 				}
 				if isResourceDim(c.dim) {
 					if secondary < 0 {
@@ -190,7 +197,7 @@ func buildIndex(policies []*Policy) *index {
 			if c.dim == dVerb || c.dim == dRType {
 				continue
 			}
-			ix.cons = append(ix.cons, uint32(c.dim)|uint32(c.flags)<<8|uint32(len(c.vals))<<16)
+			ix.cons = append(ix.cons, uint32(c.dim)|uint32(c.needs)<<4|uint32(len(c.vals))<<16)
 			for _, v := range c.vals {
 				ix.cons = append(ix.cons, ix.intern(v))
 			}
@@ -290,6 +297,9 @@ type QueryValue struct {
 	Value string
 	Has   bool // present (Value, or open)
 	Open  bool
+	// MayBeAbsent: open, and possibly absent too (k8s::Resource's optional
+	// namespace and name).
+	MayBeAbsent bool
 }
 
 func known(v string) QueryValue { return QueryValue{Value: v, Has: true} }
@@ -323,6 +333,9 @@ func NewCandidateQuery(req *Request, t Target, verb string) CandidateQuery {
 	default:
 		q.APIGroup, q.Resource = orOpen(req.APIGroup, Wildcard), orOpen(req.Resource, Wildcard)
 		q.Namespace, q.Name = orOpen(req.Namespace, ""), orOpen(req.Name, "")
+		for attr, v := range map[string]*QueryValue{schemagen.AttrNamespace: &q.Namespace, schemagen.AttrName: &q.Name} {
+			v.MayBeAbsent = v.Open && t.OptionalWhenOpen(attr)
+		}
 	}
 	return q
 }
@@ -344,8 +357,12 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 	// Request values as ids, per dimension; open/absent per dimension.
 	var vals [nDims]uint32
 	var has, open [nDims]bool
+	var absentMask uint16 // dimensions absent, or open and possibly absent
 	set := func(d uint8, v QueryValue) {
 		has[d], open[d] = v.Has, v.Open
+		if !v.Has || v.MayBeAbsent {
+			absentMask |= 1 << d
+		}
 		if v.Has && !v.Open {
 			vals[d] = id(v.Value)
 		}
@@ -384,9 +401,6 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 					found = append(found, b.keyed[dimKey{tag<<4 | dGroup, g}]...)
 				}
 			case !has[d]:
-				if tag == 0 {
-					found = append(found, b.absent[d]...)
-				}
 			case open[d]:
 				found = append(found, b.openRest[d]...)
 				found = collect(found, b, d+1, b.openDims[d])
@@ -404,6 +418,13 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 				continue
 			}
 			found = append(found, b.rest...)
+			if m := b.absentDims & absentMask; m != 0 {
+				for d := dUser; d < nDims; d++ {
+					if m&(1<<d) != 0 {
+						found = append(found, b.absent[d]...)
+					}
+				}
+			}
 			if b.dims == 0 {
 				continue
 			}
@@ -418,7 +439,7 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 
 	out := make([]*Policy, 0, len(found))
 	for _, i := range found {
-		if ix.holds(i, &vals, &has, &open, groups) {
+		if ix.holds(i, &vals, &has, &open, absentMask, groups) {
 			out = append(out, ps.Policies[i])
 		}
 	}
@@ -426,14 +447,16 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 }
 
 // holds checks policy i's constraints against the request.
-func (ix *index) holds(i int32, vals *[nDims]uint32, has, open *[nDims]bool, groups []uint32) bool {
+func (ix *index) holds(i int32, vals *[nDims]uint32, has, open *[nDims]bool, absentMask uint16, groups []uint32) bool {
 	c := ix.cons[ix.consAt[i]:ix.consAt[i+1]]
 	for len(c) > 0 {
 		h := c[0]
-		d, flags, n := uint8(h), uint8(h>>8), int(h>>16)
+		d, needs, n := uint8(h&0xf), uint16(h>>4)&0xfff, int(h>>16)
 		vs := c[1 : 1+n]
 		c = c[1+n:]
 		switch {
+		case needs&absentMask != 0:
+			// An earlier conjunct may fail: the forbid stays.
 		case d == dGroup:
 			ok := false
 			for _, g := range groups {
@@ -446,9 +469,7 @@ func (ix *index) holds(i int32, vals *[nDims]uint32, has, open *[nDims]bool, gro
 				return false
 			}
 		case !has[d]:
-			if flags&keepIfAbsent == 0 {
-				return false
-			}
+			return false
 		case open[d]:
 		case vals[d] == 0 || !slices.Contains(vs, vals[d]):
 			return false
@@ -474,6 +495,7 @@ func extract(p *ast.Policy, forbid bool) extraction {
 			conj = appendConjuncts(conj, c.Body)
 		}
 	}
+	var pending uint16 // dims of earlier forbid conjuncts that fail when absent
 	for _, n := range conj {
 		if h, isHas := n.(ast.NodeTypeHas); isHas {
 			// A top-level `has` guards the reads after it.
@@ -483,10 +505,16 @@ func extract(p *ast.Policy, forbid bool) extraction {
 			continue
 		}
 		cs, ok, mayFail := x.atom(n)
+		var own uint16
+		if ok && mayFail && forbid {
+			for _, c := range cs {
+				own |= 1 << c.dim
+			}
+		}
 		if ok {
 			for _, c := range cs {
-				if mayFail && forbid {
-					c.flags |= keepIfAbsent
+				if forbid {
+					c.needs = pending | own
 				}
 				x.add(c)
 			}
@@ -494,8 +522,10 @@ func extract(p *ast.Policy, forbid bool) extraction {
 		if !forbid {
 			continue
 		}
-		// A forbid relies on nothing past a conjunct that may fail.
-		if mayFail || (!ok && !x.errorFree(n)) {
+		pending |= own
+		// A forbid relies on nothing past a conjunct that may fail for
+		// another reason than an absent attribute.
+		if !ok && !x.errorFree(n) {
 			break
 		}
 	}
