@@ -66,7 +66,6 @@ const (
 	nDims
 )
 
-
 // anyID is the bucket key part of an unconstrained verb or resource type.
 const anyID = ^uint32(0)
 
@@ -92,12 +91,12 @@ type bucket struct {
 	// requests where d is absent or may be.
 	absentDims uint16
 	absent     [nDims][]int32
-	rest   []int32
+	rest       []int32
 }
 
 // constraint is one extracted fact: the dimension takes one of vals.
 type constraint struct {
-	dim   uint8
+	dim uint8
 	// needs: the dimensions that must be present (not absent, not possibly
 	// absent) for this constraint to rule a forbid out: earlier conjuncts
 	// (and this one) fail when their attribute is absent, and a failing
