@@ -50,7 +50,18 @@ func TestIndexDifferentialZoo(t *testing.T) {
 		requests = 2000
 	}
 	s := embedded(t)
-	indexed := mustPolicies(t, zoo.Policies(policies, 7))
+	// Plus forbids on any type that read optional attributes unguarded: on
+	// k8s::Resource an open namespace or name may also be absent, and then
+	// they fail (and deny).
+	extra := `
+@id("x-forbid-any-type") forbid (principal, action in [k8s::Action::"delete", k8s::Action::"list"], resource)
+when { resource.namespace == "ns-3" && resource.name == "web" };
+@id("x-forbid-sa") forbid (principal, action == k8s::Action::"get", resource)
+when { principal.namespace == "ns-4" && resource.apiGroup == "example.com" };
+@id("x-forbid-list") forbid (principal is k8s::User, action, resource)
+when { ["ns-5", "ns-6"].contains(resource.namespace) && principal.username == "user-5" && context.verb == "watch" };
+`
+	indexed := mustPolicies(t, zoo.Policies(policies, 7)+extra)
 	whole := indexed.Unindexed()
 	az := &Authorizer{Schema: s, Policies: indexed}
 	ref := &Authorizer{Schema: s, Policies: whole}
