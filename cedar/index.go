@@ -261,10 +261,11 @@ func (ix *index) ids(vals []string, constrained bool) []uint32 {
 	return slices.Compact(out)
 }
 
-// values intersects every constraint on dim: ok is false when there is none.
+// values intersects every constraint on dim (verb or resource type) that
+// holds whatever attributes are absent: ok is false when there is none.
 func (e *extraction) values(dim uint8) (vals []string, ok bool) {
 	for _, c := range e.cons {
-		if c.dim != dim {
+		if c.dim != dim || c.needs != 0 {
 			continue
 		}
 		if !ok {

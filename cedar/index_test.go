@@ -111,7 +111,11 @@ func genCondition(rng *rand.Rand) (cond, verbGuard string) {
 }
 
 func genConditionPlain(rng *rand.Rand) string {
-	switch rng.IntN(22) {
+	switch rng.IntN(24) {
+	case 22:
+		return ` when { resource.namespace == "n1" && context.verb == "get" && principal.username == "bob" }` // fails when absent, then narrows
+	case 23:
+		return ` when { ["n1", "n2"].contains(resource.name) && principal.namespace == "ns1" && resource is core::pods }`
 	case 10:
 		return ` when { resource.namespace == "n1" }` // errors when absent
 	case 11:
