@@ -406,7 +406,6 @@ func zooBodies(n int) [][]byte {
 	return out
 }
 
-
 // measureStartup writes the zoo of n policies as files of 1,000 policies,
 // starts `kcedar serve` on them and times it to ready (and its RSS then),
 // then times `kcedar validate` on the same files.
