@@ -276,5 +276,14 @@ func (ps *PolicySet) Get(id string) (*Policy, bool) {
 	return p, ok
 }
 
+// Unindexed returns the same set without its index: every policy is a
+// candidate for every request. Decisions must not change; it exists to check
+// that (differential tests) and to rule the index out when debugging.
+func (ps *PolicySet) Unindexed() *PolicySet {
+	c := *ps
+	c.index = nil
+	return &c
+}
+
 // Len is the number of policies.
 func (ps *PolicySet) Len() int { return len(ps.Policies) }

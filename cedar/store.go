@@ -295,15 +295,18 @@ func fingerprint(files []policyFile) [32]byte {
 }
 
 func (s *Store) build(files []policyFile) (*PolicySet, error) {
+	// Files are parsed in parallel (a large set spans many files).
+	parsed := make([][]*Policy, len(files))
+	perr := make([]error, len(files))
+	parallel(len(files), func(i int) { parsed[i], perr[i] = ParsePolicies(files[i].name, files[i].data) })
 	var all []*Policy
 	var errs []error
-	for _, f := range files {
-		ps, err := ParsePolicies(f.name, f.data)
-		if err != nil {
-			errs = append(errs, err)
+	for i := range files {
+		if perr[i] != nil {
+			errs = append(errs, perr[i])
 			continue
 		}
-		all = append(all, ps...)
+		all = append(all, parsed[i]...)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -61,9 +61,8 @@ func (e *Engine) authorize(req *cedar.Request) (Decision, bool) {
 // settles the answer.
 func (e *Engine) anyForbid(req *cedar.Request, verbs []string) bool {
 	target := cedar.ResolveTarget(e.schema, req)
-	uid := cedar.PrincipalUID(req.User.Name)
 	for _, verb := range verbs {
-		for _, p := range e.policies.Candidates(uid, req.User.Groups, verb, target.EntityType) {
+		for _, p := range e.policies.Candidates(cedar.NewCandidateQuery(req, target, verb)) {
 			if p.Effect == types.Forbid {
 				return true
 			}
@@ -271,7 +270,7 @@ func (e *Engine) authorizeWorld(req *cedar.Request, verb string, target cedar.Ta
 	principal := cedar.PrincipalEntity(req.User)
 	action := schemagen.ActionUID(verb)
 	resourceUID := target.EntityUID(req)
-	candidates := e.policies.Candidates(principal.UID, req.User.Groups, verb, target.EntityType)
+	candidates := e.policies.Candidates(cedar.NewCandidateQuery(req, target, verb))
 	if len(candidates) == 0 {
 		return NoOpinion(nil), false
 	}

@@ -3,6 +3,7 @@ package lint
 import (
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/kcedar/kcedar/internal/cedarlex"
@@ -23,12 +24,13 @@ func decodeRune(b []byte) (rune, int) {
 // a line with other runes gets a rune index on first use, so a huge
 // one-line file with many policies is not quadratic.
 type sourceFile struct {
-	name  string
-	data  []byte
-	lines []int  // byte offset of each line's start
-	ascii []bool // whether each line is ASCII
-	runes map[int][]int32
-	mask  string // data with comments blanked out, for searching
+	name    string
+	data    []byte
+	lines   []int      // byte offset of each line's start
+	ascii   []bool     // whether each line is ASCII
+	runesMu sync.Mutex // policies of one file are linted in parallel
+	runes   map[int][]int32
+	mask    string // data with comments blanked out, for searching
 }
 
 func newSourceFile(name string, data []byte) *sourceFile {
@@ -56,6 +58,8 @@ func (sf *sourceFile) lineEnd(line int) int {
 // runeIndex lists the byte offset (from the line's start) of each rune of
 // a non-ASCII line.
 func (sf *sourceFile) runeIndex(line int) []int32 {
+	sf.runesMu.Lock()
+	defer sf.runesMu.Unlock()
 	if idx, ok := sf.runes[line]; ok {
 		return idx
 	}
