@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/internal/testgen/zoo"
 	"github.com/kcedar/kcedar/internal/schematest"
+	"github.com/kcedar/kcedar/internal/testgen/zoo"
 )
 
 // Candidates alone over the zoo: the index lookup, without evaluation.
