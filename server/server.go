@@ -42,6 +42,12 @@ type Options struct {
 	// installed (WatchAdmissionWebhook). Only for setups that verify it
 	// another way.
 	UnverifiedAdmissionWebhook bool
+	// Ready, if set, must return nil for /readyz to report ready (e.g. the
+	// policy objects have synced from the API server).
+	Ready func() error
+	// PolicyAdmission, if set, serves POST /v1/validate-policy: the
+	// validating webhook for kcedar's own policy objects.
+	PolicyAdmission http.Handler
 }
 
 // Server answers kube-apiserver's webhook calls from one schema and the
@@ -59,6 +65,7 @@ type Server struct {
 	// webhookVerified: the admission webhook that enforces conditional
 	// allows is known to be installed.
 	webhookVerified atomic.Bool
+	ready           func() error
 }
 
 // New returns a server deciding with schema and the policies in store.
@@ -74,6 +81,7 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	}
 	s := &Server{store: store, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: residual.NewCodec(keys), enforce: opts.AdmissionEnforcement, outcomes: residual.NewOutcomeCache(16384)}
 	s.schema.Store(schema)
+	s.ready = opts.Ready
 	s.webhookVerified.Store(opts.UnverifiedAdmissionWebhook)
 	s.evaluator.Store(&residual.Evaluator{Schema: schema, Codec: s.codec})
 	prev := store.OnReload
@@ -100,7 +108,11 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	s.mux.Handle("POST /v1/authorize", webhook("authorize", s.handleAuthorize))
 	s.mux.Handle("POST /v1/conditions", webhook("conditions", s.handleConditions))
 	s.mux.Handle("POST /v1/admit", webhook("admit", s.handleAdmit))
+	if opts.PolicyAdmission != nil {
+		s.mux.Handle("POST /v1/validate-policy", webhook("validate-policy", opts.PolicyAdmission.ServeHTTP))
+	}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	s.mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	return s
@@ -121,6 +133,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
+	if s.ready != nil {
+		if err := s.ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
 	cur := s.store.Current()
 	if cur == nil || s.Schema() == nil {
 		msg := "not ready: no valid policy set loaded"

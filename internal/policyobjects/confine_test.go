@@ -58,7 +58,7 @@ func randomPolicies(r *rand.Rand, i int) string {
 }
 
 type target struct {
-	resource bool
+	resource                        bool
 	group, res, sub, ns, name, path string
 }
 
