@@ -48,6 +48,8 @@ type Options struct {
 	// PolicyAdmission, if set, serves POST /v1/validate-policy: the
 	// validating webhook for kcedar's own policy objects.
 	PolicyAdmission http.Handler
+	// DecisionLog, if set, gets a line per authorization decision.
+	DecisionLog *DecisionLog
 }
 
 // Server answers kube-apiserver's webhook calls from one schema and the
@@ -66,6 +68,8 @@ type Server struct {
 	// allows is known to be installed.
 	webhookVerified atomic.Bool
 	ready           func() error
+	decisionLog     *DecisionLog
+	authWarn        *warnLimited
 }
 
 // New returns a server deciding with schema and the policies in store.
@@ -82,6 +86,8 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	s := &Server{store: store, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: residual.NewCodec(keys), enforce: opts.AdmissionEnforcement, outcomes: residual.NewOutcomeCache(16384)}
 	s.schema.Store(schema)
 	s.ready = opts.Ready
+	s.decisionLog = opts.DecisionLog
+	s.authWarn = newWarnLimited(logger)
 	s.webhookVerified.Store(opts.UnverifiedAdmissionWebhook)
 	s.evaluator.Store(&residual.Evaluator{Schema: schema, Codec: s.codec})
 	prev := store.OnReload
@@ -172,6 +178,9 @@ func (s *Server) instrument(endpoint string, h http.Handler) http.Handler {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		h.ServeHTTP(rec, r)
+		if rec.code == http.StatusUnauthorized {
+			s.authWarn.warn("unauthenticated webhook request refused", "endpoint", endpoint, "remote", r.RemoteAddr)
+		}
 		s.metrics.requestDuration.WithLabelValues(endpoint, strconv.Itoa(rec.code)).Observe(time.Since(start).Seconds())
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -38,6 +39,7 @@ func newServeCmd() *cobra.Command {
 		webhookInterval      time.Duration
 		unverifiedWebhook    bool
 		objects              objectOptions
+		decisionLog          decisionLogOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --policies PATH...",
@@ -90,7 +92,14 @@ GET /healthz, /livez, /readyz and /metrics.`,
 			if err != nil {
 				return &exitError{2, err}
 			}
-			opts := server.Options{Logger: logger, Keys: keys, AdmissionEnforcement: admissionEnforcement, RequireClientCert: tlsOpts.ClientCAFile != "", UnverifiedAdmissionWebhook: unverifiedWebhook, PolicyAdmission: po.admission}
+			dlog, dlogFile, err := decisionLog.open()
+			if err != nil {
+				return &exitError{2, fmt.Errorf("--decision-log: %w", err)}
+			}
+			if dlogFile != nil {
+				defer dlogFile.Close()
+			}
+			opts := server.Options{DecisionLog: dlog, Logger: logger, Keys: keys, AdmissionEnforcement: admissionEnforcement, RequireClientCert: tlsOpts.ClientCAFile != "", UnverifiedAdmissionWebhook: unverifiedWebhook, PolicyAdmission: po.admission}
 			if po.source != nil {
 				opts.Ready = po.source.Ready
 			}
@@ -144,6 +153,7 @@ GET /healthz, /livez, /readyz and /metrics.`,
 	f.DurationVar(&webhookInterval, "admission-webhook-check-interval", 30*time.Second, "how often to verify the ValidatingWebhookConfiguration")
 	f.BoolVar(&unverifiedWebhook, "unverified-admission-webhook", false, "with --admission-enforcement: do not verify the ValidatingWebhookConfiguration (only if something else guarantees it is installed)")
 	objects.addFlags(f)
+	decisionLog.addFlags(f)
 	f.BoolVar(&admissionEnforcement, "admission-enforcement", false, "for clusters without conditional authorization: answer Allow for a conditional allow on requests admission always sees, and enforce the conditions at POST /v1/admit (install it with: kcedar manifests --admission-enforcement)")
 	return cmd
 }
@@ -169,7 +179,7 @@ func serveTLS(ctx context.Context, listen string, cfg *tls.Config, h http.Handle
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		ErrorLog:          log.New(server.TLSErrorLog(logger), "", 0), // TLS handshake failures at WARN, rate limited
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTLS(ln, "", "") }()
