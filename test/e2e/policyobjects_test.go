@@ -519,4 +519,3 @@ func evaluateConditions(t *testing.T, hc *http.Client, r *poReplica, decision *w
 	}
 	return out.Response.Decision.Type
 }
-
