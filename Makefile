@@ -7,6 +7,7 @@
 #   make test             go vet, gofmt check, go mod tidy check, go test -race ./... (no e2e)
 #   make e2e              real-cluster tests: go test -tags e2e ./test/e2e/...
 #                         (E2E_FLAGS='-run TestX -v' to narrow them down)
+#   make image            bin/kcedar-image.tar: OCI image archive (static binary, no base image)
 #   make bench            benchmarks
 #   make capture-default  schemagen/default from a default kube-apiserver
 #   make fmt | vet | tidy-check | kube-binaries | clean
@@ -28,7 +29,7 @@ BENCH ?= .
 GO_FILES = find . -type d \( -name .git -o -name .cache -o -name bin -o -name testdata -o -name node_modules \) -prune \
 	-o -type f -name '*.go' -print
 
-.PHONY: build test vet fmt fmt-check tidy-check e2e kube-binaries bench capture-default clean
+.PHONY: build test vet fmt fmt-check tidy-check e2e kube-binaries bench capture-default clean image
 
 build:
 	$(GO) build -o bin/kcedar ./cmd/kcedar
@@ -65,6 +66,16 @@ e2e:
 	bins=$$(bash hack/kube-binaries.sh); eval "$$bins"; export ETCD_BIN KUBE_APISERVER_BIN; \
 	echo "e2e: ETCD_BIN=$$ETCD_BIN KUBE_APISERVER_BIN=$$KUBE_APISERVER_BIN"; \
 	$(GO) test -tags e2e -race -count=1 -timeout $(E2E_TIMEOUT) $(E2E_FLAGS) $(E2E_PKGS)
+
+IMAGE_TAG ?= kcedar:dev
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath \
+		-ldflags "-s -w -X github.com/kcedar/kcedar/internal/version.Version=$(VERSION)" \
+		-o bin/kcedar-linux-$(IMAGE_ARCH) ./cmd/kcedar
+	$(GO) run ./hack/mkimage -binary bin/kcedar-linux-$(IMAGE_ARCH) -arch $(IMAGE_ARCH) -version $(VERSION) -tag $(IMAGE_TAG) -o bin/kcedar-image.tar
 
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem ./...

@@ -49,6 +49,10 @@ type Store struct {
 	failedFingerprint [32]byte
 	failedErr         error
 
+	// Extra sources (SetSources): nil until set.
+	sourcesMu sync.Mutex
+	sources   []policyFile
+
 	// OnReload, if set, is called after every load attempt.
 	OnReload func(ReloadResult)
 }
@@ -152,8 +156,9 @@ func (s *Store) Watch(ctx context.Context, interval time.Duration) {
 }
 
 type policyFile struct {
-	name string
-	data []byte
+	name      string
+	data      []byte
+	namespace string // a Source's namespace: its policies are confined to it
 }
 
 // read collects the policy files in a stable order. A directory is searched
@@ -165,13 +170,20 @@ type policyFile struct {
 // Files keep their user-visible names (dir/team.cedar), so policy ids that
 // default to file:line:col stay stable across updates.
 func (s *Store) read() ([]policyFile, error) {
+	extra, haveExtra := s.extraSources()
 	if len(s.paths) == 0 {
+		if haveExtra {
+			return extra, nil
+		}
 		return nil, errors.New("no policy paths given")
 	}
 	const attempts = 5
 	for attempt := 1; ; attempt++ {
 		files, snapshots, err := s.readOnce()
 		if stable(snapshots) {
+			if err == nil {
+				files = append(files, extra...)
+			}
 			return files, err
 		}
 		if attempt == attempts {
@@ -286,7 +298,7 @@ func readLimited(path, name string) (policyFile, error) {
 func fingerprint(files []policyFile) [32]byte {
 	h := sha256.New()
 	for _, f := range files {
-		fmt.Fprintf(h, "%d:%s\x00%d:", len(f.name), f.name, len(f.data))
+		fmt.Fprintf(h, "%d:%s\x00%d:%s\x00%d:", len(f.name), f.name, len(f.namespace), f.namespace, len(f.data))
 		h.Write(f.data)
 	}
 	var out [32]byte
@@ -298,7 +310,7 @@ func (s *Store) build(files []policyFile) (*PolicySet, error) {
 	// Files are parsed in parallel (a large set spans many files).
 	parsed := make([][]*Policy, len(files))
 	perr := make([]error, len(files))
-	parallel(len(files), func(i int) { parsed[i], perr[i] = ParsePolicies(files[i].name, files[i].data) })
+	parallel(len(files), func(i int) { parsed[i], perr[i] = parseFile(files[i]) })
 	var all []*Policy
 	var errs []error
 	for i := range files {

@@ -42,6 +42,14 @@ type Options struct {
 	// installed (WatchAdmissionWebhook). Only for setups that verify it
 	// another way.
 	UnverifiedAdmissionWebhook bool
+	// Ready, if set, must return nil for /readyz to report ready (e.g. the
+	// policy objects have synced from the API server).
+	Ready func() error
+	// PolicyAdmission, if set, serves POST /v1/validate-policy: the
+	// validating webhook for kcedar's own policy objects.
+	PolicyAdmission http.Handler
+	// DecisionLog, if set, gets a line per authorization decision.
+	DecisionLog *DecisionLog
 }
 
 // Server answers kube-apiserver's webhook calls from one schema and the
@@ -60,6 +68,9 @@ type Server struct {
 	// webhookVerified: the admission webhook that enforces conditional
 	// allows is known to be installed.
 	webhookVerified atomic.Bool
+	ready           func() error
+	decisionLog     *DecisionLog
+	authWarn        *warnLimited
 }
 
 // New returns a server deciding with schema and the policies in store.
@@ -75,6 +86,9 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	}
 	s := &Server{store: store, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: residual.NewCodec(keys), enforce: opts.AdmissionEnforcement}
 	s.schema.Store(schema)
+	s.ready = opts.Ready
+	s.decisionLog = opts.DecisionLog
+	s.authWarn = newWarnLimited(logger)
 	s.webhookVerified.Store(opts.UnverifiedAdmissionWebhook)
 	prev := store.OnReload
 	store.OnReload = func(r cedar.ReloadResult) {
@@ -101,7 +115,11 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	s.mux.Handle("POST /v1/authorize", webhook("authorize", s.handleAuthorize))
 	s.mux.Handle("POST /v1/conditions", webhook("conditions", s.handleConditions))
 	s.mux.Handle("POST /v1/admit", webhook("admit", s.handleAdmit))
+	if opts.PolicyAdmission != nil {
+		s.mux.Handle("POST /v1/validate-policy", webhook("validate-policy", opts.PolicyAdmission.ServeHTTP))
+	}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	s.mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	return s
@@ -142,6 +160,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
+	if s.ready != nil {
+		if err := s.ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
 	cur := s.store.Current()
 	if cur == nil || s.Schema() == nil {
 		msg := "not ready: no valid policy set loaded"
@@ -175,6 +199,9 @@ func (s *Server) instrument(endpoint string, h http.Handler) http.Handler {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		h.ServeHTTP(rec, r)
+		if rec.code == http.StatusUnauthorized {
+			s.authWarn.warn("unauthenticated webhook request refused", "endpoint", endpoint, "remote", r.RemoteAddr)
+		}
 		s.metrics.requestDuration.WithLabelValues(endpoint, strconv.Itoa(rec.code)).Observe(time.Since(start).Seconds())
 	})
 }

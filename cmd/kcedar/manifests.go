@@ -27,6 +27,9 @@ type manifestOptions struct {
 	conditionsReview     bool
 	failurePolicy        string
 	outDir               string
+	policyObjects        bool
+	serviceAccount       string
+	bypassControlPlane   bool
 }
 
 func newManifestsCmd() *cobra.Command {
@@ -76,6 +79,9 @@ authorizer's conditional Allow is only safe with it installed.`,
 	f.BoolVar(&o.admissionEnforcement, "admission-enforcement", false, "also print the ValidatingWebhookConfiguration for kcedar serve --admission-enforcement")
 	f.BoolVar(&o.conditionsReview, "conditions-review", false, "KEP-5681 clusters: let the API server call back with AuthorizationConditionsReview")
 	f.StringVar(&o.failurePolicy, "failure-policy", "Deny", "the authorizer's failurePolicy when kcedar is unreachable: Deny or NoOpinion")
+	f.BoolVar(&o.policyObjects, "policy-objects", false, "also print policy-webhook.yaml: the ValidatingWebhookConfiguration that refuses invalid CedarPolicy and NamespacedCedarPolicy objects (kcedar serve --policy-objects)")
+	f.StringVar(&o.serviceAccount, "service-account", "kcedar-system/kcedar", "kcedar's own ServiceAccount (NAMESPACE/NAME): its requests skip kcedar, so kcedar can read its policy objects before its set loads")
+	f.BoolVar(&o.bypassControlPlane, "bypass-control-plane", true, "send the control plane's identities (system:masters, nodes, kube-system controllers and service accounts) straight to the authorizers after kcedar (Node, RBAC), so the cluster never depends on kcedar to run itself")
 	f.StringVarP(&o.outDir, "output-dir", "o", "", "write the files into this directory instead of printing them")
 	return cmd
 }
@@ -153,6 +159,11 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 		"unauthorizedTTL": "30s",
 		"connectionInfo":  map[string]any{"type": "KubeConfigFile", "kubeConfigFile": o.kubeconfigPath},
 	}
+	if mc, err := o.matchConditions(); err != nil {
+		return nil, err
+	} else if len(mc) > 0 {
+		webhook["matchConditions"] = mc
+	}
 	if o.conditionsReview {
 		webhook["conditionsReview"] = map[string]any{"version": "v1alpha1", "kubeConfigContextName": "conditions"}
 	}
@@ -176,6 +187,13 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 			return nil, err
 		}
 		files = append(files, manifestFile{"validating-webhook.yaml", vwc})
+	}
+	if o.policyObjects {
+		pw, err := yaml.Marshal(policyWebhook(base, ca))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, manifestFile{"policy-webhook.yaml", pw})
 	}
 	return files, nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -36,6 +37,8 @@ func newServeCmd() *cobra.Command {
 		webhookName          string
 		webhookInterval      time.Duration
 		unverifiedWebhook    bool
+		objects              objectOptions
+		decisionLog          decisionLogOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --policies PATH...",
@@ -45,11 +48,15 @@ SubjectAccessReview (authorization.k8s.io/v1) and answers Allow, Deny or
 NoOpinion from the Cedar policies. Policies are validated against the schema
 (the embedded Kubernetes default unless --kubeconfig or --from-dir say
 otherwise) and reloaded when their files change; an invalid edit keeps the
-last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
+last good set serving. With --policy-objects, the policies of CedarPolicy and
+NamespacedCedarPolicy objects join the files' (one set, one validation), and
+/readyz is 503 until the objects have synced from the API server. POST
+/v1/validate-policy is the validating webhook for those kinds. Also serves
+GET /healthz, /livez, /readyz and /metrics.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(policies) == 0 {
-				return &exitError{2, errors.New("--policies is required (a file or directory of .cedar files; repeatable)")}
+			if len(policies) == 0 && !objects.enabled {
+				return &exitError{2, errors.New("--policies or --policy-objects is required (--policies: a file or directory of .cedar files; repeatable)")}
 			}
 			logger, err := newLogger(logLevel)
 			if err != nil {
@@ -80,8 +87,28 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 				logger.Warn("no --conditions-key-file: conditions are signed with a random key, valid only in this process until it restarts (run one replica, or share a key file)")
 			}
 			store := cedar.NewStore(policies, validator, logger)
-			srv := server.New(schema, store, server.Options{Logger: logger, Keys: keys, AdmissionEnforcement: admissionEnforcement, RequireClientCert: tlsOpts.ClientCAFile != "", UnverifiedAdmissionWebhook: unverifiedWebhook})
-			if err := store.Load(); err != nil {
+			po, err := newPolicyObjects(&objects, schema, store, logger)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			dlog, dlogFile, err := decisionLog.open()
+			if err != nil {
+				return &exitError{2, fmt.Errorf("--decision-log: %w", err)}
+			}
+			if dlogFile != nil {
+				defer dlogFile.Close()
+			}
+			opts := server.Options{DecisionLog: dlog, Logger: logger, Keys: keys, AdmissionEnforcement: admissionEnforcement, RequireClientCert: tlsOpts.ClientCAFile != "", UnverifiedAdmissionWebhook: unverifiedWebhook, PolicyAdmission: po.admission}
+			if po.source != nil {
+				opts.Ready = po.source.Ready
+			}
+			srv := server.New(schema, store, opts)
+			registerBuildInfo(srv.Registry())
+			if po.source != nil {
+				if err := po.source.RegisterMetrics(srv.Registry()); err != nil {
+					return err
+				}
+			} else if err := store.Load(); err != nil {
 				logger.Error("no valid policy set yet; not ready until the files are fixed", "err", err)
 			}
 			if host, _, err := net.SplitHostPort(listen); err == nil {
@@ -93,7 +120,12 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			go store.Watch(ctx, reloadInterval)
+			if po.source != nil {
+				// Files load with the objects, once they have synced.
+				po.start(ctx, func() { go store.Watch(ctx, reloadInterval) }, logger)
+			} else {
+				go store.Watch(ctx, reloadInterval)
+			}
 			if keyFile != "" {
 				go keys.WatchFile(ctx, keyFile, reloadInterval, logger)
 			}
@@ -119,6 +151,8 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 	f.StringVar(&webhookName, "admission-webhook-name", "kcedar-conditions", "name of the ValidatingWebhookConfiguration that enforces conditions")
 	f.DurationVar(&webhookInterval, "admission-webhook-check-interval", 30*time.Second, "how often to verify the ValidatingWebhookConfiguration")
 	f.BoolVar(&unverifiedWebhook, "unverified-admission-webhook", false, "with --admission-enforcement: do not verify the ValidatingWebhookConfiguration (only if something else guarantees it is installed)")
+	objects.addFlags(f)
+	decisionLog.addFlags(f)
 	f.BoolVar(&admissionEnforcement, "admission-enforcement", false, "for clusters without conditional authorization: answer Allow for a conditional allow on requests admission always sees, and enforce the conditions at POST /v1/admit (install it with: kcedar manifests --admission-enforcement)")
 	return cmd
 }
@@ -144,7 +178,7 @@ func serveTLS(ctx context.Context, listen string, cfg *tls.Config, h http.Handle
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		ErrorLog:          log.New(server.TLSErrorLog(logger), "", 0), // TLS handshake failures at WARN, rate limited
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTLS(ln, "", "") }()
