@@ -99,12 +99,13 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 			if host, _, err := net.SplitHostPort(listen); err == nil {
 				tlsOpts.Hosts = append(tlsOpts.Hosts, host)
 			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			tlsOpts.Context, tlsOpts.Interval = ctx, reloadInterval
 			tlsCfg, err := tlsOpts.Config(logger)
 			if err != nil {
 				return &exitError{2, err}
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			go store.Watch(ctx, reloadInterval)
 			if keyFile != "" {
 				go keys.WatchFile(ctx, keyFile, reloadInterval, logger)

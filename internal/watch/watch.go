@@ -29,6 +29,17 @@ import (
 // of fn never overlap; events that arrive while fn runs cause one more call.
 // Without fsnotify (an error creating or adding watches) it only polls.
 func Run(ctx context.Context, paths []string, interval time.Duration, logger *slog.Logger, fn func()) {
+	setup(ctx, paths, interval, logger)(fn)
+}
+
+// Start is Run in a goroutine, with the watches registered before it
+// returns: a change made after Start is seen.
+func Start(ctx context.Context, paths []string, interval time.Duration, logger *slog.Logger, fn func()) {
+	run := setup(ctx, paths, interval, logger)
+	go run(fn)
+}
+
+func setup(ctx context.Context, paths []string, interval time.Duration, logger *slog.Logger) func(fn func()) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -38,22 +49,26 @@ func Run(ctx context.Context, paths []string, interval time.Duration, logger *sl
 	kick := make(chan struct{}, 1)
 	w := newWatcher(paths, logger, kick)
 	if w != nil {
-		defer w.close()
 		go w.loop(ctx)
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if w != nil {
-				w.add() // re-establish watches on directories replaced since
-			}
-		case <-kick:
+	return func(fn func()) {
+		if w != nil {
+			defer w.close()
 		}
-		fn()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if w != nil {
+					w.add() // re-establish watches on directories replaced since
+				}
+			case <-kick:
+			}
+			fn()
+		}
 	}
 }
 
@@ -65,7 +80,7 @@ type watcher struct {
 	// to the base names in it that matter (the watched files, the
 	// targets of symlinks).
 	roots []string
-	mu    sync.Mutex // guards dirs and files (add runs on the ticker, relevant on events)
+	mu    sync.Mutex          // guards dirs and files (add runs on the ticker, relevant on events)
 	dirs  map[string]bool     // watched directory trees (every event counts)
 	files map[string][]string // parent dir -> interesting base names
 }
