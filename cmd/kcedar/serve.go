@@ -52,8 +52,12 @@ func newServeCmd() *cobra.Command {
 SubjectAccessReview (authorization.k8s.io/v1) and answers Allow, Deny or
 NoOpinion from the Cedar policies. Policies are validated against the schema
 (the embedded Kubernetes default unless --kubeconfig or --from-dir say
-otherwise) and reloaded when their files change; an invalid edit keeps the
-last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
+otherwise) and reloaded when their files change, once the files are stable
+(--policy-settle; renames and ConfigMap updates at once); an invalid edit, an
+empty set or a refused shrink (--max-policy-loss, --keep-forbids) keeps the
+last good set serving. Also serves GET /healthz, /readyz and /metrics. On
+SIGTERM /readyz turns 503, the listener closes after --shutdown-delay and
+in-flight requests get --shutdown-timeout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(policies) == 0 {
