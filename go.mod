@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/cedar-policy/cedar-go v1.9.0
+	github.com/fsnotify/fsnotify v1.9.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/spf13/cobra v1.10.2

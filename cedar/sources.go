@@ -1,6 +1,9 @@
 package cedar
 
-import "strings"
+import (
+	"crypto/sha256"
+	"strings"
+)
 
 // Source is policy text that does not come from a file, such as a policy
 // object in the API server. Its policies are parsed, validated and swapped in
@@ -22,7 +25,9 @@ type Source struct {
 func (s *Store) SetSources(srcs []Source) {
 	files := make([]policyFile, 0, len(srcs))
 	for _, src := range srcs {
-		files = append(files, policyFile{name: src.Name, data: src.Data, namespace: src.Namespace})
+		// An object's text is a complete snapshot: it needs no settle window.
+		meta := fileMeta{hash: sha256.Sum256(src.Data), consistent: true, snapshot: true}
+		files = append(files, policyFile{name: src.Name, data: src.Data, namespace: src.Namespace, meta: meta})
 	}
 	s.sourcesMu.Lock()
 	s.sources = files

@@ -71,7 +71,14 @@ type Server struct {
 	ready           func() error
 	decisionLog     *DecisionLog
 	authWarn        *warnLimited
+	// draining: shutting down; /readyz answers 503 so load balancers and
+	// kube-apiserver's endpoints stop sending new requests.
+	draining atomic.Bool
 }
+
+// Drain makes /readyz answer 503 from now on: the first step of a graceful
+// shutdown, before the listener closes.
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // New returns a server deciding with schema and the policies in store.
 // It hooks the store's reloads into the metrics.
@@ -102,7 +109,10 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 		}
 	}
 	if cur := store.Current(); cur != nil {
-		s.metrics.observeReload(cedar.ReloadResult{Policies: cur.Len(), Err: store.LastError()}, cur.Generation)
+		s.metrics.observeServing(store.Hash(), cur.Len(), cur.Generation)
+		if store.LastError() != nil {
+			s.metrics.loadError.Set(1)
+		}
 	}
 	webhook := func(name string, h http.HandlerFunc) http.Handler {
 		var handler http.Handler = h
@@ -159,7 +169,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
+// handleReadyz: 503 while shutting down or before a good policy set; 200
+// while a good set serves, "degraded" with the last reload's error and its
+// age when the latest reload failed.
 func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
+	if s.draining.Load() {
+		http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
+		return
+	}
 	if s.ready != nil {
 		if err := s.ready(); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
@@ -175,13 +192,14 @@ func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, msg, http.StatusServiceUnavailable)
 		return
 	}
-	if err := s.store.LastError(); err != nil {
+	serving := fmt.Sprintf("serving %d policies (generation %d, hash %.12s)", cur.Len(), cur.Generation, s.store.Hash())
+	if err, at := s.store.LastFailure(); err != nil {
 		// Still ready: the last good set serves. Taking every replica out of
 		// service for a bad edit would fail the whole cluster's requests.
-		fmt.Fprintf(w, "ok: serving %d policies (generation %d); the latest reload failed, fix the policy files: %v\n", cur.Len(), cur.Generation, err)
+		fmt.Fprintf(w, "degraded: %s; the latest reload failed %s ago, fix the policy files: %v\n", serving, time.Since(at).Round(time.Second), err)
 		return
 	}
-	fmt.Fprintf(w, "ok: serving %d policies (generation %d)\n", cur.Len(), cur.Generation)
+	fmt.Fprintf(w, "ok: %s\n", serving)
 }
 
 type statusRecorder struct {
