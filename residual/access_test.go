@@ -275,3 +275,66 @@ func genWhoCanQuestion(rng *rand.Rand) *cedar.Request {
 	}
 	return q
 }
+
+func TestWhatCan(t *testing.T) {
+	s := realSchema(t)
+	ps := mustPolicies(t, `
+@id("read") permit(principal in k8s::Group::"dev", action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods);
+@id("named") permit(principal in k8s::Group::"dev", action == k8s::Action::"get", resource is core::configmaps)
+when { ["app-config", "flags"].contains(resource.name) };
+@id("create-labelled") permit(principal in k8s::Group::"dev", action == k8s::Action::"create", resource is core::pods)
+when { resource has object && resource.object.metadata has labels && resource.object.metadata.labels.hasTag("team") };
+@id("not-secret-x") forbid(principal, action == k8s::Action::"get", resource is core::secrets) when { resource.name == "x" };
+@id("secrets") permit(principal in k8s::Group::"dev", action == k8s::Action::"get", resource is core::secrets);
+@id("healthz") permit(principal, action == k8s::Action::"get", resource is k8s::NonResourceURL) when { resource.path == "/healthz" || resource.path like "/api/*" };
+@id("other") permit(principal in k8s::Group::"ops", action, resource);
+`)
+	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
+	rv := az.WhatCan(cedar.UserInfo{Name: "bob", Groups: []string{"dev"}}, "team-a")
+	find := func(res string, verb string) *ResourceRule {
+		for i, r := range rv.ResourceRules {
+			if slices.Contains(r.Resources, res) && slices.Contains(r.Verbs, verb) {
+				return &rv.ResourceRules[i]
+			}
+		}
+		return nil
+	}
+	if r := find("pods", "list"); r == nil || r.Conditions != nil || !slices.Equal(r.Verbs, []string{"get", "list"}) {
+		t.Errorf("pods: %+v", r)
+	}
+	if r := find("configmaps", "get"); r == nil || !slices.Equal(r.ResourceNames, []string{"app-config", "flags"}) {
+		t.Errorf("configmaps: %+v", r)
+	}
+	if r := find("pods", "create"); r == nil || r.Conditions == nil || len(r.Conditions.Allow) != 1 {
+		t.Errorf("create pods: %+v", r)
+	}
+	if r := find("secrets", "get"); r == nil || r.Conditions == nil || len(r.Conditions.Deny) != 1 {
+		t.Errorf("get secrets but x: %+v", r)
+	}
+	if find("pods", "delete") != nil || find("*", "get") != nil || rv.Incomplete {
+		t.Errorf("unexpected rules: %+v", rv)
+	}
+	if len(rv.NonResourceRules) != 1 || !slices.Equal(rv.NonResourceRules[0].NonResourceURLs, []string{"/api/*", "/healthz"}) {
+		t.Errorf("non-resource rules: %+v", rv.NonResourceRules)
+	}
+	// Every allowed rule is allowed by Authorize, and every typed resource
+	// Authorize allows is listed.
+	for _, r := range rv.ResourceRules {
+		if r.Conditions != nil || len(r.ResourceNames) > 0 {
+			continue
+		}
+		for _, v := range r.Verbs {
+			for _, res := range r.Resources {
+				resource, sub, _ := strings.Cut(res, "/")
+				d := az.Authorize(&cedar.Request{User: cedar.UserInfo{Name: "bob", Groups: []string{"dev"}}, ResourceRequest: true, Verb: v, APIGroup: r.APIGroups[0], Resource: resource, Subresource: sub, Namespace: "team-a"})
+				if !d.IsAllowed() {
+					t.Errorf("rule %+v: %s is %v", r, v, d.Type())
+				}
+			}
+		}
+	}
+	ops := az.WhatCan(cedar.UserInfo{Name: "carol", Groups: []string{"ops"}}, "")
+	if r := len(ops.ResourceRules); r < 100 {
+		t.Errorf("ops may do everything, got %d rules", r)
+	}
+}
