@@ -236,7 +236,7 @@ func (e *Engine) whoCanCase(req *cedar.Request, verb, label string, target cedar
 			}
 			text = t
 		}
-		key := fmt.Sprintf("%v\x00%t\x00%+v\x00%s", p.Effect, p.UsesObjects, sub, text)
+		key := fmt.Sprintf("%v\x00%t\x00%s\x00%s\x00%s\x00%s\x00%s", p.Effect, p.UsesObjects, sub.Kind, sub.Name, sub.Namespace, sub.PrincipalType, text)
 		if m, ok := merged[key]; ok {
 			m.Policies = append(m.Policies, p.ID)
 			continue
@@ -341,7 +341,20 @@ func scopeSubject(s ast.IsPrincipalScopeNode) (Subject, bool) {
 // `principal.username == "u"`. Only leading conjuncts move: they are
 // evaluated first and never fail, so the subject and the rest mean exactly
 // the conjunction.
+//
+// `if resource has oldObject then A && R else false` (an update's split on
+// the stored object) is refined as A && (if ... then R else false): the test
+// never fails, and neither does A.
 func refineSubject(sub Subject, expr ast.IsNode) (Subject, ast.IsNode) {
+	if ite, ok := expr.(ast.NodeTypeIfThenElse); ok {
+		if has, isHas := ite.If.(ast.NodeTypeHas); isHas && isResourceVar(has.Arg) && isBool(ite.Else, false) {
+			next, then := refineSubject(sub, ite.Then)
+			if next != sub {
+				return next, simplify(ast.NodeTypeIfThenElse{If: ite.If, Then: then, Else: ite.Else})
+			}
+		}
+		return sub, expr
+	}
 	for {
 		first, rest := splitFirst(expr)
 		next, ok := refineWith(sub, first)
@@ -364,6 +377,11 @@ func splitFirst(n ast.IsNode) (first, rest ast.IsNode) {
 		return f, and.Right
 	}
 	return f, ast.NodeTypeAnd{BinaryNode: ast.BinaryNode{Left: r, Right: and.Right}}
+}
+
+func isResourceVar(n ast.IsNode) bool {
+	v, ok := n.(ast.NodeTypeVariable)
+	return ok && v.Name == "resource"
 }
 
 func isPrincipalVar(n ast.IsNode) bool {
@@ -431,6 +449,15 @@ func refineWith(sub Subject, n ast.IsNode) (Subject, bool) {
 		if ns, ok := principalAttrEquals(v, schemagen.AttrNamespace); ok && sub.Kind == SubjectPrincipalType && typ == string(schemagen.ServiceAccountType) {
 			// principal.namespace of a ServiceAccount never fails.
 			return Subject{Kind: SubjectServiceAccounts, Namespace: ns}, true
+		}
+		if name, ok := principalAttrEquals(v, schemagen.AttrName); ok && name != "" {
+			// principal.name of a ServiceAccount or a Node never fails.
+			switch {
+			case sub.Kind == SubjectServiceAccounts && !strings.Contains(name, ":"):
+				return scopeSubject(ast.ScopeTypeEq{Entity: cedar.PrincipalUID(schemagen.ServiceAccountUserPrefix + sub.Namespace + ":" + name)})
+			case sub.Kind == SubjectPrincipalType && typ == string(schemagen.NodeType):
+				return scopeSubject(ast.ScopeTypeEq{Entity: cedar.PrincipalUID(schemagen.NodeUserPrefix + name)})
+			}
 		}
 	}
 	return sub, false

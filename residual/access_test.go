@@ -171,6 +171,8 @@ func genPrincipalPolicies(rng *rand.Rand, n int) string {
 		`principal.username like "oidc:*"`,
 		`principal.username == "bob"`,
 		`principal is k8s::ServiceAccount && principal.namespace == "team-a"`,
+		`principal is k8s::ServiceAccount && principal.namespace == "team-a" && principal.name == "sa"`,
+		`principal is k8s::Node && principal.name == "n1"`,
 		`principal is k8s::ServiceAccount`,
 		`principal has uid`,
 		`principal.hasTag("scopes") && principal.getTag("scopes").contains("x")`,
