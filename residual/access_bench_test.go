@@ -47,8 +47,8 @@ func benchWhoCan(b *testing.B, n int, ns string) {
 	b.ReportMetric(float64(len(rv.Allowed)+len(rv.Conditional)+len(rv.Denied)), "entries")
 }
 
-// who-can get pods -n ns-7, and across all namespaces, over 1,000 and
+// who-can get pods -n ns-8, and across all namespaces, over 1,000 and
 // 10,000 policies.
-func BenchmarkWhoCan1000(b *testing.B)               { benchWhoCan(b, 1000, "ns-7") }
-func BenchmarkWhoCan10000(b *testing.B)              { benchWhoCan(b, 10000, "ns-7") }
+func BenchmarkWhoCan1000(b *testing.B)               { benchWhoCan(b, 1000, "ns-8") }
+func BenchmarkWhoCan10000(b *testing.B)              { benchWhoCan(b, 10000, "ns-8") }
 func BenchmarkWhoCanAllNamespaces10000(b *testing.B) { benchWhoCan(b, 10000, "") }

@@ -97,6 +97,7 @@ Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
 			if o.output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
 				return enc.Encode(resp)
 			}
 			printAccessReview(cmd.OutOrStdout(), &resp.AccessReview)
