@@ -340,3 +340,71 @@ when { resource has object && resource.object.metadata has labels && resource.ob
 		t.Errorf("ops may do everything, got %d rules", r)
 	}
 }
+
+// What can, as a property: for generated policy sets and principals, every
+// unconditional rule is allowed by Authorize (each of its names, for a rule
+// on names), and every typed resource and verb Authorize allows for every
+// name is listed by an unconditional rule.
+func TestWhatCanAgreesWithAuthorize(t *testing.T) {
+	s := realSchema(t)
+	rng := rand.New(rand.NewSource(1414))
+	sets := 20
+	if testing.Short() {
+		sets = 8
+	}
+	checked := 0
+	for i := 0; i < sets; i++ {
+		src := genPrincipalPolicies(rng, 2+rng.Intn(7))
+		ps := mustPolicies(t, src)
+		az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
+		for _, u := range genUniverse(rng)[:3] {
+			ns := pick(rng, []string{"", "team-a", "kube-system"})
+			rv := az.WhatCan(u, ns)
+			listed := map[string]bool{}
+			for _, r := range rv.ResourceRules {
+				if r.Conditions != nil {
+					continue
+				}
+				for _, v := range r.Verbs {
+					for _, res := range r.Resources {
+						resource, sub, _ := strings.Cut(res, "/")
+						names := r.ResourceNames
+						if len(names) == 0 {
+							names = []string{""}
+							listed[v+" "+r.APIGroups[0]+" "+res] = true
+						}
+						for _, name := range names {
+							req := &cedar.Request{User: u, ResourceRequest: true, Verb: v, APIGroup: r.APIGroups[0], Resource: resource, Subresource: sub, Namespace: ns, Name: name}
+							if d := az.Authorize(req); !d.IsAllowed() {
+								t.Fatalf("set %d %s: rule %+v lists it, Authorize says %v\npolicies:\n%s", i, req, r, d.Type(), src)
+							}
+							checked++
+						}
+					}
+				}
+			}
+			for k, r := range s.Resources {
+				if r.AnySubresource {
+					continue
+				}
+				res := k.Resource
+				if k.Subresource != "" {
+					res += "/" + k.Subresource
+				}
+				for _, v := range []string{"get", "list", "create", "update", "delete"} {
+					req := &cedar.Request{User: u, ResourceRequest: true, Verb: v, APIGroup: k.Group, Resource: k.Resource, Subresource: k.Subresource}
+					if r.Namespaced {
+						req.Namespace = ns
+					}
+					if az.Authorize(req).IsAllowed() && !listed[v+" "+k.Group+" "+res] {
+						t.Fatalf("set %d %s: Authorize allows it, no rule lists it\nrules: %+v\npolicies:\n%s", i, req, rv.ResourceRules, src)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d listed (rule, verb, resource, name) checked against Authorize", checked)
+	if checked < 100 {
+		t.Errorf("only %d checks: the generator does not exercise what-can", checked)
+	}
+}
