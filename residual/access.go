@@ -138,8 +138,10 @@ type SubjectAccess struct {
 // ResourceAccessReview (users and groups) plus what Cedar needs.
 type AccessReview struct {
 	// Users and Groups are allowed without conditions (ServiceAccounts and
-	// nodes by username). When the request stands for several cases (verb
-	// "*"), a subject is listed only if it is allowed in every case.
+	// nodes by username), unless an unconditional forbid on the same subject
+	// (or on every principal) denies them; other forbids are in Denied.
+	// When the request stands for several cases (verb "*"), a subject is
+	// listed only if it is allowed in every case.
 	Users  []string `json:"users"`
 	Groups []string `json:"groups"`
 	// Allowed are the entries without conditions, with their policies
@@ -482,6 +484,9 @@ func (rv *AccessReview) summarize() {
 		cond string
 	}
 	allowedIn := map[Subject]int{}
+	// Subjects an unconditional forbid denies in some case are never
+	// listed as allowed (every principal, for a forbid on All).
+	denied, deniedAll := map[Subject]bool{}, false
 	for _, c := range rv.cases {
 		seen := map[Subject]bool{}
 		for _, e := range c.entries {
@@ -493,6 +498,10 @@ func (rv *AccessReview) summarize() {
 			switch {
 			case e.effect == types.Forbid:
 				rv.Denied = append(rv.Denied, out)
+				if e.Condition == "" {
+					denied[e.Subject] = true
+					deniedAll = deniedAll || e.Kind == SubjectAll
+				}
 			case e.Condition == "":
 				rv.Allowed = append(rv.Allowed, out)
 				if !seen[e.Subject] {
@@ -508,7 +517,7 @@ func (rv *AccessReview) summarize() {
 		}
 	}
 	for sub, n := range allowedIn {
-		if n != len(rv.cases) || sub.PrincipalType != "" {
+		if n != len(rv.cases) || sub.PrincipalType != "" || denied[sub] || deniedAll {
 			continue
 		}
 		switch sub.Kind {

@@ -408,3 +408,19 @@ func TestWhatCanAgreesWithAuthorize(t *testing.T) {
 		t.Errorf("only %d checks: the generator does not exercise what-can", checked)
 	}
 }
+
+func TestWhoCanListsNoDeniedSubject(t *testing.T) {
+	ps := mustPolicies(t, `
+@id("alice") permit(principal == k8s::User::"alice", action, resource is core::pods);
+@id("bob") permit(principal == k8s::User::"bob", action, resource is core::pods);
+@id("dev") permit(principal in k8s::Group::"dev", action, resource is core::pods);
+@id("no-alice") forbid(principal == k8s::User::"alice", action == k8s::Action::"delete", resource is core::pods);
+`)
+	az := NewEngine(realSchema(t), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	if rv := az.WhoCan(whoCanReq("delete", "", "pods", "", "a", "p")); !slices.Equal(rv.Users, []string{"bob"}) || !slices.Equal(rv.Groups, []string{"dev"}) || len(rv.Denied) != 1 {
+		t.Errorf("delete: %+v", rv)
+	}
+	if rv := az.WhoCan(whoCanReq("get", "", "pods", "", "a", "p")); !slices.Equal(rv.Users, []string{"alice", "bob"}) {
+		t.Errorf("get: %+v", rv)
+	}
+}
