@@ -189,6 +189,7 @@ func genPrincipalPolicies(rng *rand.Rand, n int) string {
 		`(resource has object && resource.object.metadata has labels && resource.object.metadata.labels.hasTag("env"))`,
 		`resource has oldObject`,
 		`(resource has object && resource.object.metadata has name && resource.object.metadata.name == "p1")`,
+		`(resource is k8s::NonResourceURL && resource.path like "/health*")`,
 	}
 	scopes := []string{
 		"principal", "principal", "principal",
@@ -269,6 +270,9 @@ func genWhoCanQuestion(rng *rand.Rand) *cedar.Request {
 		verb = "*"
 	}
 	q := whoCanReq(verb, r[0], r[1], r[2], "", "")
+	if rng.Intn(15) == 0 {
+		return &cedar.Request{Verb: pick(rng, []string{"get", "post", "*"}), Path: pick(rng, []string{"/healthz", "/metrics"})}
+	}
 	if rng.Intn(2) == 0 {
 		q.Namespace = pick(rng, []string{"team-a", "team-b", "kube-system"})
 	}
