@@ -124,6 +124,14 @@ func WhatCan(az *residual.Engine, r *SubjectRulesReview) (*SubjectRulesReview, e
 	return &SubjectRulesReview{APIVersion: ReviewAPIVersion, Kind: "SubjectRulesReview", Spec: r.Spec, Status: &st}, nil
 }
 
+// reviewEngine is an engine without caches on the serving engine's schema
+// and policy set: a review asks thousands of questions once (every verb x
+// resource for a rules review), which would only evict the decisions the
+// SubjectAccessReview path reuses.
+func reviewEngine(az *residual.Engine) *residual.Engine {
+	return residual.NewEngine(az.Schema(), az.Policies(), az.Codec(), residual.EngineOptions{})
+}
+
 // registerReviews adds the review endpoints.
 func (s *Server) registerReviews(webhook func(string, http.HandlerFunc) http.Handler) {
 	s.mux.Handle("POST /v1/resourceaccessreview", webhook("resourceaccessreview", s.handleResourceAccessReview))
@@ -155,7 +163,7 @@ func (s *Server) handleResourceAccessReview(w http.ResponseWriter, r *http.Reque
 		http.Error(w, "no valid policy set is loaded", http.StatusServiceUnavailable)
 		return
 	}
-	resp, err := WhoCan(az, &rar)
+	resp, err := WhoCan(reviewEngine(az), &rar)
 	if err != nil {
 		s.writeError(w, endpoint, badRequest("invalid %s: %v", rar.Kind, err))
 		return
@@ -184,7 +192,7 @@ func (s *Server) handleRulesReview(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no valid policy set is loaded", http.StatusServiceUnavailable)
 		return
 	}
-	resp, err := WhatCan(az, &srr)
+	resp, err := WhatCan(reviewEngine(az), &srr)
 	if err != nil {
 		s.writeError(w, endpoint, badRequest("invalid SubjectRulesReview: %v", err))
 		return
