@@ -145,9 +145,19 @@ func (e *Engine) WhatCan(user cedar.UserInfo, namespace string) RulesReview {
 		// Every group and resource: k8s::Resource policies.
 		ask(&cedar.Request{User: user, ResourceRequest: true, Verb: verb, APIGroup: cedar.Wildcard, Resource: cedar.Wildcard, Namespace: namespace}, cedar.Wildcard)
 	}
+	// Then, as RBAC writes them, one rule per group for the resources that
+	// share verbs, names, conditions and policies.
+	type groupKey struct{ group, verbs, names, conds, policies string }
+	byGroup := map[groupKey]int{}
 	for _, k := range order {
 		r := merged[k]
 		slices.Sort(r.Verbs)
+		gk := groupKey{k.group, strings.Join(r.Verbs, "\x00"), k.names, k.conds, k.policies}
+		if i, ok := byGroup[gk]; ok {
+			rv.ResourceRules[i].Resources = append(rv.ResourceRules[i].Resources, r.Resources...)
+			continue
+		}
+		byGroup[gk] = len(rv.ResourceRules)
 		rv.ResourceRules = append(rv.ResourceRules, *r)
 	}
 	rv.NonResourceRules = e.nonResourceRules(user, principal, &errs)
