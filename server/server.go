@@ -128,6 +128,7 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	if opts.PolicyAdmission != nil {
 		s.mux.Handle("POST /v1/validate-policy", webhook("validate-policy", opts.PolicyAdmission.ServeHTTP))
 	}
+	s.registerReviews(webhook)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)

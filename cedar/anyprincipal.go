@@ -1,0 +1,57 @@
+package cedar
+
+import (
+	"slices"
+
+	"github.com/cedar-policy/cedar-go/types"
+)
+
+// CandidatesAnyPrincipal returns, in policy order, the policies that may
+// match verb on resourceType for some principal: the candidates of a
+// question that leaves the principal open ("who can ..."). It is every
+// policy of the index's buckets for the verb (or any verb) and the type (or
+// any type), whatever they are keyed on: a superset of the candidates of
+// every request with that verb and type. The slice is freshly allocated.
+func (ps *PolicySet) CandidatesAnyPrincipal(verb string, resourceType types.EntityType) []*Policy {
+	if ps.index == nil {
+		return slices.Clone(ps.Policies)
+	}
+	ix := ps.index
+	id := func(s string) uint32 {
+		if v, ok := ix.strs[s]; ok {
+			return v
+		}
+		return 0
+	}
+	verbIDs := []uint32{id(verb), anyID}
+	if verb == Wildcard {
+		verbIDs = append(slices.Clone(ix.verbs), anyID)
+	}
+	var found []int32
+	for _, v := range verbIDs {
+		for _, t := range [2]uint32{id(string(resourceType)), anyID} {
+			b := ix.buckets[bucketKey{v, t}]
+			if b == nil {
+				continue
+			}
+			found = append(found, b.rest...)
+			for _, l := range b.keyed {
+				found = append(found, l...)
+			}
+			for d := range b.absent {
+				found = append(found, b.absent[d]...)
+				found = append(found, b.openRest[d]...)
+			}
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	slices.Sort(found)
+	found = slices.Compact(found)
+	out := make([]*Policy, len(found))
+	for i, j := range found {
+		out[i] = ps.Policies[j]
+	}
+	return out
+}

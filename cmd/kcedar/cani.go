@@ -1,0 +1,150 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kcedar/kcedar/residual"
+	"github.com/kcedar/kcedar/server"
+)
+
+func init() { rootCmd.AddCommand(newCanICmd()) }
+
+type canIOptions struct {
+	src       schemaSource
+	policies  []string
+	output    string
+	namespace string
+	list      bool
+	as        string
+	asGroups  []string
+	asUID     string
+	extra     []string
+}
+
+func newCanICmd() *cobra.Command {
+	var o canIOptions
+	cmd := &cobra.Command{
+		Use:   "can-i --list --as USER [--as-group G]... [-n NAMESPACE] --policies DIR [-o json]",
+		Short: "List what a user may do, with conditions (like kubectl auth can-i --list)",
+		Long: `List the verbs and resources a user may use, offline, from the policies:
+every verb of the schema is asked for every resource of the schema (and for
+every group and resource, "*", and the non-resource URLs the policies name),
+with the name left open. Rules that hold for some names only list them
+(RESOURCE NAMES); rules that depend on anything else print their conditions.
+Unlike kubectl auth can-i --list in front of a webhook, the list is complete
+for kcedar's policies (incomplete: false).
+
+-o json prints the SubjectRulesReview that POST /v1/rulesreview returns.
+For one request, use kcedar authorize.
+
+Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutputFormat(o.output); err != nil {
+				return err
+			}
+			if !o.list {
+				return &exitError{2, fmt.Errorf("only --list is supported; to decide one request use kcedar authorize")}
+			}
+			if o.as == "" && len(o.asGroups) == 0 {
+				return &exitError{2, fmt.Errorf("give the subject with --as USER (and --as-group GROUP)")}
+			}
+			srr := &server.SubjectRulesReview{APIVersion: server.ReviewAPIVersion, Kind: "SubjectRulesReview",
+				Spec: server.SubjectRulesReviewSpec{User: o.as, Groups: o.asGroups, UID: o.asUID, Namespace: o.namespace}}
+			for _, kv := range o.extra {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return &exitError{2, fmt.Errorf("--as-user-extra %q: want KEY=VALUE", kv)}
+				}
+				if srr.Spec.Extra == nil {
+					srr.Spec.Extra = map[string][]string{}
+				}
+				srr.Spec.Extra[k] = append(srr.Spec.Extra[k], v)
+			}
+			checker, err := loadChecker(cmd.Context(), o.src)
+			if err != nil {
+				return err
+			}
+			ps, err := loadPolicySet(cmd.ErrOrStderr(), checker, o.policies)
+			if err != nil {
+				return err
+			}
+			az := residual.NewEngine(checker.Schema, ps, residual.NewCodec(residual.RandomKeyring()), residual.EngineOptions{})
+			resp, err := server.WhatCan(az, srr)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			if o.output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
+				return enc.Encode(resp)
+			}
+			printRules(cmd.OutOrStdout(), resp.Status)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	o.src.AddFlags(f)
+	f.StringArrayVarP(&o.policies, "policies", "p", nil, "policy file or directory of *.cedar files (repeatable)")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (empty: every namespace)")
+	f.BoolVar(&o.list, "list", false, "list every rule the user may use")
+	f.StringVar(&o.as, "as", "", "user name (system:serviceaccount:NS:NAME, system:node:NAME or any other)")
+	f.StringArrayVar(&o.asGroups, "as-group", nil, "group of the user (repeatable)")
+	f.StringVar(&o.asUID, "as-uid", "", "uid of the user")
+	f.StringArrayVar(&o.extra, "as-user-extra", nil, "user extra KEY=VALUE (repeatable)")
+	return cmd
+}
+
+// printRules prints a table like kubectl auth can-i --list's, with the
+// conditions and the policies.
+func printRules(w io.Writer, rv *residual.RulesReview) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RESOURCES\tNON-RESOURCE URLS\tRESOURCE NAMES\tVERBS\tCONDITIONS\tVIA")
+	for _, r := range rv.ResourceRules {
+		res := make([]string, len(r.Resources))
+		for i, name := range r.Resources {
+			res[i] = name
+			if g := r.APIGroups[0]; g != "" {
+				base, sub, hasSub := strings.Cut(name, "/")
+				res[i] = base + "." + g
+				if hasSub {
+					res[i] += "/" + sub
+				}
+			}
+		}
+		fmt.Fprintf(tw, "%s\t[]\t[%s]\t[%s]\t%s\t%s\n", strings.Join(res, ","), strings.Join(r.ResourceNames, " "), strings.Join(r.Verbs, " "), ruleConditions(r.Conditions), strings.Join(r.Policies, ","))
+	}
+	for _, r := range rv.NonResourceRules {
+		fmt.Fprintf(tw, "\t[%s]\t[]\t[%s]\t%s\t%s\n", strings.Join(r.NonResourceURLs, " "), strings.Join(r.Verbs, " "), ruleConditions(r.Conditions), strings.Join(r.Policies, ","))
+	}
+	tw.Flush()
+	if rv.EvaluationError != "" {
+		fmt.Fprintln(w, "evaluation errors:", rv.EvaluationError)
+	}
+}
+
+func ruleConditions(c *residual.RuleConditions) string {
+	if c == nil {
+		return "-"
+	}
+	var parts []string
+	for _, d := range c.Deny {
+		parts = append(parts, "unless "+oneLine(d))
+	}
+	if len(c.Allow) > 0 {
+		allow := make([]string, len(c.Allow))
+		for i, a := range c.Allow {
+			allow[i] = oneLine(a)
+		}
+		parts = append([]string{"when " + strings.Join(allow, " || ")}, parts...)
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kcedar/kcedar/residual"
+	"github.com/kcedar/kcedar/schemagen"
+	"github.com/kcedar/kcedar/server"
+)
+
+func init() { rootCmd.AddCommand(newWhoCanCmd()) }
+
+type whoCanOptions struct {
+	src       schemaSource
+	policies  []string
+	output    string
+	namespace string
+	url       string
+}
+
+func newWhoCanCmd() *cobra.Command {
+	var o whoCanOptions
+	cmd := &cobra.Command{
+		Use:   "who-can VERB (RESOURCE [NAME] | --url PATH) --policies DIR [-n NAMESPACE] [-o json]",
+		Short: "List the subjects the policies allow (or deny) to make a request",
+		Long: `Answer "who can VERB RESOURCE" from the policies, offline, by partial
+evaluation with the principal unknown: every policy that may apply becomes an
+entry naming its subjects (users, groups, ServiceAccounts, nodes, or selectors
+such as every ServiceAccount of a namespace, a principal type or a username
+pattern), the condition that remains (on the user's extra, the object, the
+name...), and the policy ids.
+
+RESOURCE is written as kubectl writes it: pods, deployments.apps, pods/exec,
+certificatesigningrequests.certificates.k8s.io. Without -n and NAME the
+namespace and the name are open ("in every namespace", "every name"): a
+subject whose condition depends on them is not allowed for the whole request.
+--url asks about a non-resource URL instead.
+
+A subject is allowed when an allowed or conditional entry selects it (and its
+condition holds) and no denied entry does. -o json prints the
+ResourceAccessReviewResponse that POST /v1/resourceaccessreview returns.
+
+Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
+		Args: cobra.RangeArgs(1, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutputFormat(o.output); err != nil {
+				return err
+			}
+			if o.url != "" && len(args) != 1 {
+				return &exitError{2, fmt.Errorf("with --url give only the verb")}
+			}
+			if o.url == "" && len(args) < 2 {
+				return &exitError{2, fmt.Errorf("give VERB RESOURCE [NAME], or VERB --url PATH")}
+			}
+			checker, err := loadChecker(cmd.Context(), o.src)
+			if err != nil {
+				return err
+			}
+			ps, err := loadPolicySet(cmd.ErrOrStderr(), checker, o.policies)
+			if err != nil {
+				return err
+			}
+			rar := &server.ResourceAccessReview{APIVersion: server.ReviewAPIVersion, Kind: "ResourceAccessReview"}
+			attrs := &rar.AuthorizationAttributes
+			attrs.Verb = args[0]
+			if o.url != "" {
+				attrs.Path = o.url
+			} else {
+				group, resource, sub, err := parseKubectlResource(checker.Schema, args[1])
+				if err != nil {
+					return &exitError{2, err}
+				}
+				if _, ok := checker.Schema.Lookup(group, resource, sub); !ok && group != "*" && resource != "*" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: the schema has no resource %q; the question is about k8s::Resource\n", args[1])
+				}
+				attrs.ResourceGroup, attrs.Resource, attrs.Subresource = group, resource, sub
+				attrs.Namespace = o.namespace
+				if len(args) == 3 {
+					attrs.ResourceName = args[2]
+				}
+				if o.namespace != "" {
+					rar.Kind = "LocalResourceAccessReview"
+				}
+			}
+			az := residual.NewEngine(checker.Schema, ps, residual.NewCodec(residual.RandomKeyring()), residual.EngineOptions{})
+			resp, err := server.WhoCan(az, rar)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			if o.output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
+				return enc.Encode(resp)
+			}
+			printAccessReview(cmd.OutOrStdout(), &resp.AccessReview)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	o.src.AddFlags(f)
+	f.StringArrayVarP(&o.policies, "policies", "p", nil, "policy file or directory of *.cedar files (repeatable)")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of the request (empty: every namespace)")
+	f.StringVar(&o.url, "url", "", "a non-resource URL (/healthz, /metrics) instead of a resource")
+	return cmd
+}
+
+var versionLabel = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]+)?$`)
+
+// parseKubectlResource reads a resource as kubectl writes it:
+// RESOURCE[.VERSION][.GROUP][/SUBRESOURCE]. The core group is "".
+func parseKubectlResource(s *schemagen.Schema, arg string) (group, resource, sub string, err error) {
+	if arg == "" {
+		return "", "", "", fmt.Errorf("the resource is empty")
+	}
+	rg, sub, _ := strings.Cut(arg, "/")
+	resource, group, _ = strings.Cut(rg, ".")
+	if resource == "" {
+		return "", "", "", fmt.Errorf("resource %q has no resource name", arg)
+	}
+	if v, rest, ok := strings.Cut(group, "."); ok && versionLabel.MatchString(v) {
+		if _, known := s.Lookup(group, resource, sub); !known {
+			group = rest // deployments.v1.apps
+		}
+	} else if versionLabel.MatchString(group) {
+		if _, known := s.Lookup(group, resource, sub); !known {
+			group = "" // pods.v1
+		}
+	}
+	return group, resource, sub, nil
+}
+
+// printAccessReview prints a table like kubectl-who-can's.
+func printAccessReview(w io.Writer, rv *residual.AccessReview) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SUBJECT\tKIND\tNAMESPACE\tVIA\tCONDITION")
+	row := func(a residual.SubjectAccess, cond string) {
+		kind := string(a.Kind)
+		if a.PrincipalType != "" {
+			kind += " (" + strings.TrimPrefix(a.PrincipalType, "k8s::") + ")"
+		}
+		ns := a.Namespace
+		if ns == "" {
+			ns = "-"
+		}
+		if a.Case != "" {
+			cond = "[" + a.Case + "] " + cond
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Subject, kind, ns, strings.Join(a.Policies, ","), oneLine(cond))
+	}
+	for _, a := range rv.Allowed {
+		row(a, "-")
+	}
+	for _, a := range rv.Conditional {
+		row(a, "when "+a.Condition)
+	}
+	for _, a := range rv.Denied {
+		cond := "DENIED"
+		if a.Condition != "" {
+			cond += " when " + a.Condition
+		}
+		row(a, cond)
+	}
+	tw.Flush()
+	if len(rv.Allowed)+len(rv.Conditional)+len(rv.Denied) == 0 {
+		fmt.Fprintln(w, "no policy allows or denies anyone this request")
+	}
+	for _, e := range rv.Errors {
+		fmt.Fprintln(w, "error:", e)
+	}
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
