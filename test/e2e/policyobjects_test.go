@@ -487,7 +487,7 @@ func conditionalSAR(t *testing.T, hc *http.Client, r *poReplica) *wire.Condition
 	sar := wire.SubjectAccessReview{TypeMeta: metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"}}
 	sar.Spec.User = "alice"
 	sar.Spec.ResourceAttributes = &authorizationv1.ResourceAttributes{Verb: "create", Version: "v1", Resource: "pods", Namespace: "b", Name: "p"}
-	sar.Spec.AuthorizationOptions = &wire.AuthorizationOptions{HandledDecisionTypes: []wire.DecisionType{wire.DecisionTypeConditionsMap}}
+	sar.Spec.AuthorizationOptions = &wire.AuthorizationOptions{HandledDecisionTypes: []wire.DecisionType{wire.DecisionTypeConditionsMap, wire.DecisionTypeUnion}}
 	var out wire.SubjectAccessReview
 	if post(t, hc, "https://"+r.addr+"/v1/authorize", sar, &out) != http.StatusOK {
 		return nil
