@@ -84,6 +84,7 @@ func (s *Schema) CedarAST() *ast.Schema {
 		AttrSubresource: {Type: ast.String(), Optional: true},
 		AttrNamespace:   {Type: ast.String(), Optional: true},
 		AttrName:        {Type: ast.String(), Optional: true},
+		AttrNamed:       {Type: ast.Bool()},
 	}})
 	addEntity(NonResourceURLType, ast.Entity{Shape: ast.RecordType{AttrPath: {Type: ast.String()}}})
 
@@ -128,9 +129,15 @@ func (s *Schema) CedarAST() *ast.Schema {
 			AttrAPIGroup: {Type: ast.String()},
 			AttrResource: {Type: ast.String()},
 			AttrName:     {Type: ast.String()},
+			AttrNamed:    {Type: ast.Bool()},
 		}
 		if r.Namespaced {
 			shape[AttrNamespace] = ast.Attribute{Type: ast.String()}
+		} else {
+			// The namespace a request names for a cluster-scoped resource: a
+			// namespaces request names its own, a SubjectAccessReview may
+			// name any (RBAC then applies that namespace's RoleBindings).
+			shape[AttrNamespace] = ast.Attribute{Type: ast.String(), Optional: true}
 		}
 		if r.HasSubresourceAttr() {
 			shape[AttrSubresource] = ast.Attribute{Type: ast.String()}

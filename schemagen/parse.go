@@ -247,7 +247,9 @@ func (p *astParser) resource(et types.EntityType, e ast.Entity, resource string)
 	}
 	_, r.Virtual = e.Annotations[AnnotationVirtual]
 	_, r.AnySubresource = e.Annotations[AnnotationAnySubresource]
-	_, r.Namespaced = e.Shape[AttrNamespace]
+	if ns, ok := e.Shape[AttrNamespace]; ok && !ns.Optional {
+		r.Namespaced = true // cluster-scoped resources have an optional namespace
+	}
 	obj, ok := e.Shape[AttrObject]
 	if !ok {
 		return r, nil

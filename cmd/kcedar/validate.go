@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/cedar/lint"
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -17,12 +19,51 @@ type validateOptions struct {
 	src            schemagen.Source
 	output         string
 	strictWarnings bool
+	stdin          io.Reader // for the path "-"
+}
+
+// readPolicyPaths reads policy files as serve does, plus "-": the policies
+// on stdin (once), named <stdin> in findings.
+func readPolicyPaths(paths []string, stdin io.Reader) ([]lint.File, error) {
+	var out []lint.File
+	var rest []string
+	flush := func() error {
+		if len(rest) == 0 {
+			return nil
+		}
+		files, err := lint.ReadPaths(rest)
+		out, rest = append(out, files...), nil
+		return err
+	}
+	usedStdin := false
+	for _, p := range paths {
+		if p != "-" {
+			rest = append(rest, p)
+			continue
+		}
+		if usedStdin {
+			return nil, fmt.Errorf("- (stdin) given twice")
+		}
+		usedStdin = true
+		if err := flush(); err != nil {
+			return nil, err
+		}
+		if stdin == nil {
+			stdin = os.Stdin
+		}
+		data, err := io.ReadAll(io.LimitReader(stdin, cedar.MaxPolicyFileBytes+1))
+		if err != nil {
+			return nil, fmt.Errorf("reading stdin: %w", err)
+		}
+		out = append(out, lint.File{Name: "<stdin>", Data: data})
+	}
+	return out, flush()
 }
 
 func newValidateCmd() *cobra.Command {
 	var o validateOptions
 	cmd := &cobra.Command{
-		Use:   "validate [--schema FILE | --kubeconfig FILE | --from-dir DIR] PATH...",
+		Use:   "validate [--schema FILE | --kubeconfig FILE | --from-dir DIR] PATH... (- for stdin)",
 		Short: "Check Cedar policy files against the schema, with positions and hints",
 		Long: `Check policy files (and directories of *.cedar files) the way 'kcedar serve'
 loads them: strict parsing (trailing garbage, an empty or duplicate @id are
@@ -50,6 +91,7 @@ policies, 2 usage or I/O error.`,
 			if err != nil {
 				return err
 			}
+			o.stdin = cmd.InOrStdin()
 			return runValidate(cmd.OutOrStdout(), checker, args, o)
 		},
 	}
@@ -72,7 +114,7 @@ type validateReport struct {
 // runValidate checks the policies at paths and reports on w; the returned
 // error carries the exit code.
 func runValidate(w io.Writer, checker *lint.Checker, paths []string, o validateOptions) error {
-	files, err := lint.ReadPaths(paths)
+	files, err := readPolicyPaths(paths, o.stdin)
 	if err != nil {
 		return &exitError{2, err}
 	}
