@@ -271,7 +271,8 @@ func (s *Schema) CheckVerb(verb string, r *Resource) error {
 
 // Closest returns the candidate nearest to word by edit distance
 // (case-insensitive), or "" when none is near enough to be a plausible typo:
-// at most 2 edits, and fewer than half of word's length.
+// at most 2 edits, and no more than half of word's length. Ties go to the
+// first candidate (list the preferred spellings first).
 func Closest(word string, candidates []string) string {
 	w := strings.ToLower(word)
 	best, bestD := "", -1
@@ -280,7 +281,7 @@ func Closest(word string, candidates []string) string {
 		if d == 0 {
 			return c
 		}
-		if bestD < 0 || d < bestD || d == bestD && c < best {
+		if bestD < 0 || d < bestD { // ties: the first candidate
 			best, bestD = c, d
 		}
 	}
