@@ -246,7 +246,7 @@ func (s *Schema) unknownResource(base, apiGroup string) error {
 	if m := Closest(name, names); m != "" {
 		msg += fmt.Sprintf(" (did you mean %s?)", m)
 	}
-	return fmt.Errorf("%s; `kcedar schema resources` lists them, --raw sends it literally", msg)
+	return fmt.Errorf("%s (--raw sends it literally)", msg)
 }
 
 // CheckVerb reports an error, with a "did you mean" hint, for a verb the

@@ -116,7 +116,7 @@ func TestResolveExamples(t *testing.T) {
 		{"podz", "", "did you mean pods?"},
 		{"pods/exex", "", "did you mean pods/exec?"},
 		{"deployments", "batch", `not in the schema (group "batch")`},
-		{"zzzzzzzz", "", "kcedar schema resources"},
+		{"zzzzzzzz", "", "--raw sends it literally"},
 		{"pods/", "", "want <resource> or <resource>/<subresource>"},
 	} {
 		_, err := s.ResolveResource(tc.arg, tc.group)
