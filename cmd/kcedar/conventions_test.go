@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,4 +106,22 @@ func TestManifestsInputs(t *testing.T) {
 			t.Errorf("%v: path doubled:\n%s", tc.args, out)
 		}
 	}
+}
+
+// --write-ca is written only once the listener is bound.
+func TestListenThenWritesAfterBind(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	called := false
+	if _, err := listenThen(taken.Addr().String(), func() error { called = true; return nil }); err == nil || called {
+		t.Fatalf("port taken: err %v, CA written %v", err, called)
+	}
+	ln, err := listenThen("127.0.0.1:0", func() error { called = true; return nil })
+	if err != nil || !called {
+		t.Fatalf("free port: err %v, CA written %v", err, called)
+	}
+	ln.Close()
 }

@@ -88,7 +88,7 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 			if host, _, err := net.SplitHostPort(listen); err == nil {
 				tlsOpts.Hosts = append(tlsOpts.Hosts, host)
 			}
-			tlsCfg, err := tlsOpts.Config(logger)
+			tlsCfg, writeCA, err := tlsOpts.ConfigWriteCALater(logger)
 			if err != nil {
 				return &exitError{2, err}
 			}
@@ -101,7 +101,11 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 			if admissionEnforcement && webhookKubeconfig != "" {
 				go srv.WatchAdmissionWebhook(ctx, webhookKubeconfig, webhookName, webhookInterval)
 			}
-			return serveTLS(ctx, listen, tlsCfg, srv, logger)
+			ln, err := listenThen(listen, writeCA)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			return serveTLS(ctx, ln, tlsCfg, srv, logger)
 		},
 	}
 	f := cmd.Flags()
@@ -132,11 +136,21 @@ func newLogger(level string) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
-func serveTLS(ctx context.Context, listen string, cfg *tls.Config, h http.Handler, logger *slog.Logger) error {
+// listenThen binds listen, then runs after (which writes --write-ca): a CA
+// file appears only for a server that is listening.
+func listenThen(listen string, after func() error) (net.Listener, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("%w (is another kcedar serve running? pick another --listen)", err)
 	}
+	if err := after(); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+func serveTLS(ctx context.Context, ln net.Listener, cfg *tls.Config, h http.Handler, logger *slog.Logger) error {
 	srv := &http.Server{
 		Handler:           h,
 		TLSConfig:         cfg,
