@@ -22,6 +22,45 @@ type Validator interface {
 	Validate(policies []*Policy) []error
 }
 
+// SourceFile is one policy file as read.
+type SourceFile struct {
+	Name string
+	Data []byte
+}
+
+// FileChecker parses and checks policy files as a whole, the way `kcedar
+// validate` does: it returns the policies, or one error per finding
+// (positioned and hinted; errors that implement slog.LogValuer are logged as
+// structured records). cedar/lint's Checker is one. When a Store has one, it
+// replaces the Store's own parsing and Validator, so serve and validate
+// report the same findings.
+type FileChecker interface {
+	CheckFiles(files []SourceFile) ([]*Policy, []error)
+}
+
+// LoadError is a failed load's findings, one per problem.
+type LoadError struct {
+	Findings []error
+}
+
+// Error is a readable summary: the count, then one finding per line.
+func (e *LoadError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d problem", len(e.Findings))
+	if len(e.Findings) != 1 {
+		b.WriteString("s")
+	}
+	b.WriteString(" in the policy files:")
+	for _, f := range e.Findings {
+		b.WriteString("\n  ")
+		b.WriteString(strings.ReplaceAll(f.Error(), "\n", "\n  "))
+	}
+	return b.String()
+}
+
+// Unwrap returns the findings.
+func (e *LoadError) Unwrap() []error { return e.Findings }
+
 // ReloadResult describes one attempt to load the policy files.
 type ReloadResult struct {
 	Time     time.Time
@@ -51,6 +90,9 @@ type Store struct {
 
 	// OnReload, if set, is called after every load attempt.
 	OnReload func(ReloadResult)
+	// Checker, if set, parses and checks the files (instead of
+	// ParsePolicies and the Validator). Set it before the first Load.
+	Checker FileChecker
 }
 
 // NewStore returns a store over paths (files, or directories searched
@@ -112,11 +154,24 @@ func (s *Store) Load() error {
 	res := ReloadResult{Time: time.Now(), Err: err, Changed: changed}
 	if err != nil {
 		s.lastErr.Store(&err)
+		// One record per finding, then the outcome.
+		var le *LoadError
+		summary := []any{"err", err}
+		if errors.As(err, &le) {
+			for _, f := range le.Findings {
+				if lv, ok := f.(slog.LogValuer); ok {
+					s.logger.Error("policy error", "finding", lv)
+				} else {
+					s.logger.Error("policy error", "err", f.Error())
+				}
+			}
+			summary = []any{"problems", len(le.Findings)}
+		}
 		if cur := s.current.Load(); cur != nil {
 			res.Policies = cur.Len()
-			s.logger.Error("policy reload failed; the last good policy set keeps serving", "err", err, "serving", cur.Len(), "generation", cur.Generation)
+			s.logger.Error("policy reload failed; the last good policy set keeps serving", append(summary, "serving", cur.Len(), "generation", cur.Generation)...)
 		} else {
-			s.logger.Error("policy load failed", "err", err)
+			s.logger.Error("policy load failed", summary...)
 		}
 		s.report(res)
 		return err
@@ -295,6 +350,17 @@ func fingerprint(files []policyFile) [32]byte {
 }
 
 func (s *Store) build(files []policyFile) (*PolicySet, error) {
+	if s.Checker != nil {
+		src := make([]SourceFile, len(files))
+		for i, f := range files {
+			src[i] = SourceFile{Name: f.name, Data: f.data}
+		}
+		all, errs := s.Checker.CheckFiles(src)
+		if len(errs) > 0 {
+			return nil, &LoadError{Findings: errs}
+		}
+		return NewPolicySet(all)
+	}
 	var all []*Policy
 	var errs []error
 	for _, f := range files {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/residual"
 	"github.com/kcedar/kcedar/schemagen"
 	"github.com/kcedar/kcedar/server"
@@ -68,10 +67,6 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 				return fmt.Errorf("schema from %s: %w", src, err)
 			}
 			logger.Info("schema loaded", "from", src.String(), "resources", len(schema.Resources), "warnings", len(schema.Warnings), "took", time.Since(start).String())
-			validator, err := cedar.NewSchemaValidator(schema)
-			if err != nil {
-				return err
-			}
 			keys := residual.RandomKeyring()
 			if keyFile != "" {
 				if keys, err = residual.LoadKeyFile(keyFile); err != nil {
@@ -80,10 +75,13 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 			} else {
 				logger.Warn("no --conditions-key-file: conditions are signed with a random key, valid only in this process until it restarts (run one replica, or share a key file)")
 			}
-			store := cedar.NewStore(policies, validator, logger)
+			store, err := newPolicyStore(schema, policies, logger)
+			if err != nil {
+				return err
+			}
 			srv := server.New(schema, store, server.Options{Logger: logger, Keys: keys, AdmissionEnforcement: admissionEnforcement, RequireClientCert: tlsOpts.ClientCAFile != "", UnverifiedAdmissionWebhook: unverifiedWebhook})
 			if err := store.Load(); err != nil {
-				logger.Error("no valid policy set yet; not ready until the files are fixed", "err", err)
+				logger.Error("no valid policy set yet; not ready until the files are fixed (the problems are logged above)")
 			}
 			if host, _, err := net.SplitHostPort(listen); err == nil {
 				tlsOpts.Hosts = append(tlsOpts.Hosts, host)

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/cedar/lint"
@@ -135,8 +138,10 @@ func runValidate(w io.Writer, checker *lint.Checker, paths []string, o validateO
 			return &exitError{2, err}
 		}
 	} else {
+		colour := isTerminal(w)
 		for _, d := range res.Diagnostics {
 			fmt.Fprintln(w, d)
+			fmt.Fprint(w, sourceExcerpt(files, d, colour))
 		}
 		fmt.Fprintf(w, "%s, %s: %s, %s\n", plural(rep.Files, "file"), plural(rep.Policies, "policy"), plural(rep.Errors, "error"), plural(rep.Warnings, "warning"))
 	}
@@ -148,4 +153,70 @@ func runValidate(w io.Writer, checker *lint.Checker, paths []string, o validateO
 		return &exitError{1, fmt.Errorf("policies are not valid: %s", what)}
 	}
 	return nil
+}
+
+// sourceExcerpt is the diagnostic's source line with a caret under its
+// column (in characters), indented; red (yellow for a warning) when colour is
+// set. A long line is cut to a window around the column.
+func sourceExcerpt(files []lint.File, d lint.Diagnostic, colour bool) string {
+	if d.Line < 1 || d.Column < 1 {
+		return ""
+	}
+	for _, f := range files {
+		if f.Name != d.File {
+			continue
+		}
+		data := f.Data
+		for i := 1; i < d.Line; i++ {
+			nl := bytes.IndexByte(data, '\n')
+			if nl < 0 {
+				return ""
+			}
+			data = data[nl+1:]
+		}
+		if nl := bytes.IndexByte(data, '\n'); nl >= 0 {
+			data = data[:nl]
+		}
+		line := []rune(strings.TrimRight(string(data), "\r"))
+		col := min(d.Column-1, len(line))
+		const width, before = 100, 40
+		start, end := 0, len(line)
+		if len(line) > width {
+			start = max(0, col-before)
+			end = min(len(line), start+width)
+		}
+		var text, pad strings.Builder
+		if start > 0 {
+			text.WriteString("...")
+			pad.WriteString("   ")
+		}
+		text.WriteString(string(line[start:end]))
+		if end < len(line) {
+			text.WriteString("...")
+		}
+		for _, r := range line[start:col] {
+			if r == '\t' {
+				pad.WriteRune('\t')
+			} else {
+				pad.WriteByte(' ')
+			}
+		}
+		caret := "^"
+		if colour {
+			code := "31" // red
+			if d.Severity == lint.Warning {
+				code = "33" // yellow
+			}
+			caret = "\x1b[1;" + code + "m^\x1b[0m"
+		}
+		return "     | " + text.String() + "\n     | " + pad.String() + caret + "\n"
+	}
+	return ""
+}
+
+// isTerminal reports whether w is a terminal (colour only there; NO_COLOR
+// turns it off).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && os.Getenv("NO_COLOR") == "" && term.IsTerminal(int(f.Fd()))
 }
