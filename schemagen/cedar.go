@@ -24,6 +24,11 @@ const (
 	AnnotationOpenAPI        = "openapi"        // common types: the OpenAPI definition
 	AnnotationEnum           = "enum"           // attributes: allowed values, a JSON list
 	AnnotationMap            = "map"            // map entity types
+	// The names kubectl resolves (resource entities, from discovery).
+	AnnotationSingular   = "singular"   // "pod"
+	AnnotationShortNames = "shortNames" // "po" (comma-separated)
+	AnnotationVersion    = "version"    // the preferred version: "v1"
+	// and AnnotationKind, "Pod"
 )
 
 // principalTypes are the principal entity types every action applies to.
@@ -124,6 +129,18 @@ func (s *Schema) CedarAST() *ast.Schema {
 		}
 		if r.AnySubresource {
 			ann[AnnotationAnySubresource] = ""
+		}
+		if n := r.Names; n.Singular != "" {
+			ann[AnnotationSingular] = types.String(n.Singular)
+		}
+		if n := r.Names; len(n.ShortNames) > 0 {
+			ann[AnnotationShortNames] = types.String(strings.Join(n.ShortNames, ","))
+		}
+		if n := r.Names; n.Kind != "" {
+			ann[AnnotationKind] = types.String(n.Kind)
+		}
+		if n := r.Names; n.Version != "" {
+			ann[AnnotationVersion] = types.String(n.Version)
 		}
 		shape := ast.RecordType{
 			AttrAPIGroup: {Type: ast.String()},
