@@ -4,12 +4,12 @@
 # ${KUBE_E2E_CACHE:-$HOME/.cache/kube-e2e}).
 #
 #   make build            bin/kcedar
-#   make test             go vet, gofmt check, go test -race ./... (no e2e)
+#   make test             go vet, gofmt check, go mod tidy check, go test -race ./... (no e2e)
 #   make e2e              real-cluster tests: go test -tags e2e ./test/e2e/...
 #                         (E2E_FLAGS='-run TestX -v' to narrow them down)
 #   make bench            benchmarks
 #   make capture-default  schemagen/default from a default kube-apiserver
-#   make fmt | vet | kube-binaries | clean
+#   make fmt | vet | tidy-check | kube-binaries | clean
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -28,12 +28,12 @@ BENCH ?= .
 GO_FILES = find . -type d \( -name .git -o -name .cache -o -name bin -o -name testdata -o -name node_modules \) -prune \
 	-o -type f -name '*.go' -print
 
-.PHONY: build test vet fmt fmt-check e2e kube-binaries bench capture-default clean
+.PHONY: build test vet fmt fmt-check tidy-check e2e kube-binaries bench capture-default clean
 
 build:
 	$(GO) build -o bin/kcedar ./cmd/kcedar
 
-test: vet fmt-check
+test: vet fmt-check tidy-check
 	$(GO) test -race $(TEST_FLAGS) ./...
 
 # The e2e tests are vetted too (with their build tag), so `make test` catches
@@ -46,6 +46,13 @@ fmt-check:
 	@unformatted=$$($(GO_FILES) | xargs -r $(GOFMT) -l); \
 	if [[ -n $$unformatted ]]; then \
 		echo "gofmt: not formatted (run make fmt):" >&2; echo "$$unformatted" >&2; exit 1; \
+	fi
+
+# go.mod and go.sum must be what `go mod tidy` writes (direct dependencies
+# without "// indirect", nothing unused). Works offline with a warm module cache.
+tidy-check:
+	@if ! out=$$($(GO) mod tidy -diff 2>&1); then \
+		echo "go.mod/go.sum are not tidy (run go mod tidy):" >&2; echo "$$out" >&2; exit 1; \
 	fi
 
 fmt:

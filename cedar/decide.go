@@ -3,7 +3,6 @@ package cedar
 import (
 	"errors"
 	"iter"
-	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -12,35 +11,6 @@ import (
 
 	"github.com/kcedar/kcedar/schemagen"
 )
-
-// Decision is an authorizer's answer.
-type Decision int
-
-const (
-	NoOpinion Decision = iota
-	Allow
-	Deny
-)
-
-func (d Decision) String() string {
-	switch d {
-	case Allow:
-		return "Allow"
-	case Deny:
-		return "Deny"
-	}
-	return "NoOpinion"
-}
-
-// Result is a decision with the policies that made it.
-type Result struct {
-	Decision Decision
-	// Policies that decided: the satisfied (or erroring) forbids for Deny, the
-	// satisfied permits for Allow. Sorted by id.
-	Policies []*Policy
-	// Errors of policies that failed to evaluate, "policy <id>: <message>", sorted.
-	Errors []string
-}
 
 type candidateList []*Policy
 
@@ -52,49 +22,6 @@ func (l candidateList) All() iter.Seq2[types.PolicyID, *cedarlib.Policy] {
 			}
 		}
 	}
-}
-
-// Evaluate decides a fully known request over candidate policies with Cedar's
-// rules, except that a forbid that fails to evaluate counts as satisfied: Cedar
-// skips erroring policies, which for a forbid would fail open.
-func Evaluate(candidates []*Policy, entities types.EntityGetter, principal, action, resource types.EntityUID) Result {
-	if len(candidates) == 0 {
-		return Result{}
-	}
-	byID := make(map[types.PolicyID]*Policy, len(candidates))
-	for _, p := range candidates {
-		byID[types.PolicyID(p.ID)] = p
-	}
-	dec, diag := cedarlib.Authorize(candidateList(candidates), entities, cedarlib.Request{
-		Principal: principal, Action: action, Resource: resource, Context: ContextFor(action),
-	})
-	var res Result
-	var erroringForbids []*Policy
-	for _, e := range diag.Errors {
-		p := byID[e.PolicyID]
-		res.Errors = append(res.Errors, "policy "+string(e.PolicyID)+": "+e.Message)
-		if p.Effect == types.Forbid {
-			erroringForbids = append(erroringForbids, p)
-		}
-	}
-	sort.Strings(res.Errors)
-	switch {
-	case dec == types.Deny && len(diag.Reasons) > 0 || len(erroringForbids) > 0:
-		res.Decision = Deny
-		if dec == types.Deny {
-			for _, r := range diag.Reasons {
-				res.Policies = append(res.Policies, byID[r.PolicyID])
-			}
-		}
-		res.Policies = append(res.Policies, erroringForbids...)
-	case dec == types.Allow:
-		res.Decision = Allow
-		for _, r := range diag.Reasons {
-			res.Policies = append(res.Policies, byID[r.PolicyID])
-		}
-	}
-	sort.Slice(res.Policies, func(i, j int) bool { return res.Policies[i].ID < res.Policies[j].ID })
-	return res
 }
 
 // Target is where a request lands in the schema.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/cedar-policy/cedar-go/types"
 
+	"github.com/kcedar/kcedar/internal/schematest"
 	"github.com/kcedar/kcedar/schemagen"
-	"github.com/kcedar/kcedar/schemagen/schematest"
 )
 
 func TestPrincipalUID(t *testing.T) {
@@ -108,8 +108,8 @@ func TestPrincipalEntity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Evaluate(ps.Policies, ents, alice.UID, schemagen.ActionUID("frob"), ents.Resource.UID)
-	if res.Decision != Allow || strings.Join(policyIDs(res.Policies), ",") != "any-verb,groups-set,in-group,tag" || len(res.Errors) != 0 {
+	res := evaluate(ps.Policies, ents, alice.UID, schemagen.ActionUID("frob"), ents.Resource.UID)
+	if res.Decision != "Allow" || strings.Join(policyIDs(res.Policies), ",") != "any-verb,groups-set,in-group,tag" || len(res.Errors) != 0 {
 		t.Fatalf("got %v %v %v", res.Decision, policyIDs(res.Policies), res.Errors)
 	}
 }
@@ -329,8 +329,8 @@ func TestObjectConverterPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Evaluate(ps.Policies, ents, ents.Principal.UID, schemagen.ActionUID("create"), ents.Resource.UID)
-	if res.Decision != Allow || strings.Join(policyIDs(res.Policies), ",") != "label,same-maps,time" || len(res.Errors) != 1 || !strings.Contains(res.Errors[0], "policy missing") {
+	res := evaluate(ps.Policies, ents, ents.Principal.UID, schemagen.ActionUID("create"), ents.Resource.UID)
+	if res.Decision != "Allow" || strings.Join(policyIDs(res.Policies), ",") != "label,same-maps,time" || len(res.Errors) != 1 || !strings.Contains(res.Errors[0], "policy missing") {
 		t.Fatalf("got %v %v %v", res.Decision, policyIDs(res.Policies), res.Errors)
 	}
 }

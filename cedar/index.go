@@ -2,6 +2,7 @@ package cedar
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/cedar-policy/cedar-go/types"
 	"github.com/cedar-policy/cedar-go/x/exp/ast"
@@ -9,102 +10,206 @@ import (
 	"github.com/kcedar/kcedar/schemagen"
 )
 
-// The index narrows a request to the policies whose scope can match it, so the
-// cost of a decision grows with the policies that concern the request, not with
-// the size of the set. Keys come from the scope only; when clauses are evaluated.
+// The index narrows a request to the policies that can match it, so the cost
+// of a decision grows with the policies that concern the request, not with
+// the size of the set. The rules (docs/architecture.md, "The policy index"):
 //
-// A policy lands in one bucket per (action, resource type) pair of its scope
-// (anyKey for an unconstrained part), and within a bucket under its principal
-// key: the principal uid, a group, a principal type, or any.
+//   - From each policy's top-level conjunction (the scope, then every `when`
+//     clause split at `&&`, then every `unless` clause negated: `!(a || b)` is
+//     `!a && !b`, `!!a` is `a`, `!(a != b)` is `a == b`) it extracts the
+//     constraints that equality, `in`, `is`, `.contains` and `.containsAny`
+//     on literals fix, on these dimensions: verb (action, context.verb),
+//     resource type, principal username (principal uid), group, principal
+//     type, ServiceAccount namespace, ServiceAccount or Node name, resource
+//     namespace, name, apiGroup and resource. A disjunction of constraints on
+//     one dimension is their union; several constraints on one dimension all
+//     apply.
+//   - A policy lands in one bucket per (verb, resource type) it allows, and in
+//     each bucket under one key: the value set of its most selective
+//     constraint (fewest policies share it), or "rest" without one.
+//   - Candidates looks up the request's keys, then checks every found policy
+//     against all its constraints. An open request value (namespace or name
+//     "", apiGroup or resource "*") satisfies every constraint on it and finds
+//     every policy keyed on that dimension. An absent attribute (a cluster-
+//     scoped resource's namespace, a User's namespace) satisfies none.
+//   - Errors: for a permit an evaluation error is the same as not matching,
+//     so any conjunct may be used (a permit that would fail on an absent
+//     attribute, which the validator rejects anyway, may then go unreported).
+//     A forbid that fails denies (fail closed), so a forbid relies only on
+//     conjuncts up to the first one that may fail for another reason than
+//     an absent attribute; a constraint after (or on) a conjunct that fails
+//     when attribute A is absent rules the forbid out only when the request
+//     certainly has A (not absent, and not open on an optional attribute).
 type index struct {
+	strs    map[string]uint32 // interned values; 0 is "no such value"
 	buckets map[bucketKey]*bucket
+	verbs   []uint32 // every verb id with a bucket, for an unexpanded "*" verb
+	// cons holds each policy's constraints, encoded from consAt[i]:
+	// header (dim | needs<<4 | n<<16), then n value ids.
+	cons   []uint32
+	consAt []uint32
 }
 
-type bucketKey struct {
-	action       string // verb, or anyKey
-	resourceType types.EntityType
-}
+// Dimensions of a constraint.
+const (
+	dVerb uint8 = iota
+	dRType
+	dUser       // principal username (the principal uid's id)
+	dGroup      // a group the principal is in
+	dPType      // principal type
+	dPNamespace // ServiceAccount namespace
+	dPName      // ServiceAccount or Node name
+	dNamespace
+	dName
+	dAPIGroup
+	dResource
+	nDims
+)
 
-const anyKey = "\x00any"
+// anyID is the bucket key part of an unconstrained verb or resource type.
+const anyID = ^uint32(0)
+
+type bucketKey struct{ verb, rtype uint32 }
+
+type dimKey struct {
+	dim uint8
+	val uint32
+}
 
 type bucket struct {
-	anyPrincipal []int
-	byPrincipal  map[principalKey][]int
+	dims uint16 // dimensions with keyed policies
+	// keyed maps dimKey{tag<<4 | dim, value} to policies. Tag 0 is a
+	// policy's primary key. A policy whose primary key is on a resource
+	// dimension r (which requests may leave open) is also keyed under tag r+1
+	// by its most selective principal constraint, for requests that leave r
+	// open; openDims[r] lists those principal dimensions, openRest[r] the
+	// policies without one.
+	keyed    map[dimKey][]int32
+	openDims [nDims]uint16
+	openRest [nDims][]int32
+	// absent[d] lists the forbids keyed on a constraint that needs d, for
+	// requests where d is absent or may be.
+	absentDims uint16
+	absent     [nDims][]int32
+	rest       []int32
 }
 
-type principalKey struct {
-	kind byte // 'u' entity uid, 'g' group, 't' type
-	typ  types.EntityType
-	id   types.String
+// constraint is one extracted fact: the dimension takes one of vals.
+type constraint struct {
+	dim uint8
+	// needs: the dimensions that must be present (not absent, not possibly
+	// absent) for this constraint to rule a forbid out: earlier conjuncts
+	// (and this one) fail when their attribute is absent, and a failing
+	// forbid denies.
+	needs uint16
+	vals  []string
+}
+
+// extraction is what the index knows about one policy.
+type extraction struct {
+	cons []constraint
 }
 
 func buildIndex(policies []*Policy) *index {
-	ix := &index{buckets: map[bucketKey]*bucket{}}
+	ix := &index{strs: map[string]uint32{}, buckets: map[bucketKey]*bucket{}, consAt: make([]uint32, len(policies)+1)}
+	exts := make([]extraction, len(policies))
+	count := map[dimKey]int32{}
 	for i, p := range policies {
-		actions := scopeActions(p.AST.Action)
-		if len(actions) == 1 && actions[0] == anyKey {
-			if vs, ok := contextVerbs(p.AST); ok {
-				actions = vs
+		exts[i] = extract(p.AST, p.Effect == types.Forbid)
+		for _, c := range exts[i].cons {
+			if c.dim == dVerb || c.dim == dRType {
+				continue
+			}
+			for _, v := range c.vals {
+				count[dimKey{c.dim, ix.intern(v)}]++
 			}
 		}
-		rtypes := scopeResourceTypes(p.AST.Resource)
-		pkey, anyP := scopePrincipal(p.AST.Principal)
-		for _, a := range actions {
-			for _, rt := range rtypes {
-				k := bucketKey{a, rt}
+	}
+	verbSeen := map[uint32]bool{}
+	for i := range policies {
+		e := &exts[i]
+		verbs, okV := e.values(dVerb)
+		rtypes, okT := e.values(dRType)
+		vids := ix.ids(verbs, okV)
+		tids := ix.ids(rtypes, okT)
+		// The primary key: the cheapest non-verb, non-type constraint; the
+		// secondary: the cheapest principal constraint that holds whenever
+		// it is read.
+		primary, secondary := -1, -1
+		best, bestP := int64(-1), int64(-1)
+		for ci, c := range e.cons {
+			if c.dim == dVerb || c.dim == dRType {
+				continue
+			}
+			var cost int64
+			for _, v := range c.vals {
+				cost += int64(count[dimKey{c.dim, ix.intern(v)}])
+			}
+			if !isResourceDim(c.dim) && c.needs == 0 && (bestP < 0 || cost < bestP) {
+				secondary, bestP = ci, cost
+			}
+			if isResourceDim(c.dim) {
+				cost *= 2 // open requests read more
+			}
+			if best < 0 || cost < best {
+				primary, best = ci, cost
+			}
+		}
+		for _, v := range vids {
+			if v != anyID && !verbSeen[v] {
+				verbSeen[v] = true
+				ix.verbs = append(ix.verbs, v)
+			}
+			for _, t := range tids {
+				k := bucketKey{v, t}
 				b := ix.buckets[k]
 				if b == nil {
-					b = &bucket{byPrincipal: map[principalKey][]int{}}
+					b = &bucket{keyed: map[dimKey][]int32{}}
 					ix.buckets[k] = b
 				}
-				if anyP {
-					b.anyPrincipal = append(b.anyPrincipal, i)
-				} else {
-					b.byPrincipal[pkey] = append(b.byPrincipal[pkey], i)
+				if primary < 0 {
+					b.rest = append(b.rest, int32(i))
+					continue
+				}
+				c := e.cons[primary]
+				b.dims |= 1 << c.dim
+				ix.put(b, 0, c, int32(i))
+				for d := dUser; d < nDims; d++ {
+					if c.needs&(1<<d) != 0 {
+						b.absentDims |= 1 << d
+						b.absent[d] = append(b.absent[d], int32(i))
+					}
+				}
+				if isResourceDim(c.dim) {
+					if secondary < 0 {
+						b.openRest[c.dim] = append(b.openRest[c.dim], int32(i))
+					} else {
+						sc := e.cons[secondary]
+						b.openDims[c.dim] |= 1 << sc.dim
+						ix.put(b, c.dim+1, sc, int32(i))
+					}
 				}
 			}
+		}
+		// Remaining constraints, checked after the lookup.
+		for _, c := range e.cons {
+			if c.dim == dVerb || c.dim == dRType {
+				continue
+			}
+			ix.cons = append(ix.cons, uint32(c.dim)|uint32(c.needs)<<4|uint32(len(c.vals))<<16)
+			for _, v := range c.vals {
+				ix.cons = append(ix.cons, ix.intern(v))
+			}
+		}
+		ix.consAt[i+1] = uint32(len(ix.cons))
+	}
+	ix.cons = slices.Clip(ix.cons)
+	for _, b := range ix.buckets {
+		for k, l := range b.keyed {
+			b.keyed[k] = slices.Clip(l)
 		}
 	}
 	return ix
-}
-
-func scopeActions(s ast.IsActionScopeNode) []string {
-	switch v := s.(type) {
-	case ast.ScopeTypeEq:
-		return []string{actionKey(v.Entity)}
-	case ast.ScopeTypeIn:
-		if v.Entity == schemagen.AllVerbsAction {
-			return []string{anyKey}
-		}
-		return []string{actionKey(v.Entity)}
-	case ast.ScopeTypeInSet:
-		out := make([]string, 0, len(v.Entities))
-		for _, e := range v.Entities {
-			if e == schemagen.AllVerbsAction {
-				return []string{anyKey}
-			}
-			out = append(out, actionKey(e))
-		}
-		slices.Sort(out)
-		return slices.Compact(out)
-	}
-	return []string{anyKey}
-}
-
-// actionKey is the verb of a k8s::Action; other entities get a key no request
-// uses, since a request's action is always a k8s::Action.
-func actionKey(e types.EntityUID) string {
-	if e.Type != schemagen.ActionType {
-		return "\x00" + string(e.Type) + "::" + string(e.ID)
-	}
-	return string(e.ID)
-}
-
-func scopeResourceTypes(s ast.IsResourceScopeNode) []types.EntityType {
-	if t, ok := ScopeResourceType(s); ok {
-		return []types.EntityType{t}
-	}
-	return []types.EntityType{anyKey}
 }
 
 // ScopeResourceType is the one resource type a resource scope allows
@@ -122,131 +227,681 @@ func ScopeResourceType(s ast.IsResourceScopeNode) (t types.EntityType, ok bool) 
 	return "", false
 }
 
-func scopePrincipal(s ast.IsPrincipalScopeNode) (principalKey, bool) {
-	switch v := s.(type) {
-	case ast.ScopeTypeEq:
-		return principalKey{kind: 'u', typ: v.Entity.Type, id: v.Entity.ID}, false
-	case ast.ScopeTypeIn:
-		return inKey(v.Entity), false
-	case ast.ScopeTypeIs:
-		return principalKey{kind: 't', typ: v.Type}, false
-	case ast.ScopeTypeIsIn:
-		return inKey(v.Entity), false
+// put adds policy i to b under constraint c's values, with tag.
+func (ix *index) put(b *bucket, tag uint8, c constraint, i int32) {
+	for _, val := range slices.Compact(slices.Sorted(slices.Values(c.vals))) {
+		dk := dimKey{tag<<4 | c.dim, ix.intern(val)}
+		b.keyed[dk] = append(b.keyed[dk], i)
 	}
-	return principalKey{}, true
 }
 
-// inKey: principals' only ancestors are groups, so `principal in X` matches a
-// group's members when X is a group and otherwise only X itself.
-func inKey(e types.EntityUID) principalKey {
-	if e.Type == schemagen.GroupType {
-		return principalKey{kind: 'g', id: e.ID}
-	}
-	return principalKey{kind: 'u', typ: e.Type, id: e.ID}
+func isResourceDim(d uint8) bool {
+	return d == dNamespace || d == dName || d == dAPIGroup || d == dResource
 }
 
-// Candidates returns, in policy order, the policies whose scope may match a
-// request by principal (with its groups) doing verb on resourceType. The slice
-// is freshly allocated.
-func (ps *PolicySet) Candidates(principal types.EntityUID, groups []string, verb string, resourceType types.EntityType) []*Policy {
-	var idx []int
-	for _, a := range [2]string{verb, anyKey} {
-		for _, rt := range [2]types.EntityType{resourceType, anyKey} {
-			b := ps.index.buckets[bucketKey{a, rt}]
+func (ix *index) intern(s string) uint32 {
+	if id, ok := ix.strs[s]; ok {
+		return id
+	}
+	id := uint32(len(ix.strs) + 1)
+	ix.strs[s] = id
+	return id
+}
+
+// ids interns a constraint's values, or anyID when unconstrained.
+func (ix *index) ids(vals []string, constrained bool) []uint32 {
+	if !constrained {
+		return []uint32{anyID}
+	}
+	out := make([]uint32, 0, len(vals))
+	for _, v := range vals {
+		out = append(out, ix.intern(v))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// values intersects every constraint on dim (verb or resource type) that
+// holds whatever attributes are absent: ok is false when there is none.
+func (e *extraction) values(dim uint8) (vals []string, ok bool) {
+	for _, c := range e.cons {
+		if c.dim != dim || c.needs != 0 {
+			continue
+		}
+		if !ok {
+			vals, ok = slices.Clone(c.vals), true
+			continue
+		}
+		vals = slices.DeleteFunc(vals, func(v string) bool { return !slices.Contains(c.vals, v) })
+	}
+	return vals, ok
+}
+
+// CandidateQuery is what the index needs to know about a request (for one
+// verb). Build it with NewCandidateQuery.
+type CandidateQuery struct {
+	Principal types.EntityUID // its id is the username
+	Groups    []string
+	// PrincipalNamespace and PrincipalName: a ServiceAccount's namespace and
+	// name, a Node's name; absent (Has false) for other principals.
+	PrincipalNamespace, PrincipalName QueryValue
+	Verb                              string // "*" finds the policies of every verb
+	ResourceType                      types.EntityType
+	Namespace, Name                   QueryValue
+	APIGroup, Resource                QueryValue
+}
+
+// QueryValue is one request attribute: a value, open (every value: "" name
+// or namespace, "*" apiGroup or resource) or absent.
+type QueryValue struct {
+	Value string
+	Has   bool // present (Value, or open)
+	Open  bool
+	// MayBeAbsent: open, and possibly absent too (k8s::Resource's optional
+	// namespace and name).
+	MayBeAbsent bool
+}
+
+func known(v string) QueryValue { return QueryValue{Value: v, Has: true} }
+
+var openValue = QueryValue{Has: true, Open: true}
+
+// NewCandidateQuery describes req, landing on t, for verb.
+func NewCandidateQuery(req *Request, t Target, verb string) CandidateQuery {
+	q := CandidateQuery{Principal: PrincipalUID(req.User.Name), Groups: req.User.Groups, Verb: verb, ResourceType: t.EntityType}
+	switch q.Principal.Type {
+	case schemagen.ServiceAccountType:
+		ns, name, _ := serviceAccountName(req.User.Name)
+		q.PrincipalNamespace, q.PrincipalName = known(ns), known(name)
+	case schemagen.NodeType:
+		q.PrincipalName = known(strings.TrimPrefix(req.User.Name, schemagen.NodeUserPrefix))
+	}
+	orOpen := func(v, open string) QueryValue {
+		if v == open {
+			return openValue
+		}
+		return known(v)
+	}
+	switch {
+	case t.EntityType == schemagen.NonResourceURLType:
+	case t.Resource != nil:
+		q.APIGroup, q.Resource = known(t.Resource.Key.Group), known(t.Resource.Key.Resource)
+		switch {
+		case t.Resource.Namespaced:
+			q.Namespace = orOpen(req.Namespace, "")
+		case req.Namespace != "":
+			// Cluster-scoped: the namespace a request names is present
+			// (Target.Attributes), else absent.
+			q.Namespace = known(req.Namespace)
+		}
+		q.Name = orOpen(req.Name, "")
+	default:
+		q.APIGroup, q.Resource = orOpen(req.APIGroup, Wildcard), orOpen(req.Resource, Wildcard)
+		q.Namespace, q.Name = orOpen(req.Namespace, ""), orOpen(req.Name, "")
+		for attr, v := range map[string]*QueryValue{schemagen.AttrNamespace: &q.Namespace, schemagen.AttrName: &q.Name} {
+			v.MayBeAbsent = v.Open && t.OptionalWhenOpen(attr)
+		}
+	}
+	return q
+}
+
+// Candidates returns, in policy order, the policies that may match a request
+// described by q: every policy whose evaluation for it can be other than
+// false (or, for a permit, an error). The slice is freshly allocated.
+func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
+	if ps.index == nil {
+		return slices.Clone(ps.Policies)
+	}
+	ix := ps.index
+	id := func(s string) uint32 {
+		if v, ok := ix.strs[s]; ok {
+			return v
+		}
+		return 0
+	}
+	// Request values as ids, per dimension; open/absent per dimension.
+	var vals [nDims]uint32
+	var has, open [nDims]bool
+	var absentMask uint16 // dimensions absent, or open and possibly absent
+	set := func(d uint8, v QueryValue) {
+		has[d], open[d] = v.Has, v.Open
+		if !v.Has || v.MayBeAbsent {
+			absentMask |= 1 << d
+		}
+		if v.Has && !v.Open {
+			vals[d] = id(v.Value)
+		}
+	}
+	set(dUser, known(string(q.Principal.ID)))
+	set(dPType, known(string(q.Principal.Type)))
+	set(dPNamespace, q.PrincipalNamespace)
+	set(dPName, q.PrincipalName)
+	set(dNamespace, q.Namespace)
+	set(dName, q.Name)
+	set(dAPIGroup, q.APIGroup)
+	set(dResource, q.Resource)
+	has[dGroup] = true
+	groups := make([]uint32, 0, len(q.Groups))
+	for _, g := range q.Groups {
+		if v := id(g); v != 0 {
+			groups = append(groups, v)
+		}
+	}
+
+	verbIDs := []uint32{id(q.Verb), anyID}
+	if q.Verb == Wildcard {
+		verbIDs = append(slices.Clone(ix.verbs), anyID)
+	}
+	// collect appends the policies of b keyed under tag on the dimensions
+	// in mask, for the request's values.
+	var collect func(found []int32, b *bucket, tag uint8, mask uint16) []int32
+	collect = func(found []int32, b *bucket, tag uint8, mask uint16) []int32 {
+		for d := dUser; d < nDims; d++ {
+			if mask&(1<<d) == 0 {
+				continue
+			}
+			switch {
+			case d == dGroup:
+				for _, g := range groups {
+					found = append(found, b.keyed[dimKey{tag<<4 | dGroup, g}]...)
+				}
+			case !has[d]:
+			case open[d]:
+				found = append(found, b.openRest[d]...)
+				found = collect(found, b, d+1, b.openDims[d])
+			case vals[d] != 0:
+				found = append(found, b.keyed[dimKey{tag<<4 | d, vals[d]}]...)
+			}
+		}
+		return found
+	}
+	var found []int32
+	for _, v := range verbIDs {
+		for _, t := range [2]uint32{id(string(q.ResourceType)), anyID} {
+			b := ix.buckets[bucketKey{v, t}]
 			if b == nil {
 				continue
 			}
-			idx = append(idx, b.anyPrincipal...)
-			if len(b.byPrincipal) == 0 {
+			found = append(found, b.rest...)
+			if m := b.absentDims & absentMask; m != 0 {
+				for d := dUser; d < nDims; d++ {
+					if m&(1<<d) != 0 {
+						found = append(found, b.absent[d]...)
+					}
+				}
+			}
+			if b.dims == 0 {
 				continue
 			}
-			idx = append(idx, b.byPrincipal[principalKey{kind: 'u', typ: principal.Type, id: principal.ID}]...)
-			idx = append(idx, b.byPrincipal[principalKey{kind: 't', typ: principal.Type}]...)
-			for _, g := range groups {
-				idx = append(idx, b.byPrincipal[principalKey{kind: 'g', id: types.String(g)}]...)
-			}
+			found = collect(found, b, 0, b.dims)
 		}
 	}
-	if len(idx) == 0 {
+	if len(found) == 0 {
 		return nil
 	}
-	slices.Sort(idx)
-	idx = slices.Compact(idx)
-	out := make([]*Policy, len(idx))
-	for i, j := range idx {
-		out[i] = ps.Policies[j]
+	slices.Sort(found)
+	found = slices.Compact(found)
+
+	out := make([]*Policy, 0, len(found))
+	for _, i := range found {
+		if ix.holds(i, &vals, &has, &open, absentMask, groups) {
+			out = append(out, ps.Policies[i])
+		}
 	}
 	return out
 }
 
-// contextVerbs: a policy with an unconstrained action whose first when
-// condition starts with `context.verb == "x"` or `[...].contains(context.verb)`
-// can only match those verbs.
-func contextVerbs(p *ast.Policy) ([]string, bool) {
-	if len(p.Conditions) == 0 || p.Conditions[0].Condition != ast.ConditionWhen {
-		return nil, false
-	}
-	n := p.Conditions[0].Body
-	for {
-		and, ok := n.(ast.NodeTypeAnd)
-		if !ok {
-			break
-		}
-		n = and.Left
-	}
-	isVerb := func(n ast.IsNode) bool {
-		a, ok := n.(ast.NodeTypeAccess)
-		if !ok || a.Value != schemagen.AttrVerb {
+// holds checks policy i's constraints against the request.
+func (ix *index) holds(i int32, vals *[nDims]uint32, has, open *[nDims]bool, absentMask uint16, groups []uint32) bool {
+	c := ix.cons[ix.consAt[i]:ix.consAt[i+1]]
+	for len(c) > 0 {
+		h := c[0]
+		d, needs, n := uint8(h&0xf), uint16(h>>4)&0xfff, int(h>>16)
+		vs := c[1 : 1+n]
+		c = c[1+n:]
+		switch {
+		case needs&absentMask != 0:
+			// An earlier conjunct may fail: the forbid stays.
+		case d == dGroup:
+			ok := false
+			for _, g := range groups {
+				if slices.Contains(vs, g) {
+					ok = true
+					break
+				}
+			}
+			if !ok {
+				return false
+			}
+		case !has[d]:
+			return false
+		case open[d]:
+		case vals[d] == 0 || !slices.Contains(vs, vals[d]):
 			return false
 		}
-		v, ok := a.Arg.(ast.NodeTypeVariable)
-		return ok && v.Name == "context"
 	}
-	str := func(n ast.IsNode) (string, bool) {
-		v, ok := n.(ast.NodeValue)
-		if !ok {
-			return "", false
+	return true
+}
+
+// extract lists the constraints of p's top-level conjunction that the index
+// may rely on (see the rules above).
+func extract(p *ast.Policy, forbid bool) extraction {
+	x := &extractor{guards: map[string]bool{}}
+	x.principalScope(p.Principal)
+	x.actionScope(p.Action)
+	if t, ok := ScopeResourceType(p.Resource); ok {
+		x.add(constraint{dim: dRType, vals: []string{string(t)}})
+	}
+	var conj []ast.IsNode
+	for _, c := range p.Conditions {
+		if c.Condition == ast.ConditionUnless {
+			conj = appendConjuncts(conj, negate(c.Body))
+		} else {
+			conj = appendConjuncts(conj, c.Body)
 		}
-		s, ok := v.Value.(types.String)
-		return string(s), ok
 	}
-	switch v := n.(type) {
-	case ast.NodeTypeEquals:
-		if isVerb(v.Left) {
-			if s, ok := str(v.Right); ok {
-				return []string{s}, true
+	var pending uint16 // dims of earlier forbid conjuncts that fail when absent
+	for _, n := range conj {
+		if h, isHas := n.(ast.NodeTypeHas); isHas {
+			// A top-level `has` guards the reads after it.
+			if v, ok := h.Arg.(ast.NodeTypeVariable); ok {
+				x.guards[string(v.Name)+"."+string(h.Value)] = true
+			}
+			continue
+		}
+		cs, ok, mayFail := x.atom(n)
+		var own uint16
+		if ok && mayFail && forbid {
+			for _, c := range cs {
+				own |= 1 << c.dim
 			}
 		}
-	case ast.NodeTypeContains:
-		if !isVerb(v.Right) {
+		if ok {
+			for _, c := range cs {
+				if forbid {
+					c.needs = pending | own
+				}
+				x.add(c)
+			}
+		}
+		if !forbid {
+			continue
+		}
+		pending |= own
+		// A forbid relies on nothing past a conjunct that may fail for
+		// another reason than an absent attribute.
+		if !ok && !x.errorFree(n) {
+			break
+		}
+	}
+	return extraction{cons: x.cons}
+}
+
+type extractor struct {
+	cons   []constraint
+	guards map[string]bool // "principal.namespace" after `principal has namespace`
+	ptypes []string        // principal types fixed so far (nil: any)
+}
+
+func (x *extractor) add(c constraint) {
+	if c.dim == dPType {
+		if x.ptypes == nil {
+			x.ptypes = slices.Clone(c.vals)
+		} else {
+			x.ptypes = slices.DeleteFunc(x.ptypes, func(v string) bool { return !slices.Contains(c.vals, v) })
+		}
+	}
+	x.cons = append(x.cons, c)
+}
+
+func (x *extractor) principalScope(s ast.IsPrincipalScopeNode) {
+	switch v := s.(type) {
+	case ast.ScopeTypeEq:
+		x.addAll(principalIs(v.Entity))
+	case ast.ScopeTypeIn:
+		x.addAll(principalIn(v.Entity))
+	case ast.ScopeTypeIs:
+		x.add(constraint{dim: dPType, vals: []string{string(v.Type)}})
+	case ast.ScopeTypeIsIn:
+		x.add(constraint{dim: dPType, vals: []string{string(v.Type)}})
+		x.addAll(principalIn(v.Entity))
+	}
+}
+
+func (x *extractor) addAll(cs []constraint) {
+	for _, c := range cs {
+		x.add(c)
+	}
+}
+
+func principalIs(e types.EntityUID) []constraint {
+	return []constraint{{dim: dPType, vals: []string{string(e.Type)}}, {dim: dUser, vals: []string{string(e.ID)}}}
+}
+
+// principalIn: principals' only ancestors are groups, so `principal in X`
+// matches a group's members when X is a group and otherwise only X itself.
+func principalIn(e types.EntityUID) []constraint {
+	if e.Type == schemagen.GroupType {
+		return []constraint{{dim: dGroup, vals: []string{string(e.ID)}}}
+	}
+	return principalIs(e)
+}
+
+func (x *extractor) actionScope(s ast.IsActionScopeNode) {
+	switch v := s.(type) {
+	case ast.ScopeTypeEq:
+		x.add(constraint{dim: dVerb, vals: []string{actionKey(v.Entity)}})
+	case ast.ScopeTypeIn:
+		if vs, ok := actionIn([]types.EntityUID{v.Entity}); ok {
+			x.add(constraint{dim: dVerb, vals: vs})
+		}
+	case ast.ScopeTypeInSet:
+		if vs, ok := actionIn(v.Entities); ok {
+			x.add(constraint{dim: dVerb, vals: vs})
+		}
+	}
+}
+
+// actionIn: every verb action's only parent is k8s::Action::"*", so `action
+// in A` is `action == A` unless A is "*" (any verb).
+func actionIn(es []types.EntityUID) ([]string, bool) {
+	out := make([]string, 0, len(es))
+	for _, e := range es {
+		if e == schemagen.AllVerbsAction {
 			return nil, false
 		}
-		var out []string
-		switch set := v.Left.(type) {
-		case ast.NodeTypeSet:
-			for _, e := range set.Elements {
-				s, ok := str(e)
-				if !ok {
-					return nil, false
-				}
-				out = append(out, s)
+		out = append(out, actionKey(e))
+	}
+	return out, true
+}
+
+// actionKey is the verb of a k8s::Action; other entities get a key no request
+// uses, since a request's action is always a k8s::Action.
+func actionKey(e types.EntityUID) string {
+	if e.Type != schemagen.ActionType {
+		return "\x00" + string(e.Type) + "::" + string(e.ID)
+	}
+	return string(e.ID)
+}
+
+// appendConjuncts splits n at top-level `&&`, left to right (the order Cedar
+// evaluates them in).
+func appendConjuncts(out []ast.IsNode, n ast.IsNode) []ast.IsNode {
+	if a, ok := n.(ast.NodeTypeAnd); ok {
+		return appendConjuncts(appendConjuncts(out, a.Left), a.Right)
+	}
+	return append(out, n)
+}
+
+// negate is `!n`, pushed inward where that keeps Cedar's meaning, errors
+// included: `!(a || b)` is `!a && !b`, `!!a` is `a`, `!(a != b)` is `a == b`.
+func negate(n ast.IsNode) ast.IsNode {
+	switch v := n.(type) {
+	case ast.NodeTypeNot:
+		return v.Arg
+	case ast.NodeTypeNotEquals:
+		return ast.NodeTypeEquals{BinaryNode: v.BinaryNode}
+	case ast.NodeTypeOr:
+		return ast.NodeTypeAnd{BinaryNode: ast.BinaryNode{Left: negate(v.Left), Right: negate(v.Right)}}
+	}
+	return ast.NodeTypeNot{UnaryNode: ast.UnaryNode{Arg: n}}
+}
+
+// attr names a recognized attribute read: the dimension it fixes, and
+// whether reading it may fail (the attribute may be absent).
+func (x *extractor) attr(n ast.IsNode) (dim uint8, mayFail, ok bool) {
+	a, isAccess := n.(ast.NodeTypeAccess)
+	if !isAccess {
+		return 0, false, false
+	}
+	v, isVar := a.Arg.(ast.NodeTypeVariable)
+	if !isVar {
+		return 0, false, false
+	}
+	guarded := x.guards[string(v.Name)+"."+string(a.Value)]
+	onlyTypes := func(ts ...types.EntityType) bool {
+		if x.ptypes == nil {
+			return false
+		}
+		for _, t := range x.ptypes {
+			if !slices.Contains(ts, types.EntityType(t)) {
+				return false
 			}
-		case ast.NodeValue:
-			sv, ok := set.Value.(types.Set)
-			if !ok {
+		}
+		return true
+	}
+	switch v.Name {
+	case "principal":
+		switch a.Value {
+		case schemagen.AttrUsername:
+			return dUser, false, true
+		case schemagen.AttrNamespace:
+			return dPNamespace, !guarded && !onlyTypes(schemagen.ServiceAccountType), true
+		case schemagen.AttrName:
+			return dPName, !guarded && !onlyTypes(schemagen.ServiceAccountType, schemagen.NodeType), true
+		}
+	case "context":
+		if a.Value == schemagen.AttrVerb {
+			return dVerb, false, true
+		}
+	case "resource":
+		switch a.Value {
+		case schemagen.AttrNamespace:
+			return dNamespace, !guarded, true
+		case schemagen.AttrName:
+			return dName, !guarded, true
+		case schemagen.AttrAPIGroup:
+			return dAPIGroup, !guarded, true
+		case schemagen.AttrResource:
+			return dResource, !guarded, true
+		}
+	}
+	return 0, false, false
+}
+
+func isVar(n ast.IsNode, name string) bool {
+	v, ok := n.(ast.NodeTypeVariable)
+	return ok && string(v.Name) == name
+}
+
+func literalString(n ast.IsNode) (string, bool) {
+	v, ok := n.(ast.NodeValue)
+	if !ok {
+		return "", false
+	}
+	s, ok := v.Value.(types.String)
+	return string(s), ok
+}
+
+func literalEntity(n ast.IsNode) (types.EntityUID, bool) {
+	v, ok := n.(ast.NodeValue)
+	if !ok {
+		return types.EntityUID{}, false
+	}
+	e, ok := v.Value.(types.EntityUID)
+	return e, ok
+}
+
+// literalSet returns the elements of a set literal made of literals.
+func literalSet(n ast.IsNode) ([]ast.IsNode, bool) {
+	switch s := n.(type) {
+	case ast.NodeTypeSet:
+		for _, e := range s.Elements {
+			if _, ok := e.(ast.NodeValue); !ok {
 				return nil, false
 			}
-			for e := range sv.All() {
-				s, ok := e.(types.String)
-				if !ok {
-					return nil, false
-				}
-				out = append(out, string(s))
-			}
-		default:
+		}
+		return s.Elements, true
+	case ast.NodeValue:
+		sv, ok := s.Value.(types.Set)
+		if !ok {
 			return nil, false
 		}
-		return out, len(out) > 0
+		var out []ast.IsNode
+		for e := range sv.All() {
+			out = append(out, ast.NodeValue{Value: e})
+		}
+		return out, true
 	}
 	return nil, false
+}
+
+func literalStrings(n ast.IsNode) ([]string, bool) {
+	els, ok := literalSet(n)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(els))
+	for _, e := range els {
+		s, ok := literalString(e)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+// atom extracts the constraints one conjunct implies. ok is false when it
+// implies none the index knows; mayFail when evaluating it may fail (only
+// because a read attribute is absent).
+func (x *extractor) atom(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
+	one := func(dim uint8, vals ...string) []constraint { return []constraint{{dim: dim, vals: vals}} }
+	switch v := n.(type) {
+	case ast.NodeTypeEquals:
+		for _, lr := range [2][2]ast.IsNode{{v.Left, v.Right}, {v.Right, v.Left}} {
+			field, lit := lr[0], lr[1]
+			if e, isEnt := literalEntity(lit); isEnt {
+				switch {
+				case isVar(field, "principal"):
+					return principalIs(e), true, false
+				case isVar(field, "action"):
+					return one(dVerb, actionKey(e)), true, false
+				case isVar(field, "resource"):
+					return one(dRType, string(e.Type)), true, false
+				}
+				continue
+			}
+			s, isStr := literalString(lit)
+			if !isStr {
+				continue
+			}
+			if dim, fail, isAttr := x.attr(field); isAttr {
+				return one(dim, s), true, fail
+			}
+		}
+	case ast.NodeTypeIn:
+		if e, isEnt := literalEntity(v.Right); isEnt {
+			switch {
+			case isVar(v.Left, "principal"):
+				return principalIn(e), true, false
+			case isVar(v.Left, "action"):
+				if vs, ok := actionIn([]types.EntityUID{e}); ok {
+					return one(dVerb, vs...), true, false
+				}
+			}
+			return nil, false, false
+		}
+		if isVar(v.Left, "action") {
+			els, isSet := literalSet(v.Right)
+			if !isSet {
+				return nil, false, false
+			}
+			es := make([]types.EntityUID, 0, len(els))
+			for _, el := range els {
+				e, isEnt := literalEntity(el)
+				if !isEnt {
+					return nil, false, false
+				}
+				es = append(es, e)
+			}
+			if vs, ok := actionIn(es); ok {
+				return one(dVerb, vs...), true, false
+			}
+		}
+	case ast.NodeTypeIs:
+		switch {
+		case isVar(v.Left, "principal"):
+			return one(dPType, string(v.EntityType)), true, false
+		case isVar(v.Left, "resource"):
+			return one(dRType, string(v.EntityType)), true, false
+		}
+	case ast.NodeTypeIsIn:
+		if e, isEnt := literalEntity(v.Entity); isEnt && isVar(v.Left, "principal") {
+			return append(one(dPType, string(v.EntityType)), principalIn(e)...), true, false
+		}
+	case ast.NodeTypeContains:
+		// ["a","b"].contains(<attr>) and principal.groups.contains("g")
+		if vals, isSet := literalStrings(v.Left); isSet {
+			if dim, fail, isAttr := x.attr(v.Right); isAttr {
+				return one(dim, vals...), true, fail
+			}
+		}
+		if isGroups(v.Left) {
+			if s, isStr := literalString(v.Right); isStr {
+				return one(dGroup, s), true, false
+			}
+		}
+	case ast.NodeTypeContainsAny:
+		if isGroups(v.Left) {
+			if vals, isSet := literalStrings(v.Right); isSet {
+				return one(dGroup, vals...), true, false
+			}
+		}
+	case ast.NodeTypeOr:
+		// A disjunction of constraints on one dimension is their union.
+		l, lok, lfail := x.atom(v.Left)
+		r, rok, rfail := x.atom(v.Right)
+		if lok && rok && len(l) == 1 && len(r) == 1 && l[0].dim == r[0].dim {
+			return one(l[0].dim, append(slices.Clone(l[0].vals), r[0].vals...)...), true, lfail || rfail
+		}
+	}
+	return nil, false, false
+}
+
+func isGroups(n ast.IsNode) bool {
+	a, ok := n.(ast.NodeTypeAccess)
+	return ok && isVar(a.Arg, "principal") && a.Value == schemagen.AttrGroups
+}
+
+// errorFree reports whether evaluating n certainly cannot fail (conservative:
+// false when unsure). Only boolean-valued forms over always-present inputs.
+func (x *extractor) errorFree(n ast.IsNode) bool {
+	switch v := n.(type) {
+	case ast.NodeValue:
+		_, ok := v.Value.(types.Boolean)
+		return ok
+	case ast.NodeTypeHas:
+		return isVar(v.Arg, "principal") || isVar(v.Arg, "resource")
+	case ast.NodeTypeIs:
+		return isVar(v.Left, "principal") || isVar(v.Left, "resource")
+	case ast.NodeTypeNot:
+		return x.errorFree(v.Arg)
+	case ast.NodeTypeAnd:
+		return x.errorFree(v.Left) && x.errorFree(v.Right)
+	case ast.NodeTypeOr:
+		return x.errorFree(v.Left) && x.errorFree(v.Right)
+	case ast.NodeTypeEquals:
+		return x.valueErrorFree(v.Left) && x.valueErrorFree(v.Right)
+	case ast.NodeTypeNotEquals:
+		return x.valueErrorFree(v.Left) && x.valueErrorFree(v.Right)
+	default:
+		// Recognized atoms that cannot fail: in, is, contains on literals.
+		_, ok, fail := x.atom(n)
+		return ok && !fail
+	}
+}
+
+// valueErrorFree: reading n cannot fail (literals, variables, attributes
+// that are always present).
+func (x *extractor) valueErrorFree(n ast.IsNode) bool {
+	switch n.(type) {
+	case ast.NodeValue, ast.NodeTypeVariable:
+		return true
+	}
+	if isGroups(n) {
+		return true
+	}
+	_, fail, ok := x.attr(n)
+	return ok && !fail
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/cedar-policy/cedar-go/types"
 	"github.com/cedar-policy/cedar-go/x/exp/ast"
 
+	"github.com/kcedar/kcedar/internal/cedarlex"
 	"github.com/kcedar/kcedar/schemagen"
 )
 
@@ -127,10 +128,10 @@ func parseError(fileName string, err error) error {
 }
 
 // checkNesting bounds the bracket nesting (MaxNesting) and the expression
-// depth (MaxExpressionDepth) of src before cedar-go sees it. It must read the
-// source the way cedar-go's scanner does: brackets in strings and comments
-// (both `// line` and `/* block */`) do not count. Whatever it cannot make
-// sense of, cedar-go's scanner rejects before parsing.
+// depth (MaxExpressionDepth) of src before cedar-go sees it. It reads the
+// source with cedarlex, which tokenizes as cedar-go's scanner does: brackets in
+// strings and comments (both `// line` and `/* block */`) do not count.
+// Whatever it cannot make sense of, cedar-go's scanner rejects before parsing.
 //
 // The depth is an upper bound on the expression tree's depth: within a bracket
 // group, each comma- or semicolon-separated segment is at most as deep as its
@@ -141,14 +142,13 @@ func checkNesting(src []byte) error {
 		ops, maxChild, maxSeg int
 	}
 	stack := make([]frame, 1, 16)
-	line, col := 1, 0
-	policyLine, policyCol := 0, 0 // where the current top-level segment starts
+	var policy cedarlex.Pos // where the current top-level segment starts (Line 0: not yet)
 	endSegment := func() error {
 		top := &stack[len(stack)-1]
 		top.maxSeg = max(top.maxSeg, top.ops+top.maxChild)
 		top.ops, top.maxChild = 0, 0
 		if top.maxSeg+1 > MaxExpressionDepth {
-			return fmt.Errorf("%d:%d: the policy starting here is nested too deeply (over %d levels, counting every operator); split it into several policies or use sets such as [\"a\", \"b\"].contains(x)", policyLine, policyCol, MaxExpressionDepth)
+			return fmt.Errorf("%s: the policy starting here is nested too deeply (over %d levels, counting every operator); split it into several policies or use sets such as [\"a\", \"b\"].contains(x)", policy, MaxExpressionDepth)
 		}
 		return nil
 	}
@@ -162,105 +162,54 @@ func checkNesting(src []byte) error {
 		parent.maxChild = max(parent.maxChild, d)
 		return nil
 	}
-	for i := 0; i < len(src); i++ {
-		c := src[i]
-		if c&0xC0 != 0x80 { // count runes, as cedar-go's columns do
-			col++
+	lx := cedarlex.New(src)
+	for {
+		tok, err := lx.Next()
+		if err != nil {
+			return err
 		}
-		if len(stack) == 1 && policyLine == 0 && c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != ';' && c != '/' {
-			policyLine, policyCol = line, col
+		if tok.Kind == cedarlex.EOF {
+			break
 		}
-		switch {
-		case c == '\n':
-			line, col = line+1, 0
-		case c == '"':
-			startLine, startCol := line, col
-			for i++; ; i++ {
-				if i >= len(src) || src[i] == '\n' {
-					return fmt.Errorf("%d:%d: string literal not terminated", startLine, startCol)
-				}
-				if src[i]&0xC0 != 0x80 {
-					col++
-				}
-				if src[i] == '"' {
-					break
-				}
-				if src[i] == '\\' && i+1 < len(src) && src[i+1] != '\n' {
-					i++ // the escaped character
-					if src[i]&0xC0 != 0x80 {
-						col++
-					}
-				}
-			}
-		case c == '/' && i+1 < len(src) && src[i+1] == '/':
-			for i+1 < len(src) && src[i+1] != '\n' {
-				i++
-			}
-		case c == '/' && i+1 < len(src) && src[i+1] == '*':
-			startLine, startCol := line, col
-			i += 2
-			col++
-			for ; ; i++ {
-				if i+1 >= len(src) {
-					return fmt.Errorf("%d:%d: comment not terminated", startLine, startCol)
-				}
-				if src[i] == '\n' {
-					line, col = line+1, 0
-				} else if src[i]&0xC0 != 0x80 {
-					col++
-				}
-				if src[i] == '*' && src[i+1] == '/' {
-					i++
-					col++
-					break
-				}
-			}
-		case c == '(' || c == '[' || c == '{':
-			if len(stack) > MaxNesting {
-				return fmt.Errorf("%d:%d: nesting deeper than %d", line, col, MaxNesting)
-			}
-			stack = append(stack, frame{})
-		case c == ')' || c == ']' || c == '}':
-			// An unbalanced closer is a syntax error cedar-go reports; never
-			// let it lower the count.
-			if len(stack) > 1 {
-				if err := closeGroup(); err != nil {
-					return err
-				}
-			}
-		case c == ',' || c == ';':
-			if err := endSegment(); err != nil {
-				return err
-			}
-			if c == ';' && len(stack) == 1 {
-				stack[0] = frame{}
-				policyLine = 0
-			}
-		case c == '|' || c == '&' || c == '=':
-			if i+1 < len(src) && src[i+1] == c {
-				i++
-				col++
-			}
-			stack[len(stack)-1].ops++
-		case c == '!' || c == '<' || c == '>':
-			if i+1 < len(src) && src[i+1] == '=' {
-				i++
-				col++
-			}
-			stack[len(stack)-1].ops++
-		case c == '+' || c == '-' || c == '*' || c == '.':
-			stack[len(stack)-1].ops++
-		case isIdentByte(c):
-			j := i + 1
-			for j < len(src) && isIdentByte(src[j]) {
-				j++
-			}
-			switch string(src[i:j]) {
+		if tok.Kind.IsComment() {
+			continue
+		}
+		c := src[tok.Pos.Offset]
+		if len(stack) == 1 && policy.Line == 0 && c != ';' {
+			policy = tok.Pos
+		}
+		switch tok.Kind {
+		case cedarlex.Ident:
+			switch string(src[tok.Pos.Offset:tok.End]) {
 			case "if", "in", "has", "like", "is":
 				stack[len(stack)-1].ops++
 			}
-			col += j - i - 1
-			i = j - 1
+		case cedarlex.Punct, cedarlex.Invalid:
+			switch c {
+			case '(', '[', '{':
+				if len(stack) > MaxNesting {
+					return fmt.Errorf("%s: nesting deeper than %d", tok.Pos, MaxNesting)
+				}
+				stack = append(stack, frame{})
+			case ')', ']', '}':
+				// An unbalanced closer is a syntax error cedar-go reports; never
+				// let it lower the count.
+				if len(stack) > 1 {
+					if err := closeGroup(); err != nil {
+						return err
+					}
+				}
+			case ',', ';':
+				if err := endSegment(); err != nil {
+					return err
+				}
+				if c == ';' && len(stack) == 1 {
+					stack[0] = frame{}
+					policy = cedarlex.Pos{}
+				}
+			case '|', '&', '=', '!', '<', '>', '+', '-', '*', '.':
+				stack[len(stack)-1].ops++
+			}
 		}
 	}
 	for len(stack) > 1 {
@@ -269,10 +218,6 @@ func checkNesting(src []byte) error {
 		}
 	}
 	return endSegment()
-}
-
-func isIdentByte(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // mentionsObjects reports whether the policy reads resource.object or
@@ -329,6 +274,15 @@ func NewPolicySet(policies []*Policy) (*PolicySet, error) {
 func (ps *PolicySet) Get(id string) (*Policy, bool) {
 	p, ok := ps.byID[id]
 	return p, ok
+}
+
+// Unindexed returns the same set without its index: every policy is a
+// candidate for every request. Decisions must not change; it exists to check
+// that (differential tests) and to rule the index out when debugging.
+func (ps *PolicySet) Unindexed() *PolicySet {
+	c := *ps
+	c.index = nil
+	return &c
 }
 
 // Len is the number of policies.

@@ -350,6 +350,8 @@ func fingerprint(files []policyFile) [32]byte {
 }
 
 func (s *Store) build(files []policyFile) (*PolicySet, error) {
+	// With a Checker (cedar/lint parses files in parallel too), its findings
+	// replace ParsePolicies and the Validator.
 	if s.Checker != nil {
 		src := make([]SourceFile, len(files))
 		for i, f := range files {
@@ -361,15 +363,18 @@ func (s *Store) build(files []policyFile) (*PolicySet, error) {
 		}
 		return NewPolicySet(all)
 	}
+	// Files are parsed in parallel (a large set spans many files).
+	parsed := make([][]*Policy, len(files))
+	perr := make([]error, len(files))
+	parallel(len(files), func(i int) { parsed[i], perr[i] = ParsePolicies(files[i].name, files[i].data) })
 	var all []*Policy
 	var errs []error
-	for _, f := range files {
-		ps, err := ParsePolicies(f.name, f.data)
-		if err != nil {
-			errs = append(errs, err)
+	for i := range files {
+		if perr[i] != nil {
+			errs = append(errs, perr[i])
 			continue
 		}
-		all = append(all, ps...)
+		all = append(all, parsed[i]...)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

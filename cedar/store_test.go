@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kcedar/kcedar/schemagen/schematest"
+	"github.com/kcedar/kcedar/internal/schematest"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

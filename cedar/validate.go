@@ -3,6 +3,7 @@ package cedar
 import (
 	"crypto/sha256"
 	"fmt"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -23,13 +24,20 @@ import (
 // Kubernetes scale costs tens of milliseconds even for a tightly scoped
 // policy; so each policy is checked against a slice of the schema holding
 // only the actions its scope names (restricted to the resource types its
-// scope allows). Results are cached by policy text, so a reload only checks
-// the policies that changed.
+// scope allows). Policies that differ only in string literals type-check
+// alike, so a policy is checked once per shape (see shapeKey): a set of
+// 100,000 policies written from a few dozen templates costs a few dozen
+// checks, and a reload only checks new shapes.
 type SchemaValidator struct {
 	full *resolved.Schema
 
-	mu    sync.Mutex
-	cache map[[32]byte]error
+	mu sync.Mutex
+	// valid holds the shapes known to be valid; invalid the verdicts on
+	// invalid policies by text (their errors name the policy).
+	valid   map[[32]byte]bool
+	invalid map[[32]byte]error
+	// keepIDs: entity types whose ids the validator checks (actions, enums).
+	keepIDs map[types.EntityType]bool
 	// noCollapse turns off collapse (tests compare both).
 	noCollapse bool
 }
@@ -40,7 +48,14 @@ func NewSchemaValidator(s *schemagen.Schema) (*SchemaValidator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolving the schema: %w", err)
 	}
-	return &SchemaValidator{full: rs, cache: map[[32]byte]error{}}, nil
+	keep := map[types.EntityType]bool{}
+	for uid := range rs.Actions {
+		keep[uid.Type] = true
+	}
+	for t := range rs.Enums {
+		keep[t] = true
+	}
+	return &SchemaValidator{full: rs, valid: map[[32]byte]bool{}, invalid: map[[32]byte]error{}, keepIDs: keep}, nil
 }
 
 // Validate checks policies in parallel.
@@ -60,20 +75,169 @@ func (v *SchemaValidator) validateOne(p *Policy) error {
 	return annotate(p, v.validateRaw(p))
 }
 
-// validateRaw is cedar-go's verdict on p, cached by policy text.
+// maxCached bounds each verdict cache (reloads must not grow memory).
+const maxCached = 1 << 16
+
+// validateRaw is cedar-go's verdict on p, cached by shape (valid) or text
+// (invalid).
 func (v *SchemaValidator) validateRaw(p *Policy) error {
-	key := sha256.Sum256(p.Compiled.MarshalCedar())
+	shape, shaped := shapeKey(p.AST, v.keepIDs)
+	if shaped {
+		v.mu.Lock()
+		ok := v.valid[shape]
+		v.mu.Unlock()
+		if ok {
+			return nil
+		}
+	}
+	text := sha256.Sum256(p.Compiled.MarshalCedar())
 	v.mu.Lock()
-	err, ok := v.cache[key]
+	err, ok := v.invalid[text]
 	v.mu.Unlock()
 	if ok {
 		return err
 	}
 	err = validate.New(v.slice(p.AST)).Policy(p.ID, p.AST)
 	v.mu.Lock()
-	v.cache[key] = err
-	v.mu.Unlock()
+	defer v.mu.Unlock()
+	switch {
+	case err == nil && shaped:
+		if len(v.valid) >= maxCached {
+			clear(v.valid)
+		}
+		v.valid[shape] = true
+	case err != nil:
+		if len(v.invalid) >= maxCached {
+			clear(v.invalid)
+		}
+		v.invalid[text] = err
+	}
 	return err
+}
+
+// shapeKey hashes what the validator's verdict on p depends on: p without
+// annotations, with the string literals of its conditions blanked (a
+// string literal's value never changes a type) and the ids of entity
+// literals blanked unless keepIDs holds their type (actions and enumerated
+// types, whose ids the validator checks); entity types, the arguments of
+// extension calls (ip("..."), which the validator parses), attribute names,
+// patterns and everything else are kept. ok is false for a policy holding a
+// literal record or set value (hashed maps), which is then not cached by
+// shape.
+func shapeKey(p *ast.Policy, keepIDs map[types.EntityType]bool) (key [32]byte, ok bool) {
+	h := sha256.New()
+	w := &shapeWriter{buf: make([]byte, 0, 512), ok: true, keepIDs: keepIDs}
+	w.buf = fmt.Appendf(w.buf, "%v|%#v|%#v|%#v|", p.Effect, w.scope(p.Principal), w.scope(p.Action), w.scope(p.Resource))
+	for _, c := range p.Conditions {
+		w.buf = fmt.Appendf(w.buf, "c%v:", c.Condition)
+		w.node(reflect.ValueOf(&c.Body).Elem(), false)
+	}
+	if !w.ok {
+		return key, false
+	}
+	h.Write(w.buf)
+	copy(key[:], h.Sum(nil))
+	return key, true
+}
+
+type shapeWriter struct {
+	buf     []byte
+	ok      bool
+	keepIDs map[types.EntityType]bool
+}
+
+func (w *shapeWriter) uid(e types.EntityUID) types.EntityUID {
+	if w.keepIDs[e.Type] {
+		return e
+	}
+	return types.EntityUID{Type: e.Type}
+}
+
+// scope is s with entity ids blanked as uid does.
+func (w *shapeWriter) scope(s any) any {
+	switch v := s.(type) {
+	case ast.ScopeTypeEq:
+		v.Entity = w.uid(v.Entity)
+		return v
+	case ast.ScopeTypeIn:
+		v.Entity = w.uid(v.Entity)
+		return v
+	case ast.ScopeTypeIsIn:
+		v.Entity = w.uid(v.Entity)
+		return v
+	case ast.ScopeTypeInSet:
+		es := make([]types.EntityUID, len(v.Entities))
+		for i, e := range v.Entities {
+			es[i] = w.uid(e)
+		}
+		v.Entities = es
+		return v
+	}
+	return s
+}
+
+var (
+	nodeValueType = reflect.TypeOf(ast.NodeValue{})
+	extCallType   = reflect.TypeOf(ast.NodeTypeExtensionCall{})
+)
+
+// node writes v (part of a condition) unambiguously; keep is set below an
+// extension call, where string literals are kept.
+func (w *shapeWriter) node(v reflect.Value, keep bool) {
+	if !w.ok {
+		return
+	}
+	switch v.Kind() {
+	case reflect.Interface:
+		if v.IsNil() {
+			w.buf = append(w.buf, "nil;"...)
+			return
+		}
+		e := v.Elem()
+		w.buf = append(w.buf, e.Type().String()...)
+		w.buf = append(w.buf, '{')
+		if e.Type() == nodeValueType && !keep && e.CanInterface() {
+			switch lit := e.Interface().(ast.NodeValue).Value.(type) {
+			case types.String:
+				w.buf = append(w.buf, "str}"...)
+				return
+			case types.EntityUID:
+				w.buf = fmt.Appendf(w.buf, "%q}", w.uid(lit).String())
+				return
+			}
+		}
+		w.node(e, keep || e.Type() == extCallType)
+		w.buf = append(w.buf, '}')
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			w.node(v.Field(i), keep)
+			w.buf = append(w.buf, ',')
+		}
+	case reflect.Slice, reflect.Array:
+		w.buf = fmt.Appendf(w.buf, "[%d:", v.Len())
+		for i := 0; i < v.Len(); i++ {
+			w.node(v.Index(i), keep)
+			w.buf = append(w.buf, ',')
+		}
+		w.buf = append(w.buf, ']')
+	case reflect.String:
+		w.buf = fmt.Appendf(w.buf, "%q", v.String())
+	case reflect.Bool:
+		w.buf = fmt.Appendf(w.buf, "%v", v.Bool())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		w.buf = fmt.Appendf(w.buf, "%d", v.Int())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		w.buf = fmt.Appendf(w.buf, "%d", v.Uint())
+	case reflect.Pointer:
+		if v.IsNil() {
+			w.buf = append(w.buf, "nil;"...)
+			return
+		}
+		w.node(v.Elem(), keep)
+	default:
+		// Maps (record and set values) and anything unexpected.
+		w.ok = false
+	}
 }
 
 // ValidateEach checks policies in parallel like Validate, but returns one

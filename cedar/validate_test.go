@@ -1,6 +1,8 @@
 package cedar
 
 import (
+	"github.com/cedar-policy/cedar-go/types"
+
 	"regexp"
 	"slices"
 	"strings"
@@ -87,5 +89,61 @@ func TestValidateCollapseEquivalent(t *testing.T) {
 		if !strings.HasPrefix(e.Error(), "corpus.cedar:") || !strings.Contains(e.Error(), ": policy bad-") && !strings.Contains(e.Error(), ": policy mentions-") {
 			t.Errorf("Validate: %v", e)
 		}
+	}
+}
+
+// Policies that differ only in string literals share a shape (and so one
+// type check); anything that can change a verdict makes another shape.
+func TestShapeKey(t *testing.T) {
+	key := func(src string) [32]byte {
+		t.Helper()
+		ps, err := ParsePolicies("k.cedar", []byte(src))
+		if err != nil || len(ps) != 1 {
+			t.Fatalf("%s: %v", src, err)
+		}
+		k, ok := shapeKey(ps[0].AST, map[types.EntityType]bool{"k8s::Action": true})
+		if !ok {
+			t.Fatalf("%s: no shape key", src)
+		}
+		return k
+	}
+	base := `@id("a") permit(principal in k8s::Group::"g", action, resource is core::pods) when { resource.namespace == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`
+	same := []string{
+		`@id("b") @reason("other") permit(principal in k8s::Group::"g", action, resource is core::pods) when { resource.namespace == "yy" && ["c", "d"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("h") };`,
+	}
+	same = append(same,
+		`@id("a") permit(principal in k8s::Group::"h", action, resource is core::pods) when { resource.namespace == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`)
+	different := []string{
+		`@id("a") permit(principal in k8s::User::"g", action, resource is core::pods) when { resource.namespace == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`,
+		`@id("a") permit(principal in k8s::Group::"g", action == k8s::Action::"get", resource is core::pods) when { resource.namespace == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`,
+		`@id("a") forbid(principal in k8s::Group::"g", action, resource is core::pods) when { resource.namespace == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`,
+		`@id("a") permit(principal in k8s::Group::"g", action, resource is core::secrets) when { resource.namespace == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`,
+		`@id("a") permit(principal in k8s::Group::"g", action, resource is core::pods) when { resource.name == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`,
+		`@id("a") permit(principal in k8s::Group::"g", action, resource is core::pods) when { resource.namespace == 1 && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`,
+		`@id("a") permit(principal in k8s::Group::"g", action, resource is core::pods) when { resource.namespace == "x" && ["a", "b", "c"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") };`,
+		`@id("a") permit(principal in k8s::Group::"g", action, resource is core::pods) when { resource.namespace == "x" && ["a", "b"].contains(resource.name) && principal.username like "v*" && principal.groups.contains("g") };`,
+		`@id("a") permit(principal in k8s::Group::"g", action, resource is core::pods) when { resource["namespace"] == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") } unless { false };`,
+		`@id("a") permit(principal in k8s::Group::"g", action, resource is core::pods) when { resource.namespace == "x" && ["a", "b"].contains(resource.name) && principal.username like "u*" && principal.groups.contains("g") && k8s::User::"x" == principal };`,
+	}
+	k := key(base)
+	for _, s := range same {
+		if key(s) != k {
+			t.Errorf("different shape, want the same:\n%s\n%s", base, s)
+		}
+	}
+	for _, s := range different {
+		if key(s) == k {
+			t.Errorf("same shape, want different:\n%s\n%s", base, s)
+		}
+	}
+	if key(`permit(principal, action, resource) when { action == k8s::Action::"get" };`) == key(`permit(principal, action, resource) when { action == k8s::Action::"nosuch" };`) {
+		t.Error("action ids must be kept")
+	}
+	if key(`permit(principal, action, resource) when { principal == k8s::User::"a" };`) != key(`permit(principal, action, resource) when { principal == k8s::User::"b" };`) {
+		t.Error("user ids need not be kept")
+	}
+	// Extension call arguments are kept: the validator parses them.
+	if key(`permit(principal, action, resource) when { ip("10.0.0.1").isLoopback() };`) == key(`permit(principal, action, resource) when { ip("not an ip").isLoopback() };`) {
+		t.Error("extension arguments must be kept")
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/policies"
+	"github.com/kcedar/kcedar/internal/testgen"
 	"github.com/kcedar/kcedar/residual"
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -56,7 +56,7 @@ func TestExamplesValidate(t *testing.T) {
 		}
 	}
 	// The generated RBAC-like sets used by benchmarks validate too.
-	ps, err := cedar.ParsePolicies("rbac-like", []byte(policies.RBACLike(300)))
+	ps, err := cedar.ParsePolicies("rbac-like", []byte(testgen.RBACLike(300)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,24 +71,24 @@ func TestQuickstartDecisions(t *testing.T) {
 	if err := store.Load(); err != nil {
 		t.Fatal(err)
 	}
-	az := &residual.Authorizer{Schema: s, Policies: store.Current()}
+	az := residual.NewEngine(s, store.Current(), residual.NewCodec(residual.RandomKeyring()), residual.EngineOptions{})
 	req := func(user string, groups []string, verb, resource, ns, name string) *cedar.Request {
 		return &cedar.Request{User: cedar.UserInfo{Name: user, Groups: groups}, Verb: verb, ResourceRequest: true, Resource: resource, Namespace: ns, Name: name}
 	}
 	cases := []struct {
 		req  *cedar.Request
-		want cedar.Decision
+		want residual.DecisionType
 	}{
-		{req("jane", []string{"dev"}, "list", "pods", "dev", ""), cedar.Allow},
-		{req("jane", []string{"dev"}, "list", "pods", "", ""), cedar.NoOpinion},
-		{req("jane", []string{"dev"}, "delete", "pods", "dev", "p"), cedar.NoOpinion},
-		{req("carl", []string{"contractors"}, "get", "secrets", "dev", "s"), cedar.Deny},
-		{req("carl", []string{"contractors", "dev"}, "list", "secrets", "", ""), cedar.Deny},
-		{req("system:node:n1", nil, "get", "nodes", "", "n1"), cedar.Allow},
-		{req("system:node:n1", nil, "get", "nodes", "", "n2"), cedar.NoOpinion},
+		{req("jane", []string{"dev"}, "list", "pods", "dev", ""), residual.DecisionAllow},
+		{req("jane", []string{"dev"}, "list", "pods", "", ""), residual.DecisionNoOpinion},
+		{req("jane", []string{"dev"}, "delete", "pods", "dev", "p"), residual.DecisionNoOpinion},
+		{req("carl", []string{"contractors"}, "get", "secrets", "dev", "s"), residual.DecisionDeny},
+		{req("carl", []string{"contractors", "dev"}, "list", "secrets", "", ""), residual.DecisionDeny},
+		{req("system:node:n1", nil, "get", "nodes", "", "n1"), residual.DecisionAllow},
+		{req("system:node:n1", nil, "get", "nodes", "", "n2"), residual.DecisionNoOpinion},
 	}
 	for _, c := range cases {
-		if got := az.Authorize(c.req, residual.Options{}).Decision; got != c.want {
+		if got := az.Authorize(c.req).FailureDecision().Type(); got != c.want {
 			t.Errorf("%s: %v, want %v", c.req, got, c.want)
 		}
 	}

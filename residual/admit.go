@@ -41,34 +41,33 @@ func sarName(verb, name string) string {
 // Admit is the admission-webhook enforcement of conditions for clusters
 // without conditional authorization. With --admission-enforcement the
 // authorizer answered Allow for a conditional allow; here the same conditions
-// are computed again (from the policies serving now) and evaluated against
-// the admission data. The webhook does not learn which verb was authorized,
-// so it enforces the conditional allows of every verb the operation may
-// stand for: a request is refused if any of them does not evaluate to Allow.
-func Admit(az *Authorizer, ev *Evaluator, codec *Codec, data *AdmissionData, optionsKind string) Verdict {
+// are computed again (from this engine's policies) and evaluated against the
+// admission data. The webhook does not learn which verb was authorized, so it
+// enforces the conditional allows of every verb the operation may stand for:
+// a request is refused if any of them does not evaluate to Allow.
+func (e *Engine) Admit(data *AdmissionData, optionsKind string) Decision {
 	if data.User == nil {
-		return Verdict{Decision: cedar.Deny, Reason: "kcedar: the admission request has no user"}
+		return Denied(nil, nil).WithReason("kcedar: the admission request has no user")
 	}
 	base := cedar.Request{User: *data.User, ResourceRequest: true, APIGroup: data.APIGroup, APIVersion: data.APIVersion,
 		Resource: data.Resource, Subresource: data.Subresource, Namespace: data.Namespace}
-	if cedar.ResolveTarget(az.Schema, &base).Resource == nil {
-		return Verdict{Decision: cedar.Allow, Reason: "kcedar: not a resource kcedar types"}
+	if cedar.ResolveTarget(e.schema, &base).Resource == nil {
+		return Allowed(nil, nil).WithReason("kcedar: not a resource kcedar types")
 	}
 	for _, verb := range AdmissionVerbs(data.Operation, optionsKind) {
 		req := base
 		req.Verb, req.Name = verb, sarName(verb, data.Name)
-		out := az.Authorize(&req, Options{Conditions: true})
-		if !out.Conditional || len(out.Allow) == 0 {
+		d := e.Authorize(&req)
+		if !d.IsConditional() || len(d.AllowConditions()) == 0 {
 			continue // decided at authorization time; nothing to enforce
 		}
-		dec := codec.Decision(out)
-		if dec.Type != wire.DecisionTypeConditionsMap || len(dec.ConditionsMap.AllowConditions) == 0 {
+		enc := e.Encode(d)
+		if enc.Type != wire.DecisionTypeConditionsMap || len(enc.ConditionsMap.AllowConditions) == 0 {
 			continue // the authorizer answered this verb unconditionally too
 		}
-		if v := ev.EvaluateMap(dec.ConditionsMap, data); v.Decision != cedar.Allow {
-			v.Decision = cedar.Deny
-			return v
+		if v := e.eval.EvaluateMap(enc.ConditionsMap, data); !v.IsAllowed() {
+			return Denied(v.Policies(), v.Errors()).WithReason(v.Reason())
 		}
 	}
-	return Verdict{Decision: cedar.Allow, Reason: "kcedar: conditions hold"}
+	return Allowed(nil, nil).WithReason("kcedar: conditions hold")
 }

@@ -1,9 +1,6 @@
 package residual
 
 import (
-	"slices"
-	"sort"
-
 	"github.com/cedar-policy/cedar-go/types"
 	"github.com/cedar-policy/cedar-go/x/exp/ast"
 	"github.com/cedar-policy/cedar-go/x/exp/eval"
@@ -23,107 +20,49 @@ type Residual struct {
 	memo *memoEntry
 }
 
-// Outcome is the authorization-time answer. When Conditional is false,
-// Decision is final. Otherwise the answer depends on the deny and allow
-// residuals, evaluated with the KEP's rules (any deny true or erroring -> Deny;
-// else any allow true -> Allow; else NoOpinion).
-type Outcome struct {
-	Decision    cedar.Decision
-	Conditional bool
-	Deny        []Residual
-	Allow       []Residual
-	// Policies that decided an unconditional Allow or Deny.
-	Policies []*cedar.Policy
-	Errors   []string
-	// partial is set when deciding needed partial evaluation (worth caching).
-	partial bool
+// Authorize implements Authorizer. A "*" verb is decided for every verb: Deny
+// if any is denied, Allow if all are allowed. Decisions that needed partial
+// evaluation are cached (they are the expensive ones).
+func (e *Engine) Authorize(req *cedar.Request) Decision {
+	if e.decisions == nil {
+		d, _ := e.authorize(req)
+		return d
+	}
+	key := requestKey(req)
+	if d, ok := e.decisions.get(key); ok {
+		return d
+	}
+	d, partial := e.authorize(req)
+	if partial {
+		e.decisions.put(key, d)
+	}
+	return d
 }
 
-// Fold turns a conditional outcome into an unconditional one for a caller
-// that cannot evaluate conditions: Deny if any deny condition exists, else
-// NoOpinion.
-func (o Outcome) Fold() Outcome {
-	if !o.Conditional {
-		return o
-	}
-	f := Outcome{Decision: cedar.NoOpinion, Errors: o.Errors}
-	if len(o.Deny) > 0 {
-		f.Decision = cedar.Deny
-		for _, r := range o.Deny {
-			f.Policies = append(f.Policies, r.Policy)
-		}
-	}
-	return f
-}
-
-// Options say what the caller can take.
-type Options struct {
-	// Conditions: the caller takes a conditional outcome (it evaluates the
-	// conditions in admission). Without it a conditional outcome is folded:
-	// Deny if a deny condition exists, else NoOpinion.
-	Conditions bool
-}
-
-// Authorizer decides requests against one schema and policy set.
-type Authorizer struct {
-	Schema   *schemagen.Schema
-	Policies *cedar.PolicySet
-	// Cache, if set, memoizes outcomes that needed partial evaluation.
-	Cache *OutcomeCache
-}
-
-// Authorize decides req. Open values (an empty name or namespace, "*" groups
-// and resources) are unknowns: a request is allowed only if it is allowed
-// whatever they are, and denied if some value is denied. A "*" verb is decided
-// for every verb: Deny if any is denied, Allow if all are allowed. For a
-// request admission will see, the objects are unknowns too, whatever the
-// caller takes: the outcome may be conditional, and is folded for a caller
-// that cannot take conditions (so a forbid on the object still denies).
-func (a *Authorizer) Authorize(req *cedar.Request, opts Options) Outcome {
-	o := a.authorizeCached(req)
-	if !opts.Conditions {
-		return o.Fold()
-	}
-	return o
-}
-
-func (a *Authorizer) authorizeCached(req *cedar.Request) Outcome {
-	if a.Cache == nil {
-		return a.authorize(req)
-	}
-	key := cacheKey{policies: a.Policies, schema: a.Schema, request: requestKey(req)}
-	if o, ok := a.Cache.get(key); ok {
-		return o
-	}
-	o := a.authorize(req)
-	if o.Conditional || o.partial {
-		a.Cache.put(key, o)
-	}
-	return o
-}
-
-func (a *Authorizer) authorize(req *cedar.Request) Outcome {
-	verbs := cedar.Verbs(a.Schema, req)
+// authorize decides req; partial reports whether that needed partial
+// evaluation or several cases (worth caching).
+func (e *Engine) authorize(req *cedar.Request) (Decision, bool) {
+	verbs := cedar.Verbs(e.schema, req)
 	if len(verbs) == 1 {
-		return a.authorizeVerb(req, verbs[0])
+		return e.authorizeVerb(req, verbs[0])
 	}
-	all := everyCase{stopAtNoOpinion: !a.anyForbid(req, verbs)}
+	all := everyCase{stopAtNoOpinion: !e.anyForbid(req, verbs)}
 	for _, verb := range verbs {
-		if all.add(a.authorizeVerb(req, verb)) {
+		d, _ := e.authorizeVerb(req, verb)
+		if all.add(d) {
 			break
 		}
 	}
-	return all.outcome()
+	return all.decision(), true
 }
 
 // anyForbid reports whether a forbid is a candidate for req with any of verbs:
 // without one, no case can be denied, and the first case that is not allowed
 // settles the answer.
-func (a *Authorizer) anyForbid(req *cedar.Request, verbs []string) bool {
-	target := cedar.ResolveTarget(a.Schema, req)
-	uid := cedar.PrincipalUID(req.User.Name)
+func (e *Engine) anyForbid(req *cedar.Request, verbs []string) bool {
+	target := cedar.ResolveTarget(e.schema, req)
 	for _, verb := range verbs {
-		for _, p := range a.Policies.Candidates(uid, req.User.Groups, verb, target.EntityType) {
+		for _, p := range e.policies.Candidates(cedar.NewCandidateQuery(req, target, verb)) {
 			if p.Effect == types.Forbid {
 				return true
 			}
@@ -132,7 +71,7 @@ func (a *Authorizer) anyForbid(req *cedar.Request, verbs []string) bool {
 	return false
 }
 
-// everyCase combines the outcomes of a request that stands for several
+// everyCase combines the decisions of a request that stands for several
 // (every verb for "*", every world of an optional open attribute): Deny if
 // any case is denied, Allow if all are allowed, else NoOpinion. Each case is
 // folded: nothing evaluates conditions for such a request.
@@ -142,36 +81,34 @@ type everyCase struct {
 	stopAtNoOpinion    bool
 	denied, notAllowed bool
 	policies           []*cedar.Policy
-	errors             []string
+	errors             []error
 }
 
-// add records one case's outcome and reports whether the answer is settled.
-func (e *everyCase) add(o Outcome) bool {
-	o = o.Fold()
-	e.errors = append(e.errors, o.Errors...)
+// add records one case's decision and reports whether the answer is settled.
+func (c *everyCase) add(d Decision) bool {
+	d = d.FailureDecision()
+	c.errors = append(c.errors, d.Errors()...)
 	switch {
-	case o.Decision == cedar.Deny:
-		e.denied, e.policies = true, o.Policies
+	case d.IsDenied():
+		c.denied, c.policies = true, d.Policies()
 		return true
-	case o.Decision == cedar.NoOpinion:
-		e.notAllowed, e.policies = true, nil
-		return e.stopAtNoOpinion
-	case !e.notAllowed:
-		e.policies = append(e.policies, o.Policies...)
+	case d.Type() == DecisionNoOpinion:
+		c.notAllowed, c.policies = true, nil
+		return c.stopAtNoOpinion
+	case !c.notAllowed:
+		c.policies = append(c.policies, d.Policies()...)
 	}
 	return false
 }
 
-func (e *everyCase) outcome() Outcome {
-	// Deciding several cases is worth caching.
-	out := Outcome{Decision: cedar.Allow, Policies: uniquePolicies(e.policies), Errors: uniqueStrings(e.errors), partial: true}
+func (c *everyCase) decision() Decision {
 	switch {
-	case e.denied:
-		out.Decision = cedar.Deny
-	case e.notAllowed:
-		out.Decision = cedar.NoOpinion
+	case c.denied:
+		return Denied(c.policies, c.errors)
+	case c.notAllowed:
+		return NoOpinion(c.errors)
 	}
-	return out
+	return Allowed(c.policies, c.errors)
 }
 
 // Shapes of the admission data: which objects a request will carry.
@@ -213,12 +150,8 @@ func AdmissionShapes(t cedar.Target, req *cedar.Request, verb string) []shape {
 	return nil
 }
 
-type partialResult struct {
-	expr ast.IsNode // simplified; a boolean value when decided
-}
-
-func (a *Authorizer) authorizeVerb(req *cedar.Request, verb string) Outcome {
-	target := cedar.ResolveTarget(a.Schema, req)
+func (e *Engine) authorizeVerb(req *cedar.Request, verb string) (Decision, bool) {
+	target := cedar.ResolveTarget(e.schema, req)
 	open := target.Open(req)
 	var optional []string
 	for _, attr := range []string{schemagen.AttrNamespace, schemagen.AttrName} {
@@ -227,13 +160,13 @@ func (a *Authorizer) authorizeVerb(req *cedar.Request, verb string) Outcome {
 		}
 	}
 	if len(optional) == 0 {
-		return a.authorizeWorld(req, verb, target, open, nil)
+		return e.authorizeWorld(req, verb, target, open, nil)
 	}
 	// Each optional open attribute may be absent or hold any value: decide
 	// every combination ("world"); the request is allowed only if every world
 	// allows it and denied if any denies it. Such targets are never typed, so
 	// admission conditions do not apply and each world is folded.
-	all := everyCase{stopAtNoOpinion: !a.anyForbid(req, []string{verb})}
+	all := everyCase{stopAtNoOpinion: !e.anyForbid(req, []string{verb})}
 	for mask := 0; mask < 1<<len(optional); mask++ {
 		absent := map[string]bool{}
 		for i, attr := range optional {
@@ -241,27 +174,116 @@ func (a *Authorizer) authorizeVerb(req *cedar.Request, verb string) Outcome {
 				absent[attr] = true
 			}
 		}
-		if all.add(a.authorizeWorld(req, verb, target, open, absent)) {
+		d, _ := e.authorizeWorld(req, verb, target, open, absent)
+		if all.add(d) {
 			break
 		}
 	}
-	return all.outcome()
+	return all.decision(), true
 }
 
-func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, target cedar.Target, open, absent map[string]bool) Outcome {
+// resultKind is what one policy's evaluation left for a request.
+type resultKind int
+
+const (
+	notSatisfied resultKind = iota
+	satisfied
+	errored   // fails whatever the unknowns are
+	remaining // a residual: depends on the unknowns
+)
+
+// policyResult is one policy's result for a request.
+type policyResult struct {
+	policy *cedar.Policy
+	kind   resultKind
+	expr   ast.IsNode // the residual, for remaining
+	err    error      // for errored
+	memo   *memoEntry
+}
+
+// classify is the one place that reads a policy's evaluation: a boolean, an
+// error, or a residual expression (one-phase evaluation gives the first two,
+// partial evaluation any of them).
+func classify(p *cedar.Policy, expr ast.IsNode) policyResult {
+	r := policyResult{policy: p, expr: expr}
+	switch {
+	case isBool(expr, true):
+		r.kind = satisfied
+	case isBool(expr, false):
+		r.kind = notSatisfied
+	case isError(expr):
+		r.kind, r.err = errored, errorOf(expr)
+	case p.Effect == types.Permit && !mayBeTrue(expr):
+		// A permit that can only be false or fail can never allow.
+		r.kind = notSatisfied
+	default:
+		r.kind = remaining
+	}
+	return r
+}
+
+// decide combines policy results by Cedar's rules, except that a forbid that
+// fails to evaluate denies (Cedar skips erroring policies, which for a forbid
+// fails open): a satisfied or erroring forbid denies; else, without forbid
+// residuals, a satisfied permit allows; else the residuals are the
+// conditions of a Conditional decision (with an unconditional permit, the
+// deny conditions alone decide).
+func decide(results []policyResult, entityType types.EntityType) Decision {
+	var denyTrue, allowTrue []*cedar.Policy
+	var deny, allow []Residual
+	var errs []error
+	for _, r := range results {
+		if r.kind == errored {
+			errs = append(errs, &PolicyError{PolicyID: r.policy.ID, Err: r.err})
+		}
+		forbid := r.policy.Effect == types.Forbid
+		switch r.kind {
+		case satisfied, errored:
+			if forbid {
+				denyTrue = append(denyTrue, r.policy)
+			} else if r.kind == satisfied {
+				allowTrue = append(allowTrue, r.policy)
+			}
+		case remaining:
+			res := Residual{Policy: r.policy, Expr: r.expr, EntityType: entityType, memo: r.memo}
+			if forbid {
+				deny = append(deny, res)
+			} else {
+				allow = append(allow, res)
+			}
+		}
+	}
+	switch {
+	case len(denyTrue) > 0:
+		return Denied(denyTrue, errs)
+	case len(deny) == 0 && len(allowTrue) > 0:
+		return Allowed(allowTrue, errs)
+	}
+	if len(allowTrue) > 0 {
+		allowTrue = uniquePolicies(allowTrue)
+		allow = []Residual{{Policy: allowTrue[0], Expr: ast.NodeValue{Value: types.True}, EntityType: entityType}}
+	}
+	return Conditional(deny, allow, errs)
+}
+
+func (e *Engine) authorizeWorld(req *cedar.Request, verb string, target cedar.Target, open, absent map[string]bool) (Decision, bool) {
 	principal := cedar.PrincipalEntity(req.User)
 	action := schemagen.ActionUID(verb)
 	resourceUID := target.EntityUID(req)
-	candidates := a.Policies.Candidates(principal.UID, req.User.Groups, verb, target.EntityType)
+	candidates := e.policies.Candidates(cedar.NewCandidateQuery(req, target, verb))
 	if len(candidates) == 0 {
-		return Outcome{}
+		return NoOpinion(nil), false
 	}
 	shapes := AdmissionShapes(target, req, verb)
 
 	if len(open) == 0 && len(shapes) == 0 {
+		// Fully known: one-phase evaluation of every candidate.
 		ents := &cedar.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(target.Attributes(req, nil, nil))}}
-		res := cedar.Evaluate(candidates, ents, principal.UID, action, resourceUID)
-		return Outcome{Decision: res.Decision, Policies: res.Policies, Errors: res.Errors}
+		results := make([]policyResult, len(candidates))
+		for i, p := range candidates {
+			results[i] = classify(p, evaluateCompiled(p, ents, principal.UID, action, resourceUID))
+		}
+		return decide(results, target.EntityType), false
 	}
 
 	attrs := target.Attributes(req, open, func(attr string) types.Value {
@@ -300,31 +322,20 @@ func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, target ceda
 		}
 	}
 
-	out := Outcome{partial: true}
-	var allowTrue []*cedar.Policy
-	var denyTrue []*cedar.Policy
+	results := make([]policyResult, 0, len(candidates))
 	for _, p := range candidates {
-		if concrete, ok := concreteExpr(p, open, absent, envAt(0)); ok {
+		in := e.inputsOf(p)
+		if !readsUnknown(p, in, open, absent) {
 			// Nothing this policy reads is unknown: evaluate it as compiled.
-			if expr := concrete; p.Effect == types.Forbid {
-				if isBool(expr, true) || isError(expr) {
-					denyTrue = append(denyTrue, p)
-					if isError(expr) {
-						out.Errors = append(out.Errors, "policy "+p.ID+": "+errorText(expr))
-					}
-				}
-			} else if isBool(expr, true) {
-				allowTrue = append(allowTrue, p)
-			} else if isError(expr) {
-				out.Errors = append(out.Errors, "policy "+p.ID+": "+errorText(expr))
-			}
+			env := envAt(0)()
+			results = append(results, classify(p, evaluateCompiled(p, env.Entities, principal.UID, action, resourceUID)))
 			continue
 		}
-		expr, memo := a.partialExpr(envAt(0), shapes[0].code(), p, verb, target.EntityType, principal, attrs)
+		expr, memo := e.partialExpr(envAt(0), shapes[0].code(), p, in, verb, target.EntityType, principal, attrs)
 		if p.UsesObjects && len(shapes) == 2 {
 			// The first shape has the stored object, the second does not
 			// (update or patch that creates): split on its presence.
-			other, _ := a.partialExpr(envAt(1), shapes[1].code(), p, verb, target.EntityType, principal, attrs)
+			other, _ := e.partialExpr(envAt(1), shapes[1].code(), p, in, verb, target.EntityType, principal, attrs)
 			if !ast.Equal(ast.NewNode(expr), ast.NewNode(other)) {
 				memo = nil
 				expr = simplify(ast.NodeTypeIfThenElse{
@@ -333,97 +344,62 @@ func (a *Authorizer) authorizeWorld(req *cedar.Request, verb string, target ceda
 				})
 			}
 		}
-		if p.Effect == types.Forbid {
-			switch {
-			case isBool(expr, false):
-			case isBool(expr, true) || isError(expr):
-				// A forbid that holds, or that fails whatever the unknowns are,
-				// denies (fail closed).
-				denyTrue = append(denyTrue, p)
-				if isError(expr) {
-					out.Errors = append(out.Errors, "policy "+p.ID+": "+errorText(expr))
-				}
-			default:
-				out.Deny = append(out.Deny, Residual{Policy: p, Expr: expr, EntityType: target.EntityType, memo: memo})
-			}
-			continue
-		}
-		switch {
-		case isBool(expr, true):
-			allowTrue = append(allowTrue, p)
-		case !mayBeTrue(expr):
-			if isError(expr) {
-				out.Errors = append(out.Errors, "policy "+p.ID+": "+errorText(expr))
-			}
-		default:
-			out.Allow = append(out.Allow, Residual{Policy: p, Expr: expr, EntityType: target.EntityType, memo: memo})
-		}
+		r := classify(p, expr)
+		r.memo = memo
+		results = append(results, r)
 	}
-	sort.Strings(out.Errors)
-	switch {
-	case len(denyTrue) > 0:
-		return Outcome{Decision: cedar.Deny, Policies: uniquePolicies(denyTrue), Errors: out.Errors, partial: true}
-	case len(out.Deny) == 0 && len(allowTrue) > 0:
-		return Outcome{Decision: cedar.Allow, Policies: uniquePolicies(allowTrue), Errors: out.Errors, partial: true}
-	case len(out.Deny) == 0 && len(out.Allow) == 0:
-		return Outcome{Decision: cedar.NoOpinion, Errors: out.Errors, partial: true}
-	}
-	out.Conditional = true
-	if len(allowTrue) > 0 {
-		// An unconditional permit: the deny conditions alone decide.
-		out.Allow = []Residual{{Policy: allowTrue[0], Expr: ast.NodeValue{Value: types.True}, EntityType: target.EntityType}}
-	}
-	if !admission {
+	d := decide(results, target.EntityType)
+	if d.IsConditional() && !admission {
 		// Nothing will evaluate conditions for this request: fold now.
-		return out.Fold()
+		return d.FailureDecision(), true
 	}
-	return out
+	return d, true
 }
 
-// concreteExpr evaluates p with the compiled evaluator when it reads nothing
-// that is unknown in this world (no object, no open attribute): true, false,
-// or a partial error.
-func concreteExpr(p *cedar.Policy, open, absent map[string]bool, env func() eval.Env) (ast.IsNode, bool) {
-	if p.UsesObjects {
-		return nil, false
-	}
-	in := inputsOf(p)
-	if in.resourceWhole {
-		return nil, false
+// readsUnknown reports whether p reads something unknown in this world: the
+// objects, or an open attribute that is not absent.
+func readsUnknown(p *cedar.Policy, in *policyInputs, open, absent map[string]bool) bool {
+	if p.UsesObjects || in.resourceWhole {
+		return true
 	}
 	for _, attr := range in.resourceAttrs {
 		if open[attr] && !absent[attr] {
-			return nil, false
+			return true
 		}
 	}
-	e := env()
-	holds, err := cedar.EvaluatePolicy(p, e.Entities, e.Principal.(types.EntityUID), e.Action.(types.EntityUID), e.Resource.(types.EntityUID))
-	if err != nil {
-		return eval.PartialError(err), true
-	}
-	return ast.NodeValue{Value: types.Boolean(holds)}, true
+	return false
 }
 
-// partialExpr is partialEval memoized (with a cache) by the request values
-// p's residual depends on.
-func (a *Authorizer) partialExpr(env func() eval.Env, shapeIdx int, p *cedar.Policy, verb string, target types.EntityType, principal types.Entity, resourceAttrs types.RecordMap) (ast.IsNode, *memoEntry) {
-	if a.Cache == nil {
-		return partialEval(env(), p), nil
+// evaluateCompiled evaluates p on known values with the compiled evaluator:
+// true, false, or a partial error.
+func evaluateCompiled(p *cedar.Policy, entities types.EntityGetter, principal, action, resource types.EntityUID) ast.IsNode {
+	holds, err := cedar.EvaluatePolicy(p, entities, principal, action, resource)
+	if err != nil {
+		return eval.PartialError(err)
 	}
-	k := memoEntryKey{policy: p, key: memoKey(p, inputsOf(p), shapeIdx, verb, target, principal, resourceAttrs)}
-	if e, ok := a.Cache.residuals.get(k); ok {
-		return e.expr, e
+	return ast.NodeValue{Value: types.Boolean(holds)}
+}
+
+// partialExpr is partialEval memoized by the request values p's residual
+// depends on.
+func (e *Engine) partialExpr(env func() eval.Env, shapeIdx int, p *cedar.Policy, in *policyInputs, verb string, target types.EntityType, principal types.Entity, resourceAttrs types.RecordMap) (ast.IsNode, *memoEntry) {
+	if e.residuals == nil {
+		return partialEval(env(), in.partialAST), nil
 	}
-	e := &memoEntry{expr: partialEval(env(), p)}
-	a.Cache.residuals.put(k, e)
-	return e.expr, e
+	k := memoEntryKey{policy: p, key: memoKey(in, shapeIdx, verb, target, principal, resourceAttrs)}
+	if m, ok := e.residuals.get(k); ok {
+		return m.expr, m
+	}
+	m := &memoEntry{expr: partialEval(env(), in.partialAST)}
+	e.residuals.put(k, m)
+	return m.expr, m
 }
 
 // partialEval partially evaluates p and returns its simplified condition: a
 // boolean value when decided, a partial error when it fails whatever the
 // unknowns are, else the residual expression.
-func partialEval(env eval.Env, p *cedar.Policy) ast.IsNode {
-	rp, keep := eval.PartialPolicy(env, p.AST)
+func partialEval(env eval.Env, p *ast.Policy) ast.IsNode {
+	rp, keep := eval.PartialPolicy(env, p)
 	if !keep {
 		return ast.NodeValue{Value: types.False}
 	}
@@ -431,7 +407,8 @@ func partialEval(env eval.Env, p *cedar.Policy) ast.IsNode {
 	return simplify(node)
 }
 
-func errorText(n ast.IsNode) string {
+// errorOf is the error of an expression that always fails.
+func errorOf(n ast.IsNode) error {
 	for {
 		switch v := n.(type) {
 		case ast.NodeTypeAnd:
@@ -444,17 +421,7 @@ func errorText(n ast.IsNode) string {
 		break
 	}
 	if err, ok := eval.ToPartialError(n); ok {
-		return err.Error()
+		return err
 	}
-	return "evaluation error"
-}
-
-func uniquePolicies(ps []*cedar.Policy) []*cedar.Policy {
-	sort.Slice(ps, func(i, j int) bool { return ps[i].ID < ps[j].ID })
-	return slices.CompactFunc(ps, func(a, b *cedar.Policy) bool { return a.ID == b.ID })
-}
-
-func uniqueStrings(s []string) []string {
-	sort.Strings(s)
-	return slices.Compact(s)
+	return errorf("evaluation error")
 }

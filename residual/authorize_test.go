@@ -9,8 +9,10 @@ import (
 	"github.com/cedar-policy/cedar-go/types"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/internal/oracle"
+	"github.com/kcedar/kcedar/internal/schematest"
+	"github.com/kcedar/kcedar/residual/wire"
 	"github.com/kcedar/kcedar/schemagen"
-	"github.com/kcedar/kcedar/schemagen/schematest"
 )
 
 func mustPolicies(t testing.TB, src string) *cedar.PolicySet {
@@ -82,63 +84,63 @@ when { principal.uid == "x" };
 @id("mallory")
 permit(principal == k8s::User::"mallory", action, resource);
 `
-	az := &Authorizer{Schema: s, Policies: mustPolicies(t, policies)}
+	az := NewEngine(s, mustPolicies(t, policies), NewCodec(RandomKeyring()), EngineOptions{})
 	sa := "system:serviceaccount:team-a:builder"
 	cases := []struct {
 		name     string
 		req      *cedar.Request
-		want     cedar.Decision
+		want     DecisionType
 		policies string
 	}{
-		{"list pods in own namespace", resReq("alice", nil, "list", "", "pods", "", "team-a", ""), cedar.Allow, "alice-pods-team-a"},
-		{"list pods across namespaces", resReq("alice", nil, "list", "", "pods", "", "", ""), cedar.NoOpinion, ""},
-		{"list pods in another namespace", resReq("alice", nil, "list", "", "pods", "", "team-b", ""), cedar.NoOpinion, ""},
-		{"delete not granted", resReq("alice", nil, "delete", "", "pods", "", "team-a", "p"), cedar.NoOpinion, ""},
+		{"list pods in own namespace", resReq("alice", nil, "list", "", "pods", "", "team-a", ""), DecisionAllow, "alice-pods-team-a"},
+		{"list pods across namespaces", resReq("alice", nil, "list", "", "pods", "", "", ""), DecisionNoOpinion, ""},
+		{"list pods in another namespace", resReq("alice", nil, "list", "", "pods", "", "team-b", ""), DecisionNoOpinion, ""},
+		{"delete not granted", resReq("alice", nil, "delete", "", "pods", "", "team-a", "p"), DecisionNoOpinion, ""},
 		{"field selector narrows namespace", func() *cedar.Request {
 			r := resReq("alice", nil, "list", "", "pods", "", "", "")
 			r.Namespace = "team-a"
 			return r
-		}(), cedar.Allow, "alice-pods-team-a"},
-		{"admin anywhere", resReq("ann", []string{"admins"}, "delete", "apps", "deployments", "", "team-a", "d"), cedar.Allow, "admins"},
-		{"admin in kube-system", resReq("ann", []string{"admins"}, "get", "", "pods", "", "kube-system", "p"), cedar.Deny, "no-kube-system"},
-		{"admin lists all namespaces: includes kube-system", resReq("ann", []string{"admins"}, "list", "", "pods", "", "", ""), cedar.Deny, "no-kube-system"},
-		{"admin cluster-scoped", resReq("ann", []string{"admins"}, "list", "", "nodes", "", "", ""), cedar.Allow, "admins"},
-		{"admin wildcard resource: may be namespaced", resReq("ann", []string{"admins"}, "get", "*", "*", "", "", ""), cedar.Deny, "no-kube-system"},
-		{"admin wildcard resource in a namespace", resReq("ann", []string{"admins"}, "get", "*", "*", "", "team-a", ""), cedar.Allow, "admins"},
-		{"root admin in kube-system", resReq("root", []string{"admins"}, "get", "", "pods", "", "kube-system", "p"), cedar.Allow, "admins"},
-		{"sa own namespace", resReq(sa, nil, "get", "", "configmaps", "", "team-a", "c"), cedar.Allow, "sa-own-namespace"},
-		{"sa other namespace", resReq(sa, nil, "get", "", "configmaps", "", "team-b", "c"), cedar.NoOpinion, ""},
-		{"malformed sa name is a user", resReq("system:serviceaccount:team-a", nil, "get", "", "configmaps", "", "team-a", "c"), cedar.NoOpinion, ""},
-		{"node own", resReq("system:node:n1", nil, "get", "", "nodes", "", "", "n1"), cedar.Allow, "node-own"},
-		{"node other", resReq("system:node:n1", nil, "get", "", "nodes", "", "", "n2"), cedar.NoOpinion, ""},
-		{"node any name", resReq("system:node:n1", nil, "get", "", "nodes", "", "", ""), cedar.NoOpinion, ""},
-		{"healthz", &cedar.Request{User: cedar.UserInfo{Name: "x"}, Verb: "get", Path: "/healthz"}, cedar.Allow, "healthz"},
-		{"healthz sub", &cedar.Request{User: cedar.UserInfo{Name: "x"}, Verb: "get", Path: "/healthz/etcd"}, cedar.Allow, "healthz"},
-		{"other url", &cedar.Request{User: cedar.UserInfo{Name: "x"}, Verb: "get", Path: "/metrics"}, cedar.NoOpinion, ""},
-		{"post healthz", &cedar.Request{User: cedar.UserInfo{Name: "x"}, Verb: "post", Path: "/healthz"}, cedar.NoOpinion, ""},
-		{"impersonate bob", resReq("carol", nil, "impersonate", "", "users", "", "", "bob"), cedar.Allow, "impersonate-bob"},
-		{"impersonate eve", resReq("carol", nil, "impersonate", "", "users", "", "", "eve"), cedar.NoOpinion, ""},
-		{"impersonate anyone", resReq("carol", nil, "impersonate", "", "users", "", "", ""), cedar.NoOpinion, ""},
-		{"verb * all allowed", resReq("dave", nil, "*", "", "pods", "", "dev", "p"), cedar.Allow, "pods-all-verbs"},
-		{"verb * one denied", resReq("dave", nil, "*", "", "pods", "", "prod", "p"), cedar.Deny, "dave-no-delete"},
-		{"verb * open namespace, delete denied somewhere", resReq("dave", nil, "*", "", "pods", "", "", ""), cedar.Deny, "dave-no-delete"},
-		{"verb * with partial grant", resReq("erin", nil, "*", "", "pods", "", "dev", ""), cedar.NoOpinion, ""},
-		{"unknown CRD falls back to k8s::Resource", resReq("frank", nil, "list", "example.com", "foos", "", "ns", ""), cedar.Allow, "foo-crd"},
-		{"unknown CRD other resource", resReq("frank", nil, "list", "example.com", "bars", "", "ns", ""), cedar.NoOpinion, ""},
-		{"wildcard group is open", resReq("frank", nil, "list", "*", "foos", "", "ns", ""), cedar.NoOpinion, ""},
-		{"erroring forbid fails closed", resReq("mallory", nil, "get", "", "pods", "", "a", "p"), cedar.Deny, "broken-forbid"},
-		{"no policy", resReq("zed", nil, "get", "", "pods", "", "a", "p"), cedar.NoOpinion, ""},
+		}(), DecisionAllow, "alice-pods-team-a"},
+		{"admin anywhere", resReq("ann", []string{"admins"}, "delete", "apps", "deployments", "", "team-a", "d"), DecisionAllow, "admins"},
+		{"admin in kube-system", resReq("ann", []string{"admins"}, "get", "", "pods", "", "kube-system", "p"), DecisionDeny, "no-kube-system"},
+		{"admin lists all namespaces: includes kube-system", resReq("ann", []string{"admins"}, "list", "", "pods", "", "", ""), DecisionDeny, "no-kube-system"},
+		{"admin cluster-scoped", resReq("ann", []string{"admins"}, "list", "", "nodes", "", "", ""), DecisionAllow, "admins"},
+		{"admin wildcard resource: may be namespaced", resReq("ann", []string{"admins"}, "get", "*", "*", "", "", ""), DecisionDeny, "no-kube-system"},
+		{"admin wildcard resource in a namespace", resReq("ann", []string{"admins"}, "get", "*", "*", "", "team-a", ""), DecisionAllow, "admins"},
+		{"root admin in kube-system", resReq("root", []string{"admins"}, "get", "", "pods", "", "kube-system", "p"), DecisionAllow, "admins"},
+		{"sa own namespace", resReq(sa, nil, "get", "", "configmaps", "", "team-a", "c"), DecisionAllow, "sa-own-namespace"},
+		{"sa other namespace", resReq(sa, nil, "get", "", "configmaps", "", "team-b", "c"), DecisionNoOpinion, ""},
+		{"malformed sa name is a user", resReq("system:serviceaccount:team-a", nil, "get", "", "configmaps", "", "team-a", "c"), DecisionNoOpinion, ""},
+		{"node own", resReq("system:node:n1", nil, "get", "", "nodes", "", "", "n1"), DecisionAllow, "node-own"},
+		{"node other", resReq("system:node:n1", nil, "get", "", "nodes", "", "", "n2"), DecisionNoOpinion, ""},
+		{"node any name", resReq("system:node:n1", nil, "get", "", "nodes", "", "", ""), DecisionNoOpinion, ""},
+		{"healthz", &cedar.Request{User: cedar.UserInfo{Name: "x"}, Verb: "get", Path: "/healthz"}, DecisionAllow, "healthz"},
+		{"healthz sub", &cedar.Request{User: cedar.UserInfo{Name: "x"}, Verb: "get", Path: "/healthz/etcd"}, DecisionAllow, "healthz"},
+		{"other url", &cedar.Request{User: cedar.UserInfo{Name: "x"}, Verb: "get", Path: "/metrics"}, DecisionNoOpinion, ""},
+		{"post healthz", &cedar.Request{User: cedar.UserInfo{Name: "x"}, Verb: "post", Path: "/healthz"}, DecisionNoOpinion, ""},
+		{"impersonate bob", resReq("carol", nil, "impersonate", "", "users", "", "", "bob"), DecisionAllow, "impersonate-bob"},
+		{"impersonate eve", resReq("carol", nil, "impersonate", "", "users", "", "", "eve"), DecisionNoOpinion, ""},
+		{"impersonate anyone", resReq("carol", nil, "impersonate", "", "users", "", "", ""), DecisionNoOpinion, ""},
+		{"verb * all allowed", resReq("dave", nil, "*", "", "pods", "", "dev", "p"), DecisionAllow, "pods-all-verbs"},
+		{"verb * one denied", resReq("dave", nil, "*", "", "pods", "", "prod", "p"), DecisionDeny, "dave-no-delete"},
+		{"verb * open namespace, delete denied somewhere", resReq("dave", nil, "*", "", "pods", "", "", ""), DecisionDeny, "dave-no-delete"},
+		{"verb * with partial grant", resReq("erin", nil, "*", "", "pods", "", "dev", ""), DecisionNoOpinion, ""},
+		{"unknown CRD falls back to k8s::Resource", resReq("frank", nil, "list", "example.com", "foos", "", "ns", ""), DecisionAllow, "foo-crd"},
+		{"unknown CRD other resource", resReq("frank", nil, "list", "example.com", "bars", "", "ns", ""), DecisionNoOpinion, ""},
+		{"wildcard group is open", resReq("frank", nil, "list", "*", "foos", "", "ns", ""), DecisionNoOpinion, ""},
+		{"erroring forbid fails closed", resReq("mallory", nil, "get", "", "pods", "", "a", "p"), DecisionDeny, "broken-forbid"},
+		{"no policy", resReq("zed", nil, "get", "", "pods", "", "a", "p"), DecisionNoOpinion, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out := az.Authorize(c.req, Options{})
-			if out.Conditional {
+			out := az.Authorize(c.req).FailureDecision()
+			if out.IsConditional() {
 				t.Fatalf("conditional outcome without conditions requested: %+v", out)
 			}
-			if out.Decision != c.want {
-				t.Fatalf("decision = %v, want %v (policies %v, errors %v)", out.Decision, c.want, ids(out.Policies), out.Errors)
+			if out.Type() != c.want {
+				t.Fatalf("decision = %v, want %v (policies %v, errors %v)", out.Type(), c.want, ids(out.Policies()), out.Errors())
 			}
-			if got := strings.Join(ids(out.Policies), ","); got != c.policies {
+			if got := strings.Join(ids(out.Policies()), ","); got != c.policies {
 				t.Errorf("policies = %q, want %q", got, c.policies)
 			}
 		})
@@ -166,28 +168,27 @@ func TestOpenValuesMatchEnumerationOracle(t *testing.T) {
 	rng := rand.New(rand.NewSource(42))
 	const sets, requestsPerSet = 300, 40
 	checked, incomplete := 0, 0
-	cache := NewOutcomeCache(1 << 16)
 	for i := 0; i < sets; i++ {
 		src := genPolicies(rng, 1+rng.Intn(6))
 		ps := mustPolicies(t, src)
-		az := &Authorizer{Schema: s, Policies: ps}
-		cached := &Authorizer{Schema: s, Policies: ps, Cache: cache}
+		az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
+		cached := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: 1 << 16})
 		for j := 0; j < requestsPerSet; j++ {
 			req := genRequest(rng)
-			got := az.Authorize(req, Options{})
-			if c := cached.Authorize(req, Options{}); c.Decision != got.Decision {
-				t.Fatalf("set %d request %s: memoized %v, computed %v\npolicies:\n%s", i, req, c.Decision, got.Decision, src)
+			got := az.Authorize(req).FailureDecision()
+			if c := cached.Authorize(req).FailureDecision(); c.Type() != got.Type() {
+				t.Fatalf("set %d request %s: memoized %v, computed %v\npolicies:\n%s", i, req, c.Type(), got.Type(), src)
 			}
-			want, singleCover := oracle(s, ps, req)
-			if got.Decision == cedar.NoOpinion && want == cedar.Allow && !singleCover {
+			want, singleCover := enumerate(s, ps, req)
+			if got.Type() == DecisionNoOpinion && want == DecisionAllow && !singleCover {
 				// Several permits' residuals together cover every value (say
 				// ns != "a" and ns != "b"). Deciding that needs a solver;
 				// kcedar stays sound and answers NoOpinion.
 				incomplete++
 				continue
 			}
-			if got.Decision != want {
-				t.Fatalf("set %d request %s: partial evaluation says %v, enumeration says %v\npolicies:\n%s", i, req, got.Decision, want, src)
+			if got.Type() != want {
+				t.Fatalf("set %d request %s: partial evaluation says %v, enumeration says %v\npolicies:\n%s", i, req, got.Type(), want, src)
 			}
 			checked++
 		}
@@ -291,9 +292,9 @@ func genRequest(rng *rand.Rand) *cedar.Request {
 	return req
 }
 
-// oracle decides req by enumeration, with cedar.Evaluate on fully known
+// enumerate decides req by enumeration, with oracle.Evaluate on fully known
 // requests. singleCover reports whether one permit alone allows every world.
-func oracle(s *schemagen.Schema, ps *cedar.PolicySet, req *cedar.Request) (_ cedar.Decision, singleCover bool) {
+func enumerate(s *schemagen.Schema, ps *cedar.PolicySet, req *cedar.Request) (_ DecisionType, singleCover bool) {
 	type world struct {
 		verb  string
 		attrs types.RecordMap
@@ -338,18 +339,18 @@ func oracle(s *schemagen.Schema, ps *cedar.PolicySet, req *cedar.Request) (_ ced
 			}
 		}
 	}
-	result := cedar.Allow
+	result := DecisionAllow
 	var cover map[string]bool
 	principal := cedar.PrincipalEntity(req.User)
 	uid := target.EntityUID(req)
 	for _, w := range worlds {
 		ents := &cedar.Entities{Principal: principal, Resource: types.Entity{UID: uid, Attributes: types.NewRecord(w.attrs)}}
-		cands := ps.Candidates(principal.UID, req.User.Groups, w.verb, target.EntityType)
-		res := cedar.Evaluate(cands, ents, principal.UID, schemagen.ActionUID(w.verb), uid)
+		// Every policy, unindexed: the oracle shares nothing with the engine.
+		res := oracle.Evaluate(oraclePolicies(ps.Policies), ents, principal.UID, schemagen.ActionUID(w.verb), uid)
 		allowing := map[string]bool{}
-		if res.Decision == cedar.Allow {
-			for _, p := range res.Policies {
-				allowing[p.ID] = true
+		if res.Decision == "Allow" {
+			for _, id := range res.Policies {
+				allowing[id] = true
 			}
 		}
 		if cover == nil {
@@ -362,11 +363,11 @@ func oracle(s *schemagen.Schema, ps *cedar.PolicySet, req *cedar.Request) (_ ced
 			}
 		}
 		switch res.Decision {
-		case cedar.Deny:
-			result = cedar.Deny
-		case cedar.NoOpinion:
-			if result == cedar.Allow {
-				result = cedar.NoOpinion
+		case "Deny":
+			result = DecisionDeny
+		case "NoOpinion":
+			if result == DecisionAllow {
+				result = DecisionNoOpinion
 			}
 		}
 	}
@@ -376,33 +377,33 @@ func oracle(s *schemagen.Schema, ps *cedar.PolicySet, req *cedar.Request) (_ ced
 // A caller that cannot take conditions still gets the forbids on objects:
 // the objects of a write are unknowns and the outcome is folded.
 func TestFoldKeepsObjectForbids(t *testing.T) {
-	az := &Authorizer{Schema: schematest.Schema(), Policies: mustPolicies(t, `
+	az := NewEngine(schematest.Schema(), mustPolicies(t, `
 @id("alice-creates") permit(principal == k8s::User::"alice", action == k8s::Action::"create", resource is core::pods);
 @id("not-n2") forbid(principal, action == k8s::Action::"create", resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n2" };
 @id("bob-n1") permit(principal == k8s::User::"bob", action == k8s::Action::"create", resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };
-`)}
+`), NewCodec(RandomKeyring()), EngineOptions{})
 	alice := resReq("alice", nil, "create", "", "pods", "", "a", "")
-	if o := az.Authorize(alice, Options{}); o.Conditional || o.Decision != cedar.Deny {
+	if o := az.Authorize(alice).FailureDecision(); o.IsConditional() || o.Type() != DecisionDeny {
 		t.Fatalf("folded: %+v, want Deny (a deny condition exists)", o)
 	}
-	o := az.Authorize(alice, Options{Conditions: true})
-	if !o.Conditional || len(o.Deny) != 1 || len(o.Allow) != 1 || !isBool(o.Allow[0].Expr, true) {
+	o := az.Authorize(alice)
+	if !o.IsConditional() || len(o.DenyConditions()) != 1 || len(o.AllowConditions()) != 1 || !isBool(o.AllowConditions()[0].Expr, true) {
 		t.Fatalf("conditional: %+v", o)
 	}
 	bob := resReq("bob", nil, "create", "", "pods", "", "a", "")
-	if o := az.Authorize(bob, Options{}); o.Decision != cedar.Deny {
+	if o := az.Authorize(bob).FailureDecision(); o.Type() != DecisionDeny {
 		t.Fatalf("bob folded: %+v, want Deny", o)
 	}
 	// verb "*" folds every verb: create may be denied.
 	star := resReq("alice", nil, "*", "", "pods", "", "a", "")
-	if o := az.Authorize(star, Options{}); o.Decision != cedar.Deny {
+	if o := az.Authorize(star).FailureDecision(); o.Type() != DecisionDeny {
 		t.Fatalf("verb *: %+v, want Deny", o)
 	}
 	// Reads have no admission: the object forbid cannot apply to them.
 	get := resReq("alice", nil, "get", "", "pods", "", "a", "p")
-	if o := az.Authorize(get, Options{}); o.Decision != cedar.NoOpinion {
+	if o := az.Authorize(get).FailureDecision(); o.Type() != DecisionNoOpinion {
 		t.Fatalf("get: %+v", o)
 	}
 }
@@ -414,14 +415,80 @@ func TestMemoKeysCoverEntityLiterals(t *testing.T) {
 @id("literal") permit(principal, action == k8s::Action::"create", resource is core::pods)
 when { k8s::User::"alice".username == "alice" && resource has object && resource.object has v1 };
 `)
-	az := &Authorizer{Schema: schematest.Schema(), Policies: ps, Cache: NewOutcomeCache(64)}
+	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: 64})
 	for _, tc := range []struct {
 		user string
 		want bool // conditional (the literal resolves), else the permit errors
 	}{{"alice", true}, {"bob", false}, {"alice", true}, {"bob", false}} {
-		o := az.Authorize(resReq(tc.user, nil, "create", "", "pods", "", "a", ""), Options{Conditions: true})
-		if o.Conditional != tc.want {
-			t.Fatalf("%s: conditional %v, want %v (%+v)", tc.user, o.Conditional, tc.want, o)
+		o := az.Authorize(resReq(tc.user, nil, "create", "", "pods", "", "a", ""))
+		if o.IsConditional() != tc.want {
+			t.Fatalf("%s: conditional %v, want %v (%+v)", tc.user, o.IsConditional(), tc.want, o)
+		}
+	}
+}
+
+// Conditions written before ids were prefixed (a bare policy id) still
+// verify and evaluate in the callback during the transition; a bare id that
+// was not the one signed does not.
+func TestLegacyBareConditionIDs(t *testing.T) {
+	s := schematest.Schema()
+	ps := mustPolicies(t, `
+@id("bob-n1") permit(principal == k8s::User::"bob", action == k8s::Action::"create", resource is core::pods)
+when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };
+`)
+	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
+	d := az.Authorize(resReq("bob", nil, "create", "", "pods", "", "a", ""))
+	if !d.IsConditional() {
+		t.Fatalf("want a conditional decision, got %v", d.Type())
+	}
+	enc := az.Encode(d)
+	cond := enc.ConditionsMap.AllowConditions[0]
+	if cond.ID != "kcedar.dev/bob-n1" {
+		t.Fatalf("condition id %q, want kcedar.dev/bob-n1", cond.ID)
+	}
+	// Re-sign the same condition under the bare id, as kcedar did before.
+	key := az.Codec().Keys.signing()
+	parts := strings.SplitN(cond.Condition, ";", 5)
+	body := parts[3] + ";" + parts[4]
+	legacy := wire.Condition{ID: "bob-n1", Type: cond.Type, Description: cond.Description,
+		Condition: strings.Join([]string{conditionPrefix, key.ID, mac(key, DecisionAllow, "bob-n1", cond.Type, body), body}, ";")}
+	user := cedar.UserInfo{Name: "bob"}
+	data := &AdmissionData{Operation: "CREATE", Resource: "pods", APIVersion: "v1", Namespace: "a", Name: "p", User: &user,
+		Object: []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a"},"spec":{"nodeName":"n1"}}`)}
+	eval := func(c wire.Condition) Decision {
+		return az.EvaluateConditions(&wire.ConditionsAwareDecision{Type: wire.DecisionTypeConditionsMap, ConditionsMap: &wire.ConditionsMap{AllowConditions: []wire.Condition{c}}}, data)
+	}
+	if v := eval(cond); !v.IsAllowed() {
+		t.Fatalf("prefixed id: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
+	}
+	if v := eval(legacy); !v.IsAllowed() {
+		t.Fatalf("legacy bare id: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
+	}
+	renamed := legacy
+	renamed.ID = "kcedar.dev/bob-n1"
+	if v := eval(renamed); v.IsAllowed() {
+		t.Fatalf("a condition moved to another id must not verify")
+	}
+}
+
+// The decision cache (decisions of several cases, here every verb of "*")
+// tells a request naming an object from one whose name comes from a field
+// selector (resource.named differs).
+func TestCacheKeysCoverNamed(t *testing.T) {
+	ps := mustPolicies(t, `
+@id("named-only") permit(principal == k8s::User::"alice", action, resource is core::pods)
+when { resource.named && resource.name == "a" };
+`)
+	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: 64})
+	named := resReq("alice", nil, "*", "", "pods", "", "ns", "a")
+	selected := resReq("alice", nil, "*", "", "pods", "", "ns", "a")
+	selected.NameFromSelector = true
+	for i := 0; i < 2; i++ {
+		if !az.Authorize(named).FailureDecision().IsAllowed() {
+			t.Fatalf("round %d: a request naming the object is not allowed", i)
+		}
+		if az.Authorize(selected).FailureDecision().IsAllowed() {
+			t.Fatalf("round %d: a name from a field selector is allowed (the cached decision of the named request)", i)
 		}
 	}
 }

@@ -6,19 +6,20 @@ import (
 	"time"
 
 	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/policies"
-	"github.com/kcedar/kcedar/schemagen/schematest"
+	"github.com/kcedar/kcedar/internal/schematest"
+	"github.com/kcedar/kcedar/internal/testgen"
+	"github.com/kcedar/kcedar/internal/testgen/zoo"
 )
 
 func benchAuthorize(b *testing.B, n int, req *cedar.Request) {
-	ps := mustPolicies(b, policies.RBACLike(n))
-	az := &Authorizer{Schema: schematest.Schema(), Policies: ps}
+	ps := mustPolicies(b, testgen.RBACLike(n))
+	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{})
 	durations := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		az.Authorize(req, Options{})
+		az.Authorize(req).FailureDecision()
 		durations = append(durations, time.Since(t0))
 	}
 	b.StopTimer()
@@ -35,3 +36,31 @@ func BenchmarkAuthorize10000(b *testing.B) { benchAuthorize(b, 10000, benchReque
 func BenchmarkAuthorizeOpenNamespace1000(b *testing.B) {
 	benchAuthorize(b, 1000, resReq("someone", []string{"team-7"}, "list", "", "pods", "", "", ""))
 }
+
+// The policy-shape zoo (internal/testgen/zoo): decisions over a mix of
+// requests, each timed; the metric is the median.
+func benchZoo(b *testing.B, n int) {
+	s := embedded(b)
+	ps, err := zoo.PolicySet(n, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
+	reqs := zoo.Requests(n, 4096, 2)
+	durations := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req := reqs[i%len(reqs)]
+		t0 := time.Now()
+		az.Authorize(req).FailureDecision()
+		durations = append(durations, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(durations)
+	b.ReportMetric(float64(durations[len(durations)/2].Nanoseconds()), "median-ns")
+}
+
+func BenchmarkZoo1000(b *testing.B)   { benchZoo(b, 1000) }
+func BenchmarkZoo10000(b *testing.B)  { benchZoo(b, 10000) }
+func BenchmarkZoo100000(b *testing.B) { benchZoo(b, 100000) }

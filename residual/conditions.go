@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	cedarast "github.com/cedar-policy/cedar-go/ast"
 	"github.com/cedar-policy/cedar-go/types"
@@ -23,19 +24,12 @@ import (
 // expression over `resource`, evaluated against the admission data.
 const ConditionType = "kcedar.dev/cedar-residual-v1"
 
-// MaxConditionBytes bounds an encoded condition. A permit residual that does
-// not fit is dropped (it can then only fail to allow); a forbid residual that
-// does not fit denies outright.
-const MaxConditionBytes = 1024
-
-// Effect is what a condition that holds does.
-type Effect string
-
-const (
-	EffectDeny      Effect = "Deny"
-	EffectNoOpinion Effect = "NoOpinion"
-	EffectAllow     Effect = "Allow"
-)
+// MaxConditionBytes bounds an encoded condition: upstream's limit. A permit
+// residual that does not fit is dropped (it can then only fail to allow); a
+// forbid residual that does not fit denies outright. Callers of the seed
+// draft's shape take at most wire.DraftMaxConditionBytes; the server folds
+// the decision for them when a condition is longer.
+const MaxConditionBytes = wire.MaxConditionBytes
 
 // A condition string is "kc1;<key id>;<mac>;<entity type>;<Cedar expression>".
 // The MAC (HMAC-SHA256, 128 bits) covers the effect, id and type of the
@@ -53,24 +47,23 @@ const errorEntity types.EntityType = "k8s::EvaluationError"
 type Codec struct {
 	Keys *Keyring
 
-	mu      sync.Mutex
-	cache   map[string]*decoded
-	encoded map[encodeKey][]encodedEntry
-	nEnc    int
+	mu    sync.Mutex
+	cache map[string]*decoded
 }
 
 // NewCodec returns a codec that signs with keys.
 func NewCodec(keys *Keyring) *Codec {
-	return &Codec{Keys: keys, cache: map[string]*decoded{}, encoded: map[encodeKey][]encodedEntry{}}
+	return &Codec{Keys: keys, cache: map[string]*decoded{}}
 }
 
 // Encoded conditions are cached: the same policy leaves the same residual
 // for many requests (the known values folded into it are the same).
 type encodeKey struct {
 	policy     *cedar.Policy
-	effect     Effect
+	effect     DecisionType
 	entityType types.EntityType
 	hash       uint64
+	keyID      string
 }
 
 type encodedEntry struct {
@@ -78,9 +71,9 @@ type encodedEntry struct {
 	keyID string // Key.cacheID of the signing key
 	cond  wire.Condition
 	err   error
-	codec *Codec // memo entries may be shared by codecs (tests); the key differs
 }
 
+// maxCachedConditions bounds the decoded-condition cache.
 const maxCachedConditions = 8192
 
 type decoded struct {
@@ -89,9 +82,20 @@ type decoded struct {
 	object, oldObject *cedar.Paths // what expr reads of the objects
 }
 
-// ConditionID derives a condition id (label-key syntax) from a policy id:
-// the id itself when it fits, else a sanitized prefix and a hash.
+// ConditionIDPrefix is the prefix of every condition id kcedar writes:
+// upstream validates Condition.id as a prefixed label key.
+const ConditionIDPrefix = "kcedar.dev/"
+
+// ConditionID derives a condition id from a policy id: "kcedar.dev/<id>"
+// when the id is a valid label-key name (at most 63 characters,
+// alphanumerics, '-', '_' and '.', starting and ending alphanumeric), else
+// a sanitized prefix of it and a hash of the whole id, so distinct policy ids
+// give distinct condition ids.
 func ConditionID(policyID string) string {
+	return ConditionIDPrefix + conditionName(policyID)
+}
+
+func conditionName(policyID string) string {
 	var b strings.Builder
 	for _, r := range policyID {
 		switch {
@@ -117,56 +121,44 @@ func ConditionID(policyID string) string {
 
 // Describe is the human-readable description of a policy's condition.
 func Describe(p *cedar.Policy) string {
-	d := p.Describe()
-	if len(d) > wire.MaxDescriptionBytes {
-		d = d[:wire.MaxDescriptionBytes]
-	}
-	return d
+	return truncateUTF8(p.Describe(), wire.MaxDescriptionBytes)
 }
 
-// Encode turns a residual into a condition with the given effect. It fails
-// when the condition would be longer than MaxConditionBytes.
-func (c *Codec) Encode(r Residual, effect Effect) (wire.Condition, error) {
-	key := c.Keys.signing()
+// encodeResidual turns a residual into a condition with the given effect,
+// cached in the engine. It fails when the condition would be longer than
+// MaxConditionBytes.
+func (e *Engine) encodeResidual(r Residual, effect DecisionType) (wire.Condition, error) {
+	key := e.codec.Keys.signing()
 	if r.memo != nil {
-		mk := string(effect) + "\x00" + string(r.EntityType) + "\x00" + key.cacheID()
+		mk := effect.String() + "\x00" + string(r.EntityType) + "\x00" + key.cacheID()
 		r.memo.mu.Lock()
-		e, ok := r.memo.encoded[mk]
+		ent, ok := r.memo.encoded[mk]
 		r.memo.mu.Unlock()
-		if !ok || e.codec != c {
-			cond, err := c.encode(r, effect, key)
-			e = encodedEntry{cond: cond, err: err, codec: c}
+		if !ok {
+			cond, err := e.codec.encode(r, effect, key)
+			ent = encodedEntry{cond: cond, err: err}
 			r.memo.mu.Lock()
 			if r.memo.encoded == nil {
 				r.memo.encoded = map[string]encodedEntry{}
 			}
-			r.memo.encoded[mk] = e
+			r.memo.encoded[mk] = ent
 			r.memo.mu.Unlock()
 		}
-		return e.cond, e.err
+		return ent.cond, ent.err
 	}
-	ck := encodeKey{policy: r.Policy, effect: effect, entityType: r.EntityType, hash: hashExpr(r.Expr)}
-	c.mu.Lock()
-	for _, e := range c.encoded[ck] {
-		if e.keyID == key.cacheID() && ast.Equal(ast.NewNode(e.expr), ast.NewNode(r.Expr)) {
-			c.mu.Unlock()
-			return e.cond, e.err
-		}
+	if e.encoded == nil {
+		return e.codec.encode(r, effect, key)
 	}
-	c.mu.Unlock()
-	cond, err := c.encode(r, effect, key)
-	c.mu.Lock()
-	if c.nEnc >= maxCachedConditions {
-		clear(c.encoded)
-		c.nEnc = 0
+	ck := encodeKey{policy: r.Policy, effect: effect, entityType: r.EntityType, hash: hashExpr(r.Expr), keyID: key.cacheID()}
+	if ent, ok := e.encoded.get(ck); ok && ast.Equal(ast.NewNode(ent.expr), ast.NewNode(r.Expr)) {
+		return ent.cond, ent.err
 	}
-	c.encoded[ck] = append(c.encoded[ck], encodedEntry{expr: r.Expr, keyID: key.cacheID(), cond: cond, err: err})
-	c.nEnc++
-	c.mu.Unlock()
+	cond, err := e.codec.encode(r, effect, key)
+	e.encoded.put(ck, encodedEntry{expr: r.Expr, keyID: key.cacheID(), cond: cond, err: err})
 	return cond, err
 }
 
-func (c *Codec) encode(r Residual, effect Effect, key Key) (wire.Condition, error) {
+func (c *Codec) encode(r Residual, effect DecisionType, key Key) (wire.Condition, error) {
 	text, err := exprText(r.Expr)
 	if err != nil {
 		return wire.Condition{}, err
@@ -180,9 +172,9 @@ func (c *Codec) encode(r Residual, effect Effect, key Key) (wire.Condition, erro
 	return cond, nil
 }
 
-func mac(key Key, effect Effect, id, typ, body string) string {
+func mac(key Key, effect DecisionType, id, typ, body string) string {
 	h := hmac.New(sha256.New, key.Secret)
-	for _, part := range []string{conditionPrefix, string(effect), id, typ, body} {
+	for _, part := range []string{conditionPrefix, effect.String(), id, typ, body} {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
@@ -194,7 +186,7 @@ var ErrForeignCondition = errors.New("condition was not written by kcedar or was
 
 // Decode verifies a condition written by Encode with the given effect and
 // returns its entity type and expression.
-func (c *Codec) Decode(cond wire.Condition, effect Effect) (types.EntityType, ast.IsNode, error) {
+func (c *Codec) Decode(cond wire.Condition, effect DecisionType) (types.EntityType, ast.IsNode, error) {
 	d, err := c.decode(cond, effect)
 	if err != nil {
 		return "", nil, err
@@ -202,7 +194,7 @@ func (c *Codec) Decode(cond wire.Condition, effect Effect) (types.EntityType, as
 	return d.entityType, d.expr, nil
 }
 
-func (c *Codec) decode(cond wire.Condition, effect Effect) (*decoded, error) {
+func (c *Codec) decode(cond wire.Condition, effect DecisionType) (*decoded, error) {
 	if cond.Type != ConditionType {
 		return nil, fmt.Errorf("condition %q: type %q is not kcedar's (%s)", cond.ID, cond.Type, ConditionType)
 	}
@@ -222,7 +214,7 @@ func (c *Codec) decode(cond wire.Condition, effect Effect) (*decoded, error) {
 	if !hmac.Equal([]byte(want), []byte(parts[2])) {
 		return nil, fmt.Errorf("condition %q: %w", cond.ID, ErrForeignCondition)
 	}
-	cacheKey := string(effect) + "\x00" + cond.Condition
+	cacheKey := effect.String() + "\x00" + cond.Condition
 	c.mu.Lock()
 	d, ok := c.cache[cacheKey]
 	c.mu.Unlock()
@@ -286,4 +278,15 @@ func replaceErrors(n ast.IsNode) ast.IsNode {
 		}
 		return nil, false
 	})
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/policies"
+	"github.com/kcedar/kcedar/internal/testgen"
 	"github.com/kcedar/kcedar/residual/wire"
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -40,52 +40,54 @@ when { resource has object && resource.object.metadata has labels && resource.ob
 // A realistic Pod as the API server sends it in admission.
 var benchPod = []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-7d4b9c6f5-x2v9k","generateName":"web-7d4b9c6f5-","namespace":"team-a","uid":"0b3c4d5e-1111-2222-3333-444455556666","labels":{"app":"web","pod-template-hash":"7d4b9c6f5","team":"a"},"annotations":{"kubectl.kubernetes.io/restartedAt":"2026-11-20T10:00:00Z","prometheus.io/scrape":"true"},"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"web-7d4b9c6f5","uid":"aaaa","controller":true,"blockOwnerDeletion":true}],"creationTimestamp":"2026-11-21T10:00:00Z"},"spec":{"nodeName":"n1","serviceAccountName":"web","restartPolicy":"Always","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","securityContext":{"runAsNonRoot":true,"runAsUser":1000,"fsGroup":2000},"containers":[{"name":"web","image":"registry.example.com/web:1.2.3","ports":[{"containerPort":8080,"protocol":"TCP","name":"http"}],"env":[{"name":"MODE","value":"prod"},{"name":"POD_NAME","valueFrom":{"fieldRef":{"fieldPath":"metadata.name"}}}],"resources":{"limits":{"cpu":"500m","memory":"256Mi"},"requests":{"cpu":"100m","memory":"128Mi"}},"readinessProbe":{"httpGet":{"path":"/healthz","port":8080},"periodSeconds":10},"volumeMounts":[{"name":"config","mountPath":"/etc/web","readOnly":true},{"name":"kube-api-access-abcde","mountPath":"/var/run/secrets/kubernetes.io/serviceaccount","readOnly":true}],"securityContext":{"allowPrivilegeEscalation":false,"readOnlyRootFilesystem":true,"capabilities":{"drop":["ALL"]}}},{"name":"sidecar","image":"registry.example.com/proxy:4.5","args":["--port=15001","--admin=15000"],"resources":{"limits":{"cpu":"200m","memory":"64Mi"}}}],"volumes":[{"name":"config","configMap":{"name":"web-config","defaultMode":420}},{"name":"kube-api-access-abcde","projected":{"sources":[{"serviceAccountToken":{"expirationSeconds":3607,"path":"token"}},{"configMap":{"name":"kube-root-ca.crt","items":[{"key":"ca.crt","path":"ca.crt"}]}}]}}],"tolerations":[{"key":"node.kubernetes.io/not-ready","operator":"Exists","effect":"NoExecute","tolerationSeconds":300}],"priority":0,"enableServiceLinks":true},"status":{"phase":"Pending","qosClass":"Burstable"}}`)
 
-func benchAuthorizer(b *testing.B) (*Authorizer, *Codec) {
+// benchAuthorizer is an engine over 1,000 RBAC-like policies and the
+// conditional ones, with caches of cacheSize (0: none).
+func benchAuthorizer(b *testing.B, cacheSize int) *Engine {
 	s := embeddedSchema(b)
-	ps := mustPolicies(b, policies.RBACLike(1000)+conditionalPolicies)
-	return &Authorizer{Schema: s, Policies: ps}, NewCodec(RandomKeyring())
+	ps := mustPolicies(b, testgen.RBACLike(1000)+conditionalPolicies)
+	return NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: cacheSize})
 }
 
 // Conditional vs unconditional SubjectAccessReview decisions at 1,000
 // policies: create pods for alice needs conditions (signed and encoded);
 // the unconditional one is an RBAC-like hit.
 func BenchmarkSARUnconditional1000(b *testing.B) {
-	az, codec := benchAuthorizer(b)
+	az := benchAuthorizer(b, 0)
 	req := resReq("someone", []string{"team-7", "system:authenticated"}, "get", "", "pods", "", "ns-7", "web-1")
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		codec.Decision(az.Authorize(req, Options{Conditions: true}))
+		az.Encode(az.Authorize(req))
 	}
 }
 
 func BenchmarkSARConditional1000(b *testing.B) {
-	az, codec := benchAuthorizer(b)
+	az := benchAuthorizer(b, 0)
 	req := resReq("alice", []string{"team-7", "system:authenticated"}, "create", "", "pods", "", "team-a", "")
-	out := az.Authorize(req, Options{Conditions: true})
-	if !out.Conditional {
+	out := az.Authorize(req)
+	if !out.IsConditional() {
 		b.Fatalf("not conditional: %+v", out)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		codec.Decision(az.Authorize(req, Options{Conditions: true}))
+		az.Encode(az.Authorize(req))
 	}
 }
 
 // The callback for a Pod object: decode and verify the conditions (cached
 // after the first call), convert the Pod, evaluate. Reports the median.
 func BenchmarkCallbackPod(b *testing.B) {
-	az, codec := benchAuthorizer(b)
+	az := benchAuthorizer(b, 0)
 	req := resReq("alice", nil, "create", "", "pods", "", "team-a", "")
-	dec := codec.Decision(az.Authorize(req, Options{Conditions: true}))
+	dec := az.Encode(az.Authorize(req))
 	raw, _ := json.Marshal(dec)
 	var back wire.ConditionsAwareDecision
 	json.Unmarshal(raw, &back)
-	ev := &Evaluator{Schema: az.Schema, Codec: codec}
+	ev := az.Evaluator()
 	user := cedar.UserInfo{Name: "alice"}
 	data := &AdmissionData{Operation: "CREATE", Resource: "pods", APIVersion: "v1", Namespace: "team-a", Name: "web-7d4b9c6f5-x2v9k", User: &user, Object: benchPod}
-	if v := ev.EvaluateDecision(&back, data); v.Decision != cedar.Allow {
+	if v := ev.EvaluateDecision(&back, data); v.Type() != DecisionAllow {
 		b.Fatalf("callback: %+v", v)
 	}
 	durations := make([]time.Duration, 0, b.N)
@@ -104,21 +106,19 @@ func BenchmarkCallbackPod(b *testing.B) {
 // The same conditional request again, as a controller creating pods in one
 // namespace sends it: the outcome cache skips partial evaluation.
 func BenchmarkSARConditional1000Cached(b *testing.B) {
-	az, codec := benchAuthorizer(b)
-	az.Cache = NewOutcomeCache(1024)
+	az := benchAuthorizer(b, 1024)
 	req := resReq("alice", []string{"team-7", "system:authenticated"}, "create", "", "pods", "", "team-a", "")
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		codec.Decision(az.Authorize(req, Options{Conditions: true}))
+		az.Encode(az.Authorize(req))
 	}
 }
 
 // Conditional SARs from many different users and namespaces (no two alike,
 // so the outcome cache never hits), with the residual memo shared.
 func BenchmarkSARConditional1000Distinct(b *testing.B) {
-	az, codec := benchAuthorizer(b)
-	az.Cache = NewOutcomeCache(1 << 16)
+	az := benchAuthorizer(b, 1<<16)
 	reqs := make([]*cedar.Request, 4096)
 	for i := range reqs {
 		reqs[i] = resReq("alice", []string{fmt.Sprintf("team-%d", i%200), "system:authenticated"}, "create", "", "pods", "", fmt.Sprintf("ns-%d", i), "")
@@ -128,15 +128,14 @@ func BenchmarkSARConditional1000Distinct(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		r := *reqs[i%len(reqs)]
 		r.User.UID = fmt.Sprint(i) // defeat the outcome cache
-		codec.Decision(az.Authorize(&r, Options{Conditions: true}))
+		az.Encode(az.Authorize(&r))
 	}
 }
 
 // The unconditional counterpart of BenchmarkSARConditional1000Distinct:
 // the same users, groups and namespaces, reading instead of creating.
 func BenchmarkSARUnconditional1000Distinct(b *testing.B) {
-	az, codec := benchAuthorizer(b)
-	az.Cache = NewOutcomeCache(1 << 16)
+	az := benchAuthorizer(b, 1<<16)
 	reqs := make([]*cedar.Request, 4096)
 	for i := range reqs {
 		reqs[i] = resReq("alice", []string{fmt.Sprintf("team-%d", i%200), "system:authenticated"}, "get", "", "pods", "", fmt.Sprintf("ns-%d", i), "web-1")
@@ -146,6 +145,6 @@ func BenchmarkSARUnconditional1000Distinct(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		r := *reqs[i%len(reqs)]
 		r.User.UID = fmt.Sprint(i)
-		codec.Decision(az.Authorize(&r, Options{Conditions: true}))
+		az.Encode(az.Authorize(&r))
 	}
 }

@@ -8,9 +8,10 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/internal/oracle"
+	"github.com/kcedar/kcedar/internal/schematest"
 	"github.com/kcedar/kcedar/residual/wire"
 	"github.com/kcedar/kcedar/schemagen"
-	"github.com/kcedar/kcedar/schemagen/schematest"
 )
 
 // KEP requirement 1, as a property: for generated policies x requests x
@@ -64,13 +65,17 @@ type equivalenceHarness struct {
 	schema *schemagen.Schema
 	codec  *Codec
 	ev     *Evaluator
-	cache  *OutcomeCache // shared by all cases: memoized residuals must never leak between requests
+	// engines keeps one caching engine per policy set, shared by all of its
+	// cases: memoized residuals must never leak between requests.
+	engines map[string]*Engine
+	// last is the one-phase answer of the latest check.
+	last oracle.Result
 }
 
 func newEquivalenceHarness(t testing.TB) *equivalenceHarness {
 	s := schematest.Schema()
 	codec := NewCodec(RandomKeyring())
-	return &equivalenceHarness{schema: s, codec: codec, ev: &Evaluator{Schema: s, Codec: codec}, cache: NewOutcomeCache(1 << 16)}
+	return &equivalenceHarness{schema: s, codec: codec, ev: &Evaluator{Schema: s, Codec: codec}, engines: map[string]*Engine{}}
 }
 
 // admissionCase is a SubjectAccessReview and what admission then sees.
@@ -88,9 +93,18 @@ func (h *equivalenceHarness) check(src string, c admissionCase) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	az := &Authorizer{Schema: h.schema, Policies: set}
+	az := NewEngine(h.schema, set, h.codec, EngineOptions{})
 	if c.req.User.Name == "alice" {
-		az.Cache = h.cache // half the cases memoize, half compute from scratch
+		// Half the cases memoize, half compute from scratch.
+		if cached, ok := h.engines[src]; ok {
+			az = cached
+		} else {
+			az = NewEngine(h.schema, set, h.codec, EngineOptions{CacheSize: 1 << 16})
+			if len(h.engines) > 64 {
+				clear(h.engines)
+			}
+			h.engines[src] = az
+		}
 	}
 
 	// One phase: everything known, every policy evaluated.
@@ -103,15 +117,19 @@ func (h *equivalenceHarness) check(src string, c admissionCase) (string, error) 
 	known.Name, known.Namespace = c.data.Name, c.data.Namespace
 	ents := env.Entities.(*cedar.Entities)
 	ents.Principal = cedar.PrincipalEntity(c.req.User)
-	one := cedar.Evaluate(set.Policies, ents, ents.Principal.UID, schemagen.ActionUID(c.req.Verb), ents.Resource.UID).Decision
+	h.last = oracle.Evaluate(oraclePolicies(az.Policies().Policies), ents, ents.Principal.UID, schemagen.ActionUID(c.req.Verb), ents.Resource.UID)
+	one := h.last.Decision
 
 	// Two phases: authorize with conditions, send them over JSON, evaluate.
-	out := az.Authorize(c.req, Options{Conditions: true})
-	kind := out.Decision.String()
-	if out.Conditional {
+	out := az.Authorize(c.req)
+	kind := out.Type().String()
+	if out.IsConditional() {
 		kind = "conditional"
 	}
-	dec := h.codec.Decision(out)
+	dec := az.Encode(out)
+	if err := wire.Validate(&dec); err != nil {
+		return "", fmt.Errorf("upstream would reject the decision for %s: %v", c.req, err)
+	}
 	wireJSON, err := json.Marshal(dec)
 	if err != nil {
 		return "", err
@@ -121,9 +139,9 @@ func (h *equivalenceHarness) check(src string, c admissionCase) (string, error) 
 		return "", err
 	}
 	v := h.ev.EvaluateDecision(&back, c.data)
-	if v.Decision != one {
+	if v.Type().String() != one {
 		return "", fmt.Errorf("request %s, operation %s, name %q, namespace %q\nobject: %s\noldObject: %s\ntwo-phase %v (%s; %s) != one-phase %v\nauthorization-time decision: %s",
-			c.req, c.data.Operation, c.data.Name, c.data.Namespace, c.data.Object, c.data.OldObject, v.Decision, v.Reason, v.EvaluationError, one, wireJSON)
+			c.req, c.data.Operation, c.data.Name, c.data.Namespace, c.data.Object, c.data.OldObject, v.Type(), v.Reason(), v.EvaluationError(), one, wireJSON)
 	}
 	for _, cond := range conditionsOf(back) {
 		if len(cond.Condition) > MaxConditionBytes {

@@ -26,13 +26,6 @@ type AdmissionData struct {
 	Object, OldObject                           []byte
 }
 
-// Verdict is the concrete decision conditions evaluate to.
-type Verdict struct {
-	Decision        cedar.Decision
-	Reason          string
-	EvaluationError string
-}
-
 // Evaluator evaluates conditions kcedar wrote. It uses only the conditions and
 // the admission data, never the policy store: the authorization-time policy
 // set is what decides, even if the policies changed since.
@@ -57,47 +50,65 @@ func (e *Evaluator) resourceFor(t types.EntityType) (*schemagen.Resource, bool) 
 
 // EvaluateDecision evaluates a decision kcedar returned: a concrete one as it
 // is, a ConditionsMap by the KEP's rules, a Union in order until one member is
-// not NoOpinion.
-func (e *Evaluator) EvaluateDecision(d *wire.ConditionsAwareDecision, data *AdmissionData) Verdict {
+// not NoOpinion. Malformed input is a Deny.
+func (e *Evaluator) EvaluateDecision(d *wire.ConditionsAwareDecision, data *AdmissionData) Decision {
 	if d == nil {
-		return Verdict{Decision: cedar.Deny, Reason: "kcedar: no decision to evaluate", EvaluationError: "request.decision is missing"}
+		return malformed("request.decision is missing")
 	}
-	details := func(dd *wire.DecisionDetails) (string, string) {
+	details := func(dd *wire.DecisionDetails) (string, []error) {
 		if dd == nil {
-			return "", ""
+			return "", nil
 		}
-		return dd.Reason, dd.EvaluationError
+		var errs []error
+		if dd.EvaluationError != "" {
+			errs = []error{errorf(dd.EvaluationError)}
+		}
+		return dd.Reason, errs
 	}
 	switch d.Type {
 	case wire.DecisionTypeAllow:
-		r, ee := details(d.Allow)
-		return Verdict{Decision: cedar.Allow, Reason: r, EvaluationError: ee}
+		r, errs := details(d.Allow)
+		return Allowed(nil, errs).WithReason(r)
 	case wire.DecisionTypeDeny:
-		r, ee := details(d.Deny)
-		return Verdict{Decision: cedar.Deny, Reason: r, EvaluationError: ee}
+		r, errs := details(d.Deny)
+		return Denied(nil, errs).WithReason(r)
 	case wire.DecisionTypeNoOpinion:
-		r, ee := details(d.NoOpinion)
-		return Verdict{Decision: cedar.NoOpinion, Reason: r, EvaluationError: ee}
+		r, errs := details(d.NoOpinion)
+		return NoOpinion(errs).WithReason(r)
 	case wire.DecisionTypeConditionsMap:
 		if d.ConditionsMap == nil {
-			return Verdict{Decision: cedar.Deny, Reason: "kcedar: malformed decision", EvaluationError: "type ConditionsMap without conditionsMap"}
+			return malformed("type ConditionsMap without conditionsMap")
 		}
 		return e.EvaluateMap(d.ConditionsMap, data)
 	case wire.DecisionTypeUnion:
-		var errs []string
+		var errs []error
 		for _, m := range d.Union {
 			v := e.EvaluateDecision(&m.Decision, data)
-			if v.EvaluationError != "" {
-				errs = append(errs, v.EvaluationError)
-			}
-			if v.Decision != cedar.NoOpinion {
-				v.EvaluationError = strings.Join(errs, "; ")
-				return v
+			errs = append(errs, v.Errors()...)
+			if v.Type() != DecisionNoOpinion {
+				return withErrors(v, errs)
 			}
 		}
-		return Verdict{Decision: cedar.NoOpinion, Reason: "kcedar: no member of the union decided", EvaluationError: strings.Join(errs, "; ")}
+		return NoOpinion(errs).WithReason("kcedar: no member of the union decided")
 	}
-	return Verdict{Decision: cedar.Deny, Reason: "kcedar: malformed decision", EvaluationError: fmt.Sprintf("unknown decision type %q", d.Type)}
+	return malformed(fmt.Sprintf("unknown decision type %q", d.Type))
+}
+
+// malformed is the Deny for input kcedar cannot evaluate.
+func malformed(why string) Decision {
+	return Denied(nil, []error{errorf(why)}).WithReason("kcedar: malformed decision")
+}
+
+// withErrors is d (concrete) with errs as its errors, keeping its reason.
+func withErrors(d Decision, errs []error) Decision {
+	reason := d.Reason()
+	switch d.Type() {
+	case DecisionAllow:
+		return Allowed(d.Policies(), errs).WithReason(reason)
+	case DecisionNoOpinion:
+		return NoOpinion(errs).WithReason(reason)
+	}
+	return Denied(d.Policies(), errs).WithReason(reason)
 }
 
 type conditionResult struct {
@@ -110,13 +121,13 @@ type conditionResult struct {
 // denies; else a noOpinion condition that holds or fails gives NoOpinion;
 // else an allow condition that holds allows (failing ones are ignored); else
 // NoOpinion.
-func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Verdict {
+func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Decision {
 	total := len(m.DenyConditions) + len(m.NoOpinionConditions) + len(m.AllowConditions)
 	if total == 0 {
-		return Verdict{Decision: cedar.Deny, Reason: "kcedar: malformed decision", EvaluationError: "empty conditionsMap"}
+		return malformed("empty conditionsMap")
 	}
 	if total > wire.MaxConditions {
-		return Verdict{Decision: cedar.Deny, Reason: "kcedar: malformed decision", EvaluationError: fmt.Sprintf("%d conditions, more than %d", total, wire.MaxConditions)}
+		return malformed(fmt.Sprintf("%d conditions, more than %d", total, wire.MaxConditions))
 	}
 	// Decode (and verify) every condition first, so each object is converted
 	// once, with just the paths all conditions on it read.
@@ -125,7 +136,7 @@ func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Verd
 		d    *decoded
 		err  error
 	}
-	decodeAll := func(conds []wire.Condition, effect Effect) []pending {
+	decodeAll := func(conds []wire.Condition, effect DecisionType) []pending {
 		out := make([]pending, len(conds))
 		for i, c := range conds {
 			out[i].cond = c
@@ -133,7 +144,7 @@ func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Verd
 		}
 		return out
 	}
-	deny, noOp, allow := decodeAll(m.DenyConditions, EffectDeny), decodeAll(m.NoOpinionConditions, EffectNoOpinion), decodeAll(m.AllowConditions, EffectAllow)
+	deny, noOp, allow := decodeAll(m.DenyConditions, DecisionDeny), decodeAll(m.NoOpinionConditions, DecisionNoOpinion), decodeAll(m.AllowConditions, DecisionAllow)
 	envs := &envCache{e: e, data: data, need: map[types.EntityType][2]*cedar.Paths{}}
 	for _, list := range [][]pending{deny, noOp, allow} {
 		for _, p := range list {
@@ -161,11 +172,11 @@ func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Verd
 		}
 		return out
 	}
-	var errs []string
+	var errs []error
 	collect := func(rs []conditionResult) {
 		for _, r := range rs {
 			if r.err != nil {
-				errs = append(errs, fmt.Sprintf("condition %s: %v", r.id, r.err))
+				errs = append(errs, fmt.Errorf("condition %s: %w", r.id, r.err))
 			}
 		}
 	}
@@ -182,17 +193,17 @@ func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Verd
 	denyRes := run(deny)
 	collect(denyRes)
 	if why, ok := decide(denyRes, true); ok {
-		return Verdict{Decision: cedar.Deny, Reason: "kcedar: denied by " + why, EvaluationError: strings.Join(errs, "; ")}
+		return Denied(nil, errs).WithReason("kcedar: denied by " + why)
 	}
 	noOpRes := run(noOp)
 	collect(noOpRes)
 	if why, ok := decide(noOpRes, true); ok {
-		return Verdict{Decision: cedar.NoOpinion, Reason: "kcedar: no opinion by " + why, EvaluationError: strings.Join(errs, "; ")}
+		return NoOpinion(errs).WithReason("kcedar: no opinion by " + why)
 	}
 	allowRes := run(allow)
 	collect(allowRes)
 	if why, ok := decide(allowRes, false); ok {
-		return Verdict{Decision: cedar.Allow, Reason: "kcedar: allowed by " + why, EvaluationError: strings.Join(errs, "; ")}
+		return Allowed(nil, errs).WithReason("kcedar: allowed by " + why)
 	}
 	reason := "kcedar: no condition allows the request"
 	if len(m.AllowConditions) > 0 {
@@ -203,14 +214,17 @@ func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Verd
 		sort.Strings(names)
 		reason = "kcedar: the request does not meet the conditions of " + strings.Join(names, ", ")
 	}
-	return Verdict{Decision: cedar.NoOpinion, Reason: reason, EvaluationError: strings.Join(errs, "; ")}
+	return NoOpinion(errs).WithReason(reason)
 }
 
+// describeCondition names a condition by its policy (the id without
+// kcedar's prefix) and description.
 func describeCondition(r conditionResult) string {
-	if r.description != "" && r.description != r.id {
-		return "policy " + r.id + " (" + r.description + ")"
+	id := strings.TrimPrefix(r.id, ConditionIDPrefix)
+	if r.description != "" && r.description != id {
+		return "policy " + id + " (" + r.description + ")"
 	}
-	return "policy " + r.id
+	return "policy " + id
 }
 
 func (e *Evaluator) evaluateDecoded(d *decoded, envs *envCache) (bool, error) {

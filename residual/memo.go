@@ -18,6 +18,12 @@ import (
 // Two requests that agree on them get the same residual, so residuals are
 // memoized under exactly these values (plus the object shape).
 type policyInputs struct {
+	// partialAST is the policy with its when/unless clauses joined into one
+	// when clause (A && B && !C), which is what Cedar evaluates: cedar-go's
+	// PartialPolicy drops a policy as soon as one clause is false, even when
+	// an earlier clause was left unknown and could fail, which for a forbid
+	// would fold an error (a Deny) away.
+	partialAST        *ast.Policy
 	principalIdentity bool     // the principal's uid and groups (scope, ==, in, is)
 	principalTags     bool     // user extra
 	principalAttrs    []string // principal.<attr>
@@ -26,12 +32,17 @@ type policyInputs struct {
 	resourceAttrs     []string // resource.<attr>, other than the objects
 }
 
-var inputsCache sync.Map // *cedar.Policy -> *policyInputs
-
-func inputsOf(p *cedar.Policy) *policyInputs {
-	if v, ok := inputsCache.Load(p); ok {
+// inputsOf analyses p once per engine.
+func (e *Engine) inputsOf(p *cedar.Policy) *policyInputs {
+	if v, ok := e.inputs.Load(p); ok {
 		return v.(*policyInputs)
 	}
+	v, _ := e.inputs.LoadOrStore(p, analyzeInputs(p))
+	return v.(*policyInputs)
+}
+
+// analyzeInputs finds what p's residual depends on.
+func analyzeInputs(p *cedar.Policy) *policyInputs {
 	in := &policyInputs{}
 	if _, all := p.AST.Principal.(ast.ScopeTypeAll); !all {
 		in.principalIdentity = true
@@ -51,8 +62,33 @@ func inputsOf(p *cedar.Policy) *policyInputs {
 	}
 	slices.Sort(in.principalAttrs)
 	slices.Sort(in.resourceAttrs)
-	v, _ := inputsCache.LoadOrStore(p, in)
-	return v.(*policyInputs)
+	in.partialAST = joinConditions(p.AST)
+	return in
+}
+
+// joinConditions returns p with its conditions joined into one when clause,
+// in order: `when {A} when {B} unless {C}` becomes `when {A && B && !C}`.
+// Cedar evaluates a policy's clauses left to right and stops at the first
+// that is not satisfied, exactly as && does, errors included.
+func joinConditions(p *ast.Policy) *ast.Policy {
+	if len(p.Conditions) == 0 || len(p.Conditions) == 1 && p.Conditions[0].Condition == ast.ConditionWhen {
+		return p
+	}
+	var body ast.IsNode
+	for _, c := range p.Conditions {
+		n := c.Body
+		if c.Condition == ast.ConditionUnless {
+			n = ast.NodeTypeNot{UnaryNode: ast.UnaryNode{Arg: n}}
+		}
+		if body == nil {
+			body = n
+		} else {
+			body = ast.NodeTypeAnd{BinaryNode: ast.BinaryNode{Left: body, Right: n}}
+		}
+	}
+	q := *p
+	q.Conditions = []ast.ConditionType{{Condition: ast.ConditionWhen, Body: body}}
+	return &q
 }
 
 // collectInputs finds how n uses principal, action and resource.
@@ -139,7 +175,7 @@ func children(n ast.IsNode) []ast.IsNode {
 }
 
 // memoKey renders the values of p's inputs in env (shape included).
-func memoKey(p *cedar.Policy, in *policyInputs, shape int, verb string, target types.EntityType, principal types.Entity, resourceAttrs types.RecordMap) string {
+func memoKey(in *policyInputs, shape int, verb string, target types.EntityType, principal types.Entity, resourceAttrs types.RecordMap) string {
 	var b strings.Builder
 	w := func(s string) {
 		b.WriteString(s)
@@ -193,13 +229,6 @@ func valueKey(v types.Value, ok bool) string {
 	return v.String()
 }
 
-// residualMemo holds residuals by policy and input values.
-type residualMemo struct {
-	mu      sync.Mutex
-	entries map[memoEntryKey]*memoEntry
-	max     int
-}
-
 // memoEntry is a memoized residual and, once encoded, its conditions.
 type memoEntry struct {
 	expr ast.IsNode
@@ -211,20 +240,4 @@ type memoEntry struct {
 type memoEntryKey struct {
 	policy *cedar.Policy
 	key    string
-}
-
-func (m *residualMemo) get(k memoEntryKey) (*memoEntry, bool) {
-	m.mu.Lock()
-	v, ok := m.entries[k]
-	m.mu.Unlock()
-	return v, ok
-}
-
-func (m *residualMemo) put(k memoEntryKey, v *memoEntry) {
-	m.mu.Lock()
-	if len(m.entries) >= m.max {
-		clear(m.entries)
-	}
-	m.entries[k] = v
-	m.mu.Unlock()
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/cedar-policy/cedar-go/x/exp/schema/validate"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
-	"github.com/kcedar/kcedar/schemagen/crdtest"
+	"github.com/kcedar/kcedar/internal/crdtest"
 )
 
 // loadCRDs reads the test CRDs in testdata/crds.

@@ -13,7 +13,9 @@
 //     cannot be typed exactly.
 //   - CedarAST, MarshalCedar and MarshalJSON print the model with cedar-go's
 //     x/exp/schema; ParseSchema rebuilds the model from such a printout.
-//   - Load and Source pick one of these sources from command-line flags.
+//   - Load and LoadDocuments read one Source: a live cluster (a *rest.Config),
+//     a directory, a schema file or the default. Flags and kubeconfig files are
+//     the CLI's business (cmd/kcedar).
 //
 // The model is the single source of truth: the printed schema is derived from it,
 // and the cedar package converts Kubernetes objects into Cedar values by walking

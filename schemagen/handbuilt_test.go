@@ -5,7 +5,7 @@ import (
 
 	cedarschema "github.com/cedar-policy/cedar-go/x/exp/schema"
 
-	"github.com/kcedar/kcedar/schemagen/schematest"
+	"github.com/kcedar/kcedar/internal/schematest"
 )
 
 // Models built by hand (without Maps, object type names or a complete Verbs

@@ -6,24 +6,15 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Source says where a schema comes from. The zero Source is the embedded
-// default (stock Kubernetes v1.37). At most one of the live cluster (Live,
-// Kubeconfig or Config), FromDir and SchemaFile may be set.
+// default (stock Kubernetes v1.37). At most one of Config, FromDir and
+// SchemaFile may be set. Choosing a source from command-line flags (and
+// loading a kubeconfig) is the CLI's job (cmd/kcedar); this is the plain result.
 type Source struct {
-	// Live reads a live cluster with client-go's default loading rules: the
-	// KUBECONFIG environment variable, ~/.kube/config, else the in-cluster config.
-	Live bool
-	// Kubeconfig reads the live cluster of this kubeconfig file (implies Live).
-	Kubeconfig string
-	// Context selects a kubeconfig context (live sources only).
-	Context string
-	// Config reads the live cluster with this client config (implies Live; for
-	// programs, not flags).
+	// Config reads the live cluster with this client config.
 	Config *rest.Config
 	// FromDir reads saved documents (kcedar schema capture, Documents.WriteDir).
 	FromDir string
@@ -33,19 +24,9 @@ type Source struct {
 	SchemaFile string
 }
 
-// AddFlags registers the source flags: --live, --kubeconfig, --context,
-// --from-dir and --schema.
-func (s *Source) AddFlags(fs *pflag.FlagSet) {
-	fs.BoolVar(&s.Live, "live", false, "read the live cluster (KUBECONFIG, ~/.kube/config or in-cluster config)")
-	fs.StringVar(&s.Kubeconfig, "kubeconfig", "", "read the live cluster of this kubeconfig file")
-	fs.StringVar(&s.Context, "context", "", "kubeconfig context of the live cluster")
-	fs.StringVar(&s.FromDir, "from-dir", "", "read discovery and OpenAPI v3 documents saved by 'kcedar schema capture'")
-	fs.StringVar(&s.SchemaFile, "schema", "", "read a schema written by 'kcedar schema export' (Cedar or JSON)")
-}
-
 // IsLive reports whether the source is a live cluster.
 func (s Source) IsLive() bool {
-	return s.Live || s.Kubeconfig != "" || s.Config != nil
+	return s.Config != nil
 }
 
 // Validate checks that at most one source is chosen.
@@ -57,10 +38,7 @@ func (s Source) Validate() error {
 		}
 	}
 	if n > 1 {
-		return errors.New("choose one schema source: a live cluster (--live, --kubeconfig), --from-dir or --schema")
-	}
-	if s.Context != "" && !s.IsLive() {
-		return errors.New("--context needs a live cluster (--live or --kubeconfig)")
+		return errors.New("choose one schema source: a live cluster, a directory of saved documents or a schema file")
 	}
 	return nil
 }
@@ -68,10 +46,8 @@ func (s Source) Validate() error {
 // String describes the source for messages.
 func (s Source) String() string {
 	switch {
-	case s.Kubeconfig != "":
-		return "live cluster (kubeconfig " + s.Kubeconfig + ")"
 	case s.IsLive():
-		return "live cluster"
+		return "live cluster " + s.Config.Host
 	case s.FromDir != "":
 		return "documents in " + s.FromDir
 	case s.SchemaFile != "":
@@ -79,24 +55,6 @@ func (s Source) String() string {
 	default:
 		return "embedded default (Kubernetes v1.37)"
 	}
-}
-
-// RESTConfig builds the client config of a live source.
-func (s Source) RESTConfig() (*rest.Config, error) {
-	if s.Config != nil {
-		return s.Config, nil
-	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if s.Kubeconfig != "" {
-		rules.ExplicitPath = s.Kubeconfig
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: s.Context}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("loading client config: %w", err)
-	}
-	cfg.UserAgent = "kcedar"
-	return cfg, nil
 }
 
 // LoadDocuments reads the documents of a live, directory or default source.
@@ -108,11 +66,7 @@ func LoadDocuments(ctx context.Context, s Source) (*Documents, error) {
 	case s.SchemaFile != "":
 		return nil, errors.New("a schema file holds no discovery or OpenAPI documents")
 	case s.IsLive():
-		cfg, err := s.RESTConfig()
-		if err != nil {
-			return nil, err
-		}
-		return FetchLiveContext(ctx, cfg)
+		return FetchLiveContext(ctx, s.Config)
 	case s.FromDir != "":
 		st, err := os.Stat(s.FromDir)
 		if err != nil {

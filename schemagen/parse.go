@@ -9,6 +9,8 @@ import (
 	"github.com/cedar-policy/cedar-go/types"
 	cedarschema "github.com/cedar-policy/cedar-go/x/exp/schema"
 	"github.com/cedar-policy/cedar-go/x/exp/schema/ast"
+
+	"github.com/kcedar/kcedar/internal/cedarlex"
 )
 
 // Bounds on the schema files ParseSchema accepts: Cedar's parsers have no
@@ -19,37 +21,34 @@ const (
 	maxSchemaNesting = 1000
 )
 
-// checkNesting rejects input nested deeper than limit: brackets, braces and
-// angle brackets outside string literals and // comments.
+// checkNesting rejects input nested deeper than limit: brackets, braces,
+// parentheses and angle brackets outside string literals and comments (`//`
+// and `/* */`, which cedar-go's schema parser accepts), tokenized by cedarlex
+// as cedar-go reads Cedar text; JSON input tokenizes the same way. A string or
+// block comment that does not end is an error.
 func checkNesting(data []byte, limit int) error {
-	depth, inString, escaped, inComment := 0, false, false, false
-	for i, c := range data {
-		switch {
-		case inComment:
-			inComment = c != '\n'
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
+	depth := 0
+	lx := cedarlex.New(data)
+	for {
+		tok, err := lx.Next()
+		if err != nil {
+			return err
+		}
+		switch tok.Kind {
+		case cedarlex.EOF:
+			return nil
+		case cedarlex.Punct, cedarlex.Invalid:
+			switch data[tok.Pos.Offset] {
+			case '{', '[', '<', '(':
+				depth++
+				if depth > limit {
+					return fmt.Errorf("%s: nested deeper than %d levels", tok.Pos, limit)
+				}
+			case '}', ']', '>', ')':
+				depth--
 			}
-		case c == '"':
-			inString = true
-		case c == '/' && i+1 < len(data) && data[i+1] == '/':
-			inComment = true
-		case c == '{' || c == '[' || c == '<' || c == '(':
-			depth++
-			if depth > limit {
-				return fmt.Errorf("nested deeper than %d levels", limit)
-			}
-		case c == '}' || c == ']' || c == '>' || c == ')':
-			depth--
 		}
 	}
-	return nil
 }
 
 // ParseSchema rebuilds the model from a schema that MarshalCedar or MarshalJSON

@@ -16,6 +16,7 @@ import (
 	cedarschema "github.com/cedar-policy/cedar-go/x/exp/schema"
 	"github.com/cedar-policy/cedar-go/x/exp/schema/resolved"
 	"github.com/cedar-policy/cedar-go/x/exp/schema/validate"
+	"k8s.io/client-go/rest"
 )
 
 // Every resource and subresource of the embedded discovery has its entity type,
@@ -601,10 +602,8 @@ func TestLoadSources(t *testing.T) {
 
 	for name, src := range map[string]Source{
 		"two sources":       {FromDir: dir, SchemaFile: "x"},
-		"live and dir":      {Kubeconfig: "x", FromDir: dir},
-		"context only":      {Context: "x"},
+		"live and dir":      {Config: &rest.Config{Host: "https://127.0.0.1:1"}, FromDir: dir},
 		"missing dir":       {FromDir: filepath.Join(dir, "nope")},
-		"missing kubecfg":   {Kubeconfig: filepath.Join(dir, "nope")},
 		"dir without docs":  {FromDir: t.TempDir()},
 		"missing schema":    {SchemaFile: filepath.Join(dir, "nope")},
 		"schema not a file": {SchemaFile: dir},

@@ -554,6 +554,17 @@ func TestParseSchemaBoundsNesting(t *testing.T) {
 { "\"{" }`), 2); err != nil {
 		t.Error(err)
 	}
+	// Block comments (cedar-go's schema parser reads them) hide brackets too,
+	// closers included: "/* >>>> */" must not buy depth.
+	if err := checkNesting([]byte("/* [[[[\n{{{{ */ { /* \" */ }"), 2); err != nil {
+		t.Error(err)
+	}
+	if err := checkNesting([]byte("/* >>>> */ {{{"), 2); err == nil {
+		t.Error("closers in a block comment lowered the depth")
+	}
+	if err := checkNesting([]byte("{ /* [[[ "), 2); err == nil {
+		t.Error("unterminated block comment accepted")
+	}
 }
 
 func TestCustomVerbs(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/policies"
+	"github.com/kcedar/kcedar/internal/testgen"
 	"github.com/kcedar/kcedar/schemagen"
 )
 
@@ -35,7 +35,7 @@ func loadEmbedded(b *testing.B) *schemagen.Schema {
 func benchHandler(b *testing.B, n int) {
 	s := loadEmbedded(b)
 	dir := b.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "p.cedar"), []byte(policies.RBACLike(n)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "p.cedar"), []byte(testgen.RBACLike(n)), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	v, err := cedar.NewSchemaValidator(s)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -42,8 +43,12 @@ func (s *Server) handleConditions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "conditions", badRequest("request is missing"))
 		return
 	}
+	az := s.Authorizer()
+	if az == nil {
+		http.Error(w, "no valid policy set is loaded", http.StatusServiceUnavailable)
+		return
+	}
 	start := time.Now()
-	ev := s.evaluator.Load()
 	resp := &wire.AuthorizationConditionsResponse{}
 	switch {
 	case req.Decision != nil:
@@ -52,17 +57,17 @@ func (s *Server) handleConditions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		data := admissionData(req.AdmissionRequest)
-		v := ev.EvaluateDecision(req.Decision, data)
+		v := az.EvaluateConditions(req.Decision, data)
 		resp.UID = req.AdmissionRequest.UID
-		d := verdictDecision(v)
+		d := residual.WireDecision(v)
 		resp.Decision = &d
-		resp.Allowed, resp.Denied, resp.Reason, resp.EvaluationError = v.Decision == cedar.Allow, v.Decision == cedar.Deny, v.Reason, v.EvaluationError
-		s.metrics.decisions.WithLabelValues("conditions", v.Decision.String()).Inc()
+		resp.Allowed, resp.Denied, resp.Reason, resp.EvaluationError = v.IsAllowed(), v.IsDenied(), v.Reason(), v.EvaluationError()
+		s.metrics.decisions.WithLabelValues("conditions", v.Type().String()).Inc()
 	case req.ConditionSets != nil:
 		data := &residual.AdmissionData{Operation: req.Operation, Namespace: req.Namespace, Name: req.Name, Object: req.Object.Raw, OldObject: req.OldObject.Raw}
-		v := s.evaluateChain(ev, req.ConditionSets, data)
-		resp.Allowed, resp.Denied, resp.Reason, resp.EvaluationError = v.Decision == cedar.Allow, v.Decision == cedar.Deny, v.Reason, v.EvaluationError
-		s.metrics.decisions.WithLabelValues("conditions", v.Decision.String()).Inc()
+		v := s.evaluateChain(az, req.ConditionSets, data)
+		resp.Allowed, resp.Denied, resp.Reason, resp.EvaluationError = v.IsAllowed(), v.IsDenied(), v.Reason(), v.EvaluationError()
+		s.metrics.decisions.WithLabelValues("conditions", v.Type().String()).Inc()
 	default:
 		s.writeError(w, "conditions", badRequest("request has neither decision (upstream) nor conditionSets (draft)"))
 		return
@@ -77,16 +82,16 @@ func (s *Server) handleConditions(w http.ResponseWriter, r *http.Request) {
 // evaluateChain evaluates the draft's conditionsChain: in order, until one
 // set is not NoOpinion. Only sets kcedar authored are evaluated; a set of
 // another authorizer cannot be, so it fails closed.
-func (s *Server) evaluateChain(ev *residual.Evaluator, sets []wire.SubjectAccessReviewConditionSet, data *residual.AdmissionData) residual.Verdict {
+func (s *Server) evaluateChain(az residual.Authorizer, sets []wire.SubjectAccessReviewConditionSet, data *residual.AdmissionData) residual.Decision {
 	for _, set := range sets {
-		var v residual.Verdict
+		var v residual.Decision
 		switch {
 		case set.Allowed:
-			v = residual.Verdict{Decision: cedar.Allow, Reason: set.AuthorizerName + " allowed"}
+			v = residual.Allowed(nil, nil).WithReason(set.AuthorizerName + " allowed")
 		case set.Denied:
-			v = residual.Verdict{Decision: cedar.Deny, Reason: set.AuthorizerName + " denied"}
+			v = residual.Denied(nil, nil).WithReason(set.AuthorizerName + " denied")
 		case set.AuthorizerName != AuthorizerName:
-			v = residual.Verdict{Decision: cedar.Deny, Reason: "kcedar: cannot evaluate conditions of authorizer " + set.AuthorizerName, EvaluationError: "foreign condition set"}
+			v = residual.Denied(nil, []error{errors.New("foreign condition set")}).WithReason("kcedar: cannot evaluate conditions of authorizer " + set.AuthorizerName)
 		default:
 			m := &wire.ConditionsMap{}
 			bad := ""
@@ -104,27 +109,16 @@ func (s *Server) evaluateChain(ev *residual.Evaluator, sets []wire.SubjectAccess
 				}
 			}
 			if bad != "" {
-				v = residual.Verdict{Decision: cedar.Deny, Reason: "kcedar: malformed condition set", EvaluationError: bad}
+				v = residual.Denied(nil, []error{errors.New(bad)}).WithReason("kcedar: malformed condition set")
 			} else {
-				v = ev.EvaluateMap(m, data)
+				v = az.EvaluateConditions(&wire.ConditionsAwareDecision{Type: wire.DecisionTypeConditionsMap, ConditionsMap: m}, data)
 			}
 		}
-		if v.Decision != cedar.NoOpinion {
+		if v.Type() != residual.DecisionNoOpinion {
 			return v
 		}
 	}
-	return residual.Verdict{Decision: cedar.NoOpinion, Reason: "kcedar: no condition set decided"}
-}
-
-func verdictDecision(v residual.Verdict) wire.ConditionsAwareDecision {
-	details := &wire.DecisionDetails{Reason: v.Reason, EvaluationError: v.EvaluationError}
-	switch v.Decision {
-	case cedar.Allow:
-		return wire.ConditionsAwareDecision{Type: wire.DecisionTypeAllow, Allow: details}
-	case cedar.Deny:
-		return wire.ConditionsAwareDecision{Type: wire.DecisionTypeDeny, Deny: details}
-	}
-	return wire.ConditionsAwareDecision{Type: wire.DecisionTypeNoOpinion, NoOpinion: details}
+	return residual.NoOpinion(nil).WithReason("kcedar: no condition set decided")
 }
 
 // admissionData extracts what conditions see from an AdmissionRequest.
@@ -168,25 +162,24 @@ func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "admit", badRequest("request is missing"))
 		return
 	}
-	ps := s.store.Current()
-	if ps == nil {
+	az := s.Authorizer()
+	if az == nil {
 		http.Error(w, "no valid policy set is loaded", http.StatusServiceUnavailable)
 		return
 	}
 	start := time.Now()
 	data := admissionData(review.Request)
-	az := &residual.Authorizer{Schema: s.Schema(), Policies: ps, Cache: s.outcomes}
-	v := residual.Admit(az, s.evaluator.Load(), s.codec, data, optionsKind(review.Request))
-	resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: v.Decision == cedar.Allow}
+	v := az.Admit(data, optionsKind(review.Request))
+	resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: v.IsAllowed()}
 	if !resp.Allowed {
-		msg := v.Reason
-		if v.EvaluationError != "" {
-			msg += " (evaluation error: " + v.EvaluationError + ")"
+		msg := v.Reason()
+		if ee := v.EvaluationError(); ee != "" {
+			msg += " (evaluation error: " + ee + ")"
 		}
 		resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: msg}
 	}
 	s.metrics.decisionDuration.WithLabelValues("admit").Observe(time.Since(start).Seconds())
-	s.metrics.decisions.WithLabelValues("admit", v.Decision.String()).Inc()
+	s.metrics.decisions.WithLabelValues("admit", v.Type().String()).Inc()
 	writeJSON(w, admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: admissionReviewType.APIVersion, Kind: admissionReviewType.Kind}, Response: resp})
 }
 

@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"strings"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -52,23 +51,26 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "authorize", badRequest("invalid SubjectAccessReview: %v", err))
 		return
 	}
-	ps := s.store.Current()
-	if ps == nil {
+	az := s.Authorizer()
+	if az == nil {
 		http.Error(w, "no valid policy set is loaded", http.StatusServiceUnavailable)
 		return
 	}
-	upstream := sar.Spec.AuthorizationOptions.Handles(wire.DecisionTypeConditionsMap)
+	// Upstream returns conditions only to a caller that handles both
+	// ConditionsMap and Union (k8s.io/apiserver's webhook authorizer); the
+	// seed draft's callers ask with conditionalAuthorization.mode.
+	opts := sar.Spec.AuthorizationOptions
+	upstream := opts.Handles(wire.DecisionTypeConditionsMap) && opts.Handles(wire.DecisionTypeUnion)
 	draft := sar.Spec.ConditionalAuthorization != nil && sar.Spec.ConditionalAuthorization.Mode != wire.ConditionsModeNone
 	start := time.Now()
-	az := residual.Authorizer{Schema: s.Schema(), Policies: ps, Cache: s.outcomes}
-	out := az.Authorize(req, residual.Options{Conditions: upstream || draft || s.enforce})
+	d := az.Authorize(req)
 	var status wire.SubjectAccessReviewStatus
-	label := out.Decision.String()
+	label := d.Type().String()
 	switch {
-	case !out.Conditional:
-		status.SubjectAccessReviewStatus = statusFor(out)
+	case !d.IsConditional():
+		status.SubjectAccessReviewStatus = statusFor(d)
 	case upstream || draft:
-		dec := s.codec.Decision(out)
+		dec := az.Encode(d)
 		label = string(dec.Type)
 		if dec.Type != wire.DecisionTypeConditionsMap {
 			status.SubjectAccessReviewStatus = concreteStatus(dec)
@@ -76,38 +78,56 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		}
 		if upstream {
 			status.ConditionalDecision = &dec
-		} else {
+		} else if draftFits(dec.ConditionsMap) {
 			status.ConditionsChain = []wire.SubjectAccessReviewConditionSet{draftConditionSet(dec.ConditionsMap)}
+		} else {
+			// The draft's callers take conditions of at most 1,024 bytes.
+			folded := d.FailureDecision()
+			status.SubjectAccessReviewStatus = statusFor(folded)
+			label = folded.Type().String()
+			break
 		}
 		label = "Conditional"
-	case s.enforce && len(out.Allow) > 0 && s.webhookVerified.Load():
+	case s.enforce && len(d.AllowConditions()) > 0 && s.webhookVerified.Load():
 		// kcedar's admission webhook enforces the conditions: admission sees
 		// every request that can produce conditions (AdmissionShapes).
-		dec := s.codec.Decision(out)
+		dec := az.Encode(d)
 		if dec.Type == wire.DecisionTypeConditionsMap && len(dec.ConditionsMap.AllowConditions) > 0 {
 			status.Allowed = true
-			status.Reason = "kcedar: allowed if the conditions of " + residual.DescribePolicies(allowPolicies(out)) + " hold in admission"
+			status.Reason = "kcedar: allowed if the conditions of " + residual.DescribePolicies(allowPolicies(d)) + " hold in admission"
 			label = "ConditionalAllow"
 			break
 		}
 		status.SubjectAccessReviewStatus = concreteStatus(dec)
 		label = string(dec.Type)
 	default:
-		folded := out.Fold()
+		folded := d.FailureDecision()
 		status.SubjectAccessReviewStatus = statusFor(folded)
-		label = folded.Decision.String()
+		label = folded.Type().String()
 	}
 	s.metrics.decisionDuration.WithLabelValues("authorize").Observe(time.Since(start).Seconds())
 	s.metrics.decisions.WithLabelValues("authorize", label).Inc()
 	writeJSON(w, sarResponse{APIVersion: sarType.APIVersion, Kind: sarType.Kind, Status: status})
 }
 
-func allowPolicies(o residual.Outcome) []*cedar.Policy {
-	ps := make([]*cedar.Policy, len(o.Allow))
-	for i, r := range o.Allow {
+func allowPolicies(d residual.Decision) []*cedar.Policy {
+	ps := make([]*cedar.Policy, len(d.AllowConditions()))
+	for i, r := range d.AllowConditions() {
 		ps[i] = r.Policy
 	}
 	return ps
+}
+
+// draftFits reports whether every condition fits the seed draft's limit.
+func draftFits(m *wire.ConditionsMap) bool {
+	for _, l := range [][]wire.Condition{m.DenyConditions, m.NoOpinionConditions, m.AllowConditions} {
+		for _, c := range l {
+			if len(c.Condition) > wire.DraftMaxConditionBytes {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // draftConditionSet renders a ConditionsMap in the seed draft's shape.
@@ -142,21 +162,14 @@ func concreteStatus(d wire.ConditionsAwareDecision) authorizationv1.SubjectAcces
 	return st
 }
 
-// statusFor renders an unconditional outcome as a SubjectAccessReview status.
-func statusFor(out residual.Outcome) authorizationv1.SubjectAccessReviewStatus {
-	var st authorizationv1.SubjectAccessReviewStatus
-	switch out.Decision {
-	case cedar.Allow:
-		st.Allowed = true
-		st.Reason = "kcedar: allowed by " + residual.DescribePolicies(out.Policies)
-	case cedar.Deny:
-		st.Denied = true
-		st.Reason = "kcedar: denied by " + residual.DescribePolicies(out.Policies)
-	default:
-		st.Reason = "kcedar: no policy applies"
+// statusFor renders a concrete decision (a conditional one folded) as a
+// SubjectAccessReview status.
+func statusFor(d residual.Decision) authorizationv1.SubjectAccessReviewStatus {
+	d = d.FailureDecision()
+	return authorizationv1.SubjectAccessReviewStatus{
+		Allowed:         d.IsAllowed(),
+		Denied:          d.IsDenied(),
+		Reason:          d.Reason(),
+		EvaluationError: d.EvaluationError(),
 	}
-	if len(out.Errors) > 0 {
-		st.EvaluationError = strings.Join(out.Errors, "; ")
-	}
-	return st
 }

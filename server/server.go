@@ -47,15 +47,16 @@ type Options struct {
 // Server answers kube-apiserver's webhook calls from one schema and the
 // policy store.
 type Server struct {
-	schema    atomic.Pointer[schemagen.Schema]
-	store     *cedar.Store
-	logger    *slog.Logger
-	metrics   *metrics
-	mux       *http.ServeMux
-	codec     *residual.Codec
-	evaluator atomic.Pointer[residual.Evaluator]
-	enforce   bool
-	outcomes  *residual.OutcomeCache
+	schema  atomic.Pointer[schemagen.Schema]
+	store   *cedar.Store
+	logger  *slog.Logger
+	metrics *metrics
+	mux     *http.ServeMux
+	codec   *residual.Codec
+	enforce bool
+	// engine is the authorizer of the policy set serving now; it is
+	// replaced (with all its caches) when the set is.
+	engine atomic.Pointer[residual.Engine]
 	// webhookVerified: the admission webhook that enforces conditional
 	// allows is known to be installed.
 	webhookVerified atomic.Bool
@@ -72,10 +73,9 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	if keys == nil {
 		keys = residual.RandomKeyring()
 	}
-	s := &Server{store: store, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: residual.NewCodec(keys), enforce: opts.AdmissionEnforcement, outcomes: residual.NewOutcomeCache(16384)}
+	s := &Server{store: store, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: residual.NewCodec(keys), enforce: opts.AdmissionEnforcement}
 	s.schema.Store(schema)
 	s.webhookVerified.Store(opts.UnverifiedAdmissionWebhook)
-	s.evaluator.Store(&residual.Evaluator{Schema: schema, Codec: s.codec})
 	prev := store.OnReload
 	store.OnReload = func(r cedar.ReloadResult) {
 		var gen uint64
@@ -97,6 +97,7 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 		}
 		return s.instrument(name, handler)
 	}
+	s.registerCacheMetrics(s.metrics.registry)
 	s.mux.Handle("POST /v1/authorize", webhook("authorize", s.handleAuthorize))
 	s.mux.Handle("POST /v1/conditions", webhook("conditions", s.handleConditions))
 	s.mux.Handle("POST /v1/admit", webhook("admit", s.handleAdmit))
@@ -108,6 +109,26 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 
 // Schema is the schema decisions use.
 func (s *Server) Schema() *schemagen.Schema { return s.schema.Load() }
+
+// Authorizer is the authorizer of the policy set serving now, or nil before
+// one is loaded. Engines are built once per policy set and schema, so a
+// reload drops every cache the previous set built.
+func (s *Server) Authorizer() *residual.Engine {
+	ps, schema := s.store.Current(), s.Schema()
+	if ps == nil || schema == nil {
+		return nil
+	}
+	for {
+		cur := s.engine.Load()
+		if cur != nil && cur.Policies() == ps && cur.Schema() == schema {
+			return cur
+		}
+		next := residual.NewEngine(schema, ps, s.codec, residual.EngineOptions{CacheSize: residual.DefaultCacheSize})
+		if s.engine.CompareAndSwap(cur, next) {
+			return next
+		}
+	}
+}
 
 // ServeHTTP implements http.Handler; no panic escapes it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -19,7 +19,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 
 	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/schemagen/schematest"
+	"github.com/kcedar/kcedar/internal/schematest"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

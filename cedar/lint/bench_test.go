@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/policies"
+	"github.com/kcedar/kcedar/internal/testgen"
 )
 
 // deepUnscoped is an unscoped policy with a deep attribute path: cedar-go's
@@ -17,7 +17,7 @@ const deepUnscoped = `permit(principal, action, resource) when {
 //
 //	go test -run '^$' -bench . -benchtime 3x ./cedar/lint/
 func BenchmarkCheckRBACLike1000(b *testing.B) {
-	src := []byte(policies.RBACLike(1000))
+	src := []byte(testgen.RBACLike(1000))
 	s := testChecker(b).Schema
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -49,7 +49,7 @@ func BenchmarkCheckDeepUnscoped(b *testing.B) {
 // The validator alone (cedar.SchemaValidator, as kcedar serve runs it).
 func BenchmarkSchemaValidatorRBACLike1000(b *testing.B) {
 	s := testChecker(b).Schema
-	ps, err := cedar.ParsePolicies("rbac.cedar", []byte(policies.RBACLike(1000)))
+	ps, err := cedar.ParsePolicies("rbac.cedar", []byte(testgen.RBACLike(1000)))
 	if err != nil {
 		b.Fatal(err)
 	}

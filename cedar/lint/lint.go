@@ -11,8 +11,11 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cedar-policy/cedar-go/types"
 	cedarschema "github.com/cedar-policy/cedar-go/x/exp/schema"
@@ -193,13 +196,30 @@ type policySource struct {
 func (c *Checker) Check(files []File) *Result {
 	res := &Result{Files: len(files)}
 	var srcs []*policySource
-	for _, f := range files {
-		sf := newSourceFile(f.Name, f.Data)
-		if d, ok := checkText(f); !ok {
-			res.Diagnostics = append(res.Diagnostics, d)
+	// Files are read and parsed in parallel, then assembled in order.
+	type parsed struct {
+		sf       *sourceFile
+		textDiag Diagnostic
+		textOK   bool
+		ps       []*cedar.Policy
+		err      error
+	}
+	out := make([]parsed, len(files))
+	parallel(len(files), func(i int) {
+		f := files[i]
+		o := &out[i]
+		o.sf = newSourceFile(f.Name, f.Data)
+		if o.textDiag, o.textOK = checkText(f); o.textOK {
+			o.ps, o.err = cedar.ParsePolicies(f.Name, f.Data)
+		}
+	})
+	for fi, f := range files {
+		sf := out[fi].sf
+		if !out[fi].textOK {
+			res.Diagnostics = append(res.Diagnostics, out[fi].textDiag)
 			continue
 		}
-		ps, err := cedar.ParsePolicies(f.Name, f.Data)
+		ps, err := out[fi].ps, out[fi].err
 		if err != nil {
 			res.Diagnostics = append(res.Diagnostics, parseDiagnostic(f.Name, err, sf))
 			continue
@@ -227,12 +247,16 @@ func (c *Checker) Check(files []File) *Result {
 		seen[ps.p.ID] = ps
 	}
 	errs := c.validator.ValidateEach(res.Policies)
-	for i, ps := range srcs {
+	diags := make([][]Diagnostic, len(srcs))
+	parallel(len(srcs), func(i int) {
 		if len(errs[i]) > 0 {
-			res.Diagnostics = append(res.Diagnostics, c.explain(ps, errs[i])...)
-			continue
+			diags[i] = c.explain(srcs[i], errs[i])
+			return
 		}
-		res.Diagnostics = append(res.Diagnostics, c.lint(ps)...)
+		diags[i] = c.lint(srcs[i])
+	})
+	for _, d := range diags {
+		res.Diagnostics = append(res.Diagnostics, d...)
 	}
 	sort.SliceStable(res.Diagnostics, func(i, j int) bool {
 		a, b := res.Diagnostics[i], res.Diagnostics[j]
@@ -354,4 +378,20 @@ func checkText(f File) (Diagnostic, bool) {
 		i += size
 	}
 	return Diagnostic{}, true
+}
+
+// parallel calls f(0) ... f(n-1) on GOMAXPROCS workers and waits for them.
+func parallel(n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
 }

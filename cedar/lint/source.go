@@ -3,7 +3,10 @@ package lint
 import (
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
+
+	"github.com/kcedar/kcedar/internal/cedarlex"
 )
 
 const badRune = utf8.RuneError
@@ -21,12 +24,13 @@ func decodeRune(b []byte) (rune, int) {
 // a line with other runes gets a rune index on first use, so a huge
 // one-line file with many policies is not quadratic.
 type sourceFile struct {
-	name  string
-	data  []byte
-	lines []int  // byte offset of each line's start
-	ascii []bool // whether each line is ASCII
-	runes map[int][]int32
-	mask  string // data with comments blanked out, for searching
+	name    string
+	data    []byte
+	lines   []int      // byte offset of each line's start
+	ascii   []bool     // whether each line is ASCII
+	runesMu sync.Mutex // policies of one file are linted in parallel
+	runes   map[int][]int32
+	mask    string // data with comments blanked out, for searching
 }
 
 func newSourceFile(name string, data []byte) *sourceFile {
@@ -54,6 +58,8 @@ func (sf *sourceFile) lineEnd(line int) int {
 // runeIndex lists the byte offset (from the line's start) of each rune of
 // a non-ASCII line.
 func (sf *sourceFile) runeIndex(line int) []int32 {
+	sf.runesMu.Lock()
+	defer sf.runesMu.Unlock()
 	if idx, ok := sf.runes[line]; ok {
 		return idx
 	}
@@ -99,29 +105,26 @@ func (sf *sourceFile) position(off int) (int, int) {
 	return line, 1 + sort.Search(len(idx), func(i int) bool { return int(idx[i]) >= off-start })
 }
 
-// maskComments replaces the contents of // comments with spaces (keeping
-// byte offsets), leaving strings intact.
+// maskComments replaces the contents of comments (`//` and `/* */`, as
+// cedar-go reads them: see internal/cedarlex) with spaces, keeping byte
+// offsets and newlines, and leaves strings intact. After a string or comment
+// that does not end (which cedar-go rejects) the rest is left as it is.
 func maskComments(data []byte) string {
 	out := []byte(string(data))
-	inString := false
-	for i := 0; i < len(out); i++ {
-		c := out[i]
-		switch {
-		case inString:
-			if c == '\\' {
-				i++
-			} else if c == '"' || c == '\n' {
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '/' && i+1 < len(out) && out[i+1] == '/':
-			for ; i < len(out) && out[i] != '\n'; i++ {
-				out[i] = ' '
+	lx := cedarlex.New(data)
+	for {
+		tok, err := lx.Next()
+		if err != nil || tok.Kind == cedarlex.EOF {
+			return string(out)
+		}
+		if tok.Kind.IsComment() {
+			for i := tok.Pos.Offset; i < tok.End; i++ {
+				if out[i] != '\n' {
+					out[i] = ' '
+				}
 			}
 		}
 	}
-	return string(out)
 }
 
 // find returns the offset of the first occurrence of needle in the policy's

@@ -15,13 +15,12 @@ import (
 	"github.com/kcedar/kcedar/cedar/lint"
 	"github.com/kcedar/kcedar/residual/offline"
 	"github.com/kcedar/kcedar/residual/wire"
-	"github.com/kcedar/kcedar/schemagen"
 )
 
 func init() { rootCmd.AddCommand(newAuthorizeCmd()) }
 
 type authorizeOptions struct {
-	src       schemagen.Source
+	src       schemaSource
 	policies  []string
 	output    string
 	sarFile   string
@@ -235,7 +234,7 @@ func readInput(path string) ([]byte, error) {
 	return data, nil
 }
 
-func printDecision(w io.Writer, d offline.Decision, format string) error {
+func printDecision(w io.Writer, d offline.Report, format string) error {
 	if format == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

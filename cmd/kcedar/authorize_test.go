@@ -39,7 +39,7 @@ func testChecker(t testing.TB) *lint.Checker {
 	t.Helper()
 	checkerOnce.Do(func() {
 		var s *schemagen.Schema
-		if s, checkerErr = loadSchema(nil, schemagen.Source{}); checkerErr == nil {
+		if s, checkerErr = loadSchema(nil, schemaSource{}); checkerErr == nil {
 			checkerVal, checkerErr = lint.NewChecker(s)
 		}
 	})
@@ -110,14 +110,14 @@ func TestAuthorizeMatchesServer(t *testing.T) {
 			if err := runAuthorize(&out, &errOut, checker, o); err != nil {
 				t.Fatalf("%s: authorize: %v\n%s", name, err, errOut.String())
 			}
-			var got offline.Decision
+			var got offline.Report
 			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 				t.Fatalf("%s: %v: %s", name, err, out.String())
 			}
 
 			// A caller that takes conditions.
 			cond := sar
-			cond.Spec.AuthorizationOptions = &wire.AuthorizationOptions{HandledDecisionTypes: []wire.DecisionType{wire.DecisionTypeConditionsMap}}
+			cond.Spec.AuthorizationOptions = &wire.AuthorizationOptions{HandledDecisionTypes: []wire.DecisionType{wire.DecisionTypeConditionsMap, wire.DecisionTypeUnion}}
 			st := postSAR(t, srv, cond)
 			want := statusDecision(st)
 			if got.Decision != want {

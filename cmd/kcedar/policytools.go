@@ -15,11 +15,11 @@ import (
 // Helpers shared by the offline policy tools: validate, authorize and test.
 
 // loadSchema loads the schema of src (the embedded default when src is zero).
-func loadSchema(ctx context.Context, src schemagen.Source) (*schemagen.Schema, error) {
+func loadSchema(ctx context.Context, src schemaSource) (*schemagen.Schema, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	s, err := schemagen.Load(ctx, src)
+	s, err := src.Load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("loading the schema (%s): %w", src, err)
 	}
@@ -31,7 +31,7 @@ func loadSchema(ctx context.Context, src schemagen.Source) (*schemagen.Schema, e
 // paths code 2.
 // loadChecker loads the schema and a checker for it; errors are usage or
 // I/O errors (exit 2).
-func loadChecker(ctx context.Context, src schemagen.Source) (*lint.Checker, error) {
+func loadChecker(ctx context.Context, src schemaSource) (*lint.Checker, error) {
 	s, err := loadSchema(ctx, src)
 	if err != nil {
 		return nil, &exitError{2, err}

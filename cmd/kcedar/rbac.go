@@ -10,7 +10,6 @@ import (
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/policies/rbac"
-	"github.com/kcedar/kcedar/schemagen"
 )
 
 func init() { rootCmd.AddCommand(newRBACCmd()) }
@@ -27,7 +26,7 @@ func newRBACCmd() *cobra.Command {
 
 func newRBACConvertCmd() *cobra.Command {
 	var (
-		src     schemagen.Source
+		src     schemaSource
 		files   []string
 		out     string
 		output  string
@@ -81,7 +80,7 @@ RBAC matches only for literal "*" subresources, ...) go to stderr.`,
 			if noBoot {
 				in.DropBootstrapBindings()
 			}
-			s, err := schemagen.Load(ctx, src)
+			s, err := src.Load(ctx)
 			if err != nil {
 				return err
 			}

@@ -31,7 +31,7 @@ See docs/schema.md.`,
 
 func newSchemaExportCmd() *cobra.Command {
 	var (
-		src     schemagen.Source
+		src     schemaSource
 		format  string
 		output  string
 		out     string
@@ -66,7 +66,7 @@ The output is deterministic: the same documents give byte-identical output.`,
 				return fmt.Errorf("-o must be cedar or json, not %q", format)
 			}
 			start := time.Now()
-			s, err := schemagen.Load(cmd.Context(), src)
+			s, err := src.Load(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -106,7 +106,7 @@ The output is deterministic: the same documents give byte-identical output.`,
 
 func newSchemaCaptureCmd() *cobra.Command {
 	var (
-		src       schemagen.Source
+		src       schemaSource
 		out       string
 		legacyOut string // -o, before --output-dir
 	)
@@ -137,7 +137,7 @@ hack/capture-default.sh uses it to refresh the embedded default
 			if !src.IsLive() && src.FromDir == "" {
 				return errors.New("capture needs a live cluster (--kubeconfig or --live) or --from-dir")
 			}
-			docs, err := schemagen.LoadDocuments(cmd.Context(), src)
+			docs, err := src.LoadDocuments(cmd.Context())
 			if err != nil {
 				return err
 			}

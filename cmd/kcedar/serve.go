@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kcedar/kcedar/residual"
-	"github.com/kcedar/kcedar/schemagen"
 	"github.com/kcedar/kcedar/server"
 )
 
@@ -26,7 +25,7 @@ func newServeCmd() *cobra.Command {
 	var (
 		listen               string
 		policies             []string
-		src                  schemagen.Source
+		src                  schemaSource
 		tlsOpts              server.TLSOptions
 		reloadInterval       time.Duration
 		logLevel             string
@@ -62,7 +61,7 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 				return &exitError{2, errors.New("--admission-enforcement needs --admission-webhook-kubeconfig, so kcedar can verify that the ValidatingWebhookConfiguration enforcing its conditions is installed (or --unverified-admission-webhook to skip that check deliberately)")}
 			}
 			start := time.Now()
-			schema, err := schemagen.Load(cmd.Context(), src)
+			schema, err := src.Load(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("schema from %s: %w", src, err)
 			}

@@ -10,13 +10,12 @@ import (
 
 	"github.com/kcedar/kcedar/cedar/lint"
 	"github.com/kcedar/kcedar/residual/offline"
-	"github.com/kcedar/kcedar/schemagen"
 )
 
 func init() { rootCmd.AddCommand(newTestCmd()) }
 
 type testOptions struct {
-	src     schemagen.Source
+	src     schemaSource
 	output  string
 	verbose bool
 }

@@ -13,13 +13,12 @@ import (
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/cedar/lint"
-	"github.com/kcedar/kcedar/schemagen"
 )
 
 func init() { rootCmd.AddCommand(newValidateCmd()) }
 
 type validateOptions struct {
-	src            schemagen.Source
+	src            schemaSource
 	output         string
 	strictWarnings bool
 	stdin          io.Reader // for the path "-"

@@ -4,17 +4,18 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/internal/testgen"
 	"github.com/kcedar/kcedar/residual"
 )
 
 // benchWorkload is the realistic RBAC workload: the bootstrap roles and
 // bindings plus a generated configuration (50 roles, 100 bindings), converted,
 // and generated SubjectAccessReviews.
-func benchWorkload(b *testing.B) (*residual.Authorizer, []*cedar.Request) {
+func benchWorkload(b *testing.B) (*residual.Engine, []*cedar.Request) {
 	b.Helper()
 	s := defaultSchema(b)
 	in := readInput(b, "testdata/bootstrap")
-	gen := GenerateConfig(20261121, 50, 100)
+	gen := testgen.RBACConfig(20261121, 50, 100)
 	in.Roles = append(in.Roles, gen.Roles...)
 	in.ClusterRoles = append(in.ClusterRoles, gen.ClusterRoles...)
 	in.RoleBindings = append(in.RoleBindings, gen.RoleBindings...)
@@ -24,14 +25,14 @@ func benchWorkload(b *testing.B) (*residual.Authorizer, []*cedar.Request) {
 		b.Fatal(err)
 	}
 	authz := compile(b, s, res)
-	specs := GenerateRequests(20261121, 4096)
+	specs := testgen.SubjectAccessReviews(20261121, 4096)
 	reqs := make([]*cedar.Request, len(specs))
 	for i := range specs {
 		if reqs[i], err = cedar.RequestFromSAR(&specs[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(authz.Policies.Len()), "policies")
+	b.ReportMetric(float64(authz.Policies().Len()), "policies")
 	return authz, reqs
 }
 
@@ -54,7 +55,7 @@ func BenchmarkAuthorizeConverted(b *testing.B) {
 	}{{"all", reqs}, {"concrete", concrete}} {
 		b.Run(bc.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				authz.Authorize(bc.reqs[i%len(bc.reqs)], residual.Options{})
+				authz.Authorize(bc.reqs[i%len(bc.reqs)]).FailureDecision()
 			}
 		})
 	}
@@ -64,10 +65,10 @@ func BenchmarkAuthorizeConverted(b *testing.B) {
 // cache (as kcedar serve runs it).
 func BenchmarkAuthorizeConvertedCached(b *testing.B) {
 	authz, reqs := benchWorkload(b)
-	authz.Cache = residual.NewOutcomeCache(16384)
+	authz = residual.NewEngine(authz.Schema(), authz.Policies(), authz.Codec(), residual.EngineOptions{CacheSize: residual.DefaultCacheSize})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		authz.Authorize(reqs[i%len(reqs)], residual.Options{})
+		authz.Authorize(reqs[i%len(reqs)]).FailureDecision()
 	}
 }
 
@@ -75,7 +76,7 @@ func BenchmarkAuthorizeConvertedCached(b *testing.B) {
 func BenchmarkConvert(b *testing.B) {
 	s := defaultSchema(b)
 	in := readInput(b, "testdata/bootstrap")
-	gen := GenerateConfig(20261121, 50, 100)
+	gen := testgen.RBACConfig(20261121, 50, 100)
 	in.Roles = append(in.Roles, gen.Roles...)
 	in.ClusterRoles = append(in.ClusterRoles, gen.ClusterRoles...)
 	in.RoleBindings = append(in.RoleBindings, gen.RoleBindings...)

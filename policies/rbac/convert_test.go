@@ -18,6 +18,7 @@ import (
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/cedar/lint"
+	"github.com/kcedar/kcedar/internal/testgen"
 	"github.com/kcedar/kcedar/residual"
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -56,7 +57,7 @@ func readInput(t testing.TB, paths ...string) *Input {
 }
 
 // compile parses and validates converted policies and builds an authorizer.
-func compile(t testing.TB, s *schemagen.Schema, res *Result) *residual.Authorizer {
+func compile(t testing.TB, s *schemagen.Schema, res *Result) *residual.Engine {
 	t.Helper()
 	ps, err := cedar.ParsePolicies("rbac.cedar", res.Policies)
 	if err != nil {
@@ -82,7 +83,7 @@ func compile(t testing.TB, s *schemagen.Schema, res *Result) *residual.Authorize
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &residual.Authorizer{Schema: s, Policies: set}
+	return residual.NewEngine(s, set, residual.NewCodec(residual.RandomKeyring()), residual.EngineOptions{})
 }
 
 // TestGolden converts each testdata/*.yaml file and testdata/* directory and
@@ -192,7 +193,7 @@ func TestFeatureWarnings(t *testing.T) {
 func TestDeterministic(t *testing.T) {
 	s := defaultSchema(t)
 	in := readInput(t, "testdata/bootstrap", "testdata/features.yaml")
-	gen := GenerateConfig(7, 50, 100)
+	gen := testgen.RBACConfig(7, 50, 100)
 	in.Roles = append(in.Roles, gen.Roles...)
 	in.ClusterRoles = append(in.ClusterRoles, gen.ClusterRoles...)
 	in.RoleBindings = append(in.RoleBindings, gen.RoleBindings...)
@@ -219,13 +220,13 @@ func TestDeterministic(t *testing.T) {
 
 // TestOfflineParity decides generated requests over the bootstrap roles plus a
 // generated configuration with the converted policies and with the reference
-// RBAC matcher (Allows), which the e2e test checks against a real apiserver:
+// RBAC authorizer (testgen.RBACObjects.Allows), which the e2e test checks against a real apiserver:
 // every answer must agree.
 func TestOfflineParity(t *testing.T) {
 	s := defaultSchema(t)
 	for _, seed := range []uint64{1, 2, 3} {
 		in := readInput(t, "testdata/bootstrap")
-		gen := GenerateConfig(seed, 50, 100)
+		gen := testgen.RBACConfig(seed, 50, 100)
 		in.Roles = append(in.Roles, gen.Roles...)
 		in.ClusterRoles = append(in.ClusterRoles, gen.ClusterRoles...)
 		in.RoleBindings = append(in.RoleBindings, gen.RoleBindings...)
@@ -239,8 +240,8 @@ func TestOfflineParity(t *testing.T) {
 		if testing.Short() {
 			n = 1000
 		}
-		specs := GenerateRequests(seed, n)
-		noEmpty := withoutEmptyNames(in)
+		specs := testgen.SubjectAccessReviews(seed, n)
+		noEmpty := reference(withoutEmptyNames(in))
 		var allowed, customVerb, starSub, bad int
 		var nsCluster, slash, emptyName int // allowed by RBAC through the corners
 		for i := range specs {
@@ -248,9 +249,9 @@ func TestOfflineParity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := authz.Authorize(req, residual.Options{})
-			got := out.Decision == cedar.Allow
-			want, why := in.Allows(req)
+			out := authz.Authorize(req).FailureDecision()
+			got := out.IsAllowed()
+			want, why := reference(in).Allows(req)
 			if want {
 				allowed++
 				switch {
@@ -273,10 +274,10 @@ func TestOfflineParity(t *testing.T) {
 				bad++
 				if bad <= 20 {
 					var ids []string
-					for _, p := range out.Policies {
+					for _, p := range out.Policies() {
 						ids = append(ids, p.ID)
 					}
-					t.Errorf("seed %d: %s: kcedar %s by %v, RBAC allowed=%v by %v", seed, req, out.Decision, ids, want, why)
+					t.Errorf("seed %d: %s: kcedar %s by %v, RBAC allowed=%v by %v", seed, req, out.Type(), ids, want, why)
 				}
 			}
 		}
@@ -311,7 +312,7 @@ func TestReadJSONAndBootstrapFilter(t *testing.T) {
 	}
 }
 
-// TestEdgePatterns compares kcedar with the reference matcher on odd rule
+// TestEdgePatterns compares kcedar with the reference RBAC authorizer on odd rule
 // resources and every combination of request attributes around them.
 func TestEdgePatterns(t *testing.T) {
 	s := defaultSchema(t)
@@ -345,7 +346,7 @@ func TestEdgePatterns(t *testing.T) {
 	authz := compile(t, s, res)
 	// Each user is the subject of one binding: deciding over that binding and
 	// its role alone is RBAC's answer, and quick.
-	ref := map[string]*Input{}
+	ref := map[string]*testgen.RBACObjects{}
 	for j := range in.ClusterRoles {
 		for _, u := range []struct {
 			crb bool
@@ -359,7 +360,7 @@ func TestEdgePatterns(t *testing.T) {
 				one.RoleBindings = in.RoleBindings[j : j+1]
 				user += "-ns"
 			}
-			ref[user] = one
+			ref[user] = reference(one)
 		}
 	}
 	checked, allowed := 0, 0
@@ -393,7 +394,7 @@ func TestEdgePatterns(t *testing.T) {
 		// resources, "" in resourceNames and "/" in a request's resource
 		// included.
 		checked++
-		got := authz.Authorize(req, residual.Options{}).Decision == cedar.Allow
+		got := authz.Authorize(req).FailureDecision().IsAllowed()
 		want, why := ref[user].Allows(req)
 		if want {
 			allowed++
@@ -416,7 +417,8 @@ func TestOutputLintClean(t *testing.T) {
 	}
 	inputs := map[string]*Input{"fixtures": readInput(t, "testdata/bootstrap", "testdata/features.yaml")}
 	for _, seed := range []uint64{1, 2} {
-		inputs[fmt.Sprintf("generated-%d", seed)] = GenerateConfig(seed, 50, 100)
+		g := testgen.RBACConfig(seed, 50, 100)
+		inputs[fmt.Sprintf("generated-%d", seed)] = &Input{Roles: g.Roles, ClusterRoles: g.ClusterRoles, RoleBindings: g.RoleBindings, ClusterRoleBindings: g.ClusterRoleBindings}
 	}
 	for name, in := range inputs {
 		res, err := Convert(s, in)
@@ -467,3 +469,10 @@ func withoutEmptyNames(in *Input) *Input {
 	}
 	return cp
 }
+
+// reference is in for the reference RBAC authorizer (testgen.RBACObjects.Allows).
+func reference(in *Input) *testgen.RBACObjects {
+	return &testgen.RBACObjects{Roles: in.Roles, ClusterRoles: in.ClusterRoles, RoleBindings: in.RoleBindings, ClusterRoleBindings: in.ClusterRoleBindings}
+}
+
+func pick[T any](r *rand.Rand, s []T) T { return s[r.IntN(len(s))] }

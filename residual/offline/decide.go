@@ -11,20 +11,16 @@ import (
 	"github.com/kcedar/kcedar/schemagen"
 )
 
-// Decider answers one request offline the way `kcedar serve` does: the same
-// residual.Authorizer, the same Codec.Decision rendering and, for conditions,
-// the same Evaluator the callback uses.
+// Decider answers one request offline the way `kcedar serve` does: through
+// the same residual.Engine (authorization, encoding of conditions, and the
+// callback's evaluation of them).
 type Decider struct {
-	Schema    *schemagen.Schema
-	Policies  *cedar.PolicySet
-	codec     *residual.Codec
-	evaluator *residual.Evaluator
+	engine *residual.Engine
 }
 
 // NewDecider signs conditions with a random key (they never leave the process).
 func NewDecider(s *schemagen.Schema, ps *cedar.PolicySet) *Decider {
-	codec := residual.NewCodec(residual.RandomKeyring())
-	return &Decider{Schema: s, Policies: ps, codec: codec, evaluator: &residual.Evaluator{Schema: s, Codec: codec}}
+	return &Decider{engine: residual.NewEngine(s, ps, residual.NewCodec(residual.RandomKeyring()), residual.EngineOptions{})}
 }
 
 // Admission is what admission would know about the request: the operation
@@ -34,8 +30,9 @@ type Admission struct {
 	Object, OldObject []byte
 }
 
-// Decision is an offline answer.
-type Decision struct {
+// Report is an offline answer, as `kcedar authorize` prints it and `kcedar
+// test` checks it.
+type Report struct {
 	// Decision is Allow, Deny, NoOpinion or Conditional, as a caller that
 	// takes conditions (KEP-5681) gets it.
 	Decision        string   `json:"decision"`
@@ -73,11 +70,10 @@ type Condition struct {
 }
 
 // Decide answers req; adm may be nil.
-func (d *Decider) Decide(req *cedar.Request, adm *Admission) Decision {
-	az := residual.Authorizer{Schema: d.Schema, Policies: d.Policies}
-	out := az.Authorize(req, residual.Options{Conditions: true})
-	dec := d.codec.Decision(out)
-	res := Decision{WithoutConditions: out.Fold().Decision.String()}
+func (d *Decider) Decide(req *cedar.Request, adm *Admission) Report {
+	out := d.engine.Authorize(req)
+	dec := d.engine.Encode(out)
+	res := Report{WithoutConditions: out.FailureDecision().Type().String()}
 	details := func(dd *wire.DecisionDetails) {
 		if dd != nil {
 			res.Reason, res.EvaluationError = dd.Reason, dd.EvaluationError
@@ -85,28 +81,22 @@ func (d *Decider) Decide(req *cedar.Request, adm *Admission) Decision {
 	}
 	switch dec.Type {
 	case wire.DecisionTypeAllow:
-		res.Decision = "Allow"
+		res.Decision = residual.DecisionAllow.String()
 		details(dec.Allow)
 	case wire.DecisionTypeDeny:
-		res.Decision = "Deny"
+		res.Decision = residual.DecisionDeny.String()
 		details(dec.Deny)
 	case wire.DecisionTypeNoOpinion:
-		res.Decision = "NoOpinion"
+		res.Decision = residual.DecisionNoOpinion.String()
 		details(dec.NoOpinion)
 	default:
-		res.Decision = "Conditional"
-		res.EvaluationError = strings.Join(out.Errors, "; ")
+		res.Decision = residual.DecisionConditional.String()
+		res.EvaluationError = out.EvaluationError()
 	}
-	if !out.Conditional {
-		for _, p := range out.Policies {
-			res.Policies = append(res.Policies, p.ID)
-		}
-	} else {
-		for _, r := range append(append([]residual.Residual(nil), out.Deny...), out.Allow...) {
-			res.Policies = append(res.Policies, r.Policy.ID)
-		}
-		sort.Strings(res.Policies)
+	for _, p := range out.Policies() {
+		res.Policies = append(res.Policies, p.ID)
 	}
+	sort.Strings(res.Policies)
 	var data *residual.AdmissionData
 	if adm != nil {
 		data = &residual.AdmissionData{
@@ -116,7 +106,7 @@ func (d *Decider) Decide(req *cedar.Request, adm *Admission) Decision {
 			User:   &req.User,
 			Object: adm.Object, OldObject: adm.OldObject,
 		}
-		if t := cedar.ResolveTarget(d.Schema, req); t.Resource != nil {
+		if t := cedar.ResolveTarget(d.engine.Schema(), req); t.Resource != nil {
 			// The admission request names the resource the target resolved to.
 			data.APIGroup, data.Resource, data.Subresource = t.Resource.Key.Group, t.Resource.Key.Resource, t.Resource.Key.Subresource
 		}
@@ -133,11 +123,11 @@ func (d *Decider) Decide(req *cedar.Request, adm *Admission) Decision {
 					} else {
 						m.AllowConditions = []wire.Condition{c}
 					}
-					v := d.evaluator.EvaluateMap(m, data)
-					if v.EvaluationError != "" {
-						cond.Error = v.EvaluationError
+					v := d.engine.Evaluator().EvaluateMap(m, data)
+					if ee := v.EvaluationError(); ee != "" {
+						cond.Error = ee
 					} else {
-						holds := (effect == "Deny" && v.Decision == cedar.Deny) || (effect == "Allow" && v.Decision == cedar.Allow)
+						holds := (effect == "Deny" && v.IsDenied()) || (effect == "Allow" && v.IsAllowed())
 						cond.Holds = &holds
 					}
 				}
@@ -147,8 +137,8 @@ func (d *Decider) Decide(req *cedar.Request, adm *Admission) Decision {
 		add(dec.ConditionsMap.DenyConditions, "Deny")
 		add(dec.ConditionsMap.AllowConditions, "Allow")
 		if data != nil {
-			v := d.evaluator.EvaluateDecision(&dec, data)
-			res.Outcome, res.OutcomeReason, res.OutcomeError = v.Decision.String(), v.Reason, v.EvaluationError
+			v := d.engine.EvaluateConditions(&dec, data)
+			res.Outcome, res.OutcomeReason, res.OutcomeError = v.Type().String(), v.Reason(), v.EvaluationError()
 		}
 	} else {
 		res.Outcome, res.OutcomeReason, res.OutcomeError = res.Decision, res.Reason, res.EvaluationError
@@ -184,7 +174,7 @@ func DefaultOperation(verb, subresource string) string {
 }
 
 // String renders a decision for people.
-func (d Decision) String() string {
+func (d Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "decision: %s\n", d.Decision)
 	if len(d.Policies) > 0 {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/internal/testgen"
 	"github.com/kcedar/kcedar/policies/rbac"
 	"github.com/kcedar/kcedar/residual"
 	"github.com/kcedar/kcedar/schemagen"
@@ -44,7 +45,7 @@ const (
 // Every answer of kcedar must equal the apiserver's (custom verbs, literal
 // "*" subresources, namespaced requests for cluster-scoped resources, "" in
 // resourceNames and "/" inside a request's resource included), and so must
-// every answer of the reference matcher (rbac.Input.Allows).
+// every answer of the reference authorizer (testgen.RBACObjects.Allows).
 func TestRBACParity(t *testing.T) {
 	seeds := []uint64{paritySeed, paritySeed + 1, paritySeed + 2, paritySeed + 3}
 	if v := os.Getenv("KCEDAR_RBAC_PARITY_SEED"); v != "" {
@@ -66,8 +67,8 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 	defer cancel()
 
 	t.Logf("seed %d (set KCEDAR_RBAC_PARITY_SEED to try another)", seed)
-	gen := rbac.GenerateConfig(seed, parityRoles, parityBindings)
-	for _, ns := range rbac.GenNamespaces {
+	gen := testgen.RBACConfig(seed, parityRoles, parityBindings)
+	for _, ns := range testgen.Namespaces {
 		c.EnsureNamespace(t, ns)
 	}
 	t0 := time.Now()
@@ -80,6 +81,7 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 	if err := in.ReadCluster(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
+	reference := &testgen.RBACObjects{Roles: in.Roles, ClusterRoles: in.ClusterRoles, RoleBindings: in.RoleBindings, ClusterRoleBindings: in.ClusterRoleBindings}
 	docs, err := schemagen.Default()
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +111,7 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	authz := &residual.Authorizer{Schema: s, Policies: set}
+	authz := residual.NewEngine(s, set, residual.NewCodec(residual.RandomKeyring()), residual.EngineOptions{})
 	t.Logf("read back %d ClusterRoles, %d Roles, %d ClusterRoleBindings, %d RoleBindings; converted in %v to %d policies (%d bytes, %d warnings)",
 		len(in.ClusterRoles), len(in.Roles), len(in.ClusterRoleBindings), len(in.RoleBindings), convertTime.Round(time.Millisecond),
 		res.Count, len(res.Policies), len(res.Warnings))
@@ -121,7 +123,7 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 		t.Logf("  warning: %s", w)
 	}
 
-	specs := rbac.GenerateRequests(seed, paritySARs)
+	specs := testgen.SubjectAccessReviews(seed, paritySARs)
 	type answer struct {
 		allowed bool
 		reason  string
@@ -153,7 +155,7 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 	wg.Wait()
 	sarTime := time.Since(t0)
 
-	noEmpty := withoutEmptyNames(in)
+	noEmpty := withoutEmptyNames(reference)
 	var (
 		allowed, reqErrors          int
 		customVerb, starSub         int // allowed by the apiserver
@@ -175,10 +177,10 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 			t.Fatalf("SAR %d: %v", i, err)
 		}
 		d0 := time.Now()
-		out := authz.Authorize(req, residual.Options{})
+		out := authz.Authorize(req).FailureDecision()
 		decideTime += time.Since(d0)
-		got := out.Decision == cedar.Allow
-		ref, why := in.Allows(req)
+		got := out.IsAllowed()
+		ref, why := reference.Allows(req)
 		if a.allowed {
 			allowed++
 			switch {
@@ -198,11 +200,11 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 			}
 		}
 		var ids []string
-		for _, p := range out.Policies {
+		for _, p := range out.Policies() {
 			ids = append(ids, p.ID)
 		}
 		desc := fmt.Sprintf("%s\n      apiserver allowed=%v (%q)\n      kcedar %s by %v\n      RBAC rules allowing it: %v",
-			req, a.allowed, a.reason, out.Decision, ids, why)
+			req, a.allowed, a.reason, out.Type(), ids, why)
 		if ref != a.allowed {
 			refBad = append(refBad, desc)
 		}
@@ -211,12 +213,12 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 		}
 	}
 	n := len(specs) - reqErrors
-	t.Logf("seed %d: %d SubjectAccessReviews in %v (%d workers): %d allowed by the apiserver (%d with a verb the schema does not declare, %d with the subresource \"*\", %d namespaced for a cluster-scoped resource, %d with \"/\" in the resource, %d only by \"\" in resourceNames); kcedar agrees on %d, disagrees on %d; reference matcher disagrees on %d",
+	t.Logf("seed %d: %d SubjectAccessReviews in %v (%d workers): %d allowed by the apiserver (%d with a verb the schema does not declare, %d with the subresource \"*\", %d namespaced for a cluster-scoped resource, %d with \"/\" in the resource, %d only by \"\" in resourceNames); kcedar agrees on %d, disagrees on %d; reference authorizer disagrees on %d",
 		seed, n, sarTime.Round(time.Millisecond), parityWorkers, allowed, customVerb, starSub, nsCluster, slash, emptyName, n-len(bad), len(bad), len(refBad))
 	t.Logf("kcedar decision latency over the converted set (%d policies): %v/op (includes the race detector when run by make e2e)",
 		set.Len(), (decideTime / time.Duration(max(n, 1))).Round(time.Nanosecond))
 	if len(refBad) > 0 {
-		t.Errorf("the reference RBAC matcher disagrees with kube-apiserver on %d requests; first ones:\n  %s", len(refBad), strings.Join(first(refBad, 20), "\n  "))
+		t.Errorf("the reference RBAC authorizer disagrees with kube-apiserver on %d requests; first ones:\n  %s", len(refBad), strings.Join(first(refBad, 20), "\n  "))
 	}
 	if len(bad) > 0 {
 		t.Errorf("kcedar disagrees with kube-apiserver on %d requests; first ones:\n  %s", len(bad), strings.Join(first(bad, 20), "\n  "))
@@ -234,7 +236,7 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 
 	// The CLI reads the same objects and the cluster's own schema.
 	t.Run("cli", func(t *testing.T) {
-		live, err := schemagen.Load(ctx, schemagen.Source{Kubeconfig: c.Kubeconfig})
+		live, err := schemagen.Load(ctx, schemagen.Source{Config: c.AdminConfig})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +263,7 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 // withoutEmptyNames is in with "" dropped from every rule's resourceNames (a
 // rule left with none matches nothing): what in allows and it denies is
 // allowed only through RBAC's "" corner.
-func withoutEmptyNames(in *rbac.Input) *rbac.Input {
+func withoutEmptyNames(in *testgen.RBACObjects) *testgen.RBACObjects {
 	strip := func(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
 		out := make([]rbacv1.PolicyRule, len(rules))
 		for i, r := range rules {
@@ -277,7 +279,7 @@ func withoutEmptyNames(in *rbac.Input) *rbac.Input {
 		}
 		return out
 	}
-	cp := &rbac.Input{RoleBindings: in.RoleBindings, ClusterRoleBindings: in.ClusterRoleBindings}
+	cp := &testgen.RBACObjects{RoleBindings: in.RoleBindings, ClusterRoleBindings: in.ClusterRoleBindings}
 	for _, r := range in.Roles {
 		r.Rules = strip(r.Rules)
 		cp.Roles = append(cp.Roles, r)
@@ -304,7 +306,7 @@ func first(s []string, n int) []string {
 	return s
 }
 
-func applyRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface, in *rbac.Input) {
+func applyRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface, in *testgen.RBACObjects) {
 	t.Helper()
 	r := cs.RbacV1()
 	for i := range in.ClusterRoles {
@@ -335,7 +337,7 @@ func applyRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface, in *r
 func waitForRBACCaches(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 	t.Helper()
 	r := cs.RbacV1()
-	ns := rbac.GenNamespaces[0]
+	ns := testgen.Namespaces[0]
 	rule := []rbacv1.PolicyRule{{APIGroups: []string{"example.com"}, Resources: []string{"sentinels"}, Verbs: []string{"get"}}}
 	subj := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "zz-sentinel"}}
 	ref := func(kind string) rbacv1.RoleRef {

@@ -5,6 +5,12 @@
 // the HTTP/TLS/JSON floor the same way.
 //
 //	go run ./test/load -kcedar bin/kcedar -policies 1000 -conns 16 -duration 10s
+//	go run ./test/load -kcedar bin/kcedar -workload zoo -policies 1000
+//	go run ./test/load -kcedar bin/kcedar -workload zoo -policies 100000 -startup
+//
+// With -startup it measures instead how long `kcedar serve` takes to become
+// ready with the policies (written as files of 1,000 policies in a
+// directory), its RSS then, and how long `kcedar validate` takes on them.
 package main
 
 import (
@@ -28,7 +34,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kcedar/kcedar/policies"
+	"github.com/kcedar/kcedar/internal/testgen"
+	"github.com/kcedar/kcedar/internal/testgen/zoo"
 	"github.com/kcedar/kcedar/policies/rbac"
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -41,17 +48,27 @@ func main() {
 		duration = flag.Duration("duration", 10*time.Second, "measurement time per phase")
 		warmup   = flag.Duration("warmup", 2*time.Second, "warm-up time per phase")
 		rounds   = flag.Int("rounds", 3, "alternate the two phases this many times and report medians (evens out noise)")
-		workload = flag.String("workload", "rbac-like", "rbac-like: policies.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (policies/rbac) and its generated SubjectAccessReviews")
+		workload = flag.String("workload", "rbac-like", "rbac-like: testgen.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (policies/rbac) and its generated SubjectAccessReviews; zoo: the policy-shape zoo (internal/testgen/zoo) of -policies policies and its requests")
+		startup  = flag.Bool("startup", false, "measure serve start-up (time to ready, RSS) and validate time instead of load")
 	)
 	flag.Parse()
+	if *startup {
+		if err := measureStartup(*bin, *workload, *nPol); err != nil {
+			fmt.Fprintln(os.Stderr, "load:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var err error
 	var policySet string
 	var bodies [][]byte
 	switch *workload {
 	case "rbac-like":
-		policySet, bodies = policies.RBACLike(*nPol), requestBodies()
+		policySet, bodies = testgen.RBACLike(*nPol), requestBodies()
 	case "rbac":
 		policySet, bodies, err = rbacWorkload()
+	case "zoo":
+		policySet, bodies, err = zoo.Policies(*nPol, 1), zooBodies(*nPol), nil
 	default:
 		err = fmt.Errorf("unknown -workload %q", *workload)
 	}
@@ -65,6 +82,7 @@ func main() {
 }
 
 type result struct {
+	cpuPerReq time.Duration // server CPU (user + system) per request
 	requests  int64
 	errors    int64
 	rps       float64
@@ -86,7 +104,7 @@ func rbacWorkload() (string, [][]byte, error) {
 	if err := in.ReadPaths([]string{filepath.Join(root, "policies", "rbac", "testdata", "bootstrap")}); err != nil {
 		return "", nil, err
 	}
-	gen := rbac.GenerateConfig(20261121, 50, 100)
+	gen := testgen.RBACConfig(20261121, 50, 100)
 	in.Roles = append(in.Roles, gen.Roles...)
 	in.ClusterRoles = append(in.ClusterRoles, gen.ClusterRoles...)
 	in.RoleBindings = append(in.RoleBindings, gen.RoleBindings...)
@@ -104,7 +122,7 @@ func rbacWorkload() (string, [][]byte, error) {
 		return "", nil, err
 	}
 	var bodies [][]byte
-	for _, spec := range rbac.GenerateRequests(20261121, 4096) {
+	for _, spec := range testgen.SubjectAccessReviews(20261121, 4096) {
 		if ra := spec.ResourceAttributes; ra != nil && (ra.Verb == "*" || ra.Group == "*" || ra.Resource == "*" || ra.Subresource == "*") {
 			continue
 		}
@@ -210,6 +228,7 @@ func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Dur
 	report("empty policy set (floor)", me)
 	fmt.Printf("floor/full throughput ratio: %.2f (bar: <= 1.30)\n", me.rps/mf.rps)
 	fmt.Printf("floor/full p99 ratio:        %.2f (bar: the floor's p99 at most 1.5x lower)\n", float64(mf.p99)/float64(me.p99))
+	fmt.Printf("full/floor CPU per SAR:      %.2f\n", float64(mf.cpuPerReq)/float64(me.cpuPerReq))
 	return nil
 }
 
@@ -218,19 +237,21 @@ func median(rs []result) result {
 	rps := make([]float64, len(rs))
 	p50 := make([]time.Duration, len(rs))
 	p99 := make([]time.Duration, len(rs))
+	cpu := make([]time.Duration, len(rs))
 	for i, r := range rs {
-		rps[i], p50[i], p99[i] = r.rps, r.p50, r.p99
+		rps[i], p50[i], p99[i], cpu[i] = r.rps, r.p50, r.p99, r.cpuPerReq
 	}
+	sort.Slice(cpu, func(i, j int) bool { return cpu[i] < cpu[j] })
 	sort.Float64s(rps)
 	sort.Slice(p50, func(i, j int) bool { return p50[i] < p50[j] })
 	sort.Slice(p99, func(i, j int) bool { return p99[i] < p99[j] })
 	last := rs[len(rs)-1]
-	return result{rps: rps[len(rs)/2], p50: p50[len(rs)/2], p99: p99[len(rs)/2], rssKB: last.rssKB, peakRSSKB: last.peakRSSKB}
+	return result{rps: rps[len(rs)/2], p50: p50[len(rs)/2], p99: p99[len(rs)/2], cpuPerReq: cpu[len(rs)/2], rssKB: last.rssKB, peakRSSKB: last.peakRSSKB}
 }
 
 func report(name string, r result) {
-	fmt.Printf("%-26s %8.0f SAR/s  p50 %-9s p99 %-9s errors %d  server RSS %d MiB (peak %d MiB)\n",
-		name+":", r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.errors, r.rssKB/1024, r.peakRSSKB/1024)
+	fmt.Printf("%-26s %8.0f SAR/s  p50 %-9s p99 %-9s server CPU/SAR %-8s errors %d  server RSS %d MiB (peak %d MiB)\n",
+		name+":", r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.cpuPerReq.Round(100*time.Nanosecond), r.errors, r.rssKB/1024, r.peakRSSKB/1024)
 }
 
 func get(pool *x509.CertPool, url string) (string, error) {
@@ -275,6 +296,8 @@ func measure(pool *x509.CertPool, base string, bodies [][]byte, conns int, durat
 	defer cancel()
 	start := time.Now()
 	measureFrom := start.Add(warmup)
+	var cpu0 time.Duration
+	cpuAt := time.AfterFunc(warmup, func() { cpu0 = cpuTime(pid) })
 	var mu sync.Mutex
 	var lat []time.Duration
 	var errs atomic.Int64
@@ -312,12 +335,16 @@ func measure(pool *x509.CertPool, base string, bodies [][]byte, conns int, durat
 	}
 	wg.Wait()
 	elapsed := time.Since(measureFrom)
+	cpuAt.Stop()
+	cpu1 := cpuTime(pid)
 	if len(lat) == 0 {
 		return result{}, fmt.Errorf("no requests completed")
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	r := result{requests: int64(len(lat)), errors: errs.Load(), rps: float64(len(lat)) / elapsed.Seconds(),
 		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}
+	// Requests that ended after the measurement window add a little CPU.
+	r.cpuPerReq = (cpu1 - cpu0) / time.Duration(len(lat))
 	r.rssKB, r.peakRSSKB = rss(pid)
 	return r, nil
 }
@@ -337,4 +364,113 @@ func rss(pid int) (cur, peak int64) {
 		}
 	}
 	return cur, peak
+}
+
+// cpuTime is the user + system CPU time of process pid so far.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) in parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	var utime, stime int64
+	fmt.Sscan(f[11], &utime)
+	fmt.Sscan(f[12], &stime)
+	const clockTicks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// zooBodies are SubjectAccessReviews of the zoo's requests (kube-apiserver
+// never sends a "*" verb, group or resource; the zoo's few are kept).
+func zooBodies(n int) [][]byte {
+	var out [][]byte
+	for _, r := range zoo.Requests(n, 4096, 2) {
+		spec := map[string]any{"user": r.User.Name, "groups": r.User.Groups}
+		if r.ResourceRequest {
+			spec["resourceAttributes"] = map[string]any{"verb": r.Verb, "group": r.APIGroup, "version": r.APIVersion, "resource": r.Resource,
+				"subresource": r.Subresource, "namespace": r.Namespace, "name": r.Name}
+		} else {
+			spec["nonResourceAttributes"] = map[string]any{"verb": r.Verb, "path": r.Path}
+		}
+		b, _ := json.Marshal(map[string]any{"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec})
+		out = append(out, b)
+	}
+	return out
+}
+
+// measureStartup writes the zoo of n policies as files of 1,000 policies,
+// starts `kcedar serve` on them and times it to ready (and its RSS then),
+// then times `kcedar validate` on the same files.
+func measureStartup(bin, workload string, n int) error {
+	if workload != "zoo" {
+		return fmt.Errorf("-startup needs -workload zoo")
+	}
+	dir, err := os.MkdirTemp("", "kcedar-startup-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	pdir := filepath.Join(dir, "policies")
+	if err := os.Mkdir(pdir, 0o755); err != nil {
+		return err
+	}
+	text := zoo.Policies(n, 1)
+	docs := strings.SplitAfter(text, "\n\n")
+	for i := 0; i*1000 < len(docs); i++ {
+		chunk := strings.Join(docs[i*1000:min(len(docs), (i+1)*1000)], "")
+		if err := os.WriteFile(filepath.Join(pdir, fmt.Sprintf("zoo-%03d.cedar", i)), []byte(chunk), 0o644); err != nil {
+			return err
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	caFile := filepath.Join(dir, "ca.crt")
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--policies", pdir, "--write-ca", caFile, "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	want := fmt.Sprintf("serving %d policies", n)
+	for {
+		if pem, err := os.ReadFile(caFile); err == nil && len(pem) > 0 {
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM(pem)
+			if body, err := get(pool, "https://"+addr+"/readyz"); err == nil && strings.Contains(body, want) {
+				break
+			}
+		}
+		if time.Since(start) > 120*time.Second {
+			return fmt.Errorf("kcedar did not become ready in 120 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ready := time.Since(start)
+	cpu := cpuTime(cmd.Process.Pid)
+	cur, peak := rss(cmd.Process.Pid)
+	fmt.Printf("serve, %d zoo policies in %d files: ready after %s (CPU %s), RSS %d MiB (peak %d MiB)\n", n, (len(docs)+999)/1000, ready.Round(10*time.Millisecond), cpu, cur/1024, peak/1024)
+	cmd.Process.Kill()
+	cmd.Wait()
+	t0 := time.Now()
+	v := exec.Command(bin, "validate", pdir)
+	out, err := v.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kcedar validate: %v\n%s", err, out)
+	}
+	fmt.Printf("validate, same files: %s (CPU %s)\n", time.Since(t0).Round(10*time.Millisecond), (v.ProcessState.UserTime() + v.ProcessState.SystemTime()).Round(10*time.Millisecond))
+	return nil
 }

@@ -1,4 +1,4 @@
-package rbac
+package testgen
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The generator below builds seeded RBAC configurations and
+// RBACConfig and SubjectAccessReviews build seeded RBAC configurations and
 // SubjectAccessReviews that exercise every RBAC feature the converter handles
 // (wildcard verbs, groups and resources, subresources and `*/sub`, literal
 // `res/*`, resourceNames, non-resource URLs with prefixes, users, groups,
@@ -20,8 +20,17 @@ import (
 // test applies a configuration to a real kube-apiserver and compares its
 // answers with kcedar's; the benchmarks use it as a workload.
 
-// GenNamespaces are the namespaces generated Roles and RoleBindings live in.
-var GenNamespaces = []string{"team-a", "team-b", "team-c"}
+// RBACObjects is a generated RBAC configuration: the objects the converter
+// (policies/rbac.Input) and a real kube-apiserver take.
+type RBACObjects struct {
+	Roles               []rbacv1.Role
+	ClusterRoles        []rbacv1.ClusterRole
+	RoleBindings        []rbacv1.RoleBinding
+	ClusterRoleBindings []rbacv1.ClusterRoleBinding
+}
+
+// Namespaces are the namespaces generated Roles and RoleBindings live in.
+var Namespaces = []string{"team-a", "team-b", "team-c"}
 
 var (
 	genUsers  = []string{"alice", "bob", "carol", "dave", "erin", "system:node:n1", "system:serviceaccount:team-a:builder"}
@@ -128,13 +137,13 @@ func genRule(r *rand.Rand, namespaced bool) rbacv1.PolicyRule {
 	return rule
 }
 
-// GenerateConfig returns a seeded RBAC configuration of at least roles Roles
+// RBACConfig returns a seeded RBAC configuration of at least roles Roles
 // and ClusterRoles (a fifth of the ClusterRoles aggregated, their rules filled
 // in from the roles they select) and bindings bindings (some to missing
-// roles). Objects are in GenNamespaces.
-func GenerateConfig(seed uint64, roles, bindings int) *Input {
+// roles). Objects are in Namespaces.
+func RBACConfig(seed uint64, roles, bindings int) *RBACObjects {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	in := &Input{}
+	in := &RBACObjects{}
 	nCluster := roles / 2
 	nAgg := nCluster / 5
 	for i := 0; i < nCluster-nAgg; i++ {
@@ -172,7 +181,7 @@ func GenerateConfig(seed uint64, roles, bindings int) *Input {
 	for i := 0; i < roles-nCluster; i++ {
 		ro := rbacv1.Role{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: GenNamespaces[i%len(GenNamespaces)], Name: fmt.Sprintf("gen-role-%02d", i)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: Namespaces[i%len(Namespaces)], Name: fmt.Sprintf("gen-role-%02d", i)},
 		}
 		for j := 0; j < 1+r.IntN(4); j++ {
 			ro.Rules = append(ro.Rules, genRule(r, true))
@@ -217,7 +226,7 @@ func GenerateConfig(seed uint64, roles, bindings int) *Input {
 			in.ClusterRoleBindings = append(in.ClusterRoleBindings, crb)
 			continue
 		}
-		ns := pick(r, GenNamespaces)
+		ns := pick(r, Namespaces)
 		rb := rbacv1.RoleBinding{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("gen-rb-%03d", i)},
@@ -258,7 +267,7 @@ func equalRules(a, b rbacv1.PolicyRule) bool {
 		slices.Equal(a.ResourceNames, b.ResourceNames) && slices.Equal(a.NonResourceURLs, b.NonResourceURLs)
 }
 
-// GenerateRequests returns n seeded SubjectAccessReview specs over the
+// SubjectAccessReviews returns n seeded SubjectAccessReview specs over the
 // generator's users, groups, ServiceAccounts, resources and URLs: every verb
 // (including "*" and custom ones), typed and unknown resources, subresources
 // both as a subresource and inside the resource ("pods/exec" with no
@@ -267,7 +276,7 @@ func equalRules(a, b rbacv1.PolicyRule) bool {
 // alike (a SubjectAccessReview may name a namespace for a cluster-scoped
 // resource; RBAC then applies that namespace's RoleBindings). system:masters
 // is never used.
-func GenerateRequests(seed uint64, n int) []authorizationv1.SubjectAccessReviewSpec {
+func SubjectAccessReviews(seed uint64, n int) []authorizationv1.SubjectAccessReviewSpec {
 	r := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
 	out := make([]authorizationv1.SubjectAccessReviewSpec, 0, n)
 	for len(out) < n {
@@ -327,13 +336,13 @@ func GenerateRequests(seed uint64, n int) []authorizationv1.SubjectAccessReviewS
 		switch k := r.IntN(8); {
 		case k < 2:
 		case k < 7:
-			ra.Namespace = pick(r, GenNamespaces)
+			ra.Namespace = pick(r, Namespaces)
 		default:
 			ra.Namespace = "other"
 		}
 		if res.group == "" && res.resource == "namespaces" && ra.Name != "" && r.IntN(2) == 0 {
 			// As kube-apiserver sets it for a namespace.
-			ra.Name = pick(r, GenNamespaces)
+			ra.Name = pick(r, Namespaces)
 			ra.Namespace = ra.Name
 		}
 		spec.ResourceAttributes = ra

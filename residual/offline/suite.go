@@ -153,7 +153,7 @@ type TestResult struct {
 	Name     string   `json:"name"`
 	Passed   bool     `json:"passed"`
 	Failures []string `json:"failures,omitempty"`
-	Got      Decision `json:"got"`
+	Got      Report   `json:"got"`
 }
 
 // Run checks every test case against the decider.

@@ -1,4 +1,4 @@
-package rbac
+package testgen
 
 import (
 	"fmt"
@@ -9,11 +9,12 @@ import (
 	"github.com/kcedar/kcedar/cedar"
 )
 
-// The RBAC authorizer's matching rules, as in k8s.io/kubernetes
-// pkg/apis/rbac/v1/evaluation_helpers.go and
-// plugin/pkg/auth/authorizer/rbac/rbac.go. Allows uses them as a reference
-// implementation to explain (and test) conversions offline; the e2e parity test
-// compares against the real kube-apiserver.
+// A reference RBAC authorizer, written from the RBAC authorizer's matching
+// rules in k8s.io/kubernetes pkg/apis/rbac/v1/evaluation_helpers.go and
+// plugin/pkg/auth/authorizer/rbac/rbac.go, independently of the converter
+// (policies/rbac): its tests compare the converted policies' answers with
+// Allows offline, and the e2e parity test compares both with a real
+// kube-apiserver.
 
 func verbMatches(rule *rbacv1.PolicyRule, verb string) bool {
 	for _, v := range rule.Verbs {
@@ -109,17 +110,19 @@ func subjectApplies(u cedar.UserInfo, s rbacv1.Subject, namespace string) bool {
 	return false
 }
 
-// Allows decides req as the RBAC authorizer would over in, and describes the
-// rules that allow it ("ClusterRoleBinding/x -> ClusterRole/y rule 2"). The
-// privileged group system:masters is not special here (the apiserver lets it
-// through before RBAC).
-func (in *Input) Allows(req *cedar.Request) (bool, []string) {
-	idx := newRoleIndex(in)
+// Allows decides req as the RBAC authorizer would over o, and describes the
+// rules that allow it ("ClusterRoleBinding/x -> ClusterRole/y rule 2"): a
+// ClusterRoleBinding grants its ClusterRole everywhere, a RoleBinding grants
+// its Role (in the binding's namespace) or ClusterRole only in its own
+// namespace, and a binding to a missing role grants nothing. The privileged
+// group system:masters is not special here (the apiserver lets it through
+// before RBAC).
+func (o *RBACObjects) Allows(req *cedar.Request) (bool, []string) {
 	var why []string
-	check := func(b binding) {
+	grant := func(binding, namespace string, subjects []rbacv1.Subject, role string, rules []rbacv1.PolicyRule) {
 		applies := false
-		for _, s := range b.subjects {
-			if subjectApplies(req.User, s, b.namespace) {
+		for _, s := range subjects {
+			if subjectApplies(req.User, s, namespace) {
 				applies = true
 				break
 			}
@@ -127,21 +130,45 @@ func (in *Input) Allows(req *cedar.Request) (bool, []string) {
 		if !applies {
 			return
 		}
-		rules, roleDesc, ok := idx.rules(b)
-		if !ok {
-			return
-		}
 		for i := range rules {
 			if RuleAllows(req, &rules[i]) {
-				why = append(why, fmt.Sprintf("%s -> %s rule %d", b.describe(), roleDesc, i))
+				why = append(why, fmt.Sprintf("%s -> %s rule %d", binding, role, i))
 			}
 		}
 	}
-	for _, b := range bindingsOf(in) {
-		if b.kind == kindRoleBinding && (req.Namespace == "" || req.Namespace != b.namespace) {
+	clusterRole := func(name string) (*rbacv1.ClusterRole, bool) {
+		for i := range o.ClusterRoles {
+			if o.ClusterRoles[i].Name == name {
+				return &o.ClusterRoles[i], true
+			}
+		}
+		return nil, false
+	}
+	for _, b := range o.ClusterRoleBindings {
+		if b.RoleRef.Kind != "ClusterRole" {
 			continue
 		}
-		check(b)
+		if cr, ok := clusterRole(b.RoleRef.Name); ok {
+			grant("ClusterRoleBinding/"+b.Name, "", b.Subjects, "ClusterRole/"+cr.Name, cr.Rules)
+		}
+	}
+	for _, b := range o.RoleBindings {
+		if req.Namespace == "" || req.Namespace != b.Namespace {
+			continue
+		}
+		desc := "RoleBinding/" + b.Namespace + "/" + b.Name
+		switch b.RoleRef.Kind {
+		case "ClusterRole":
+			if cr, ok := clusterRole(b.RoleRef.Name); ok {
+				grant(desc, b.Namespace, b.Subjects, "ClusterRole/"+cr.Name, cr.Rules)
+			}
+		case "Role":
+			for i := range o.Roles {
+				if r := &o.Roles[i]; r.Namespace == b.Namespace && r.Name == b.RoleRef.Name {
+					grant(desc, b.Namespace, b.Subjects, "Role/"+r.Namespace+"/"+r.Name, r.Rules)
+				}
+			}
+		}
 	}
 	return len(why) > 0, why
 }

@@ -1,0 +1,40 @@
+package cedar_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/internal/schematest"
+	"github.com/kcedar/kcedar/internal/testgen/zoo"
+)
+
+// Candidates alone over the zoo: the index lookup, without evaluation.
+func benchCandidates(b *testing.B, n int) {
+	ps, err := zoo.PolicySet(n, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := schematest.Schema()
+	reqs := zoo.Requests(n, 4096, 2)
+	qs := make([]cedar.CandidateQuery, len(reqs))
+	for i, r := range reqs {
+		qs[i] = cedar.NewCandidateQuery(r, cedar.ResolveTarget(s, r), cedar.Verbs(s, r)[0])
+	}
+	durations := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		ps.Candidates(qs[i%len(qs)])
+		durations = append(durations, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(durations)
+	b.ReportMetric(float64(durations[len(durations)/2].Nanoseconds()), "median-ns")
+}
+
+func BenchmarkCandidatesZoo1000(b *testing.B)   { benchCandidates(b, 1000) }
+func BenchmarkCandidatesZoo10000(b *testing.B)  { benchCandidates(b, 10000) }
+func BenchmarkCandidatesZoo100000(b *testing.B) { benchCandidates(b, 100000) }

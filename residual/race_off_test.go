@@ -1,0 +1,5 @@
+//go:build !race
+
+package residual
+
+const raceEnabled = false
