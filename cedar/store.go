@@ -3,6 +3,7 @@ package cedar
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cedar-policy/cedar-go/types"
+
+	"github.com/kcedar/kcedar/internal/watch"
 )
 
 // Validator checks parsed policies against a schema. It returns one error per
@@ -67,7 +72,19 @@ type ReloadResult struct {
 	Err      error // nil on success
 	Policies int   // policies in the set now serving
 	Changed  bool  // the files differed from the set serving
+	// Repeat: the same content as the previous failed attempt, whose
+	// error was reported already (count failures once per content).
+	Repeat bool
+	// Hash identifies the content of the set serving after the attempt
+	// (hex SHA-256 over file names and contents); "" before a good load.
+	Hash string
 }
+
+// DefaultSettle is the settle window kcedar serve uses (--policy-settle).
+const DefaultSettle = 300 * time.Millisecond
+
+// errUnsettled: the files kept changing for as long as a load waited.
+var errUnsettled = errors.New("the policy files kept changing while being read; waiting for them to settle")
 
 // Store holds the policy set that serves requests and replaces it atomically
 // when the files change. An invalid edit never replaces a good set: the last
@@ -76,6 +93,27 @@ type Store struct {
 	paths     []string
 	validator Validator
 	logger    *slog.Logger
+
+	// Settle: a source is loaded only once it has read the same (the same
+	// names, sizes, modification and change times, inodes and contents)
+	// twice, Settle apart; see readStable for the rule. 0 loads what
+	// it reads (tests). Set these fields before the first Load.
+	Settle time.Duration
+	// AllowEmpty: a source with no policies loads (an empty set answers
+	// NoOpinion to everything); otherwise it is a load error. A store with
+	// policy objects (SetSources) always takes an empty set: the API server
+	// says what exists, and deleting the last object must revoke it.
+	AllowEmpty bool
+	// MaxPolicyLoss: refuse a reload that removes more than this share of
+	// the serving set's policies (by id); 0 or >= 1 turns the check off.
+	MaxPolicyLoss float64
+	// KeepForbids: refuse a reload that removes any forbid (by id).
+	KeepForbids bool
+
+	sleep    func(time.Duration) // time.Sleep; tests step through settling
+	serving  map[string]fileMeta // the files of the set serving, by name
+	hash     atomic.Pointer[string]
+	lastFail atomic.Pointer[failure]
 
 	current     atomic.Pointer[PolicySet]
 	mu          sync.Mutex // serializes loads
@@ -88,11 +126,20 @@ type Store struct {
 	failedFingerprint [32]byte
 	failedErr         error
 
+	// Extra sources (SetSources): nil until set.
+	sourcesMu sync.Mutex
+	sources   []policyFile
+
 	// OnReload, if set, is called after every load attempt.
 	OnReload func(ReloadResult)
 	// Checker, if set, parses and checks the files (instead of
 	// ParsePolicies and the Validator). Set it before the first Load.
 	Checker FileChecker
+}
+
+type failure struct {
+	err error
+	at  time.Time
 }
 
 // NewStore returns a store over paths (files, or directories searched
@@ -101,7 +148,25 @@ func NewStore(paths []string, validator Validator, logger *slog.Logger) *Store {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Store{paths: paths, validator: validator, logger: logger}
+	return &Store{paths: paths, validator: validator, logger: logger, sleep: time.Sleep}
+}
+
+// Hash identifies the content of the set serving (hex SHA-256 over file
+// names and contents), "" before the first good load.
+func (s *Store) Hash() string {
+	if h := s.hash.Load(); h != nil {
+		return *h
+	}
+	return ""
+}
+
+// LastFailure is the error of the latest load attempt and when it was first
+// seen for this content; nil if the latest attempt succeeded.
+func (s *Store) LastFailure() (error, time.Time) {
+	if f := s.lastFail.Load(); f != nil {
+		return f.err, f.at
+	}
+	return nil, time.Time{}
 }
 
 // Current is the policy set serving now; nil before the first good load.
@@ -116,44 +181,51 @@ func (s *Store) LastError() error {
 }
 
 // Load reads, parses and validates the policy files and, if everything is
-// valid, swaps the new set in. Unchanged files are not parsed again.
+// valid, swaps the new set in. Unchanged files are not parsed again. With a
+// settle window, Load waits (up to 10 windows) for the files to be stable.
 func (s *Store) Load() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	files, err := s.read()
-	var ps *PolicySet
-	changed := false
-	if err == nil {
-		fp := fingerprint(files)
-		if s.current.Load() != nil && fp == s.fingerprint {
-			s.lastErr.Store(nil)
-			s.failedErr = nil // the same bad files again are news worth logging
-			s.report(ReloadResult{Time: time.Now(), Policies: s.current.Load().Len()})
-			return nil
-		}
-		changed = true
-		if s.failedErr != nil && fp == s.failedFingerprint {
-			err = s.failedErr
-			res := ReloadResult{Time: time.Now(), Err: err, Changed: true}
-			if cur := s.current.Load(); cur != nil {
-				res.Policies = cur.Len()
-			}
-			s.lastErr.Store(&err)
-			s.logger.Debug("policy files unchanged since the failed load", "err", err)
-			s.report(res)
-			return err
-		}
-		ps, err = s.build(files)
-		if err == nil {
-			s.fingerprint = fp
-			s.failedErr = nil
-		} else {
-			s.failedFingerprint, s.failedErr = fp, err
-		}
+	c := s.readStable()
+	if c.err == errUnsettled {
+		s.logger.Warn("policy files are being written; the serving set stays until they settle", "settle", s.Settle.String())
+		return c.err
 	}
-	res := ReloadResult{Time: time.Now(), Err: err, Changed: changed}
-	if err != nil {
+	now := time.Now()
+	cur := s.current.Load()
+	if c.err == nil && cur != nil && c.fp == s.fingerprint {
+		s.serving = c.meta
+		s.lastErr.Store(nil)
+		s.lastFail.Store(nil)
+		s.failedErr = nil // the same bad files again are news worth logging
+		s.report(ReloadResult{Time: now, Policies: cur.Len(), Hash: s.Hash()})
+		return nil
+	}
+	if s.failedErr != nil && c.fp == s.failedFingerprint {
+		err := s.failedErr
+		res := ReloadResult{Time: now, Err: err, Changed: true, Repeat: true, Hash: s.Hash()}
+		if cur != nil {
+			res.Policies = cur.Len()
+		}
 		s.lastErr.Store(&err)
+		s.logger.Debug("policy files unchanged since the failed load", "err", err)
+		s.report(res)
+		return err
+	}
+	var ps *PolicySet
+	err := c.err
+	if err == nil {
+		ps, err = s.build(c.files)
+	}
+	if err == nil {
+		err = s.checkShrink(cur, ps)
+	}
+	res := ReloadResult{Time: now, Err: err, Changed: true}
+	if err != nil {
+		s.failedFingerprint, s.failedErr = c.fp, err
+		s.lastErr.Store(&err)
+		s.lastFail.Store(&failure{err: err, at: now})
+		res.Hash = s.Hash()
 		// One record per finding, then the outcome.
 		var le *LoadError
 		summary := []any{"err", err}
@@ -167,7 +239,7 @@ func (s *Store) Load() error {
 			}
 			summary = []any{"problems", len(le.Findings)}
 		}
-		if cur := s.current.Load(); cur != nil {
+		if cur != nil {
 			res.Policies = cur.Len()
 			s.logger.Error("policy reload failed; the last good policy set keeps serving", append(summary, "serving", cur.Len(), "generation", cur.Generation)...)
 		} else {
@@ -176,14 +248,63 @@ func (s *Store) Load() error {
 		s.report(res)
 		return err
 	}
+	s.fingerprint, s.failedErr, s.serving = c.fp, nil, c.meta
+	hash := hex.EncodeToString(c.fp[:])
+	s.hash.Store(&hash)
 	s.generation++
 	ps.Generation = s.generation
 	s.current.Store(ps)
 	s.lastErr.Store(nil)
-	res.Policies = ps.Len()
-	s.logger.Info("policies loaded", "policies", ps.Len(), "generation", ps.Generation)
+	s.lastFail.Store(nil)
+	res.Policies, res.Hash = ps.Len(), hash
+	s.logger.Info("policies loaded", "policies", ps.Len(), "generation", ps.Generation, "hash", hash)
 	s.report(res)
 	return nil
+}
+
+// checkShrink refuses a set with no policies (unless AllowEmpty) and, with
+// MaxPolicyLoss or KeepForbids, a reload that removes too many policies or
+// any forbid, naming the ids that would disappear.
+func (s *Store) checkShrink(cur, next *PolicySet) error {
+	if _, objects := s.extraSources(); next.Len() == 0 && !s.AllowEmpty && !objects {
+		return fmt.Errorf("no policies in %s: an empty set answers NoOpinion to every request; add policies (or pass --allow-empty-policy-set if this is intended)", strings.Join(s.paths, ", "))
+	}
+	if cur == nil || cur.Len() == 0 {
+		return nil
+	}
+	var removed, forbids []string
+	for _, p := range cur.Policies {
+		if _, ok := next.Get(p.ID); !ok {
+			removed = append(removed, p.ID)
+			if p.Effect == types.Forbid {
+				forbids = append(forbids, p.ID)
+			}
+		}
+	}
+	if len(removed) == 0 {
+		return nil
+	}
+	share := float64(len(removed)) / float64(cur.Len())
+	if s.MaxPolicyLoss > 0 && s.MaxPolicyLoss < 1 && share > s.MaxPolicyLoss {
+		s.logger.Warn("policy reload refused: it would remove too many policies", "removed", len(removed), "serving", cur.Len(), "max_policy_loss", s.MaxPolicyLoss, "ids", limitIDs(removed))
+		return fmt.Errorf("the new policy set removes %d of the %d serving policies (%.0f%%), more than --max-policy-loss=%g allows; the last good set keeps serving (restart kcedar or raise --max-policy-loss if this is intended); removed: %s",
+			len(removed), cur.Len(), 100*share, s.MaxPolicyLoss, strings.Join(limitIDs(removed), ", "))
+	}
+	if s.KeepForbids && len(forbids) > 0 {
+		s.logger.Warn("policy reload refused: it would remove forbid policies", "ids", limitIDs(forbids))
+		return fmt.Errorf("the new policy set removes %d forbid policies, refused by --keep-forbids; the last good set keeps serving (restart kcedar to remove them deliberately); removed: %s",
+			len(forbids), strings.Join(limitIDs(forbids), ", "))
+	}
+	return nil
+}
+
+// limitIDs keeps the first 50 ids, and says how many more there are.
+func limitIDs(ids []string) []string {
+	const max = 50
+	if len(ids) <= max {
+		return ids
+	}
+	return append(ids[:max:max], fmt.Sprintf("... %d more", len(ids)-max))
 }
 
 func (s *Store) report(r ReloadResult) {
@@ -192,23 +313,139 @@ func (s *Store) report(r ReloadResult) {
 	}
 }
 
-// Watch reloads whenever the files change, checking every interval, until ctx ends.
+// Watch reloads when the files may have changed (file system events on
+// them, their directories or a ConfigMap's "..data" link; internal/watch)
+// and every interval as the fallback, until ctx ends.
 func (s *Store) Watch(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_ = s.Load()
-		}
-	}
+	watch.Run(ctx, s.paths, interval, s.logger, func() { _ = s.Load() })
 }
 
 type policyFile struct {
-	name string
-	data []byte
+	name      string
+	data      []byte
+	namespace string // a Source's namespace: its policies are confined to it
+	meta      fileMeta
+}
+
+// fileMeta is what a read saw of one file: the stat before and after
+// reading (consistent when they agree) and the content's hash.
+type fileMeta struct {
+	stat       fileStat
+	hash       [32]byte
+	consistent bool // the file did not change while it was read
+	snapshot   bool // read through a kubelet "..data" snapshot
+}
+
+// candidate is one read of the policy source.
+type candidate struct {
+	files []policyFile
+	meta  map[string]fileMeta
+	fp    [32]byte // over names and contents; over the error for a failed read
+	err   error
+}
+
+func (s *Store) readCandidate() candidate {
+	files, err := s.read()
+	c := candidate{files: files, err: err}
+	if err != nil {
+		c.fp = sha256.Sum256([]byte("error\x00" + err.Error()))
+		return c
+	}
+	c.fp = fingerprint(files)
+	c.meta = make(map[string]fileMeta, len(files))
+	for _, f := range files {
+		c.meta[f.name] = f.meta
+	}
+	return c
+}
+
+// same: two reads saw the same files, unchanged in between.
+func (c candidate) same(o candidate) bool {
+	if (c.err == nil) != (o.err == nil) || c.fp != o.fp || len(c.meta) != len(o.meta) {
+		return false
+	}
+	if c.err != nil {
+		return c.err.Error() == o.err.Error()
+	}
+	for name, m := range c.meta {
+		om, ok := o.meta[name]
+		if !ok || !m.consistent || !om.consistent || m.stat != om.stat || m.hash != om.hash {
+			return false
+		}
+	}
+	return true
+}
+
+// readStable reads the policy source until the read is stable. The rule:
+//
+//  1. A read that equals the serving set (or the content of the latest failed
+//     load) is taken at once: nothing new would be loaded.
+//  2. A read is complete by construction, and taken at once, when every file
+//     that is new or whose content differs from the serving set's either came
+//     through a kubelet "..data" snapshot (kubelet writes a snapshot fully
+//     before it swaps the link, and the read is redone if the link moved
+//     during it) or was renamed (or linked) into place after its last write:
+//     its change time is later than its modification time, which an atomic
+//     rename gives and an in-place writer (open with O_TRUNC, write, write...)
+//     never does, since every write sets both. No serving file may have
+//     disappeared outside a snapshot swap.
+//  3. Otherwise the source is read again after the settle window, and the
+//     read is taken when both reads agree: the same file names, sizes,
+//     modification and change times, inodes and contents, none of them
+//     changed while being read.
+//
+// After 10 windows without two agreeing reads, it gives up (errUnsettled) and
+// the serving set stays; the next event or poll tries again. A writer that
+// pauses longer than the settle window between two pieces of a file is
+// indistinguishable from two edits: keep --policy-settle above such pauses.
+func (s *Store) readStable() candidate {
+	c := s.readCandidate()
+	if s.Settle <= 0 {
+		return c
+	}
+	const windows = 10
+	for i := 0; ; i++ {
+		if s.current.Load() != nil && c.err == nil && c.fp == s.fingerprint {
+			return c
+		}
+		if s.failedErr != nil && c.fp == s.failedFingerprint {
+			return c
+		}
+		if c.err == nil && s.complete(c) {
+			return c
+		}
+		s.sleep(s.Settle)
+		next := s.readCandidate()
+		if next.same(c) {
+			return next
+		}
+		if i == windows-1 {
+			return candidate{err: errUnsettled}
+		}
+		c = next
+	}
+}
+
+// complete applies rule 2 of readStable.
+func (s *Store) complete(c candidate) bool {
+	for name, m := range c.meta {
+		if old, ok := s.serving[name]; ok && old.hash == m.hash {
+			continue
+		}
+		if !m.consistent {
+			return false
+		}
+		if m.snapshot || m.stat.renamed() {
+			continue
+		}
+		return false
+	}
+	for name, old := range s.serving {
+		if _, ok := c.meta[name]; !ok && !old.snapshot {
+			return false
+		}
+	}
+	return true
 }
 
 // read collects the policy files in a stable order. A directory is searched
@@ -220,13 +457,20 @@ type policyFile struct {
 // Files keep their user-visible names (dir/team.cedar), so policy ids that
 // default to file:line:col stay stable across updates.
 func (s *Store) read() ([]policyFile, error) {
+	extra, haveExtra := s.extraSources()
 	if len(s.paths) == 0 {
+		if haveExtra {
+			return extra, nil
+		}
 		return nil, errors.New("no policy paths given")
 	}
 	const attempts = 5
 	for attempt := 1; ; attempt++ {
 		files, snapshots, err := s.readOnce()
 		if stable(snapshots) {
+			if err == nil {
+				files = append(files, extra...)
+			}
 			return files, err
 		}
 		if attempt == attempts {
@@ -247,6 +491,20 @@ func stable(snapshots []snapshot) bool {
 	return true
 }
 
+// inSnapshot: path resolves into a kubelet snapshot directory ("..<timestamp>").
+func inSnapshot(path string) bool {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return false
+	}
+	for _, part := range strings.Split(filepath.Dir(real), string(filepath.Separator)) {
+		if strings.HasPrefix(part, "..") && part != ".." {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 	var files []policyFile
 	var snapshots []snapshot
@@ -260,6 +518,7 @@ func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 			if err != nil {
 				return nil, snapshots, err
 			}
+			f.meta.snapshot = inSnapshot(root)
 			files = append(files, f)
 			continue
 		}
@@ -268,10 +527,13 @@ func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 		if err != nil {
 			return nil, snapshots, err
 		}
-		type found struct{ name, path string }
+		type found struct {
+			name, path string
+			snapshot   bool
+		}
 		var names []found
-		var walk func(dir, display string) error
-		walk = func(dir, display string) error {
+		var walk func(dir, display string, inSnap bool) error
+		walk = func(dir, display string, inSnap bool) error {
 			// A kubelet atomic-writer volume: read the snapshot instead.
 			// kubelet's snapshots are siblings named "..<timestamp>"; any
 			// other target (which could lead back up the tree) is ignored.
@@ -279,6 +541,7 @@ func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 			if target, err := os.Readlink(dataLink); err == nil && strings.HasPrefix(target, "..") && target != ".." && !strings.ContainsRune(target, filepath.Separator) {
 				snapshots = append(snapshots, snapshot{link: dataLink, target: target})
 				dir = filepath.Join(dir, target)
+				inSnap = true
 			}
 			entries, err := os.ReadDir(dir)
 			if err != nil {
@@ -292,18 +555,18 @@ func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 				path, disp := filepath.Join(dir, name), filepath.Join(display, name)
 				switch {
 				case e.IsDir():
-					if err := walk(path, disp); err != nil {
+					if err := walk(path, disp, inSnap); err != nil {
 						return err
 					}
 				case strings.HasSuffix(name, ".cedar"):
 					// Regular files and symlinks to files; symlinked
 					// directories are not followed.
-					names = append(names, found{name: disp, path: path})
+					names = append(names, found{name: disp, path: path, snapshot: inSnap})
 				}
 			}
 			return nil
 		}
-		if err := walk(real, root); err != nil {
+		if err := walk(real, root, false); err != nil {
 			return nil, snapshots, err
 		}
 		sort.Slice(names, func(i, j int) bool { return names[i].name < names[j].name })
@@ -312,13 +575,15 @@ func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 			if err != nil {
 				return nil, snapshots, err
 			}
+			f.meta.snapshot = n.snapshot
 			files = append(files, f)
 		}
 	}
 	return files, snapshots, nil
 }
 
-// readLimited reads the file at path, calling it name.
+// readLimited reads the file at path, calling it name, with the file's
+// status before and after the read.
 func readLimited(path, name string) (policyFile, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -328,6 +593,7 @@ func readLimited(path, name string) (policyFile, error) {
 		return policyFile{}, err
 	}
 	defer f.Close()
+	before, errBefore := statOf(f)
 	data, err := io.ReadAll(io.LimitReader(f, MaxPolicyFileBytes+1))
 	if err != nil {
 		return policyFile{}, fmt.Errorf("%s: %w", name, err)
@@ -335,13 +601,16 @@ func readLimited(path, name string) (policyFile, error) {
 	if len(data) > MaxPolicyFileBytes {
 		return policyFile{}, fmt.Errorf("%s: larger than %d bytes", name, MaxPolicyFileBytes)
 	}
-	return policyFile{name: name, data: data}, nil
+	after, errAfter := statOf(f)
+	meta := fileMeta{stat: after, hash: sha256.Sum256(data),
+		consistent: errBefore == nil && errAfter == nil && before == after && after.size == int64(len(data))}
+	return policyFile{name: name, data: data, meta: meta}, nil
 }
 
 func fingerprint(files []policyFile) [32]byte {
 	h := sha256.New()
 	for _, f := range files {
-		fmt.Fprintf(h, "%d:%s\x00%d:", len(f.name), f.name, len(f.data))
+		fmt.Fprintf(h, "%d:%s\x00%d:%s\x00%d:", len(f.name), f.name, len(f.namespace), f.namespace, len(f.data))
 		h.Write(f.data)
 	}
 	var out [32]byte
@@ -350,43 +619,48 @@ func fingerprint(files []policyFile) [32]byte {
 }
 
 func (s *Store) build(files []policyFile) (*PolicySet, error) {
-	// With a Checker (cedar/lint parses files in parallel too), its findings
-	// replace ParsePolicies and the Validator.
-	if s.Checker != nil {
-		src := make([]SourceFile, len(files))
-		for i, f := range files {
-			src[i] = SourceFile{Name: f.name, Data: f.data}
-		}
-		all, errs := s.Checker.CheckFiles(src)
-		if len(errs) > 0 {
-			return nil, &LoadError{Findings: errs}
-		}
-		return NewPolicySet(all)
-	}
-	// Files are parsed in parallel (a large set spans many files).
-	parsed := make([][]*Policy, len(files))
-	perr := make([]error, len(files))
-	parallel(len(files), func(i int) { parsed[i], perr[i] = ParsePolicies(files[i].name, files[i].data) })
 	var all []*Policy
 	var errs []error
-	for i := range files {
+	rest := files
+	if s.Checker != nil {
+		// The files are checked as `kcedar validate` checks them (cedar/lint,
+		// which parses in parallel too); namespaced sources are parsed,
+		// confined and validated below.
+		var plain []SourceFile
+		rest = nil
+		for _, f := range files {
+			if f.namespace == "" {
+				plain = append(plain, SourceFile{Name: f.name, Data: f.data})
+			} else {
+				rest = append(rest, f)
+			}
+		}
+		if len(plain) > 0 {
+			var findings []error
+			all, findings = s.Checker.CheckFiles(plain)
+			errs = append(errs, findings...)
+		}
+	}
+	// Files are parsed in parallel (a large set spans many files).
+	parsed := make([][]*Policy, len(rest))
+	perr := make([]error, len(rest))
+	parallel(len(rest), func(i int) { parsed[i], perr[i] = parseFile(rest[i]) })
+	var parsedAll []*Policy
+	for i := range rest {
 		if perr[i] != nil {
 			errs = append(errs, perr[i])
 			continue
 		}
-		all = append(all, parsed[i]...)
+		parsedAll = append(parsedAll, parsed[i]...)
+	}
+	if len(errs) == 0 && s.validator != nil {
+		errs = append(errs, s.validator.Validate(parsedAll)...)
 	}
 	if len(errs) > 0 {
+		if s.Checker != nil {
+			return nil, &LoadError{Findings: errs}
+		}
 		return nil, errors.Join(errs...)
 	}
-	ps, err := NewPolicySet(all)
-	if err != nil {
-		return nil, err
-	}
-	if s.validator != nil {
-		if verrs := s.validator.Validate(all); len(verrs) > 0 {
-			return nil, errors.Join(verrs...)
-		}
-	}
-	return ps, nil
+	return NewPolicySet(append(all, parsedAll...))
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/kcedar/kcedar/internal/watch"
 )
 
 // Keyring holds the keys that protect conditions: the first signs, every key
@@ -137,21 +139,16 @@ func (k *Keyring) lookup(id string) (Key, bool) {
 	return Key{}, false
 }
 
-// WatchFile reloads the keys from path whenever the file changes, checking
-// every interval, until ctx ends. An invalid file keeps the previous keys.
+// WatchFile reloads the keys from path whenever the file changes (file
+// system events on it or its directory, e.g. a Secret volume's "..data" swap;
+// internal/watch), checking every interval as the fallback, until ctx ends.
+// An invalid file keeps the previous keys.
 func (k *Keyring) WatchFile(ctx context.Context, path string, interval time.Duration, logger *slog.Logger) {
 	last, _ := os.ReadFile(path)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	watch.Run(ctx, []string{path}, interval, logger, func() {
 		data, err := os.ReadFile(path)
 		if err != nil || bytes.Equal(data, last) {
-			continue
+			return
 		}
 		parsed, err := ParseKeyFile(data)
 		if err == nil {
@@ -159,9 +156,9 @@ func (k *Keyring) WatchFile(ctx context.Context, path string, interval time.Dura
 		}
 		if err != nil {
 			logger.Error("conditions key file is invalid; keeping the previous keys", "file", path, "err", err)
-			continue
+			return
 		}
 		last = data
 		logger.Info("conditions keys reloaded", "file", path, "keys", len(parsed))
-	}
+	})
 }

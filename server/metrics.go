@@ -15,10 +15,14 @@ type metrics struct {
 	requestDuration  *prometheus.HistogramVec
 	badRequests      *prometheus.CounterVec
 	reloads          *prometheus.CounterVec
+	reloadTimestamp  *prometheus.GaugeVec
+	setInfo          *prometheus.GaugeVec
 	policies         prometheus.Gauge
 	loadError        prometheus.Gauge
 	generation       prometheus.Gauge
 	webhookVerified  prometheus.Gauge
+
+	servingHash string // the label of setInfo's one series (observeReload runs under the store's lock)
 }
 
 // latencyBuckets reach down to a microsecond: a decision takes a few.
@@ -50,8 +54,16 @@ func newMetrics() *metrics {
 		}, []string{"endpoint"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kcedar_policy_reloads_total",
-			Help: "Policy load attempts by result (success, unchanged, error).",
-		}, []string{"result"}),
+			Help: "Policy loads of new content by status (success, failure); the same content read again does not count again.",
+		}, []string{"status"}),
+		reloadTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kcedar_policy_reload_last_timestamp_seconds",
+			Help: "Unix time of the latest policy load of new content, by status (success, failure).",
+		}, []string{"status"}),
+		setInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kcedar_policy_set_info",
+			Help: "1 for the policy set serving, labeled with its hash (hex SHA-256 over file names and contents); one series.",
+		}, []string{"hash"}),
 		policies: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kcedar_policies",
 			Help: "Policies in the set that is serving.",
@@ -70,24 +82,44 @@ func newMetrics() *metrics {
 		}),
 	}
 	m.registry.MustRegister(m.decisions, m.decisionDuration, m.requestDuration, m.badRequests,
-		m.reloads, m.policies, m.loadError, m.generation, m.webhookVerified,
+		m.reloads, m.reloadTimestamp, m.setInfo, m.policies, m.loadError, m.generation, m.webhookVerified,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Both statuses exist from the start, so rate() and absent() work.
+	for _, status := range []string{"success", "failure"} {
+		m.reloads.WithLabelValues(status)
+	}
 	return m
 }
 
-// observeReload records a store reload.
+// observeReload records a store reload. Failures and successes count once
+// per distinct content: a poll that reads the same bad files again (Repeat)
+// or the serving files (not Changed) updates the gauges only.
 func (m *metrics) observeReload(r cedar.ReloadResult, generation uint64) {
-	switch {
-	case r.Err != nil:
-		m.reloads.WithLabelValues("error").Inc()
+	if r.Changed && !r.Repeat {
+		status := "success"
+		if r.Err != nil {
+			status = "failure"
+		}
+		m.reloads.WithLabelValues(status).Inc()
+		m.reloadTimestamp.WithLabelValues(status).Set(float64(r.Time.UnixNano()) / 1e9)
+	}
+	if r.Err != nil {
 		m.loadError.Set(1)
-	case r.Changed:
-		m.reloads.WithLabelValues("success").Inc()
-		m.loadError.Set(0)
-	default:
-		m.reloads.WithLabelValues("unchanged").Inc()
+	} else {
 		m.loadError.Set(0)
 	}
-	m.policies.Set(float64(r.Policies))
+	m.observeServing(r.Hash, r.Policies, generation)
+}
+
+// observeServing records the set serving.
+func (m *metrics) observeServing(hash string, policies int, generation uint64) {
+	if hash != "" {
+		if m.servingHash != hash {
+			m.setInfo.Reset()
+			m.servingHash = hash
+		}
+		m.setInfo.WithLabelValues(hash).Set(1)
+	}
+	m.policies.Set(float64(policies))
 	m.generation.Set(float64(generation))
 }

@@ -107,6 +107,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.decisionDuration.WithLabelValues("authorize").Observe(time.Since(start).Seconds())
 	s.metrics.decisions.WithLabelValues("authorize", label).Inc()
+	s.logDecision(req, label, d, status, az.Policies(), time.Since(start))
 	writeJSON(w, sarResponse{APIVersion: sarType.APIVersion, Kind: sarType.Kind, Status: status})
 }
 

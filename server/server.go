@@ -42,6 +42,14 @@ type Options struct {
 	// installed (WatchAdmissionWebhook). Only for setups that verify it
 	// another way.
 	UnverifiedAdmissionWebhook bool
+	// Ready, if set, must return nil for /readyz to report ready (e.g. the
+	// policy objects have synced from the API server).
+	Ready func() error
+	// PolicyAdmission, if set, serves POST /v1/validate-policy: the
+	// validating webhook for kcedar's own policy objects.
+	PolicyAdmission http.Handler
+	// DecisionLog, if set, gets a line per authorization decision.
+	DecisionLog *DecisionLog
 }
 
 // Server answers kube-apiserver's webhook calls from one schema and the
@@ -60,7 +68,17 @@ type Server struct {
 	// webhookVerified: the admission webhook that enforces conditional
 	// allows is known to be installed.
 	webhookVerified atomic.Bool
+	ready           func() error
+	decisionLog     *DecisionLog
+	authWarn        *warnLimited
+	// draining: shutting down; /readyz answers 503 so load balancers and
+	// kube-apiserver's endpoints stop sending new requests.
+	draining atomic.Bool
 }
+
+// Drain makes /readyz answer 503 from now on: the first step of a graceful
+// shutdown, before the listener closes.
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // New returns a server deciding with schema and the policies in store.
 // It hooks the store's reloads into the metrics.
@@ -75,6 +93,9 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	}
 	s := &Server{store: store, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: residual.NewCodec(keys), enforce: opts.AdmissionEnforcement}
 	s.schema.Store(schema)
+	s.ready = opts.Ready
+	s.decisionLog = opts.DecisionLog
+	s.authWarn = newWarnLimited(logger)
 	s.webhookVerified.Store(opts.UnverifiedAdmissionWebhook)
 	prev := store.OnReload
 	store.OnReload = func(r cedar.ReloadResult) {
@@ -88,7 +109,10 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 		}
 	}
 	if cur := store.Current(); cur != nil {
-		s.metrics.observeReload(cedar.ReloadResult{Policies: cur.Len(), Err: store.LastError()}, cur.Generation)
+		s.metrics.observeServing(store.Hash(), cur.Len(), cur.Generation)
+		if store.LastError() != nil {
+			s.metrics.loadError.Set(1)
+		}
 	}
 	webhook := func(name string, h http.HandlerFunc) http.Handler {
 		var handler http.Handler = h
@@ -101,7 +125,11 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	s.mux.Handle("POST /v1/authorize", webhook("authorize", s.handleAuthorize))
 	s.mux.Handle("POST /v1/conditions", webhook("conditions", s.handleConditions))
 	s.mux.Handle("POST /v1/admit", webhook("admit", s.handleAdmit))
+	if opts.PolicyAdmission != nil {
+		s.mux.Handle("POST /v1/validate-policy", webhook("validate-policy", opts.PolicyAdmission.ServeHTTP))
+	}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	s.mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	return s
@@ -141,7 +169,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
+// handleReadyz: 503 while shutting down or before a good policy set; 200
+// while a good set serves, "degraded" with the last reload's error and its
+// age when the latest reload failed.
 func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
+	if s.draining.Load() {
+		http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	if s.ready != nil {
+		if err := s.ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
 	cur := s.store.Current()
 	if cur == nil || s.Schema() == nil {
 		msg := "not ready: no valid policy set loaded"
@@ -151,13 +192,14 @@ func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, msg, http.StatusServiceUnavailable)
 		return
 	}
-	if err := s.store.LastError(); err != nil {
+	serving := fmt.Sprintf("serving %d policies (generation %d, hash %.12s)", cur.Len(), cur.Generation, s.store.Hash())
+	if err, at := s.store.LastFailure(); err != nil {
 		// Still ready: the last good set serves. Taking every replica out of
 		// service for a bad edit would fail the whole cluster's requests.
-		fmt.Fprintf(w, "ok: serving %d policies (generation %d); the latest reload failed, fix the policy files: %v\n", cur.Len(), cur.Generation, err)
+		fmt.Fprintf(w, "degraded: %s; the latest reload failed %s ago, fix the policy files: %v\n", serving, time.Since(at).Round(time.Second), err)
 		return
 	}
-	fmt.Fprintf(w, "ok: serving %d policies (generation %d)\n", cur.Len(), cur.Generation)
+	fmt.Fprintf(w, "ok: %s\n", serving)
 }
 
 type statusRecorder struct {
@@ -175,6 +217,9 @@ func (s *Server) instrument(endpoint string, h http.Handler) http.Handler {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		h.ServeHTTP(rec, r)
+		if rec.code == http.StatusUnauthorized {
+			s.authWarn.warn("unauthenticated webhook request refused", "endpoint", endpoint, "remote", r.RemoteAddr)
+		}
 		s.metrics.requestDuration.WithLabelValues(endpoint, strconv.Itoa(rec.code)).Observe(time.Since(start).Seconds())
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -165,7 +166,13 @@ func TestReadyzAndMetrics(t *testing.T) {
 	if err := store.Load(); err == nil || !strings.Contains(err.Error(), `"all"`) {
 		t.Fatalf("duplicate id: %v", err)
 	}
-	if rec := get("/readyz"); rec.Code != 200 || !strings.Contains(rec.Body.String(), "latest reload failed") {
+	goodHash := store.Hash()
+	// The same bad content read again (every poll) counts once.
+	for i := 0; i < 3; i++ {
+		_ = store.Load()
+	}
+	if rec := get("/readyz"); rec.Code != 200 || !strings.HasPrefix(rec.Body.String(), "degraded: serving 1 policies") ||
+		!regexp.MustCompile(`latest reload failed \d+s ago`).MatchString(rec.Body.String()) || !strings.Contains(rec.Body.String(), `"all"`) {
 		t.Fatalf("readyz after a bad edit: %d %s", rec.Code, rec.Body)
 	}
 	if _, st := post(t, s, "/v1/authorize", sarJSON("a", nil, "get", "", "pods", "x", "y")); !st.Allowed {
@@ -173,8 +180,11 @@ func TestReadyzAndMetrics(t *testing.T) {
 	}
 	metrics := get("/metrics").Body.String()
 	for _, want := range []string{
-		`kcedar_policy_reloads_total{result="error"} 2`,
-		`kcedar_policy_reloads_total{result="success"} 1`,
+		`kcedar_policy_reloads_total{status="failure"} 2`,
+		`kcedar_policy_reloads_total{status="success"} 1`,
+		`kcedar_policy_reload_last_timestamp_seconds{status="failure"} `,
+		`kcedar_policy_reload_last_timestamp_seconds{status="success"} `,
+		`kcedar_policy_set_info{hash="` + goodHash + `"} 1`,
 		`kcedar_policy_load_error 1`,
 		`kcedar_policies 1`,
 		`kcedar_decisions_total{decision="Allow",endpoint="authorize"} 1`,
@@ -185,9 +195,47 @@ func TestReadyzAndMetrics(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+	if n := strings.Count(metrics, "kcedar_policy_set_info{"); n != 1 {
+		t.Errorf("%d kcedar_policy_set_info series, want 1", n)
+	}
 	if rec := get("/healthz"); rec.Code != 200 {
 		t.Fatal("healthz")
 	}
+
+	// A fix: ok again, one set_info series with the new hash.
+	os.WriteFile(file, []byte(`@id("all2") permit(principal, action, resource);`), 0o644)
+	if err := store.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if rec := get("/readyz"); rec.Code != 200 || !strings.HasPrefix(rec.Body.String(), "ok: serving 1 policies (generation 2") {
+		t.Fatalf("readyz after the fix: %d %s", rec.Code, rec.Body)
+	}
+	metrics = get("/metrics").Body.String()
+	if !strings.Contains(metrics, `kcedar_policy_set_info{hash="`+store.Hash()+`"} 1`) || strings.Count(metrics, "kcedar_policy_set_info{") != 1 || store.Hash() == goodHash {
+		t.Errorf("set info after the fix:\n%s", grepLines(metrics, "kcedar_policy_set_info"))
+	}
+	if !strings.Contains(metrics, `kcedar_policy_reloads_total{status="success"} 2`) || !strings.Contains(metrics, "kcedar_policy_load_error 0") {
+		t.Errorf("reload metrics after the fix:\n%s", grepLines(metrics, "kcedar_policy_"))
+	}
+
+	// Shutting down: 503 first.
+	s.Drain()
+	if rec := get("/readyz"); rec.Code != 503 || !strings.Contains(rec.Body.String(), "shutting down") {
+		t.Fatalf("readyz while draining: %d %s", rec.Code, rec.Body)
+	}
+	if _, st := post(t, s, "/v1/authorize", sarJSON("a", nil, "get", "", "pods", "x", "y")); !st.Allowed {
+		t.Fatal("a draining server stopped answering")
+	}
+}
+
+func grepLines(text, substr string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // Reload under load: while clients decide continuously, the policy files

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -17,6 +18,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/kcedar/kcedar/internal/watch"
 )
 
 // TLSOptions configure the HTTPS listener.
@@ -25,6 +28,11 @@ type TLSOptions struct {
 	ClientCAFile      string // when set, clients must present a certificate it signed
 	WriteCA           string // without CertFile: write the self-signed CA here
 	Hosts             []string
+	// Context, if set, reloads the certificate files on file system events
+	// and every Interval (internal/watch) until it ends; otherwise they are
+	// checked on handshakes, at most once a second.
+	Context  context.Context
+	Interval time.Duration
 }
 
 // Config builds the TLS configuration, writing the self-signed CA (WriteCA)
@@ -55,11 +63,14 @@ func (o TLSOptions) config(logger *slog.Logger, writeCA *func() error) (*tls.Con
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	switch {
 	case o.CertFile != "" && o.KeyFile != "":
-		rl := &certReloader{certFile: o.CertFile, keyFile: o.KeyFile, logger: logger}
+		rl := &certReloader{certFile: o.CertFile, keyFile: o.KeyFile, logger: logger, watched: o.Context != nil}
 		if err := rl.load(); err != nil {
 			return nil, err
 		}
 		cfg.GetCertificate = rl.get
+		if rl.watched {
+			watch.Start(o.Context, []string{o.CertFile, o.KeyFile}, o.Interval, logger, func() { rl.reload() })
+		}
 	case o.CertFile != "" || o.KeyFile != "":
 		return nil, fmt.Errorf("--tls-cert-file and --tls-private-key-file go together")
 	default:
@@ -105,6 +116,7 @@ func (o TLSOptions) config(logger *slog.Logger, writeCA *func() error) (*tls.Con
 type certReloader struct {
 	certFile, keyFile string
 	logger            *slog.Logger
+	watched           bool // reloaded by internal/watch, not on handshakes
 
 	mu      sync.Mutex
 	cert    *tls.Certificate
@@ -144,34 +156,43 @@ func (c *certReloader) install(certPEM, keyPEM []byte) error {
 
 func (c *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c.mu.Lock()
-	due := time.Since(c.checked) > time.Second
+	due := !c.watched && time.Since(c.checked) > time.Second
 	if due {
 		c.checked = time.Now()
 	}
-	cert, oldCert, oldKey := c.cert, c.certPEM, c.keyPEM
+	cert := c.cert
 	c.mu.Unlock()
 	if !due {
 		return cert, nil
 	}
+	return c.reload(), nil
+}
+
+// reload reads the files and installs them if they changed and form a valid
+// pair; it returns the certificate serving afterwards.
+func (c *certReloader) reload() *tls.Certificate {
+	c.mu.Lock()
+	cert, oldCert, oldKey := c.cert, c.certPEM, c.keyPEM
+	c.mu.Unlock()
 	certPEM, keyPEM, err := c.read()
 	if err != nil {
 		c.logger.Error("reading the serving certificate failed; keeping the old one", "err", err)
-		return cert, nil
+		return cert
 	}
 	if bytes.Equal(certPEM, oldCert) && bytes.Equal(keyPEM, oldKey) {
-		return cert, nil
+		return cert
 	}
 	// A half-written pair (new certificate, old key) fails here and is
 	// retried on the next check.
 	if err := c.install(certPEM, keyPEM); err != nil {
 		c.logger.Error("reloading the serving certificate failed; keeping the old one", "err", err)
-		return cert, nil
+		return cert
 	}
 	c.logger.Info("serving certificate reloaded")
 	c.mu.Lock()
 	cert = c.cert
 	c.mu.Unlock()
-	return cert, nil
+	return cert
 }
 
 // selfSigned makes a CA and a serving certificate for hosts (plus localhost

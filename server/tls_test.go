@@ -243,7 +243,15 @@ func TestTLSClientCertificates(t *testing.T) {
 	}
 }
 
+// The certificate files are reloaded when they change: checked on handshakes,
+// or (with TLSOptions.Context) on file system events through internal/watch,
+// with a poll interval longer than the test.
 func TestTLSServingCertificateReload(t *testing.T) {
+	t.Run("handshake", func(t *testing.T) { testTLSReload(t, false) })
+	t.Run("watched", func(t *testing.T) { testTLSReload(t, true) })
+}
+
+func testTLSReload(t *testing.T, watched bool) {
 	dir := t.TempDir()
 	ca := newTestCA(t, "server CA")
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
@@ -258,7 +266,11 @@ func TestTLSServingCertificateReload(t *testing.T) {
 		}
 		mtimes[f] = st.ModTime()
 	}
-	cfg, err := TLSOptions{CertFile: certFile, KeyFile: keyFile}.Config(quietLogger())
+	opts := TLSOptions{CertFile: certFile, KeyFile: keyFile}
+	if watched {
+		opts.Context, opts.Interval = t.Context(), time.Hour
+	}
+	cfg, err := opts.Config(quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func TestServeAndValidateDiagnosticsAgree(t *testing.T) {
 	}
 
 	var logs bytes.Buffer
-	store, err := newPolicyStore(checker.Schema, []string{"broken"}, slog.New(slog.NewJSONHandler(&logs, nil)))
+	store, err := newPolicyStore(checker.Schema, []string{"broken"}, nil, slog.New(slog.NewJSONHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,9 @@ type manifestOptions struct {
 	failurePolicy        string
 	outDir               string
 	output               string
+	policyObjects        bool
+	serviceAccount       string
+	bypassControlPlane   bool
 }
 
 func newManifestsCmd() *cobra.Command {
@@ -86,6 +89,9 @@ authorizer's conditional Allow is only safe with it installed.`,
 	f.StringVar(&o.failurePolicy, "failure-policy", "Deny", "the authorizer's failurePolicy when kcedar is unreachable: Deny or NoOpinion")
 	f.StringVar(&o.outDir, "output-dir", "", "write the files into this directory instead of printing them")
 	f.StringVarP(&o.output, "output", "o", "yaml", "output format: yaml")
+	f.BoolVar(&o.policyObjects, "policy-objects", false, "also print policy-webhook.yaml: the ValidatingWebhookConfiguration that refuses invalid CedarPolicy and NamespacedCedarPolicy objects (kcedar serve --policy-objects)")
+	f.StringVar(&o.serviceAccount, "service-account", "kcedar-system/kcedar", "kcedar's own ServiceAccount (NAMESPACE/NAME): its requests skip kcedar, so kcedar can read its policy objects before its set loads")
+	f.BoolVar(&o.bypassControlPlane, "bypass-control-plane", true, "send the control plane's identities (system:masters, nodes, kube-system controllers and service accounts) straight to the authorizers after kcedar (Node, RBAC), so the cluster never depends on kcedar to run itself")
 	return cmd
 }
 
@@ -165,6 +171,11 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 		"unauthorizedTTL": "30s",
 		"connectionInfo":  map[string]any{"type": "KubeConfigFile", "kubeConfigFile": o.kubeconfigPath},
 	}
+	if mc, err := o.matchConditions(); err != nil {
+		return nil, err
+	} else if len(mc) > 0 {
+		webhook["matchConditions"] = mc
+	}
 	if o.conditionsReview {
 		webhook["conditionsReview"] = map[string]any{"version": "v1alpha1", "kubeConfigContextName": "conditions"}
 	}
@@ -188,6 +199,13 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 			return nil, err
 		}
 		files = append(files, manifestFile{"validating-webhook.yaml", vwc})
+	}
+	if o.policyObjects {
+		pw, err := yaml.Marshal(policyWebhook(base, ca))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, manifestFile{"policy-webhook.yaml", pw})
 	}
 	return files, nil
 }

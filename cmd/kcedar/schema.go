@@ -158,11 +158,37 @@ hack/capture-default.sh uses it to refresh the embedded default
 	return cmd
 }
 
-// writeOutput writes data to path (atomically) or, without a path, to w.
+// writeOutput writes data to path or, without a path (or "-"), to w. A
+// regular file (or a new one) is replaced atomically: a temporary file in
+// its directory renamed over it, keeping its permissions. Anything else, a
+// device (/dev/null, /dev/stdout), a FIFO or a socket, is written in place:
+// renaming over it would replace it with a regular file. A symlink is
+// followed, so the link stays and what it names is written.
 func writeOutput(path string, data []byte, w io.Writer) error {
 	if path == "" || path == "-" {
 		_, err := w.Write(data)
 		return err
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	perm := os.FileMode(0o644)
+	if info, err := os.Stat(path); err == nil {
+		switch {
+		case info.IsDir():
+			return fmt.Errorf("%s is a directory; give a file name", path)
+		case !info.Mode().IsRegular():
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			if _, err := f.Write(data); err != nil {
+				f.Close()
+				return err
+			}
+			return f.Close()
+		}
+		perm = info.Mode().Perm()
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
@@ -173,7 +199,7 @@ func writeOutput(path string, data []byte, w io.Writer) error {
 		tmp.Close()
 		return err
 	}
-	if err := tmp.Chmod(0o644); err != nil {
+	if err := tmp.Chmod(perm); err != nil {
 		tmp.Close()
 		return err
 	}

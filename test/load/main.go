@@ -161,7 +161,7 @@ func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Dur
 	addr := ln.Addr().String()
 	ln.Close()
 	caFile := filepath.Join(dir, "ca.crt")
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--policies", polFile, "--write-ca", caFile, "--reload-interval", "200ms", "--log-level", "warn")
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--policies", polFile, "--write-ca", caFile, "--reload-interval", "200ms", "--log-level", "warn", "--allow-empty-policy-set")
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

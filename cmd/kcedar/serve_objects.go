@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/internal/policyobjects"
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+// objectOptions are serve's flags for policies stored as API objects.
+type objectOptions struct {
+	enabled        bool
+	kubeconfig     string
+	writeStatus    bool
+	leaseNamespace string
+	leaseName      string
+}
+
+func (o *objectOptions) addFlags(f *pflag.FlagSet) {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "kcedar-system"
+	}
+	f.BoolVar(&o.enabled, "policy-objects", false, "also serve the policies of CedarPolicy and NamespacedCedarPolicy objects (kcedar.dev/v1alpha1), watched with informers; not ready until they have synced")
+	f.StringVar(&o.kubeconfig, "policy-objects-kubeconfig", "", "kubeconfig to watch policy objects with (default: the in-cluster config)")
+	f.BoolVar(&o.writeStatus, "policy-objects-status", true, "with --policy-objects: take part in the election (a Lease) of the replica that writes the objects' status")
+	f.StringVar(&o.leaseNamespace, "status-lease-namespace", ns, "namespace of the status Lease (default $POD_NAMESPACE, else kcedar-system)")
+	f.StringVar(&o.leaseName, "status-lease-name", "kcedar-policy-status", "name of the status Lease")
+}
+
+func (o *objectOptions) restConfig() (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--policy-objects: %w (set --policy-objects-kubeconfig outside a cluster)", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "kcedar"
+	cfg.QPS, cfg.Burst = 20, 40
+	return cfg, nil
+}
+
+// policyObjects is the running machinery for policy objects.
+type policyObjects struct {
+	source    *policyobjects.Source
+	admission *policyobjects.AdmissionHandler
+	status    *policyobjects.StatusWriter
+}
+
+// newPolicyObjects prepares the source, the admission handler and the status
+// writer; nothing runs until start.
+func newPolicyObjects(o *objectOptions, schema *schemagen.Schema, store *cedar.Store, logger *slog.Logger) (*policyObjects, error) {
+	checker, err := policyobjects.NewChecker(schema)
+	if err != nil {
+		return nil, err
+	}
+	po := &policyObjects{admission: &policyobjects.AdmissionHandler{Checker: checker, Current: store.Current, Logger: logger}}
+	if !o.enabled {
+		return po, nil
+	}
+	cfg, err := o.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	po.source = &policyobjects.Source{Store: store, Checker: checker, Client: dyn, Logger: logger}
+	if o.writeStatus {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		po.status = &policyobjects.StatusWriter{Source: po.source, Client: dyn, Leases: cs.CoordinationV1(),
+			Namespace: o.leaseNamespace, Name: o.leaseName, Identity: host + "_" + hex.EncodeToString(b[:]), Logger: logger}
+		po.source.OnChange = po.status.Notify
+	}
+	return po, nil
+}
+
+// start runs the source (and the status election); watchFiles starts the
+// store's file watch once the objects have synced, so files never serve
+// without the objects' policies.
+func (po *policyObjects) start(ctx context.Context, watchFiles func(), logger *slog.Logger) {
+	po.source.OnSynced = watchFiles
+	go func() {
+		if err := po.source.Run(ctx); err != nil && ctx.Err() == nil {
+			logger.Error("policy object source stopped; not ready", "err", err)
+		}
+	}()
+	if po.status != nil {
+		go po.status.Run(ctx)
+	}
+}
