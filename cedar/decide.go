@@ -122,16 +122,17 @@ func (t Target) Attributes(req *Request, open map[string]bool, openValue func(at
 			// userextras: the subresource is the extra key, any value.
 			set(schemagen.AttrSubresource, req.Subresource, true)
 		}
-		if r.Namespaced {
-			set(schemagen.AttrNamespace, req.Namespace, true)
-		}
+		// Cluster-scoped: the namespace the request names, if any (never open).
+		set(schemagen.AttrNamespace, req.Namespace, r.Namespaced || req.Namespace != "")
 		set(schemagen.AttrName, req.Name, true)
+		m[schemagen.AttrNamed] = types.Boolean(req.Named())
 	default:
 		set(schemagen.AttrAPIGroup, req.APIGroup, true)
 		set(schemagen.AttrResource, req.Resource, true)
 		set(schemagen.AttrSubresource, req.Subresource, req.Subresource != "")
 		set(schemagen.AttrNamespace, req.Namespace, req.Namespace != "")
 		set(schemagen.AttrName, req.Name, req.Name != "")
+		m[schemagen.AttrNamed] = types.Boolean(req.Named())
 	}
 	return m
 }

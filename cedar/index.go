@@ -326,8 +326,13 @@ func NewCandidateQuery(req *Request, t Target, verb string) CandidateQuery {
 	case t.EntityType == schemagen.NonResourceURLType:
 	case t.Resource != nil:
 		q.APIGroup, q.Resource = known(t.Resource.Key.Group), known(t.Resource.Key.Resource)
-		if t.Resource.Namespaced {
+		switch {
+		case t.Resource.Namespaced:
 			q.Namespace = orOpen(req.Namespace, "")
+		case req.Namespace != "":
+			// Cluster-scoped: the namespace a request names is present
+			// (Target.Attributes), else absent.
+			q.Namespace = known(req.Namespace)
 		}
 		q.Name = orOpen(req.Name, "")
 	default:

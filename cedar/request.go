@@ -31,10 +31,17 @@ type Request struct {
 	Subresource     string
 	Namespace       string // "" on a namespaced resource means all namespaces
 	Name            string // "" means all names (or a name not known yet)
+	// NameFromSelector is set when Name comes from a field selector, not
+	// from the request itself: the request still names no object (Named).
+	NameFromSelector bool
 
 	// Non-resource requests.
 	Path string
 }
+
+// Named reports whether a resource request names an object (resource.named):
+// RBAC matches "" in resourceNames exactly when it does not.
+func (r *Request) Named() bool { return r.Name != "" && !r.NameFromSelector }
 
 // Wildcard is how Kubernetes spells "every value" in verbs, groups and resources.
 const Wildcard = "*"
@@ -75,7 +82,7 @@ func RequestFromSAR(spec *authorizationv1.SubjectAccessReviewSpec) (*Request, er
 				}
 				switch {
 				case req.Key == "metadata.name" && r.Name == "":
-					r.Name = v
+					r.Name, r.NameFromSelector = v, true
 				case req.Key == "metadata.namespace" && r.Namespace == "":
 					r.Namespace = v
 				}

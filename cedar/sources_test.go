@@ -87,3 +87,63 @@ func TestSourcesCombineWithFiles(t *testing.T) {
 	}
 	os.Remove(filepath.Join(dir, "a.cedar"))
 }
+
+// parseChecker is a FileChecker for tests: ParsePolicies and a Validator.
+type parseChecker struct{ v Validator }
+
+func (c parseChecker) CheckFiles(files []SourceFile) ([]*Policy, []error) {
+	var all []*Policy
+	var errs []error
+	for _, f := range files {
+		ps, err := ParsePolicies(f.Name, f.Data)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		all = append(all, ps...)
+	}
+	if len(errs) == 0 {
+		errs = c.v.Validate(all)
+	}
+	return all, errs
+}
+
+// With a Checker (serve's cedar/lint), namespaced sources are still confined
+// to their namespace and validated, and a namespaced forbid is refused.
+func TestSourcesConfinedWithChecker(t *testing.T) {
+	v, err := NewSchemaValidator(schematest.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.cedar"), policy("file-1"))
+	s := NewStore([]string{dir}, v, quietLogger())
+	s.Checker = parseChecker{v}
+	s.SetSources([]Source{
+		{Name: "CedarPolicy/a", Data: []byte(policy("cluster-1"))},
+		{Name: "NamespacedCedarPolicy/team/p", Namespace: "team", Data: []byte(policy("mine"))},
+	})
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(s.Current()), []string{"file-1", "cluster-1", "NamespacedCedarPolicy/team/p/mine"}; !slices.Equal(got, want) {
+		t.Fatalf("ids %v, want %v", got, want)
+	}
+	p := s.Current().Policies[2]
+	if text := string(p.Compiled.MarshalCedar()); !strings.Contains(text, `resource.namespace == "team"`) {
+		t.Errorf("policy %s is not confined: %s", p.ID, text)
+	}
+	gen := s.Current().Generation
+	for _, src := range []Source{
+		{Name: "NamespacedCedarPolicy/team/q", Namespace: "team", Data: []byte(`forbid(principal, action, resource);`)},
+		{Name: "NamespacedCedarPolicy/team/r", Namespace: "team", Data: []byte(`permit(principal, action, resource is core::pods) when { resource.nosuch == "x" };`)},
+	} {
+		s.SetSources([]Source{src})
+		if err := s.Load(); err == nil || !strings.Contains(err.Error(), src.Name) {
+			t.Fatalf("%s: err=%v", src.Name, err)
+		}
+		if s.Current().Generation != gen {
+			t.Fatalf("%s replaced the serving set", src.Name)
+		}
+	}
+}

@@ -27,6 +27,45 @@ type Validator interface {
 	Validate(policies []*Policy) []error
 }
 
+// SourceFile is one policy file as read.
+type SourceFile struct {
+	Name string
+	Data []byte
+}
+
+// FileChecker parses and checks policy files as a whole, the way `kcedar
+// validate` does: it returns the policies, or one error per finding
+// (positioned and hinted; errors that implement slog.LogValuer are logged as
+// structured records). cedar/lint's Checker is one. When a Store has one, it
+// replaces the Store's own parsing and Validator, so serve and validate
+// report the same findings.
+type FileChecker interface {
+	CheckFiles(files []SourceFile) ([]*Policy, []error)
+}
+
+// LoadError is a failed load's findings, one per problem.
+type LoadError struct {
+	Findings []error
+}
+
+// Error is a readable summary: the count, then one finding per line.
+func (e *LoadError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d problem", len(e.Findings))
+	if len(e.Findings) != 1 {
+		b.WriteString("s")
+	}
+	b.WriteString(" in the policy files:")
+	for _, f := range e.Findings {
+		b.WriteString("\n  ")
+		b.WriteString(strings.ReplaceAll(f.Error(), "\n", "\n  "))
+	}
+	return b.String()
+}
+
+// Unwrap returns the findings.
+func (e *LoadError) Unwrap() []error { return e.Findings }
+
 // ReloadResult describes one attempt to load the policy files.
 type ReloadResult struct {
 	Time     time.Time
@@ -93,6 +132,9 @@ type Store struct {
 
 	// OnReload, if set, is called after every load attempt.
 	OnReload func(ReloadResult)
+	// Checker, if set, parses and checks the files (instead of
+	// ParsePolicies and the Validator). Set it before the first Load.
+	Checker FileChecker
 }
 
 type failure struct {
@@ -184,11 +226,24 @@ func (s *Store) Load() error {
 		s.lastErr.Store(&err)
 		s.lastFail.Store(&failure{err: err, at: now})
 		res.Hash = s.Hash()
+		// One record per finding, then the outcome.
+		var le *LoadError
+		summary := []any{"err", err}
+		if errors.As(err, &le) {
+			for _, f := range le.Findings {
+				if lv, ok := f.(slog.LogValuer); ok {
+					s.logger.Error("policy error", "finding", lv)
+				} else {
+					s.logger.Error("policy error", "err", f.Error())
+				}
+			}
+			summary = []any{"problems", len(le.Findings)}
+		}
 		if cur != nil {
 			res.Policies = cur.Len()
-			s.logger.Error("policy reload failed; the last good policy set keeps serving", "err", err, "serving", cur.Len(), "generation", cur.Generation)
+			s.logger.Error("policy reload failed; the last good policy set keeps serving", append(summary, "serving", cur.Len(), "generation", cur.Generation)...)
 		} else {
-			s.logger.Error("policy load failed", "err", err)
+			s.logger.Error("policy load failed", summary...)
 		}
 		s.report(res)
 		return err
@@ -564,30 +619,48 @@ func fingerprint(files []policyFile) [32]byte {
 }
 
 func (s *Store) build(files []policyFile) (*PolicySet, error) {
-	// Files are parsed in parallel (a large set spans many files).
-	parsed := make([][]*Policy, len(files))
-	perr := make([]error, len(files))
-	parallel(len(files), func(i int) { parsed[i], perr[i] = parseFile(files[i]) })
 	var all []*Policy
 	var errs []error
-	for i := range files {
+	rest := files
+	if s.Checker != nil {
+		// The files are checked as `kcedar validate` checks them (cedar/lint,
+		// which parses in parallel too); namespaced sources are parsed,
+		// confined and validated below.
+		var plain []SourceFile
+		rest = nil
+		for _, f := range files {
+			if f.namespace == "" {
+				plain = append(plain, SourceFile{Name: f.name, Data: f.data})
+			} else {
+				rest = append(rest, f)
+			}
+		}
+		if len(plain) > 0 {
+			var findings []error
+			all, findings = s.Checker.CheckFiles(plain)
+			errs = append(errs, findings...)
+		}
+	}
+	// Files are parsed in parallel (a large set spans many files).
+	parsed := make([][]*Policy, len(rest))
+	perr := make([]error, len(rest))
+	parallel(len(rest), func(i int) { parsed[i], perr[i] = parseFile(rest[i]) })
+	var parsedAll []*Policy
+	for i := range rest {
 		if perr[i] != nil {
 			errs = append(errs, perr[i])
 			continue
 		}
-		all = append(all, parsed[i]...)
+		parsedAll = append(parsedAll, parsed[i]...)
+	}
+	if len(errs) == 0 && s.validator != nil {
+		errs = append(errs, s.validator.Validate(parsedAll)...)
 	}
 	if len(errs) > 0 {
+		if s.Checker != nil {
+			return nil, &LoadError{Findings: errs}
+		}
 		return nil, errors.Join(errs...)
 	}
-	ps, err := NewPolicySet(all)
-	if err != nil {
-		return nil, err
-	}
-	if s.validator != nil {
-		if verrs := s.validator.Validate(all); len(verrs) > 0 {
-			return nil, errors.Join(verrs...)
-		}
-	}
-	return ps, nil
+	return NewPolicySet(append(all, parsedAll...))
 }

@@ -25,6 +25,9 @@ func writeFile(t testing.TB, path, content string) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// In place: the settle tests (store_settle_test.go) simulate in-place
+	// writers with it; the store's settle window and empty-set refusal keep
+	// a watcher from loading a half-written file.
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 # kube-apiserver (the e2e harness's cluster: RBAC, default admission, no
 # extra flags) into schemagen/default:
 #
-#   kcedar schema capture --kubeconfig "$KUBECONFIG" -o schemagen/default EXTRA_ARGS...
+#   kcedar schema capture --kubeconfig "$KUBECONFIG" --output-dir schemagen/default EXTRA_ARGS...
 #
 # The cluster is started and stopped by test/e2e/framework/cmd/with-cluster;
 # etcd and kube-apiserver come from hack/kube-binaries.sh (built once, cached).
@@ -25,7 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/kcedar" ./cmd/kcedar
 go build -o "$tmp/with-cluster" ./test/e2e/framework/cmd/with-cluster
 
-echo "capture-default: kcedar schema capture -o $OUT $*" >&2
+echo "capture-default: kcedar schema capture --output-dir $OUT $*" >&2
 # shellcheck disable=SC2016 # expanded by the inner bash, once KUBECONFIG is set
-"$tmp/with-cluster" -- bash -c 'exec "$0" schema capture --kubeconfig "$KUBECONFIG" -o "$@"' \
+"$tmp/with-cluster" -- bash -c 'exec "$0" schema capture --kubeconfig "$KUBECONFIG" --output-dir "$@"' \
   "$tmp/kcedar" "$OUT" "$@"

@@ -470,3 +470,25 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 		t.Fatalf("a condition moved to another id must not verify")
 	}
 }
+
+// The decision cache (decisions of several cases, here every verb of "*")
+// tells a request naming an object from one whose name comes from a field
+// selector (resource.named differs).
+func TestCacheKeysCoverNamed(t *testing.T) {
+	ps := mustPolicies(t, `
+@id("named-only") permit(principal == k8s::User::"alice", action, resource is core::pods)
+when { resource.named && resource.name == "a" };
+`)
+	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: 64})
+	named := resReq("alice", nil, "*", "", "pods", "", "ns", "a")
+	selected := resReq("alice", nil, "*", "", "pods", "", "ns", "a")
+	selected.NameFromSelector = true
+	for i := 0; i < 2; i++ {
+		if !az.Authorize(named).FailureDecision().IsAllowed() {
+			t.Fatalf("round %d: a request naming the object is not allowed", i)
+		}
+		if az.Authorize(selected).FailureDecision().IsAllowed() {
+			t.Fatalf("round %d: a name from a field selector is allowed (the cached decision of the named request)", i)
+		}
+	}
+}

@@ -33,6 +33,10 @@ func requestKey(req *cedar.Request) string {
 		for _, s := range []string{"r", req.Verb, req.APIGroup, req.Resource, req.Subresource, req.Namespace, req.Name} {
 			w(s)
 		}
+		if req.NameFromSelector {
+			// resource.named differs: not the request naming the object.
+			w("s")
+		}
 	} else {
 		w("n")
 		w(req.Verb)

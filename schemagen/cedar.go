@@ -24,6 +24,11 @@ const (
 	AnnotationOpenAPI        = "openapi"        // common types: the OpenAPI definition
 	AnnotationEnum           = "enum"           // attributes: allowed values, a JSON list
 	AnnotationMap            = "map"            // map entity types
+	// The names kubectl resolves (resource entities, from discovery).
+	AnnotationSingular   = "singular"   // "pod"
+	AnnotationShortNames = "shortNames" // "po" (comma-separated)
+	AnnotationVersion    = "version"    // the preferred version: "v1"
+	// and AnnotationKind, "Pod"
 )
 
 // principalTypes are the principal entity types every action applies to.
@@ -84,6 +89,7 @@ func (s *Schema) CedarAST() *ast.Schema {
 		AttrSubresource: {Type: ast.String(), Optional: true},
 		AttrNamespace:   {Type: ast.String(), Optional: true},
 		AttrName:        {Type: ast.String(), Optional: true},
+		AttrNamed:       {Type: ast.Bool()},
 	}})
 	addEntity(NonResourceURLType, ast.Entity{Shape: ast.RecordType{AttrPath: {Type: ast.String()}}})
 
@@ -124,13 +130,31 @@ func (s *Schema) CedarAST() *ast.Schema {
 		if r.AnySubresource {
 			ann[AnnotationAnySubresource] = ""
 		}
+		if n := r.Names; n.Singular != "" {
+			ann[AnnotationSingular] = types.String(n.Singular)
+		}
+		if n := r.Names; len(n.ShortNames) > 0 {
+			ann[AnnotationShortNames] = types.String(strings.Join(n.ShortNames, ","))
+		}
+		if n := r.Names; n.Kind != "" {
+			ann[AnnotationKind] = types.String(n.Kind)
+		}
+		if n := r.Names; n.Version != "" {
+			ann[AnnotationVersion] = types.String(n.Version)
+		}
 		shape := ast.RecordType{
 			AttrAPIGroup: {Type: ast.String()},
 			AttrResource: {Type: ast.String()},
 			AttrName:     {Type: ast.String()},
+			AttrNamed:    {Type: ast.Bool()},
 		}
 		if r.Namespaced {
 			shape[AttrNamespace] = ast.Attribute{Type: ast.String()}
+		} else {
+			// The namespace a request names for a cluster-scoped resource: a
+			// namespaces request names its own, a SubjectAccessReview may
+			// name any (RBAC then applies that namespace's RoleBindings).
+			shape[AttrNamespace] = ast.Attribute{Type: ast.String(), Optional: true}
 		}
 		if r.HasSubresourceAttr() {
 			shape[AttrSubresource] = ast.Attribute{Type: ast.String()}

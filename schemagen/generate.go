@@ -67,6 +67,7 @@ type discovered struct {
 	verbs      map[string]bool
 	versions   map[string]schema.GroupVersionKind // request version -> object kind
 	noKind     []string                           // versions without a responseKind
+	names      Names
 }
 
 // Generate builds the typed schema of the documents' cluster: one entity type per
@@ -109,6 +110,7 @@ func Generate(docs *Documents) (*Schema, error) {
 			Namespaced: d.namespaced,
 			Verbs:      sortedSet(d.verbs),
 			Versions:   map[string]*ObjectVersion{},
+			Names:      d.names,
 		}
 		if other, dup := entityOwners[r.EntityType]; dup {
 			c.warnings = append(c.warnings, fmt.Sprintf("%s: entity type %s is already used by %s: resource skipped", keyString(key), r.EntityType, keyString(other)))
@@ -247,12 +249,14 @@ func collectDiscovery(groups []apidiscoveryv2.APIGroupDiscovery, warnings *[]str
 				}
 				key := ResourceKey{Group: group, Resource: r.Resource}
 				add(key, v.Version, namespaced, r.Verbs, responseKind(group, v.Version, r.ResponseKind))
+				found[key].names.merge(v.Version, r.SingularResource, r.ShortNames, r.ResponseKind)
 				for _, sr := range r.Subresources {
 					if sr.Subresource == "" || strings.Contains(sr.Subresource, "/") {
 						return nil, nil, fmt.Errorf("discovery: %s: invalid subresource name %q", keyString(key), sr.Subresource)
 					}
 					skey := ResourceKey{Group: group, Resource: r.Resource, Subresource: sr.Subresource}
 					add(skey, v.Version, namespaced, sr.Verbs, responseKind(group, v.Version, sr.ResponseKind))
+					found[skey].names.merge(v.Version, "", nil, nil)
 				}
 			}
 		}

@@ -1,9 +1,11 @@
 package schemagen
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/cedar-policy/cedar-go/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Type is kcedar's model of a Cedar attribute type. The Cedar schema AST is printed
@@ -86,6 +88,36 @@ type Resource struct {
 	// Key.Subresource is empty, Lookup matches any subresource, and the entity
 	// has a subresource attribute that holds it.
 	AnySubresource bool
+	// Names are the names kubectl accepts for the resource, from discovery
+	// (empty for schemas read back from Cedar text, and for virtual resources).
+	Names Names
+}
+
+// Names are a resource's names from discovery, as kubectl resolves them.
+type Names struct {
+	Singular   string   // "pod"
+	ShortNames []string // "po"
+	Kind       string   // "Pod" (for a subresource, the kind of its object, e.g. Scale)
+	// Version is the first version discovery lists the resource in: the
+	// group's preferred version among those serving it.
+	Version string
+}
+
+func (n *Names) merge(version, singular string, short []string, kind *metav1.GroupVersionKind) {
+	if n.Version == "" {
+		n.Version = version
+	}
+	if n.Singular == "" {
+		n.Singular = singular
+	}
+	for _, s := range short {
+		if s != "" && !slices.Contains(n.ShortNames, s) {
+			n.ShortNames = append(n.ShortNames, s)
+		}
+	}
+	if n.Kind == "" && kind != nil {
+		n.Kind = kind.Kind
+	}
 }
 
 // HasSubresourceAttr reports whether the resource's entity has the subresource

@@ -30,9 +30,14 @@ const (
 	AttrSubresource = "subresource"
 	AttrNamespace   = "namespace"
 	AttrName        = "name"
-	AttrObject      = "object"
-	AttrOldObject   = "oldObject"
-	AttrPath        = "path"
+	// AttrNamed (Bool, on every resource entity but non-resource URLs) says
+	// whether the request names an object: false for list, watch, create,
+	// deletecollection and SubjectAccessReviews without a name, whose name
+	// is then open. RBAC's "" in resourceNames matches exactly these.
+	AttrNamed     = "named"
+	AttrObject    = "object"
+	AttrOldObject = "oldObject"
+	AttrPath      = "path"
 
 	// Attribute names on principal entities.
 	AttrUsername = "username"

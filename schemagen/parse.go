@@ -246,7 +246,17 @@ func (p *astParser) resource(et types.EntityType, e ast.Entity, resource string)
 	}
 	_, r.Virtual = e.Annotations[AnnotationVirtual]
 	_, r.AnySubresource = e.Annotations[AnnotationAnySubresource]
-	_, r.Namespaced = e.Shape[AttrNamespace]
+	r.Names = Names{
+		Singular: string(e.Annotations[AnnotationSingular]),
+		Kind:     string(e.Annotations[AnnotationKind]),
+		Version:  string(e.Annotations[AnnotationVersion]),
+	}
+	if sn := string(e.Annotations[AnnotationShortNames]); sn != "" {
+		r.Names.ShortNames = strings.Split(sn, ",")
+	}
+	if ns, ok := e.Shape[AttrNamespace]; ok && !ns.Optional {
+		r.Namespaced = true // cluster-scoped resources have an optional namespace
+	}
 	obj, ok := e.Shape[AttrObject]
 	if !ok {
 		return r, nil

@@ -59,14 +59,16 @@ func TestDefaultCoversDiscovery(t *testing.T) {
 							e.Annotations[AnnotationSubresource] != types.String(k.Subresource) {
 							t.Errorf("%v: annotations %v", k, e.Annotations)
 						}
-						for _, a := range []string{AttrAPIGroup, AttrResource, AttrName} {
+						for _, a := range []string{AttrAPIGroup, AttrResource, AttrName, AttrNamed} {
 							if _, ok := e.Shape[types.String(a)]; !ok {
 								t.Errorf("%v: no %s attribute", k, a)
 							}
 						}
-						_, hasNS := e.Shape[AttrNamespace]
-						if hasNS != (r.Scope == "Namespaced") {
-							t.Errorf("%v: namespace attribute %v, scope %s", k, hasNS, r.Scope)
+						// Namespaced: a namespace; cluster-scoped: an optional
+						// one (the namespace a request names).
+						ns, hasNS := e.Shape[AttrNamespace]
+						if !hasNS || ns.Optional != (r.Scope != "Namespaced") {
+							t.Errorf("%v: namespace attribute %v (optional %v), scope %s", k, hasNS, ns.Optional, r.Scope)
 						}
 						_, hasSub := e.Shape[AttrSubresource]
 						if hasSub != (k.Subresource != "") {
@@ -454,7 +456,7 @@ func TestPrincipals(t *testing.T) {
 			}
 		}
 	}
-	if e := rs.Entities[ResourceType]; len(e.Shape) != 5 || !e.Shape[AttrSubresource].Optional || e.Shape[AttrAPIGroup].Optional {
+	if e := rs.Entities[ResourceType]; len(e.Shape) != 6 || !e.Shape[AttrSubresource].Optional || e.Shape[AttrNamed].Optional || e.Shape[AttrAPIGroup].Optional {
 		t.Errorf("k8s::Resource shape %v", e.Shape)
 	}
 	if e := rs.Entities[NonResourceURLType]; len(e.Shape) != 1 {

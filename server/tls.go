@@ -35,8 +35,31 @@ type TLSOptions struct {
 	Interval time.Duration
 }
 
-// Config builds the TLS configuration.
+// Config builds the TLS configuration, writing the self-signed CA (WriteCA)
+// at once. A server should use ConfigWriteCALater and write the CA once its
+// listener is bound.
 func (o TLSOptions) Config(logger *slog.Logger) (*tls.Config, error) {
+	cfg, writeCA, err := o.ConfigWriteCALater(logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeCA(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// ConfigWriteCALater builds the TLS configuration and returns the function
+// that writes the self-signed CA to WriteCA (a no-op otherwise). Call it after
+// the listener is bound: a client waiting for the CA file then never finds a
+// CA for a server that could not start (port taken).
+func (o TLSOptions) ConfigWriteCALater(logger *slog.Logger) (*tls.Config, func() error, error) {
+	writeCA := func() error { return nil }
+	cfg, err := o.config(logger, &writeCA)
+	return cfg, writeCA, err
+}
+
+func (o TLSOptions) config(logger *slog.Logger, writeCA *func() error) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	switch {
 	case o.CertFile != "" && o.KeyFile != "":
@@ -57,10 +80,13 @@ func (o TLSOptions) Config(logger *slog.Logger) (*tls.Config, error) {
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 		if o.WriteCA != "" {
-			if err := os.WriteFile(o.WriteCA, caPEM, 0o644); err != nil {
-				return nil, fmt.Errorf("writing the CA: %w", err)
+			*writeCA = func() error {
+				if err := os.WriteFile(o.WriteCA, caPEM, 0o644); err != nil {
+					return fmt.Errorf("writing the CA: %w", err)
+				}
+				logger.Info("serving with a self-signed certificate", "ca", o.WriteCA)
+				return nil
 			}
-			logger.Info("serving with a self-signed certificate", "ca", o.WriteCA)
 		} else {
 			logger.Warn("serving with a self-signed certificate whose CA is not written anywhere; pass --write-ca FILE")
 		}

@@ -72,7 +72,7 @@ when { resource.namespace == "dev" };`,
 		broken: `@id("c")
 permit (principal, action == k8s::Action::"get", resource is core::nodes)
 when { resource.namespace == "dev" };`,
-		code: CodeUnknownAttr, pos: "3:17", msg: "unknown attribute namespace on core::nodes", hint: "core::nodes is cluster-scoped",
+		code: CodeOptionalAttr, pos: "3:17", msg: "resource.namespace on core::nodes is optional", hint: "core::nodes is cluster-scoped: it has a namespace only when a request names one",
 		fixed: `@id("c")
 permit (principal, action == k8s::Action::"get", resource is core::nodes)
 when { resource.name == "n1" };`,

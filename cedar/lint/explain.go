@@ -173,8 +173,13 @@ func (c *Checker) explainGroup(ps *policySource, code, key, msg string, typs []s
 		} else if len(typs) > 1 {
 			where = fmt.Sprintf(" on %d entity types", len(typs))
 		}
-		return ps.diag(Error, code, fmt.Sprintf("%s.%s%s is optional and is read without a `has` guard", root, key, where),
-			"guard it: "+c.guard(root, full, typs), at)
+		hint := "guard it: " + c.guard(root, full, typs)
+		if root == "resource" && key == schemagen.AttrNamespace && len(typs) == 1 {
+			if res := c.byType[types.EntityType(typs[0])]; res != nil && !res.Namespaced {
+				hint = fmt.Sprintf("%s is cluster-scoped: it has a namespace only when a request names one (a namespaces request, or a SubjectAccessReview, for which RBAC applies that namespace's RoleBindings); %s", typs[0], hint)
+			}
+		}
+		return ps.diag(Error, code, fmt.Sprintf("%s.%s%s is optional and is read without a `has` guard", root, key, where), hint, at)
 	case CodeUnguardedTag:
 		at := ps.find("getTag(" + key + ")")
 		if at < 0 {

@@ -9,6 +9,7 @@ package lint
 
 import (
 	"fmt"
+	"log/slog"
 	"regexp"
 	"runtime"
 	"sort"
@@ -86,6 +87,41 @@ func (d Diagnostic) String() string {
 		b.WriteString(d.Hint)
 	}
 	return b.String()
+}
+
+// Error makes a diagnostic an error: its String.
+func (d Diagnostic) Error() string { return d.String() }
+
+// LogValue logs a diagnostic as a structured record: file, line, column,
+// policy, severity, code, message and hint.
+func (d Diagnostic) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("file", d.File), slog.Int("line", d.Line), slog.Int("column", d.Column)}
+	if d.Policy != "" {
+		attrs = append(attrs, slog.String("policy", d.Policy))
+	}
+	attrs = append(attrs, slog.String("severity", string(d.Severity)), slog.String("code", d.Code), slog.String("message", d.Message))
+	if d.Hint != "" {
+		attrs = append(attrs, slog.String("hint", d.Hint))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// CheckFiles is Check for cedar.Store (cedar.FileChecker): the policies, or
+// the error diagnostics. Serve's store then reports exactly what validate
+// reports.
+func (c *Checker) CheckFiles(files []cedar.SourceFile) ([]*cedar.Policy, []error) {
+	in := make([]File, len(files))
+	for i, f := range files {
+		in[i] = File{Name: f.Name, Data: f.Data}
+	}
+	res := c.Check(in)
+	var errs []error
+	for _, d := range res.Diagnostics {
+		if d.Severity == Error {
+			errs = append(errs, d)
+		}
+	}
+	return res.Policies, errs
 }
 
 // File is one policy file's name and contents.

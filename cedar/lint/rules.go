@@ -19,13 +19,13 @@ func (c *Checker) lint(ps *policySource) []Diagnostic {
 		ast.Inspect(ast.NewNode(cond.Body), func(n ast.IsNode) bool {
 			switch v := n.(type) {
 			case ast.NodeTypeEquals:
-				if isStar(v.Left) || isStar(v.Right) {
+				if (isStar(v.Left) || isStar(v.Right)) && !isSubresource(v.Left) && !isSubresource(v.Right) {
 					out = append(out, ps.diag(Warning, CodeWildcardCompare,
 						`comparing to "*" never holds: "*" is not a wildcard in Cedar, and an open namespace or name is unknown, never "*"`,
 						"to mean any value, leave the condition out", ps.find(`"*"`)))
 				}
 			case ast.NodeTypeNotEquals:
-				if isStar(v.Left) || isStar(v.Right) {
+				if (isStar(v.Left) || isStar(v.Right)) && !isSubresource(v.Left) && !isSubresource(v.Right) {
 					out = append(out, ps.diag(Warning, CodeWildcardCompare,
 						`comparing to "*" with != always holds: "*" is not a wildcard in Cedar`,
 						"to mean any value, leave the condition out", ps.find(`"*"`)))
@@ -70,6 +70,14 @@ func (c *Checker) checkIsType(ps *policySource, t types.EntityType) []Diagnostic
 		hint = "did you mean " + m + "?"
 	}
 	return []Diagnostic{ps.diag(Warning, CodeUnknownType, fmt.Sprintf("%s is not an entity type of the schema: `is %s` never holds", t, t), hint, ps.find("is "+string(t)))}
+}
+
+// isSubresource reports whether n is `<x>.subresource`: kcedar reads a
+// SubjectAccessReview's subresource "*" literally (as RBAC does), so comparing
+// it to "*" is meaningful.
+func isSubresource(n ast.IsNode) bool {
+	a, ok := n.(ast.NodeTypeAccess)
+	return ok && a.Value == schemagen.AttrSubresource
 }
 
 func isStar(n ast.IsNode) bool {

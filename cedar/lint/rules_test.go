@@ -84,3 +84,16 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 		})
 	}
 }
+
+// A "*" subresource is read literally (as RBAC does): comparing the
+// subresource to "*" is meaningful and draws no warning; the resource still does.
+func TestWildcardSubresourceIsLiteral(t *testing.T) {
+	c := testChecker(t)
+	src := `@id("w")
+permit (principal, action, resource is k8s::Resource)
+when { resource has subresource && resource.subresource == "*" && resource.resource != "*" };`
+	res := c.Check([]File{{Name: "w.cedar", Data: []byte(src)}})
+	if len(res.Diagnostics) != 1 || res.Diagnostics[0].Code != CodeWildcardCompare || res.Diagnostics[0].Column < 60 {
+		t.Fatalf("want one wildcard-comparison warning on resource.resource, got %v", res.Diagnostics)
+	}
+}

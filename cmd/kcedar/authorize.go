@@ -29,6 +29,8 @@ type authorizeOptions struct {
 	object    string
 	oldObject string
 	operation string
+	raw       bool              // take --resource etc. literally
+	inputs    map[string][]byte // files read, by path: stdin ("-") is read once
 }
 
 func newAuthorizeCmd() *cobra.Command {
@@ -78,9 +80,10 @@ Exit status: 0 when decided (whatever the decision), 1 invalid policies,
 	f.StringVar(&o.req.UID, "uid", "", "user uid")
 	f.StringArrayVar(&o.extra, "extra", nil, "user extra KEY=VALUE (repeatable)")
 	f.StringVar(&o.req.Verb, "verb", "", "verb: get, list, create, ... (lower-case HTTP verb for --path)")
-	f.StringVar(&o.req.APIGroup, "api-group", "", "API group (empty: core)")
+	f.StringVar(&o.req.APIGroup, "api-group", "", "API group (empty: any, resolved like kubectl; core for the core group)")
 	f.StringVar(&o.req.APIVersion, "api-version", "", "API version")
-	f.StringVar(&o.req.Resource, "resource", "", "resource (plural): pods, deployments, ...")
+	f.StringVar(&o.req.Resource, "resource", "", "resource as kubectl takes it: pods, po, pod, Pod, deployments.apps, pods/exec, deploy/scale")
+	f.BoolVar(&o.raw, "raw", false, "take --api-group, --resource, --subresource and --verb literally, as a SubjectAccessReview carries them (no resolution)")
 	f.StringVar(&o.req.Subresource, "subresource", "", "subresource: exec, status, ...")
 	f.StringVarP(&o.req.Namespace, "namespace", "n", "", "namespace (empty: all namespaces)")
 	f.StringVar(&o.req.Name, "name", "", "object name (empty: all names, or a create)")
@@ -98,6 +101,18 @@ func runAuthorize(w, errw io.Writer, checker *lint.Checker, o *authorizeOptions)
 	if err != nil {
 		return &exitError{2, err}
 	}
+	if o.sarFile == "" && !o.raw {
+		note := errw // what the request resolved to; json output stays one document
+		if o.output == "json" {
+			note = io.Discard
+		}
+		if err := resolveRequestFlags(checker.Schema, &o.req, note); err != nil {
+			return &exitError{2, err}
+		}
+		if req, adm, err = o.request(); err != nil {
+			return &exitError{2, err}
+		}
+	}
 	ps, err := loadPolicySet(errw, checker, o.policies)
 	if err != nil {
 		return err
@@ -109,11 +124,20 @@ func runAuthorize(w, errw io.Writer, checker *lint.Checker, o *authorizeOptions)
 // request builds the cedar request and admission data from the flags.
 func (o *authorizeOptions) request() (*cedar.Request, *offline.Admission, error) {
 	tc := offline.TestCase{Operation: o.operation}
+	stdins := 0
+	for _, f := range []string{o.sarFile, o.object, o.oldObject} {
+		if f == "-" {
+			stdins++
+		}
+	}
+	if stdins > 1 {
+		return nil, nil, errors.New("only one of -f, --object and --old-object can be - (stdin)")
+	}
 	if o.sarFile != "" {
 		if o.req.User != "" || len(o.req.Groups) > 0 || o.req.Verb != "" || o.req.Resource != "" || o.req.Path != "" {
 			return nil, nil, errors.New("give either -f or the request flags, not both")
 		}
-		data, err := readInput(o.sarFile)
+		data, err := o.read(o.sarFile)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -155,7 +179,7 @@ func (o *authorizeOptions) request() (*cedar.Request, *offline.Admission, error)
 		if obj.file == "" {
 			continue
 		}
-		data, err := readInput(obj.file)
+		data, err := o.read(obj.file)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -169,6 +193,22 @@ func (o *authorizeOptions) request() (*cedar.Request, *offline.Admission, error)
 		*obj.dst = js
 	}
 	return tc.Build()
+}
+
+// read reads a file (or stdin for "-") once: request() runs more than once.
+func (o *authorizeOptions) read(path string) ([]byte, error) {
+	if data, ok := o.inputs[path]; ok {
+		return data, nil
+	}
+	data, err := readInput(path)
+	if err != nil {
+		return nil, err
+	}
+	if o.inputs == nil {
+		o.inputs = map[string][]byte{}
+	}
+	o.inputs[path] = data
+	return data, nil
 }
 
 // maxInputBytes bounds SubjectAccessReview and object files.

@@ -26,6 +26,7 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 
 func main() {
+	requireSubcommands(rootCmd)
 	if err := rootCmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "kcedar:", err)
 		if ee, ok := err.(*exitError); ok {

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +31,7 @@ type manifestOptions struct {
 	conditionsReview     bool
 	failurePolicy        string
 	outDir               string
+	output               string
 	policyObjects        bool
 	serviceAccount       string
 	bypassControlPlane   bool
@@ -51,6 +56,9 @@ With --admission-enforcement the webhook is always part of the output: the
 authorizer's conditional Allow is only safe with it installed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := outputFormat(cmd.ErrOrStderr(), o.output, []string{"yaml"}, &o.outDir, "--output-dir"); err != nil {
+				return &exitError{2, err}
+			}
 			files, err := o.render()
 			if err != nil {
 				return &exitError{2, err}
@@ -79,10 +87,11 @@ authorizer's conditional Allow is only safe with it installed.`,
 	f.BoolVar(&o.admissionEnforcement, "admission-enforcement", false, "also print the ValidatingWebhookConfiguration for kcedar serve --admission-enforcement")
 	f.BoolVar(&o.conditionsReview, "conditions-review", false, "KEP-5681 clusters: let the API server call back with AuthorizationConditionsReview")
 	f.StringVar(&o.failurePolicy, "failure-policy", "Deny", "the authorizer's failurePolicy when kcedar is unreachable: Deny or NoOpinion")
+	f.StringVar(&o.outDir, "output-dir", "", "write the files into this directory instead of printing them")
+	f.StringVarP(&o.output, "output", "o", "yaml", "output format: yaml")
 	f.BoolVar(&o.policyObjects, "policy-objects", false, "also print policy-webhook.yaml: the ValidatingWebhookConfiguration that refuses invalid CedarPolicy and NamespacedCedarPolicy objects (kcedar serve --policy-objects)")
 	f.StringVar(&o.serviceAccount, "service-account", "kcedar-system/kcedar", "kcedar's own ServiceAccount (NAMESPACE/NAME): its requests skip kcedar, so kcedar can read its policy objects before its set loads")
 	f.BoolVar(&o.bypassControlPlane, "bypass-control-plane", true, "send the control plane's identities (system:masters, nodes, kube-system controllers and service accounts) straight to the authorizers after kcedar (Node, RBAC), so the cluster never depends on kcedar to run itself")
-	f.StringVarP(&o.outDir, "output-dir", "o", "", "write the files into this directory instead of printing them")
 	return cmd
 }
 
@@ -105,8 +114,9 @@ func writeManifests(w io.Writer, files []manifestFile) error {
 }
 
 func (o *manifestOptions) render() ([]manifestFile, error) {
-	if o.url == "" || !strings.HasPrefix(o.url, "https://") {
-		return nil, errors.New("--url is required and must be https://")
+	base, err := webhookBaseURL(o.url)
+	if err != nil {
+		return nil, err
 	}
 	if o.caFile == "" {
 		return nil, errors.New("--ca-file is required")
@@ -117,11 +127,10 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 	if (o.clientCert == "") != (o.clientKey == "") {
 		return nil, errors.New("--client-certificate and --client-key go together")
 	}
-	ca, err := os.ReadFile(o.caFile)
+	ca, err := readCertificates(o.caFile)
 	if err != nil {
 		return nil, fmt.Errorf("--ca-file: %w", err)
 	}
-	base := strings.TrimRight(o.url, "/")
 
 	user := clientcmdv1.AuthInfo{}
 	if o.clientCert != "" {
@@ -130,6 +139,9 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 		}
 		if user.ClientKeyData, err = os.ReadFile(o.clientKey); err != nil {
 			return nil, err
+		}
+		if _, err := tls.X509KeyPair(user.ClientCertificateData, user.ClientKeyData); err != nil {
+			return nil, fmt.Errorf("--client-certificate %s / --client-key %s: not a PEM certificate and its key: %w", o.clientCert, o.clientKey, err)
 		}
 	}
 	kc := clientcmdv1.Config{
@@ -227,4 +239,72 @@ func validatingWebhook(base string, ca []byte) *admissionregistrationv1.Validati
 			AdmissionReviewVersions: []string{"v1"},
 		}},
 	}
+}
+
+// kcedarEndpoints are the paths kcedar serves under its base URL.
+var kcedarEndpoints = []string{"/v1/authorize", "/v1/conditions", "/v1/admit"}
+
+// webhookBaseURL checks --url: https, a host, no query, fragment or user
+// info. A URL that already ends in one of kcedar's endpoints
+// (https://host:8443/v1/authorize) is taken as its base, so the endpoints are
+// not appended twice; another path is kept as a prefix (kcedar behind a
+// proxy).
+func webhookBaseURL(raw string) (string, error) {
+	if raw == "" {
+		return "", errors.New("--url is required, e.g. https://kcedar.example:8443")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("--url %q: %w", raw, err)
+	}
+	switch {
+	case u.Scheme != "https":
+		return "", fmt.Errorf("--url %q: the scheme must be https (the API server only calls webhooks over TLS)", raw)
+	case u.Host == "" || u.Hostname() == "":
+		return "", fmt.Errorf("--url %q: no host", raw)
+	case u.User != nil:
+		return "", fmt.Errorf("--url %q: user info is not allowed (use --client-certificate)", raw)
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return "", fmt.Errorf("--url %q: a query or fragment is not allowed", raw)
+	}
+	path := strings.TrimRight(u.Path, "/")
+	for _, e := range kcedarEndpoints {
+		if strings.HasSuffix(path, e) {
+			path = strings.TrimSuffix(path, e)
+			break
+		}
+	}
+	u.Path, u.RawPath = path, ""
+	return u.String(), nil
+}
+
+// readCertificates reads a PEM file of one or more certificates: anything
+// else (a DER file, a key, an empty file) is an error.
+func readCertificates(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	rest, n := data, 0
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("%s: PEM block %q, want CERTIFICATE", path, b.Type)
+		}
+		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+			return nil, fmt.Errorf("%s: certificate %d: %w", path, n+1, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%s: no PEM certificate found (kcedar serve --write-ca writes one)", path)
+	}
+	if strings.TrimSpace(string(rest)) != "" {
+		return nil, fmt.Errorf("%s: data after the last certificate is not PEM", path)
+	}
+	return data, nil
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,10 +9,7 @@ import (
 )
 
 func TestManifestsForPolicyObjects(t *testing.T) {
-	ca := filepath.Join(t.TempDir(), "ca.crt")
-	if err := os.WriteFile(ca, []byte("CA"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	ca := writeCA(t, t.TempDir()) // a real PEM certificate: manifests checks it
 	o := manifestOptions{url: "https://127.0.0.1:8443", caFile: ca, failurePolicy: "Deny", kubeconfigPath: "/k", policyObjects: true, serviceAccount: "kcedar-system/kcedar", bypassControlPlane: true}
 	files, err := o.render()
 	if err != nil {

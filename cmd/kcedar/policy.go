@@ -28,9 +28,9 @@ const SourceAnnotation = "kcedar.dev/source-file"
 
 func newPolicyCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "policy", Short: "Turn policy files into CedarPolicy objects and back (GitOps)"}
-	var namespace, out string
+	var namespace, out, output string
 	pack := &cobra.Command{
-		Use:   "pack DIR [--namespace NS] [-o FILE]",
+		Use:   "pack DIR [--namespace NS] [--file FILE]",
 		Short: "Print the *.cedar files under DIR as CedarPolicy objects (YAML), one per file",
 		Long: `Print one CedarPolicy per *.cedar file under DIR (NamespacedCedarPolicy in
 NS with --namespace), named after the file's path (team/a_b.cedar ->
@@ -40,6 +40,9 @@ testable with 'kcedar validate' and 'kcedar test'; apply the output with
 kubectl or a GitOps tool.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := outputFormat(cmd.ErrOrStderr(), output, []string{"yaml"}, &out, "--file"); err != nil {
+				return &exitError{2, err}
+			}
 			w := cmd.OutOrStdout()
 			if out != "" {
 				f, err := os.Create(out)
@@ -56,7 +59,8 @@ kubectl or a GitOps tool.`,
 		},
 	}
 	pack.Flags().StringVarP(&namespace, "namespace", "n", "", "make NamespacedCedarPolicy objects in this namespace")
-	pack.Flags().StringVarP(&out, "output", "o", "", "write the YAML here instead of stdout")
+	pack.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml")
+	pack.Flags().StringVar(&out, "file", "", "write the YAML here instead of stdout")
 	unpack := &cobra.Command{
 		Use:   "unpack FILE|- DIR",
 		Short: "Write the spec.content of CedarPolicy objects (YAML, as pack prints them or kubectl get -o yaml) into DIR as *.cedar files",

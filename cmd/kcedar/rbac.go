@@ -29,6 +29,7 @@ func newRBACConvertCmd() *cobra.Command {
 		src     schemaSource
 		files   []string
 		out     string
+		output  string
 		verbose bool
 		noBoot  bool
 	)
@@ -50,6 +51,9 @@ Warnings (bindings to missing roles, verbs the schema does not declare, rules
 RBAC matches only for literal "*" subresources, ...) go to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := outputFormat(cmd.ErrOrStderr(), output, []string{"cedar"}, &out, "--file"); err != nil {
+				return &exitError{2, err}
+			}
 			ctx := cmd.Context()
 			start := time.Now()
 			in := &rbac.Input{}
@@ -117,7 +121,8 @@ RBAC matches only for literal "*" subresources, ...) go to stderr.`,
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "RBAC objects: a YAML/JSON file or a directory (repeatable; - is stdin)")
 	src.AddFlags(cmd.Flags())
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write the policies to this file instead of stdout")
+	cmd.Flags().StringVarP(&output, "output", "o", "cedar", "output format: cedar")
+	cmd.Flags().StringVar(&out, "file", "", "write the policies to this file instead of stdout")
 	cmd.Flags().BoolVar(&noBoot, "skip-bootstrap-bindings", false, "leave out the bindings kube-apiserver creates itself (label kubernetes.io/bootstrapping=rbac-defaults); roles are kept")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print counts and timings to stderr")
 	return cmd

@@ -33,6 +33,7 @@ func newSchemaExportCmd() *cobra.Command {
 	var (
 		src     schemaSource
 		format  string
+		output  string
 		out     string
 		verbose bool
 	)
@@ -53,8 +54,16 @@ v1.37 is used, so the output does not depend on the environment):
 The output is deterministic: the same documents give byte-identical output.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output == "cedar" || output == "json" {
+				format = output
+			} else if output != "" {
+				// A path (deprecated): --format still says the format.
+				if _, err := outputFormat(cmd.ErrOrStderr(), output, []string{"cedar", "json"}, &out, "--file"); err != nil {
+					return err
+				}
+			}
 			if format != "cedar" && format != "json" {
-				return fmt.Errorf("--format must be cedar or json, not %q", format)
+				return fmt.Errorf("-o must be cedar or json, not %q", format)
 			}
 			start := time.Now()
 			s, err := src.Load(cmd.Context())
@@ -88,16 +97,18 @@ The output is deterministic: the same documents give byte-identical output.`,
 		},
 	}
 	src.AddFlags(cmd.Flags())
-	cmd.Flags().StringVar(&format, "format", "cedar", "output format: cedar or json")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of stdout")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: cedar (default) or json")
+	cmd.Flags().StringVar(&format, "format", "cedar", "output format (same as -o)")
+	cmd.Flags().StringVar(&out, "file", "", "write to this file instead of stdout")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print counts, timings and warnings to stderr")
 	return cmd
 }
 
 func newSchemaCaptureCmd() *cobra.Command {
 	var (
-		src schemaSource
-		out string
+		src       schemaSource
+		out       string
+		legacyOut string // -o, before --output-dir
 	)
 	cmd := &cobra.Command{
 		Use:   "capture",
@@ -113,8 +124,15 @@ hack/capture-default.sh uses it to refresh the embedded default
 (schemagen/default).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if legacyOut != "" {
+				if out != "" {
+					return errors.New("give --output-dir only")
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: -o DIR is deprecated: use --output-dir %s\n", legacyOut)
+				out = legacyOut
+			}
 			if out == "" {
-				return errors.New("-o DIR is required")
+				return errors.New("--output-dir DIR is required")
 			}
 			if !src.IsLive() && src.FromDir == "" {
 				return errors.New("capture needs a live cluster (--kubeconfig or --live) or --from-dir")
@@ -134,7 +152,9 @@ hack/capture-default.sh uses it to refresh the embedded default
 	cmd.Flags().StringVar(&src.Kubeconfig, "kubeconfig", "", "read the live cluster of this kubeconfig file")
 	cmd.Flags().StringVar(&src.Context, "context", "", "kubeconfig context of the live cluster")
 	cmd.Flags().StringVar(&src.FromDir, "from-dir", "", "re-normalize documents saved earlier")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "directory to write (created if needed)")
+	cmd.Flags().StringVar(&out, "output-dir", "", "directory to write (created if needed)")
+	cmd.Flags().StringVarP(&legacyOut, "output", "o", "", "deprecated: use --output-dir")
+	_ = cmd.Flags().MarkHidden("output")
 	return cmd
 }
 

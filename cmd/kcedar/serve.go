@@ -100,7 +100,10 @@ listener closes after --shutdown-delay and in-flight requests get
 			if maxPolicyLoss < 0 || maxPolicyLoss > 1 {
 				return &exitError{2, fmt.Errorf("--max-policy-loss %g: give a share between 0 (off) and 1", maxPolicyLoss)}
 			}
-			store := cedar.NewStore(policies, validator, logger)
+			store, err := newPolicyStore(schema, policies, validator, logger)
+			if err != nil {
+				return err
+			}
 			store.Settle, store.AllowEmpty, store.MaxPolicyLoss, store.KeepForbids = settle, allowEmpty, maxPolicyLoss, keepForbids
 			po, err := newPolicyObjects(&objects, schema, store, logger)
 			if err != nil {
@@ -124,7 +127,7 @@ listener closes after --shutdown-delay and in-flight requests get
 					return err
 				}
 			} else if err := store.Load(); err != nil {
-				logger.Error("no valid policy set yet; not ready until the files are fixed", "err", err)
+				logger.Error("no valid policy set yet; not ready until the files are fixed (the problems are logged above)")
 			}
 			if host, _, err := net.SplitHostPort(listen); err == nil {
 				tlsOpts.Hosts = append(tlsOpts.Hosts, host)
@@ -132,7 +135,7 @@ listener closes after --shutdown-delay and in-flight requests get
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			tlsOpts.Context, tlsOpts.Interval = ctx, reloadInterval
-			tlsCfg, err := tlsOpts.Config(logger)
+			tlsCfg, writeCA, err := tlsOpts.ConfigWriteCALater(logger)
 			if err != nil {
 				return &exitError{2, err}
 			}
@@ -148,7 +151,11 @@ listener closes after --shutdown-delay and in-flight requests get
 			if admissionEnforcement && webhookKubeconfig != "" {
 				go srv.WatchAdmissionWebhook(ctx, webhookKubeconfig, webhookName, webhookInterval)
 			}
-			return serveTLS(ctx, listen, tlsCfg, srv, logger, shutdownDelay, shutdownTimeout)
+			ln, err := listenThen(listen, writeCA)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			return serveTLS(ctx, ln, tlsCfg, srv, logger, shutdownDelay, shutdownTimeout)
 		},
 	}
 	f := cmd.Flags()
@@ -187,15 +194,25 @@ func newLogger(level string) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
-// serveTLS serves until ctx ends, then shuts down gracefully: /readyz turns
-// 503 (srv.Drain), the listener stays open for delay (a second signal cuts it
-// short), then closes, and in-flight requests get timeout to finish. The
-// last log line says how it ended.
-func serveTLS(ctx context.Context, listen string, cfg *tls.Config, srv *server.Server, logger *slog.Logger, delay, timeout time.Duration) error {
+// listenThen binds listen, then runs after (which writes --write-ca): a CA
+// file appears only for a server that is listening.
+func listenThen(listen string, after func() error) (net.Listener, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("%w (is another kcedar serve running? pick another --listen)", err)
 	}
+	if err := after(); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// serveTLS serves on ln until ctx ends, then shuts down gracefully: /readyz
+// turns 503 (srv.Drain), the listener stays open for delay (a second signal
+// cuts it short), then closes, and in-flight requests get timeout to finish.
+// The last log line says how it ended.
+func serveTLS(ctx context.Context, ln net.Listener, cfg *tls.Config, srv *server.Server, logger *slog.Logger, delay, timeout time.Duration) error {
 	var inFlight atomic.Int64
 	hs := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -233,7 +250,7 @@ func serveTLS(ctx context.Context, listen string, cfg *tls.Config, srv *server.S
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	err = hs.Shutdown(shutdownCtx)
+	err := hs.Shutdown(shutdownCtx)
 	how, level := "drained", slog.LevelInfo
 	aborted := inFlight.Load()
 	if err != nil {

@@ -77,11 +77,10 @@ func TestGracefulShutdown(t *testing.T) {
 				t.Fatal(err)
 			}
 			addr := ln.Addr().String()
-			ln.Close()
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
 			const delay = 500 * time.Millisecond
-			go func() { done <- serveTLS(ctx, addr, tlsCfg, srv, logger, delay, 500*time.Millisecond) }()
+			go func() { done <- serveTLS(ctx, ln, tlsCfg, srv, logger, delay, 500*time.Millisecond) }()
 			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 			base := "https://" + addr
 			var code int

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
+	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/cedar/lint"
 )
 
@@ -16,12 +21,51 @@ type validateOptions struct {
 	src            schemaSource
 	output         string
 	strictWarnings bool
+	stdin          io.Reader // for the path "-"
+}
+
+// readPolicyPaths reads policy files as serve does, plus "-": the policies
+// on stdin (once), named <stdin> in findings.
+func readPolicyPaths(paths []string, stdin io.Reader) ([]lint.File, error) {
+	var out []lint.File
+	var rest []string
+	flush := func() error {
+		if len(rest) == 0 {
+			return nil
+		}
+		files, err := lint.ReadPaths(rest)
+		out, rest = append(out, files...), nil
+		return err
+	}
+	usedStdin := false
+	for _, p := range paths {
+		if p != "-" {
+			rest = append(rest, p)
+			continue
+		}
+		if usedStdin {
+			return nil, fmt.Errorf("- (stdin) given twice")
+		}
+		usedStdin = true
+		if err := flush(); err != nil {
+			return nil, err
+		}
+		if stdin == nil {
+			stdin = os.Stdin
+		}
+		data, err := io.ReadAll(io.LimitReader(stdin, cedar.MaxPolicyFileBytes+1))
+		if err != nil {
+			return nil, fmt.Errorf("reading stdin: %w", err)
+		}
+		out = append(out, lint.File{Name: "<stdin>", Data: data})
+	}
+	return out, flush()
 }
 
 func newValidateCmd() *cobra.Command {
 	var o validateOptions
 	cmd := &cobra.Command{
-		Use:   "validate [--schema FILE | --kubeconfig FILE | --from-dir DIR] PATH...",
+		Use:   "validate [--schema FILE | --kubeconfig FILE | --from-dir DIR] PATH... (- for stdin)",
 		Short: "Check Cedar policy files against the schema, with positions and hints",
 		Long: `Check policy files (and directories of *.cedar files) the way 'kcedar serve'
 loads them: strict parsing (trailing garbage, an empty or duplicate @id are
@@ -49,6 +93,7 @@ policies, 2 usage or I/O error.`,
 			if err != nil {
 				return err
 			}
+			o.stdin = cmd.InOrStdin()
 			return runValidate(cmd.OutOrStdout(), checker, args, o)
 		},
 	}
@@ -71,7 +116,7 @@ type validateReport struct {
 // runValidate checks the policies at paths and reports on w; the returned
 // error carries the exit code.
 func runValidate(w io.Writer, checker *lint.Checker, paths []string, o validateOptions) error {
-	files, err := lint.ReadPaths(paths)
+	files, err := readPolicyPaths(paths, o.stdin)
 	if err != nil {
 		return &exitError{2, err}
 	}
@@ -92,8 +137,10 @@ func runValidate(w io.Writer, checker *lint.Checker, paths []string, o validateO
 			return &exitError{2, err}
 		}
 	} else {
+		colour := isTerminal(w)
 		for _, d := range res.Diagnostics {
 			fmt.Fprintln(w, d)
+			fmt.Fprint(w, sourceExcerpt(files, d, colour))
 		}
 		fmt.Fprintf(w, "%s, %s: %s, %s\n", plural(rep.Files, "file"), plural(rep.Policies, "policy"), plural(rep.Errors, "error"), plural(rep.Warnings, "warning"))
 	}
@@ -105,4 +152,70 @@ func runValidate(w io.Writer, checker *lint.Checker, paths []string, o validateO
 		return &exitError{1, fmt.Errorf("policies are not valid: %s", what)}
 	}
 	return nil
+}
+
+// sourceExcerpt is the diagnostic's source line with a caret under its
+// column (in characters), indented; red (yellow for a warning) when colour is
+// set. A long line is cut to a window around the column.
+func sourceExcerpt(files []lint.File, d lint.Diagnostic, colour bool) string {
+	if d.Line < 1 || d.Column < 1 {
+		return ""
+	}
+	for _, f := range files {
+		if f.Name != d.File {
+			continue
+		}
+		data := f.Data
+		for i := 1; i < d.Line; i++ {
+			nl := bytes.IndexByte(data, '\n')
+			if nl < 0 {
+				return ""
+			}
+			data = data[nl+1:]
+		}
+		if nl := bytes.IndexByte(data, '\n'); nl >= 0 {
+			data = data[:nl]
+		}
+		line := []rune(strings.TrimRight(string(data), "\r"))
+		col := min(d.Column-1, len(line))
+		const width, before = 100, 40
+		start, end := 0, len(line)
+		if len(line) > width {
+			start = max(0, col-before)
+			end = min(len(line), start+width)
+		}
+		var text, pad strings.Builder
+		if start > 0 {
+			text.WriteString("...")
+			pad.WriteString("   ")
+		}
+		text.WriteString(string(line[start:end]))
+		if end < len(line) {
+			text.WriteString("...")
+		}
+		for _, r := range line[start:col] {
+			if r == '\t' {
+				pad.WriteRune('\t')
+			} else {
+				pad.WriteByte(' ')
+			}
+		}
+		caret := "^"
+		if colour {
+			code := "31" // red
+			if d.Severity == lint.Warning {
+				code = "33" // yellow
+			}
+			caret = "\x1b[1;" + code + "m^\x1b[0m"
+		}
+		return "     | " + text.String() + "\n     | " + pad.String() + caret + "\n"
+	}
+	return ""
+}
+
+// isTerminal reports whether w is a terminal (colour only there; NO_COLOR
+// turns it off).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && os.Getenv("NO_COLOR") == "" && term.IsTerminal(int(f.Fd()))
 }

@@ -37,7 +37,7 @@ var (
 	genGroups = []string{"dev", "ops", "qa", "auditors", "system:serviceaccounts:team-b", "system:authenticated", "system:serviceaccounts"}
 	genSAs    = [][2]string{{"team-a", "builder"}, {"team-b", "deployer"}, {"team-c", "default"}, {"team-a", "ci"}}
 	genNames  = []string{"web", "db", "n1", "alice", "team-a", "cfg"}
-	genVerbs  = []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "impersonate", "bind", "escalate", "approve", "use", "frobnicate"}
+	genVerbs  = []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "impersonate", "bind", "escalate", "approve", "sign", "attest", "use", "frobnicate"}
 	genPaths  = []string{"/healthz", "/healthz/etcd", "/livez", "/readyz", "/version", "/api", "/api/v1", "/apis", "/apis/apps", "/metrics", "/logs/kube.log", "/openapi/v3", "/a*b/c", "/custom/thing"}
 	genURLs   = []string{"/healthz", "/healthz/*", "/livez", "/version", "/api", "/api/*", "/apis/*", "/metrics", "/logs/*", "/a*b/*", "/custom/thing", "*"}
 	genNRVerb = []string{"get", "post", "put", "delete", "head", "list"}
@@ -127,8 +127,12 @@ func genRule(r *rand.Rand, namespaced bool) rbacv1.PolicyRule {
 	default:
 		rule.Verbs = pickN(r, genVerbs, 1+r.IntN(4))
 	}
-	if r.IntN(5) == 0 {
+	if r.IntN(4) == 0 {
 		rule.ResourceNames = pickN(r, genNames, 1+r.IntN(2))
+		if r.IntN(2) == 0 {
+			// "" matches requests that name no object.
+			rule.ResourceNames = append(rule.ResourceNames[:r.IntN(len(rule.ResourceNames))], "")
+		}
 	}
 	return rule
 }
@@ -264,12 +268,14 @@ func equalRules(a, b rbacv1.PolicyRule) bool {
 }
 
 // SubjectAccessReviews returns n seeded SubjectAccessReview specs over the
-// generator's users, groups, ServiceAccounts, resources and URLs: verbs
-// including "*" and custom ones, typed and unknown resources, subresources,
-// "*" groups, resources and subresources, empty and set names and namespaces.
-// Cluster-scoped typed resources get a namespace only when it equals the name
-// of a namespace (as kube-apiserver sets it for namespaces); system:masters is
-// never used.
+// generator's users, groups, ServiceAccounts, resources and URLs: every verb
+// (including "*" and custom ones), typed and unknown resources, subresources
+// both as a subresource and inside the resource ("pods/exec" with no
+// subresource), "*" groups, resources and subresources, empty and set names,
+// and empty and set namespaces for namespaced and cluster-scoped resources
+// alike (a SubjectAccessReview may name a namespace for a cluster-scoped
+// resource; RBAC then applies that namespace's RoleBindings). system:masters
+// is never used.
 func SubjectAccessReviews(seed uint64, n int) []authorizationv1.SubjectAccessReviewSpec {
 	r := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
 	out := make([]authorizationv1.SubjectAccessReviewSpec, 0, n)
@@ -309,30 +315,35 @@ func SubjectAccessReviews(seed uint64, n int) []authorizationv1.SubjectAccessRev
 		if r.IntN(12) == 0 {
 			ra.Verb = "*"
 		}
-		wild := false
 		switch k := r.IntN(30); {
 		case k == 0:
-			ra.Group, wild = "*", true
+			ra.Group = "*"
 		case k == 1:
-			ra.Resource, wild = "*", true
+			ra.Resource = "*"
 		case k == 2:
-			ra.Subresource, wild = "*", true
+			ra.Subresource = "*"
 		case k == 3:
 			ra.Subresource = ""
+		case k < 7 && ra.Subresource != "":
+			// The subresource inside the resource, which RBAC compares as
+			// one string.
+			ra.Resource, ra.Subresource = ra.Resource+"/"+ra.Subresource, ""
 		}
 		if r.IntN(5) < 3 {
 			ra.Name = pick(r, genNames)
 		}
-		switch {
-		case res.namespaced || wild:
-			if r.IntN(4) > 0 {
-				ra.Namespace = pick(r, Namespaces)
-			}
-		case res.group == "" && res.resource == "namespaces":
-			if ra.Name != "" {
-				ra.Name = pick(r, Namespaces)
-				ra.Namespace = ra.Name
-			}
+		// Namespaces: mostly the generated ones, for every kind of resource.
+		switch k := r.IntN(8); {
+		case k < 2:
+		case k < 7:
+			ra.Namespace = pick(r, Namespaces)
+		default:
+			ra.Namespace = "other"
+		}
+		if res.group == "" && res.resource == "namespaces" && ra.Name != "" && r.IntN(2) == 0 {
+			// As kube-apiserver sets it for a namespace.
+			ra.Name = pick(r, Namespaces)
+			ra.Namespace = ra.Name
 		}
 		spec.ResourceAttributes = ra
 		out = append(out, spec)

@@ -121,24 +121,27 @@ type Result struct {
 // `<resource>/*` and `*/*` match, as in RBAC, only requests whose subresource
 // is literally "*" (which land on k8s::Resource).
 //
+// RBAC's string-level corners convert exactly: a RoleBinding grants in the
+// namespace the request names, for cluster-scoped resources too (their
+// entities carry the request's namespace when it names one); "" in
+// resourceNames matches requests that name no object (`!resource.named`),
+// and other names only requests that do; a rule's resource "pods/exec" also
+// matches a request whose resource is literally "pods/exec" (every split of
+// the entry at a "/" is tried, on k8s::Resource).
+//
 // What is not converted, with a warning:
 //   - bindings whose role does not exist (RBAC grants nothing for them either);
 //   - subjects of unknown kinds, and ServiceAccount subjects of a
-//     ClusterRoleBinding without a namespace (RBAC never matches them);
-//   - "" in resourceNames: RBAC matches a request without a name with it,
-//     kcedar reads a missing name as "every name" (an open value), which no
-//     condition can tell apart from a given one;
-//   - and, converted, rules that list every verb kcedar expands "*" into but
-//     not "*": kcedar allows a request for verb "*" by them (it decides every
-//     verb), RBAC does not.
+//     ClusterRoleBinding without a namespace (RBAC never matches them).
 //
-// And silently, since no real request can match them: RoleBinding grants on
-// cluster-scoped typed resources other than namespaces (RBAC would allow a
-// SubjectAccessReview that names a namespace for them; kcedar's entities of
-// cluster-scoped resources have no namespace), and non-resource rules reached
-// through RoleBindings. A RoleBinding grant on namespaces becomes a condition on
-// the namespace's name, as kube-apiserver sets a namespace request's namespace
-// to its name.
+// Converted, with a warning: verbs and resources the schema does not know
+// (custom verbs, CRDs not installed yet, typos such as "pod" or "lst": each
+// is matched literally, as RBAC would), and rules that list every verb kcedar
+// expands "*" into but not "*": kcedar allows a request for verb "*" by them
+// (it decides every verb), RBAC does not.
+//
+// And silently: non-resource rules reached through RoleBindings (RBAC never
+// applies them).
 func Convert(s *schemagen.Schema, in *Input) (*Result, error) {
 	c := &converter{schema: s, idx: newRoleIndex(in), warned: map[string]bool{}, declared: map[string]bool{}}
 	for _, v := range s.Verbs {
@@ -430,11 +433,15 @@ func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.Policy
 	groupsAll := slices.Contains(rule.APIGroups, rbacv1.APIGroupAll)
 	groupMatch := func(g string) bool { return groupsAll || slices.Contains(rule.APIGroups, g) }
 	var pats []pattern
+	var literal []string // the rule's resources other than "*", as RBAC compares them
 	all := false
 	for _, r := range rule.Resources {
 		if r == rbacv1.ResourceAll {
 			all = true
 			continue
+		}
+		if !slices.Contains(literal, r) {
+			literal = append(literal, r)
 		}
 		res, sub, _ := strings.Cut(r, "/")
 		switch {
@@ -449,18 +456,39 @@ func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.Policy
 			pats = append(pats, pattern{resource: res, sub: sub})
 		}
 	}
+	// resourceNames: RBAC matches a request whose name is one of them; ""
+	// matches a request that names no object (resource.named is false).
 	var names []string
+	emptyName := false
 	for _, n := range rule.ResourceNames {
-		if n == "" {
-			c.warn("%s: resourceNames contains \"\" (RBAC matches requests without a name with it); ignored", where)
-			continue
-		}
-		if !slices.Contains(names, n) {
+		switch {
+		case n == "":
+			emptyName = true
+		case !slices.Contains(names, n):
 			names = append(names, n)
 		}
 	}
-	if len(rule.ResourceNames) > 0 && len(names) == 0 {
-		return nil
+	nameCond := func(optional bool) string {
+		if len(rule.ResourceNames) == 0 {
+			return ""
+		}
+		var alts []string
+		if emptyName {
+			alts = append(alts, "!resource."+schemagen.AttrNamed)
+		}
+		if len(names) > 0 {
+			c := inList("resource.name", names)
+			if optional {
+				c = "resource has name && " + c
+			}
+			if !emptyName {
+				// RBAC matches no request without a name with them (a
+				// create, a list with a field selector on the name).
+				c = "resource." + schemagen.AttrNamed + " && " + c
+			}
+			alts = append(alts, c)
+		}
+		return or(alts)
 	}
 	var groups []string
 	for _, g := range rule.APIGroups {
@@ -468,9 +496,18 @@ func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.Policy
 			groups = append(groups, g)
 		}
 	}
-	nsCond := func() string {
-		return "resource.namespace == " + quote(b.namespace)
+	// A RoleBinding grants in its namespace: the namespace the request names,
+	// for namespaced and cluster-scoped resources alike (RBAC looks up the
+	// RoleBindings of the request's namespace). Cluster-scoped entities and
+	// k8s::Resource have it when the request names one.
+	nsCond := func(optional bool) string {
+		c := "resource.namespace == " + quote(b.namespace)
+		if optional {
+			return "resource has namespace && " + c
+		}
+		return c
 	}
+	c.warnUnknown(where, rule, groups, groupsAll, pats)
 
 	if all {
 		act, actCond := actionScope(vs, nil)
@@ -484,16 +521,10 @@ func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.Policy
 			t.conds = append(t.conds, "resource has apiGroup", inList("resource.apiGroup", groups))
 		}
 		if b.kind == kindRoleBinding {
-			alts := []string{"resource has namespace && " + nsCond()}
-			for _, k := range c.keys {
-				if k.Group == "" && k.Resource == "namespaces" && !c.schema.Resources[k].Namespaced && groupMatch("") {
-					alts = append(alts, "resource is "+string(c.schema.Resources[k].EntityType)+" && resource.name == "+quote(b.namespace))
-				}
-			}
-			t.conds = append(t.conds, or(alts))
+			t.conds = append(t.conds, nsCond(true))
 		}
-		if len(names) > 0 {
-			t.conds = append(t.conds, "resource has name", inList("resource.name", names))
+		if len(rule.ResourceNames) > 0 {
+			t.conds = append(t.conds, "resource has "+schemagen.AttrNamed, nameCond(true))
 		}
 		return []target{t}
 	}
@@ -536,28 +567,23 @@ func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.Policy
 			t.conds = append(t.conds, actCond)
 		}
 		if b.kind == kindRoleBinding {
-			switch {
-			case r.Namespaced:
-				t.conds = append(t.conds, nsCond())
-			case k.Group == "" && k.Resource == "namespaces":
-				t.conds = append(t.conds, "resource.name == "+quote(b.namespace))
-			default:
-				continue // no real request names a namespace for a cluster-scoped resource
-			}
+			t.conds = append(t.conds, nsCond(!r.Namespaced))
 		}
 		if len(subConds) > 0 {
 			t.conds = append(t.conds, inList("resource.subresource", subConds))
 		}
-		if len(names) > 0 {
-			t.conds = append(t.conds, inList("resource.name", names))
+		if nc := nameCond(false); nc != "" {
+			t.conds = append(t.conds, nc)
 		}
 		out = append(out, t)
 	}
 
-	// k8s::Resource: wildcard requests and resources the schema does not know.
+	// k8s::Resource: wildcard requests, resources the schema does not know,
+	// and a "/" inside a request's resource (RBAC compares resource +
+	// "/" + subresource with the rule's entry as strings).
 	needed := groupsAll
 	for _, p := range pats {
-		if p.anyResource || p.sub == rbacv1.ResourceAll {
+		if p.anyResource || p.sub != "" {
 			needed = true
 		}
 		for _, g := range groups {
@@ -578,39 +604,68 @@ func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.Policy
 	if !groupsAll {
 		t.conds = append(t.conds, inList("resource.apiGroup", groups))
 	}
-	var plain []string
-	var alts []string
-	anySub := map[string]bool{} // subresources a "*/<sub>" pattern matches on every resource
-	for _, p := range pats {
-		if p.anyResource {
-			anySub[p.sub] = true
-		}
-	}
-	for _, p := range pats {
-		switch {
-		case !p.anyResource && p.sub != "" && anySub[p.sub]:
-			// "pods/*" next to "*/*": covered.
-		case p.anyResource:
-			alts = append(alts, "resource has subresource && resource.subresource == "+quote(p.sub))
-		case p.sub == "":
-			if !slices.Contains(plain, p.resource) {
-				plain = append(plain, p.resource)
-			}
-		default:
-			alts = append(alts, "resource.resource == "+quote(p.resource)+" && resource has subresource && resource.subresource == "+quote(p.sub))
-		}
-	}
-	if len(plain) > 0 {
-		alts = append([]string{"!(resource has subresource) && " + inList("resource.resource", plain)}, alts...)
-	}
-	t.conds = append(t.conds, or(alts))
+	t.conds = append(t.conds, or(resourceAlts(literal)))
 	if b.kind == kindRoleBinding {
-		t.conds = append(t.conds, "resource has namespace", nsCond())
+		t.conds = append(t.conds, nsCond(true))
 	}
-	if len(names) > 0 {
-		t.conds = append(t.conds, "resource has name", inList("resource.name", names))
+	if nc := nameCond(true); nc != "" {
+		t.conds = append(t.conds, nc)
 	}
 	return append(out, t)
+}
+
+// resourceAlts returns conditions on a k8s::Resource entity that hold exactly
+// when RBAC's combined string (the resource, plus "/" and the subresource when
+// there is one) equals one of entries: every way of splitting an entry at a
+// "/" into a resource and a non-empty subresource, the whole entry as a
+// resource without subresource, and for "*/<sub>" any resource with that
+// subresource.
+func resourceAlts(entries []string) []string {
+	var plain, anySub []string
+	var prefixes []string
+	subsOf := map[string][]string{}
+	for _, e := range entries {
+		if !slices.Contains(plain, e) {
+			plain = append(plain, e)
+		}
+		for i := 0; i < len(e)-1; i++ {
+			if e[i] != '/' {
+				continue
+			}
+			prefix, suffix := e[:i], e[i+1:]
+			if i == 1 && prefix == rbacv1.ResourceAll {
+				if !slices.Contains(anySub, suffix) {
+					anySub = append(anySub, suffix)
+				}
+				continue
+			}
+			if _, ok := subsOf[prefix]; !ok {
+				prefixes = append(prefixes, prefix)
+			}
+			if !slices.Contains(subsOf[prefix], suffix) {
+				subsOf[prefix] = append(subsOf[prefix], suffix)
+			}
+		}
+	}
+	var alts []string
+	if len(plain) > 0 {
+		alts = append(alts, "!(resource has subresource) && "+inList("resource.resource", plain))
+	}
+	if len(anySub) > 0 {
+		alts = append(alts, "resource has subresource && "+inList("resource.subresource", anySub))
+	}
+	for _, p := range prefixes {
+		var subs []string
+		for _, s := range subsOf[p] {
+			if !slices.Contains(anySub, s) { // covered by "*/<s>"
+				subs = append(subs, s)
+			}
+		}
+		if len(subs) > 0 {
+			alts = append(alts, "resource.resource == "+quote(p)+" && resource has subresource && "+inList("resource.subresource", subs))
+		}
+	}
+	return alts
 }
 
 // or joins alternatives, parenthesized when there are several (one per line
@@ -696,4 +751,78 @@ func compactRule(r rbacv1.PolicyRule) string {
 	add("nonResourceURLs", r.NonResourceURLs)
 	add("verbs", r.Verbs)
 	return strings.ReplaceAll(strings.Join(parts, " "), "\n", " ")
+}
+
+// warnUnknown warns about a rule's verbs and resources the schema does not
+// know: they are converted literally (verbs through context.verb, resources
+// onto k8s::Resource) and match what RBAC would match, but a typo such as
+// "pod" or "lst" grants nothing in RBAC either, and is worth a look.
+func (c *converter) warnUnknown(where string, rule *rbacv1.PolicyRule, groups []string, groupsAll bool, pats []pattern) {
+	for _, v := range rule.Verbs {
+		if v == rbacv1.VerbAll || c.declared[v] {
+			continue
+		}
+		hint := ""
+		if m := schemagen.Closest(v, c.schema.Verbs); m != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", m)
+		}
+		c.warn("%s: verb %q is not a verb the schema declares%s; converted as context.verb == %q", where, v, hint, v)
+	}
+	if groupsAll {
+		groups = nil
+		for _, k := range c.keys {
+			if !slices.Contains(groups, k.Group) {
+				groups = append(groups, k.Group)
+			}
+		}
+	}
+	for _, p := range pats {
+		if p.anyResource {
+			continue
+		}
+		sub := p.sub
+		if sub == rbacv1.ResourceAll {
+			sub = ""
+		}
+		found := false
+		var near []string
+		for _, g := range groups {
+			if _, ok := c.schema.Lookup(g, p.resource, sub); ok {
+				found = true
+				break
+			}
+		}
+		if found {
+			continue
+		}
+		for _, k := range c.keys {
+			if !slices.Contains(groups, k.Group) {
+				continue
+			}
+			if sub == "" && k.Subresource == "" {
+				near = append(near, k.Resource)
+			} else if sub != "" && k.Resource == p.resource && k.Subresource != "" {
+				near = append(near, k.Resource+"/"+k.Subresource)
+			} else if sub != "" && k.Subresource == sub {
+				near = append(near, k.Resource+"/"+k.Subresource)
+			}
+		}
+		name := p.resource
+		if p.sub != "" {
+			name += "/" + p.sub
+		}
+		hint := ""
+		if m := schemagen.Closest(name, near); m != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", m)
+		}
+		gs := "any group"
+		if !groupsAll {
+			q := make([]string, len(groups))
+			for i, g := range groups {
+				q[i] = strconv.Quote(g)
+			}
+			gs = "group " + strings.Join(q, ", ")
+		}
+		c.warn("%s: resource %q is not in the schema for %s%s; converted onto %s (it matches only requests for that literal resource)", where, name, gs, hint, schemagen.ResourceType)
+	}
 }

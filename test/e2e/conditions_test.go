@@ -286,7 +286,7 @@ func TestConditionalAdmissionEnforcement(t *testing.T) {
 	// kcedar manifests, as a user would run it.
 	manifests := filepath.Join(dir, "manifests")
 	cmd := exec.Command(bin, "manifests", "--url", kcedarURL, "--ca-file", caFile, "--admission-enforcement",
-		"--webhook-kubeconfig-path", framework.DirPlaceholder+"/kcedar-webhook.kubeconfig", "-o", manifests)
+		"--webhook-kubeconfig-path", framework.DirPlaceholder+"/kcedar-webhook.kubeconfig", "--output-dir", manifests)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("kcedar manifests: %v\n%s", err, out)
 	}

@@ -73,9 +73,9 @@ func TestSchemaExportLive(t *testing.T) {
 	cedarFile, jsonFile := filepath.Join(dir, "schema.cedarschema"), filepath.Join(dir, "schema.json")
 
 	// Warm up (page cache, apiserver's OpenAPI caches), then time a run.
-	runKcedar(t, bin, "schema", "export", "--kubeconfig", c.Kubeconfig, "-o", cedarFile)
+	runKcedar(t, bin, "schema", "export", "--kubeconfig", c.Kubeconfig, "--file", cedarFile)
 	start := time.Now()
-	stderr := runKcedar(t, bin, "schema", "export", "--kubeconfig", c.Kubeconfig, "-o", cedarFile, "--verbose")
+	stderr := runKcedar(t, bin, "schema", "export", "--kubeconfig", c.Kubeconfig, "--file", cedarFile, "--verbose")
 	elapsed := time.Since(start)
 	t.Logf("kcedar schema export --kubeconfig (4 CRDs): %v\n%s", elapsed.Round(time.Millisecond), firstLines(stderr, 14))
 	budget := liveExportBudget
@@ -86,7 +86,7 @@ func TestSchemaExportLive(t *testing.T) {
 	if elapsed > budget {
 		t.Errorf("export from the live cluster took %v, budget %v", elapsed, budget)
 	}
-	runKcedar(t, bin, "schema", "export", "--kubeconfig", c.Kubeconfig, "--format", "json", "-o", jsonFile)
+	runKcedar(t, bin, "schema", "export", "--kubeconfig", c.Kubeconfig, "-o", "json", "--file", jsonFile)
 
 	// In-process timing of the two halves, for the record.
 	fetchStart := time.Now()
@@ -223,10 +223,10 @@ func TestSchemaCaptureLive(t *testing.T) {
 	c := framework.Start(t, framework.Options{})
 	bin := framework.KcedarBinary(t)
 	dir := t.TempDir()
-	runKcedar(t, bin, "schema", "capture", "--kubeconfig", c.Kubeconfig, "-o", filepath.Join(dir, "docs"))
-	runKcedar(t, bin, "schema", "export", "--from-dir", filepath.Join(dir, "docs"), "-o", filepath.Join(dir, "from-dir.cedarschema"))
-	runKcedar(t, bin, "schema", "export", "--kubeconfig", c.Kubeconfig, "-o", filepath.Join(dir, "live.cedarschema"))
-	runKcedar(t, bin, "schema", "export", "-o", filepath.Join(dir, "default.cedarschema"))
+	runKcedar(t, bin, "schema", "capture", "--kubeconfig", c.Kubeconfig, "--output-dir", filepath.Join(dir, "docs"))
+	runKcedar(t, bin, "schema", "export", "--from-dir", filepath.Join(dir, "docs"), "--file", filepath.Join(dir, "from-dir.cedarschema"))
+	runKcedar(t, bin, "schema", "export", "--kubeconfig", c.Kubeconfig, "--file", filepath.Join(dir, "live.cedarschema"))
+	runKcedar(t, bin, "schema", "export", "--file", filepath.Join(dir, "default.cedarschema"))
 	a, _ := os.ReadFile(filepath.Join(dir, "from-dir.cedarschema"))
 	b, _ := os.ReadFile(filepath.Join(dir, "live.cedarschema"))
 	d, _ := os.ReadFile(filepath.Join(dir, "default.cedarschema"))
