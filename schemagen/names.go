@@ -32,7 +32,10 @@ const (
 	AttrName        = "name"
 	AttrObject      = "object"
 	AttrOldObject   = "oldObject"
-	AttrPath        = "path"
+	// AttrNamespaceObject is the Namespace object of a namespaced request
+	// (ValidatingAdmissionPolicy's namespaceObject).
+	AttrNamespaceObject = "namespaceObject"
+	AttrPath            = "path"
 
 	// Attribute names on principal entities.
 	AttrUsername = "username"
