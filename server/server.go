@@ -42,6 +42,10 @@ type Options struct {
 	// installed (WatchAdmissionWebhook). Only for setups that verify it
 	// another way.
 	UnverifiedAdmissionWebhook bool
+	// Namespaces fills resource.namespaceObject (for SubjectAccessReviews,
+	// the conditions callback and the admission webhook alike); nil leaves
+	// it unknown. See NamespaceInformer.
+	Namespaces cedar.NamespaceLookup
 }
 
 // Server answers kube-apiserver's webhook calls from one schema and the
@@ -60,6 +64,7 @@ type Server struct {
 	// webhookVerified: the admission webhook that enforces conditional
 	// allows is known to be installed.
 	webhookVerified atomic.Bool
+	namespaces      cedar.NamespaceLookup
 }
 
 // New returns a server deciding with schema and the policies in store.
@@ -75,6 +80,7 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	}
 	s := &Server{store: store, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: residual.NewCodec(keys), enforce: opts.AdmissionEnforcement}
 	s.schema.Store(schema)
+	s.namespaces = opts.Namespaces
 	s.webhookVerified.Store(opts.UnverifiedAdmissionWebhook)
 	prev := store.OnReload
 	store.OnReload = func(r cedar.ReloadResult) {
@@ -123,7 +129,7 @@ func (s *Server) Authorizer() *residual.Engine {
 		if cur != nil && cur.Policies() == ps && cur.Schema() == schema {
 			return cur
 		}
-		next := residual.NewEngine(schema, ps, s.codec, residual.EngineOptions{CacheSize: residual.DefaultCacheSize})
+		next := residual.NewEngine(schema, ps, s.codec, residual.EngineOptions{CacheSize: residual.DefaultCacheSize, Namespaces: s.namespaces})
 		if s.engine.CompareAndSwap(cur, next) {
 			return next
 		}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/residual/offline"
+)
+
+// readNamespaceObjects reads --namespace-object files (nil without any).
+func readNamespaceObjects(files []string) (cedar.NamespaceLookup, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	out := cedar.StaticNamespaces{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--namespace-object: %w", err)
+		}
+		ns, err := offline.ParseNamespaceObjects(data)
+		if err != nil {
+			return nil, fmt.Errorf("--namespace-object %s: %w", f, err)
+		}
+		for name, obj := range ns {
+			if _, dup := out[name]; dup {
+				return nil, fmt.Errorf("--namespace-object %s: namespace %q is given twice", f, name)
+			}
+			out[name] = obj
+		}
+	}
+	return out, nil
+}
