@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kcedar/kcedar/cedar"
@@ -104,6 +105,9 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 		return s.instrument(name, handler)
 	}
 	s.registerCacheMetrics(s.metrics.registry)
+	if c, ok := opts.Namespaces.(prometheus.Collector); ok {
+		s.metrics.registry.MustRegister(c) // the namespace informer's sync age
+	}
 	s.mux.Handle("POST /v1/authorize", webhook("authorize", s.handleAuthorize))
 	s.mux.Handle("POST /v1/conditions", webhook("conditions", s.handleConditions))
 	s.mux.Handle("POST /v1/admit", webhook("admit", s.handleAdmit))

@@ -30,7 +30,7 @@ type authorizeOptions struct {
 	oldObject string
 	// namespaceObjects: files of Namespace objects that fill namespaceObject.
 	namespaceObjects []string
-	operation string
+	operation        string
 }
 
 func newAuthorizeCmd() *cobra.Command {

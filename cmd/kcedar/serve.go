@@ -36,6 +36,8 @@ func newServeCmd() *cobra.Command {
 		webhookName          string
 		webhookInterval      time.Duration
 		unverifiedWebhook    bool
+		nsObjects            bool
+		nsMaxStaleness       time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --policies PATH...",
@@ -80,7 +82,11 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 				logger.Warn("no --conditions-key-file: conditions are signed with a random key, valid only in this process until it restarts (run one replica, or share a key file)")
 			}
 			store := cedar.NewStore(policies, validator, logger)
-			srv := server.New(schema, store, server.Options{Logger: logger, Keys: keys, AdmissionEnforcement: admissionEnforcement, RequireClientCert: tlsOpts.ClientCAFile != "", UnverifiedAdmissionWebhook: unverifiedWebhook})
+			nsInformer, nsLookup, err := namespaceInformer(src, nsObjects || src.IsLive(), nsMaxStaleness)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			srv := server.New(schema, store, server.Options{Logger: logger, Keys: keys, AdmissionEnforcement: admissionEnforcement, RequireClientCert: tlsOpts.ClientCAFile != "", UnverifiedAdmissionWebhook: unverifiedWebhook, Namespaces: nsLookup})
 			if err := store.Load(); err != nil {
 				logger.Error("no valid policy set yet; not ready until the files are fixed", "err", err)
 			}
@@ -94,6 +100,9 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			go store.Watch(ctx, reloadInterval)
+			if nsInformer != nil {
+				go nsInformer.Run(ctx)
+			}
 			if keyFile != "" {
 				go keys.WatchFile(ctx, keyFile, reloadInterval, logger)
 			}
@@ -119,6 +128,8 @@ last good set serving. Also serves GET /healthz, /readyz and /metrics.`,
 	f.StringVar(&webhookName, "admission-webhook-name", "kcedar-conditions", "name of the ValidatingWebhookConfiguration that enforces conditions")
 	f.DurationVar(&webhookInterval, "admission-webhook-check-interval", 30*time.Second, "how often to verify the ValidatingWebhookConfiguration")
 	f.BoolVar(&unverifiedWebhook, "unverified-admission-webhook", false, "with --admission-enforcement: do not verify the ValidatingWebhookConfiguration (only if something else guarantees it is installed)")
+	f.BoolVar(&nsObjects, "namespace-objects", false, "fill resource.namespaceObject from an informer on Namespaces of the cluster (--live/--kubeconfig/--context, else KUBECONFIG, ~/.kube/config or in-cluster); on by default with --live or --kubeconfig. Without it namespaceObject is unknown")
+	f.DurationVar(&nsMaxStaleness, "namespace-max-staleness", server.DefaultNamespaceMaxStaleness, "after the Namespace informer's watch fails, answer from its cache this long, then treat every namespace as unknown (forbids reading namespaceObject deny)")
 	f.BoolVar(&admissionEnforcement, "admission-enforcement", false, "for clusters without conditional authorization: answer Allow for a conditional allow on requests admission always sees, and enforce the conditions at POST /v1/admit (install it with: kcedar manifests --admission-enforcement)")
 	return cmd
 }
