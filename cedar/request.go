@@ -31,6 +31,9 @@ type Request struct {
 	Subresource     string
 	Namespace       string // "" on a namespaced resource means all namespaces
 	Name            string // "" means all names (or a name not known yet)
+	// LabelSelector is the label selector of a list, watch or
+	// deletecollection (KEP-4601): the objects it touches satisfy it.
+	LabelSelector []LabelRequirement
 
 	// Non-resource requests.
 	Path string
@@ -66,6 +69,7 @@ func RequestFromSAR(spec *authorizationv1.SubjectAccessReviewSpec) (*Request, er
 		r.APIGroup, r.APIVersion = ra.Group, ra.Version
 		r.Resource, r.Subresource = ra.Resource, ra.Subresource
 		r.Namespace, r.Name = ra.Namespace, ra.Name
+		r.LabelSelector = labelSelectorOf(ra.LabelSelector)
 		if ra.FieldSelector != nil {
 			// Only an open name or namespace is narrowed; an explicit one stays.
 			for _, req := range ra.FieldSelector.Requirements {

@@ -292,7 +292,9 @@ func (e *Engine) authorizeWorld(req *cedar.Request, verb string, target cedar.Ta
 		open[schemagen.AttrNamespaceObject] = true
 	}
 
-	if len(open) == 0 && len(shapes) == 0 {
+	sel := selectorConstraints(req, verb, target)
+
+	if len(open) == 0 && len(shapes) == 0 && sel == nil {
 		// Fully known: one-phase evaluation of every candidate.
 		known := target.Attributes(req, nil, nil)
 		if ns.known {
@@ -342,6 +344,10 @@ func (e *Engine) authorizeWorld(req *cedar.Request, verb string, target cedar.Ta
 	admission := len(shapes) > 0
 	if !admission {
 		shapes = []shape{{}}
+		if sel != nil {
+			// The listed objects: unknown, constrained by the selector.
+			shapes = []shape{{object: true}}
+		}
 	}
 	// Environments are built only when a residual is not memoized.
 	envs := make([]*eval.Env, 2*len(shapes))
@@ -396,6 +402,9 @@ func (e *Engine) authorizeWorld(req *cedar.Request, verb string, target cedar.Ta
 					Then: expr, Else: other,
 				})
 			}
+		}
+		if sel != nil && p.UsesObjects {
+			expr, memo = sel.decide(p, expr, envAt(0, false)()), nil
 		}
 		r := classify(p, expr)
 		r.memo = memo

@@ -33,6 +33,14 @@ func requestKey(req *cedar.Request) string {
 		for _, s := range []string{"r", req.Verb, req.APIGroup, req.Resource, req.Subresource, req.Namespace, req.Name} {
 			w(s)
 		}
+		for _, l := range req.LabelSelector { // the label selector confines reads
+			w(l.Key)
+			w(string(l.Op))
+			for _, v := range l.Values {
+				w(v)
+			}
+			b.WriteByte(1)
+		}
 	} else {
 		w("n")
 		w(req.Verb)
