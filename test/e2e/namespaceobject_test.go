@@ -35,6 +35,12 @@ when { resource has namespaceObject && resource.namespaceObject.metadata has lab
 forbid(principal == k8s::User::"alice", action, resource)
 when { resource has namespaceObject && resource.namespaceObject.metadata has labels &&
        resource.namespaceObject.metadata.labels.hasTag("restricted") };
+
+@id("agent-labelled-pods") @reason("the agent reads only the pods labelled app=agent")
+permit(principal == k8s::User::"agent", action in [k8s::Action::"list", k8s::Action::"watch"], resource is core::pods)
+when { resource has object && resource.object.metadata has labels &&
+       resource.object.metadata.labels.hasTag("app") &&
+       resource.object.metadata.labels.getTag("app") == "agent" };
 `
 
 // selfSignedServing writes a self-signed serving certificate for 127.0.0.1
@@ -105,7 +111,7 @@ authorizers:
 - type: RBAC
   name: rbac
 `,
-		Tokens: []framework.Token{{Token: "alice-token", User: "alice"}},
+		Tokens: []framework.Token{{Token: "alice-token", User: "alice"}, {Token: "agent-token", User: "agent"}},
 		Files: map[string]string{
 			"kcedar-ca.crt": string(certPEM),
 			"kcedar-webhook.kubeconfig": fmt.Sprintf(`apiVersion: v1
@@ -174,6 +180,21 @@ current-context: webhook
 	}
 	if err := canList(""); !isForbidden(err) {
 		t.Fatalf("list pods in all namespaces: want 403, got %v", err)
+	}
+
+	// Label selectors confine reads (the API server sends them with
+	// AuthorizeWithSelectors, on by default since 1.34).
+	agent := c.ClientFor(t, "agent-token")
+	if _, err := agent.CoreV1().Pods("plain").List(ctx, metav1.ListOptions{LabelSelector: "app=agent"}); err != nil {
+		t.Fatalf("agent lists pods -l app=agent: %v", err)
+	}
+	if _, err := agent.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app=agent,tier=x"}); err != nil {
+		t.Fatalf("agent lists pods -A -l app=agent,tier=x: %v", err)
+	}
+	for _, sel := range []string{"", "app", "app!=web", "app in (agent,web)", "tier=agent"} {
+		if _, err := agent.CoreV1().Pods("plain").List(ctx, metav1.ListOptions{LabelSelector: sel}); !isForbidden(err) {
+			t.Fatalf("agent lists pods -l %q: want 403, got %v", sel, err)
+		}
 	}
 
 	start := time.Now()
