@@ -404,7 +404,7 @@ func (e *Engine) authorizeWorld(req *cedar.Request, verb string, target cedar.Ta
 			}
 		}
 		if sel != nil && p.UsesObjects {
-			expr, memo = sel.decide(p, expr, envAt(0, false)()), nil
+			expr, memo = sel.decide(p, expr, envAt(0, false)(), unknownAttrs(attrs)), nil
 		}
 		r := classify(p, expr)
 		r.memo = memo

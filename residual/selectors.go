@@ -115,7 +115,10 @@ func (c *labelConstraints) assignments() []map[string]string {
 // decide decides p's residual expr (with resource.object unknown) over the
 // objects the selector admits: true, false, an error, or expr itself when
 // it cannot be decided.
-func (c *labelConstraints) decide(p *cedar.Policy, expr ast.IsNode, env eval.Env) ast.IsNode {
+// unknown lists the other resource attributes that are unknown (variables:
+// an open name, an unknown namespaceObject); a residual still reading one is
+// undecided too.
+func (c *labelConstraints) decide(p *cedar.Policy, expr ast.IsNode, env eval.Env, unknown map[string]bool) ast.IsNode {
 	if _, known := boolValue(expr); known || isError(expr) {
 		return expr
 	}
@@ -127,7 +130,7 @@ func (c *labelConstraints) decide(p *cedar.Policy, expr ast.IsNode, env eval.Env
 	allTrue := true
 	for _, a := range as {
 		sub := rewrite(expr, func(n ast.IsNode) (ast.IsNode, bool) { return c.substitute(n, a) })
-		if readsObject(sub) {
+		if readsUnknownAttr(sub, unknown) {
 			return expr // still depends on the objects
 		}
 		v, err := eval.Eval(sub, env)
@@ -207,8 +210,20 @@ func (c *labelConstraints) substitute(n ast.IsNode, a map[string]string) (ast.Is
 	return nil, false
 }
 
-// readsObject reports whether n still reads resource.object.
-func readsObject(n ast.IsNode) bool {
+// unknownAttrs lists the resource attributes whose value is a variable.
+func unknownAttrs(attrs types.RecordMap) map[string]bool {
+	out := map[string]bool{}
+	for k, v := range attrs {
+		if _, isVar := eval.ToVariable(v); isVar {
+			out[string(k)] = true
+		}
+	}
+	return out
+}
+
+// readsUnknownAttr reports whether n still reads resource.object (or
+// oldObject) or an attribute in unknown, or uses resource as a whole.
+func readsUnknownAttr(n ast.IsNode, unknown map[string]bool) bool {
 	found := false
 	rewrite(n, func(c ast.IsNode) (ast.IsNode, bool) {
 		if found {
@@ -217,12 +232,12 @@ func readsObject(n ast.IsNode) bool {
 		switch v := c.(type) {
 		case ast.NodeTypeAccess:
 			if r, ok := v.Arg.(ast.NodeTypeVariable); ok && r.Name == "resource" {
-				found = v.Value == schemagen.AttrObject || v.Value == schemagen.AttrOldObject
+				found = v.Value == schemagen.AttrObject || v.Value == schemagen.AttrOldObject || unknown[string(v.Value)]
 				return c, true
 			}
 		case ast.NodeTypeHas:
 			if r, ok := v.Arg.(ast.NodeTypeVariable); ok && r.Name == "resource" {
-				found = v.Value == schemagen.AttrObject || v.Value == schemagen.AttrOldObject
+				found = v.Value == schemagen.AttrObject || v.Value == schemagen.AttrOldObject || unknown[string(v.Value)]
 				return c, true
 			}
 		case ast.NodeTypeVariable:

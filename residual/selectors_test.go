@@ -176,6 +176,9 @@ func selectorAdmits(sel []metav1.LabelSelectorRequirement, labels map[string]str
 
 // objectOracle is the one-phase decision of req for one listed object.
 func objectOracle(s *schemagen.Schema, orc *oracle.Policies, req *cedar.Request, labels map[string]string, ns map[string]any) string {
+	named := *req // the listed object's name
+	named.Name = "p"
+	req = &named
 	target := cedar.ResolveTarget(s, req)
 	attrs := target.Attributes(req, nil, nil)
 	conv := cedar.NewObjectConverter(s)
@@ -255,7 +258,7 @@ func randomObjectExpr(rng *rand.Rand, depth int) string {
 	k := objLabelKeys[rng.Intn(len(objLabelKeys))]
 	v := objLabelValues[rng.Intn(len(objLabelValues))]
 	guard := "resource has object && resource.object.metadata has labels && " + labels + ".hasTag(\"" + k + "\")"
-	switch rng.Intn(8) {
+	switch rng.Intn(9) {
 	case 0:
 		return "resource has object"
 	case 1:
@@ -268,6 +271,10 @@ func randomObjectExpr(rng *rand.Rand, depth int) string {
 		return "(resource has namespaceObject && resource.namespaceObject.metadata.labels.hasTag(\"team\"))"
 	case 6:
 		return "(resource has object && resource.object.metadata.name == \"p\")"
+	case 7:
+		if rng.Intn(2) == 0 {
+			return `resource.name == "p"`
+		}
 	}
 	return `principal.username == "agent"`
 }
