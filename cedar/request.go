@@ -34,6 +34,9 @@ type Request struct {
 	// NameFromSelector is set when Name comes from a field selector, not
 	// from the request itself: the request still names no object (Named).
 	NameFromSelector bool
+	// LabelSelector is the label selector of a list, watch or
+	// deletecollection (KEP-4601): the objects it touches satisfy it.
+	LabelSelector []LabelRequirement
 
 	// Non-resource requests.
 	Path string
@@ -73,6 +76,7 @@ func RequestFromSAR(spec *authorizationv1.SubjectAccessReviewSpec) (*Request, er
 		r.APIGroup, r.APIVersion = ra.Group, ra.Version
 		r.Resource, r.Subresource = ra.Resource, ra.Subresource
 		r.Namespace, r.Name = ra.Namespace, ra.Name
+		r.LabelSelector = labelSelectorOf(ra.LabelSelector)
 		if ra.FieldSelector != nil {
 			// Only an open name or namespace is narrowed; an explicit one stays.
 			for _, req := range ra.FieldSelector.Requirements {

@@ -1,6 +1,8 @@
 package residual
 
 import (
+	"maps"
+
 	"github.com/cedar-policy/cedar-go/types"
 	"github.com/cedar-policy/cedar-go/x/exp/ast"
 	"github.com/cedar-policy/cedar-go/x/exp/eval"
@@ -28,7 +30,12 @@ func (e *Engine) Authorize(req *cedar.Request) Decision {
 		d, _ := e.authorize(req)
 		return d
 	}
-	key := requestKey(req)
+	nsKey, cacheable := e.namespaceKey(req)
+	if !cacheable {
+		d, _ := e.authorize(req)
+		return d
+	}
+	key := requestKey(req) + nsKey
 	if d, ok := e.decisions.get(key); ok {
 		return d
 	}
@@ -275,10 +282,24 @@ func (e *Engine) authorizeWorld(req *cedar.Request, verb string, target cedar.Ta
 		return NoOpinion(nil), false
 	}
 	shapes := AdmissionShapes(target, req, verb)
+	var ns nsValue
+	if e.anyReadsNamespace(candidates) {
+		ns = e.namespaceValue(target, req, absent)
+	}
+	if ns.applies && !ns.known {
+		open = maps.Clone(open)
+		open[schemagen.AttrNamespaceObject] = true
+	}
 
-	if len(open) == 0 && len(shapes) == 0 {
+	sel := selectorConstraints(req, verb, target)
+
+	if len(open) == 0 && len(shapes) == 0 && sel == nil {
 		// Fully known: one-phase evaluation of every candidate.
-		ents := &cedar.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(target.Attributes(req, nil, nil))}}
+		known := target.Attributes(req, nil, nil)
+		if ns.known {
+			known[schemagen.AttrNamespaceObject] = ns.rec
+		}
+		ents := &cedar.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(known)}, Maps: ns.maps}
 		results := make([]policyResult, len(candidates))
 		for i, p := range candidates {
 			results[i] = classify(p, evaluateCompiled(p, ents, principal.UID, action, resourceUID))
@@ -292,9 +313,22 @@ func (e *Engine) authorizeWorld(req *cedar.Request, verb string, target cedar.Ta
 		}
 		return eval.Variable(types.String(attr))
 	})
-	envFor := func(sh shape) eval.Env {
-		m := make(types.RecordMap, len(attrs)+2)
-		for k, v := range attrs {
+	// attrsNoNS is the world where an unknown namespaceObject is absent.
+	attrsNoNS := attrs
+	switch {
+	case ns.known:
+		attrs[schemagen.AttrNamespaceObject] = ns.rec
+	case ns.applies:
+		attrsNoNS = maps.Clone(attrs)
+		attrs[schemagen.AttrNamespaceObject] = eval.Variable(schemagen.AttrNamespaceObject)
+	}
+	envFor := func(sh shape, nsAbsent bool) eval.Env {
+		base := attrs
+		if nsAbsent {
+			base = attrsNoNS
+		}
+		m := make(types.RecordMap, len(base)+2)
+		for k, v := range base {
 			m[k] = v
 		}
 		if sh.object {
@@ -303,22 +337,30 @@ func (e *Engine) authorizeWorld(req *cedar.Request, verb string, target cedar.Ta
 		if sh.oldObject {
 			m[schemagen.AttrOldObject] = eval.Variable(schemagen.AttrOldObject)
 		}
-		ents := &cedar.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(m)}}
+		ents := &cedar.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(m)}, Maps: ns.maps}
 		return eval.Env{Entities: ents, Principal: principal.UID, Action: action, Resource: resourceUID, Context: cedar.ContextFor(action)}
 	}
 	admission := len(shapes) > 0
 	if !admission {
 		shapes = []shape{{}}
+		if sel != nil {
+			// The listed objects: unknown, constrained by the selector.
+			shapes = []shape{{object: true}}
+		}
 	}
 	// Environments are built only when a residual is not memoized.
-	envs := make([]*eval.Env, len(shapes))
-	envAt := func(i int) func() eval.Env {
+	envs := make([]*eval.Env, 2*len(shapes))
+	envAt := func(i int, nsAbsent bool) func() eval.Env {
+		j := 2 * i
+		if nsAbsent {
+			j++
+		}
 		return func() eval.Env {
-			if envs[i] == nil {
-				env := envFor(shapes[i])
-				envs[i] = &env
+			if envs[j] == nil {
+				env := envFor(shapes[i], nsAbsent)
+				envs[j] = &env
 			}
-			return *envs[i]
+			return *envs[j]
 		}
 	}
 
@@ -327,15 +369,31 @@ func (e *Engine) authorizeWorld(req *cedar.Request, verb string, target cedar.Ta
 		in := e.inputsOf(p)
 		if !readsUnknown(p, in, open, absent) {
 			// Nothing this policy reads is unknown: evaluate it as compiled.
-			env := envAt(0)()
+			env := envAt(0, false)()
 			results = append(results, classify(p, evaluateCompiled(p, env.Entities, principal.UID, action, resourceUID)))
 			continue
 		}
-		expr, memo := e.partialExpr(envAt(0), shapes[0].code(), p, in, verb, target.EntityType, principal, attrs)
+		nsBoth := ns.applies && !ns.known && readsNamespace(in)
+		exprAt := func(i int) (ast.IsNode, *memoEntry) {
+			expr, memo := e.partialExpr(envAt(i, false), shapes[i].code(), p, in, verb, target.EntityType, principal, attrs)
+			if !nsBoth {
+				return expr, memo
+			}
+			// An unknown namespace may also not exist: split on its presence.
+			other, _ := e.partialExpr(envAt(i, true), shapes[i].code(), p, in, verb, target.EntityType, principal, attrsNoNS)
+			if ast.Equal(ast.NewNode(expr), ast.NewNode(other)) {
+				return expr, memo
+			}
+			return simplify(ast.NodeTypeIfThenElse{
+				If:   ast.NodeTypeHas{StrOpNode: ast.StrOpNode{Arg: ast.NodeTypeVariable{Name: "resource"}, Value: schemagen.AttrNamespaceObject}},
+				Then: expr, Else: other,
+			}), nil
+		}
+		expr, memo := exprAt(0)
 		if p.UsesObjects && len(shapes) == 2 {
 			// The first shape has the stored object, the second does not
 			// (update or patch that creates): split on its presence.
-			other, _ := e.partialExpr(envAt(1), shapes[1].code(), p, in, verb, target.EntityType, principal, attrs)
+			other, _ := exprAt(1)
 			if !ast.Equal(ast.NewNode(expr), ast.NewNode(other)) {
 				memo = nil
 				expr = simplify(ast.NodeTypeIfThenElse{
@@ -343,6 +401,9 @@ func (e *Engine) authorizeWorld(req *cedar.Request, verb string, target cedar.Ta
 					Then: expr, Else: other,
 				})
 			}
+		}
+		if sel != nil && p.UsesObjects {
+			expr, memo = sel.decide(p, expr, envAt(0, false)(), unknownAttrs(attrs)), nil
 		}
 		r := classify(p, expr)
 		r.memo = memo

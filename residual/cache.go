@@ -37,6 +37,14 @@ func requestKey(req *cedar.Request) string {
 			// resource.named differs: not the request naming the object.
 			w("s")
 		}
+		for _, l := range req.LabelSelector { // the label selector confines reads
+			w(l.Key)
+			w(string(l.Op))
+			for _, v := range l.Values {
+				w(v)
+			}
+			b.WriteByte(1)
+		}
 	} else {
 		w("n")
 		w(req.Verb)

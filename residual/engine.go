@@ -42,6 +42,10 @@ type Engine struct {
 	decisions *boundedCache[string, Decision]
 	residuals *boundedCache[memoEntryKey, *memoEntry]
 	encoded   *boundedCache[encodeKey, encodedEntry]
+	// namespaces fills namespaceObject (nil: always unknown); nsObjects
+	// caches converted Namespace objects by name and resourceVersion.
+	namespaces cedar.NamespaceLookup
+	nsObjects  *boundedCache[string, *nsConverted]
 	// inputs analyses each policy once (what its residual depends on).
 	inputs sync.Map // *cedar.Policy -> *policyInputs, for policies of this set only
 }
@@ -53,7 +57,15 @@ type EngineOptions struct {
 	// CacheSize bounds each of the engine's caches (decisions, residuals,
 	// encoded conditions); 0 turns caching off.
 	CacheSize int
+	// Namespaces looks up the Namespace objects that fill namespaceObject,
+	// for SubjectAccessReviews, the conditions callback and admission alike.
+	// nil: namespaceObject is always unknown.
+	Namespaces cedar.NamespaceLookup
 }
+
+// nsObjectCacheSize bounds the converted-namespace cache (kept even with
+// caching off: a conversion per request would be the cost of a decision).
+func nsObjectCacheSize(n int) int { return max(n, 1024) }
 
 // DefaultCacheSize is the cache bound the server uses.
 const DefaultCacheSize = 16384
@@ -62,7 +74,8 @@ const DefaultCacheSize = 16384
 // verifies conditions; it may be shared by the engines of successive
 // generations (its keys rotate on their own).
 func NewEngine(schema *schemagen.Schema, policies *cedar.PolicySet, codec *Codec, opts EngineOptions) *Engine {
-	e := &Engine{schema: schema, policies: policies, codec: codec, eval: &Evaluator{Schema: schema, Codec: codec}}
+	e := &Engine{schema: schema, policies: policies, codec: codec, eval: &Evaluator{Schema: schema, Codec: codec, Namespaces: opts.Namespaces},
+		namespaces: opts.Namespaces, nsObjects: newBoundedCache[string, *nsConverted](nsObjectCacheSize(opts.CacheSize))}
 	if opts.CacheSize > 0 {
 		e.decisions = newBoundedCache[string, Decision](opts.CacheSize)
 		e.residuals = newBoundedCache[memoEntryKey, *memoEntry](opts.CacheSize)

@@ -32,6 +32,10 @@ type AdmissionData struct {
 type Evaluator struct {
 	Schema *schemagen.Schema
 	Codec  *Codec
+	// Namespaces fills namespaceObject (nil: absent, so a condition that
+	// reads it fails: a deny condition denies, an allow condition does not
+	// allow).
+	Namespaces cedar.NamespaceLookup
 
 	once   sync.Once
 	byType map[types.EntityType]*schemagen.Resource
@@ -314,6 +318,11 @@ func (e *Evaluator) env(t types.EntityType, data *AdmissionData, objectNeed, old
 	}
 	if oldObject != nil {
 		attrs[schemagen.AttrOldObject] = conv.ObjectPaths(res, oldObject, oldObjectNeed)
+	}
+	if res.Namespaced && req.Namespace != "" && e.Namespaces != nil {
+		if ns, ok := e.Namespaces.Namespace(req.Namespace); ok && ns != nil {
+			attrs[schemagen.AttrNamespaceObject] = conv.NamespaceObject(ns)
+		}
 	}
 	ents := &cedar.Entities{Maps: conv.Maps}
 	uid := target.EntityUID(req)

@@ -115,6 +115,34 @@ func (s *Schema) CedarAST() *ast.Schema {
 	// Resources and their objects.
 	objectNames := s.objectTypeNames()
 	objectTypes := map[string]bool{}
+	objectRecord := func(r *Resource) ast.RecordType {
+		obj := ast.RecordType{
+			AttrAPIVersion: {Type: ast.String()},
+			AttrKind:       {Type: ast.String()},
+			AttrMetadata:   {Type: typeAST(s.ObjectMeta)},
+		}
+		for _, v := range sortedKeys(r.Versions) {
+			ov := r.Versions[v]
+			name := objectNames[ov]
+			obj[types.String(v)] = ast.Attribute{Type: ast.TypeRef(types.Path(name)), Optional: true}
+			if !objectTypes[name] {
+				objectTypes[name] = true
+				addCommon(name, ast.CommonType{
+					Annotations: ast.Annotations{
+						AnnotationAPIVersion: types.String(ov.APIVersion),
+						AnnotationKind:       types.String(ov.Kind),
+					},
+					Type: typeAST(fieldsOrEmpty(ov.Fields)),
+				})
+			}
+		}
+		return obj
+	}
+	// namespaceObject: the Namespace object of a namespaced request, typed as
+	// the Namespace resource's objects (see NamespaceObjectResource).
+	nsObject := objectRecord(s.NamespaceObjectResource())
+	rt := out.Namespaces[Namespace].Entities[ast.Ident(strings.TrimPrefix(string(ResourceType), Namespace+"::"))]
+	rt.Shape[AttrNamespaceObject] = ast.Attribute{Type: nsObject, Optional: true}
 	for _, key := range s.sortedResourceKeys() {
 		r := s.Resources[key]
 		ann := ast.Annotations{
@@ -150,6 +178,7 @@ func (s *Schema) CedarAST() *ast.Schema {
 		}
 		if r.Namespaced {
 			shape[AttrNamespace] = ast.Attribute{Type: ast.String()}
+			shape[AttrNamespaceObject] = ast.Attribute{Type: nsObject, Optional: true}
 		} else {
 			// The namespace a request names for a cluster-scoped resource: a
 			// namespaces request names its own, a SubjectAccessReview may
@@ -160,26 +189,7 @@ func (s *Schema) CedarAST() *ast.Schema {
 			shape[AttrSubresource] = ast.Attribute{Type: ast.String()}
 		}
 		if len(r.Versions) > 0 {
-			obj := ast.RecordType{
-				AttrAPIVersion: {Type: ast.String()},
-				AttrKind:       {Type: ast.String()},
-				AttrMetadata:   {Type: typeAST(s.ObjectMeta)},
-			}
-			for _, v := range sortedKeys(r.Versions) {
-				ov := r.Versions[v]
-				name := objectNames[ov]
-				obj[types.String(v)] = ast.Attribute{Type: ast.TypeRef(types.Path(name)), Optional: true}
-				if !objectTypes[name] {
-					objectTypes[name] = true
-					addCommon(name, ast.CommonType{
-						Annotations: ast.Annotations{
-							AnnotationAPIVersion: types.String(ov.APIVersion),
-							AnnotationKind:       types.String(ov.Kind),
-						},
-						Type: typeAST(fieldsOrEmpty(ov.Fields)),
-					})
-				}
-			}
+			obj := objectRecord(r)
 			shape[AttrObject] = ast.Attribute{Type: obj, Optional: true}
 			shape[AttrOldObject] = ast.Attribute{Type: obj, Optional: true}
 		}

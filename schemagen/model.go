@@ -194,3 +194,17 @@ func (r *Resource) IsConnect() bool {
 // SortedResourceKeys lists the schema's resources by group, resource and
 // subresource.
 func (s *Schema) SortedResourceKeys() []ResourceKey { return s.sortedResourceKeys() }
+
+// NamespaceResourceKey is the Namespace resource: namespaceObject is typed as
+// its objects.
+var NamespaceResourceKey = ResourceKey{Resource: "namespaces"}
+
+// NamespaceObjectResource is the resource whose objects namespaceObject
+// holds: core namespaces, or (in a schema without it) a resource without
+// versions, so namespaceObject is {apiVersion, kind, metadata}.
+func (s *Schema) NamespaceObjectResource() *Resource {
+	if r, ok := s.Resources[NamespaceResourceKey]; ok {
+		return r
+	}
+	return &Resource{Key: NamespaceResourceKey, Versions: map[string]*ObjectVersion{}}
+}

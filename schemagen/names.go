@@ -37,7 +37,10 @@ const (
 	AttrNamed     = "named"
 	AttrObject    = "object"
 	AttrOldObject = "oldObject"
-	AttrPath      = "path"
+	// AttrNamespaceObject is the Namespace object of a namespaced request
+	// (ValidatingAdmissionPolicy's namespaceObject).
+	AttrNamespaceObject = "namespaceObject"
+	AttrPath            = "path"
 
 	// Attribute names on principal entities.
 	AttrUsername = "username"

@@ -206,6 +206,15 @@ func TestDefaultValidatesPolicies(t *testing.T) {
 		"datetime": `forbid(principal, action == k8s::Action::"delete", resource is core::namespaces)
 			when { resource has oldObject && resource.oldObject.metadata has creationTimestamp &&
 			       resource.oldObject.metadata.creationTimestamp < datetime("2024-01-01") };`,
+		"namespaceObject": `permit(principal, action in [k8s::Action::"list", k8s::Action::"get"], resource is core::pods)
+			when { resource has namespaceObject && resource.namespaceObject.metadata has labels &&
+			       resource.namespaceObject.metadata.labels.hasTag("team") &&
+			       resource.namespaceObject.metadata.labels.getTag("team") == "a" &&
+			       resource.namespaceObject has v1 && resource.namespaceObject.v1 has status &&
+			       resource.namespaceObject.v1.status has phase && resource.namespaceObject.v1.status.phase == "Active" };`,
+		"namespaceObject-fallback": `forbid(principal, action, resource is k8s::Resource)
+			when { resource has namespaceObject && resource.namespaceObject.metadata has labels &&
+			       resource.namespaceObject.metadata.labels.hasTag("restricted") };`,
 		"decimal-and-long": `permit(principal, action == k8s::Action::"update", resource is apps::deployments_scale)
 			when { resource has object && resource.object has v1 && resource.object.v1 has spec &&
 			       resource.object.v1.spec has replicas && resource.object.v1.spec.replicas <= 10 };`,
@@ -220,6 +229,10 @@ func TestDefaultValidatesPolicies(t *testing.T) {
 			when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == 1 };`,
 		"no has guard": `permit(principal, action == k8s::Action::"create", resource is core::pods)
 			when { resource.object.v1.spec.nodeName == "n1" };`,
+		"namespaceObject without has": `permit(principal, action == k8s::Action::"list", resource is core::pods)
+			when { resource.namespaceObject.metadata.labels.getTag("team") == "a" };`,
+		"namespaceObject on a cluster-scoped resource": `permit(principal, action == k8s::Action::"list", resource is core::nodes)
+			when { resource.namespaceObject.metadata.name == "x" };`,
 		"verb not served": `permit(principal, action == k8s::Action::"deletecollection", resource is core::pods_exec);`,
 	}
 	for name, src := range good {
@@ -456,7 +469,7 @@ func TestPrincipals(t *testing.T) {
 			}
 		}
 	}
-	if e := rs.Entities[ResourceType]; len(e.Shape) != 6 || !e.Shape[AttrSubresource].Optional || e.Shape[AttrNamed].Optional || e.Shape[AttrAPIGroup].Optional {
+	if e := rs.Entities[ResourceType]; len(e.Shape) != 7 || !e.Shape[AttrSubresource].Optional || e.Shape[AttrNamed].Optional || !e.Shape[AttrNamespaceObject].Optional || e.Shape[AttrAPIGroup].Optional {
 		t.Errorf("k8s::Resource shape %v", e.Shape)
 	}
 	if e := rs.Entities[NonResourceURLType]; len(e.Shape) != 1 {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kcedar/kcedar/cedar"
@@ -50,6 +51,10 @@ type Options struct {
 	PolicyAdmission http.Handler
 	// DecisionLog, if set, gets a line per authorization decision.
 	DecisionLog *DecisionLog
+	// Namespaces fills resource.namespaceObject (for SubjectAccessReviews,
+	// the conditions callback and the admission webhook alike); nil leaves
+	// it unknown. See NamespaceInformer.
+	Namespaces cedar.NamespaceLookup
 }
 
 // Server answers kube-apiserver's webhook calls from one schema and the
@@ -73,7 +78,8 @@ type Server struct {
 	authWarn        *warnLimited
 	// draining: shutting down; /readyz answers 503 so load balancers and
 	// kube-apiserver's endpoints stop sending new requests.
-	draining atomic.Bool
+	draining   atomic.Bool
+	namespaces cedar.NamespaceLookup
 }
 
 // Drain makes /readyz answer 503 from now on: the first step of a graceful
@@ -96,6 +102,7 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	s.ready = opts.Ready
 	s.decisionLog = opts.DecisionLog
 	s.authWarn = newWarnLimited(logger)
+	s.namespaces = opts.Namespaces
 	s.webhookVerified.Store(opts.UnverifiedAdmissionWebhook)
 	prev := store.OnReload
 	store.OnReload = func(r cedar.ReloadResult) {
@@ -122,6 +129,9 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 		return s.instrument(name, handler)
 	}
 	s.registerCacheMetrics(s.metrics.registry)
+	if c, ok := opts.Namespaces.(prometheus.Collector); ok {
+		s.metrics.registry.MustRegister(c) // the namespace informer's sync age
+	}
 	s.mux.Handle("POST /v1/authorize", webhook("authorize", s.handleAuthorize))
 	s.mux.Handle("POST /v1/conditions", webhook("conditions", s.handleConditions))
 	s.mux.Handle("POST /v1/admit", webhook("admit", s.handleAdmit))
@@ -152,7 +162,7 @@ func (s *Server) Authorizer() *residual.Engine {
 		if cur != nil && cur.Policies() == ps && cur.Schema() == schema {
 			return cur
 		}
-		next := residual.NewEngine(schema, ps, s.codec, residual.EngineOptions{CacheSize: residual.DefaultCacheSize})
+		next := residual.NewEngine(schema, ps, s.codec, residual.EngineOptions{CacheSize: residual.DefaultCacheSize, Namespaces: s.namespaces})
 		if s.engine.CompareAndSwap(cur, next) {
 			return next
 		}

@@ -53,8 +53,8 @@ func (c *Checker) lint(ps *policySource) []Diagnostic {
 	}
 	if ps.p.Effect == types.Permit && ps.p.UsesObjects && onlyReads(p) && !c.connectScope(p) {
 		out = append(out, ps.diag(Warning, CodeReadConditional,
-			"this permit depends on resource.object/oldObject but applies only to reads (get, list, watch): reads have no admission, so the objects are never known and the permit never allows anything",
-			"write conditions on objects for create/update/patch/delete; constrain reads by resource.namespace and resource.name", ps.find("action")))
+			"this permit depends on resource.object/oldObject but applies only to get: a get has no admission and no label selector, so the object is never known and the permit never allows anything",
+			"write conditions on objects for create/update/patch/delete, or on object labels for list/watch (confined by label selectors); constrain gets by resource.namespace and resource.name", ps.find("action")))
 	}
 	return out
 }
@@ -157,7 +157,9 @@ func hasTagGuard(p *ast.Policy) bool {
 	return found
 }
 
-var readVerbs = map[types.String]bool{"get": true, "list": true, "watch": true}
+// readVerbs are the reads that never know an object: a get (list and watch
+// may carry a label selector, which confines their objects).
+var readVerbs = map[types.String]bool{"get": true}
 
 // onlyReads reports whether the action scope names read verbs only.
 func onlyReads(p *ast.Policy) bool {

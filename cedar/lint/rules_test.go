@@ -56,9 +56,9 @@ when { datetime("2024-01-01").offset(duration("1h")) > datetime("2024-01-01") };
 forbid (principal, action, resource is core::secrets)
 when { datetime("2024-01-01T01:00:00Z") > datetime("2024-01-01") };`},
 		{"permit on objects for reads only", `@id("w")
-permit (principal, action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods)
+permit (principal, action in [k8s::Action::"get"], resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec &&
-       resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };`, CodeReadConditional, "2:20", "applies only to reads",
+       resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };`, CodeReadConditional, "2:20", "applies only to get",
 			`@id("w")
 permit (principal, action in [k8s::Action::"update", k8s::Action::"patch"], resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec &&

@@ -28,9 +28,11 @@ type authorizeOptions struct {
 	extra     []string
 	object    string
 	oldObject string
-	operation string
-	raw       bool              // take --resource etc. literally
-	inputs    map[string][]byte // files read, by path: stdin ("-") is read once
+	// namespaceObjects: files of Namespace objects that fill namespaceObject.
+	namespaceObjects []string
+	operation        string
+	raw              bool              // take --resource etc. literally
+	inputs           map[string][]byte // files read, by path: stdin ("-") is read once
 }
 
 func newAuthorizeCmd() *cobra.Command {
@@ -90,6 +92,7 @@ Exit status: 0 when decided (whatever the decision), 1 invalid policies,
 	f.StringVar(&o.req.Path, "path", "", "non-resource URL path, e.g. /healthz")
 	f.StringVar(&o.object, "object", "", "the object in admission (YAML or JSON file)")
 	f.StringVar(&o.oldObject, "old-object", "", "the stored object in admission (YAML or JSON file)")
+	f.StringArrayVar(&o.namespaceObjects, "namespace-object", nil, "Namespace object(s) (YAML or JSON; several documents or a List) that fill resource.namespaceObject, as kcedar serve's informer does; a namespace not given is unknown (repeatable)")
 	f.StringVar(&o.operation, "operation", "", "admission operation: CREATE, UPDATE, DELETE or CONNECT (default: from the verb)")
 	return cmd
 }
@@ -117,7 +120,11 @@ func runAuthorize(w, errw io.Writer, checker *lint.Checker, o *authorizeOptions)
 	if err != nil {
 		return err
 	}
-	d := offline.NewDecider(checker.Schema, ps).Decide(req, adm)
+	ns, err := readNamespaceObjects(o.namespaceObjects)
+	if err != nil {
+		return &exitError{2, err}
+	}
+	d := offline.NewDeciderWithNamespaces(checker.Schema, ps, ns).Decide(req, adm)
 	return printDecision(w, d, o.output)
 }
 

@@ -98,6 +98,13 @@ func TestAuthorizeMatchesServer(t *testing.T) {
 			sarFile := filepath.Join(dir, "sar.json")
 			writeJSONFile(t, sarFile, sar)
 			o := &authorizeOptions{policies: paths, output: "json", sarFile: sarFile, operation: tc.Operation}
+			srv := srv
+			if nsFile, lookup := namespacesOf(t, dir, tf, tc); lookup != nil {
+				// The same Namespace objects for both: --namespace-object
+				// and the informer's place in the server.
+				o.namespaceObjects = []string{nsFile}
+				srv = server.New(checker.Schema, store, server.Options{Logger: quiet, Namespaces: lookup})
+			}
 			if len(tc.Object) > 0 {
 				o.object = filepath.Join(dir, "object.json")
 				os.WriteFile(o.object, tc.Object, 0o644)

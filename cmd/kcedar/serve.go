@@ -46,6 +46,8 @@ func newServeCmd() *cobra.Command {
 		keepForbids          bool
 		shutdownDelay        time.Duration
 		shutdownTimeout      time.Duration
+		nsObjects            bool
+		nsMaxStaleness       time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --policies PATH...",
@@ -116,7 +118,11 @@ listener closes after --shutdown-delay and in-flight requests get
 			if dlogFile != nil {
 				defer dlogFile.Close()
 			}
-			opts := server.Options{DecisionLog: dlog, Logger: logger, Keys: keys, AdmissionEnforcement: admissionEnforcement, RequireClientCert: tlsOpts.ClientCAFile != "", UnverifiedAdmissionWebhook: unverifiedWebhook, PolicyAdmission: po.admission}
+			nsInformer, nsLookup, err := namespaceInformer(src, nsObjects || src.IsLive(), nsMaxStaleness)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			opts := server.Options{Namespaces: nsLookup, DecisionLog: dlog, Logger: logger, Keys: keys, AdmissionEnforcement: admissionEnforcement, RequireClientCert: tlsOpts.ClientCAFile != "", UnverifiedAdmissionWebhook: unverifiedWebhook, PolicyAdmission: po.admission}
 			if po.source != nil {
 				opts.Ready = po.source.Ready
 			}
@@ -144,6 +150,9 @@ listener closes after --shutdown-delay and in-flight requests get
 				po.start(ctx, func() { go store.Watch(ctx, reloadInterval) }, logger)
 			} else {
 				go store.Watch(ctx, reloadInterval)
+			}
+			if nsInformer != nil {
+				go nsInformer.Run(ctx)
 			}
 			if keyFile != "" {
 				go keys.WatchFile(ctx, keyFile, reloadInterval, logger)
@@ -182,6 +191,8 @@ listener closes after --shutdown-delay and in-flight requests get
 	f.BoolVar(&unverifiedWebhook, "unverified-admission-webhook", false, "with --admission-enforcement: do not verify the ValidatingWebhookConfiguration (only if something else guarantees it is installed)")
 	objects.addFlags(f)
 	decisionLog.addFlags(f)
+	f.BoolVar(&nsObjects, "namespace-objects", false, "fill resource.namespaceObject from an informer on Namespaces of the cluster (--live/--kubeconfig/--context, else KUBECONFIG, ~/.kube/config or in-cluster); on by default with --live or --kubeconfig. Without it namespaceObject is unknown")
+	f.DurationVar(&nsMaxStaleness, "namespace-max-staleness", server.DefaultNamespaceMaxStaleness, "after the Namespace informer's watch fails, answer from its cache this long, then treat every namespace as unknown (forbids reading namespaceObject deny)")
 	f.BoolVar(&admissionEnforcement, "admission-enforcement", false, "for clusters without conditional authorization: answer Allow for a conditional allow on requests admission always sees, and enforce the conditions at POST /v1/admit (install it with: kcedar manifests --admission-enforcement)")
 	return cmd
 }

@@ -26,6 +26,10 @@ type TestFile struct {
 	// means the *.cedar files next to it.
 	Policies []string   `json:"policies,omitempty"`
 	Tests    []TestCase `json:"tests"`
+	// Namespaces are the Namespace objects namespaceObject is filled from
+	// in every test (as kcedar serve's informer knows them); a namespace not
+	// listed is unknown.
+	Namespaces []json.RawMessage `json:"namespaces,omitempty"`
 }
 
 // TestCase is one request and what the policies must answer.
@@ -38,6 +42,9 @@ type TestCase struct {
 	Operation string          `json:"operation,omitempty"`
 	Object    json.RawMessage `json:"object,omitempty"`
 	OldObject json.RawMessage `json:"oldObject,omitempty"`
+	// NamespaceObject, if set, is the request's Namespace object for this
+	// test (replacing the file's namespaces of that name).
+	NamespaceObject json.RawMessage `json:"namespaceObject,omitempty"`
 	// Expect is Allow, Deny, NoOpinion or Conditional.
 	Expect string `json:"expect"`
 	// Outcome is the decision after admission (the conditions evaluated
@@ -170,7 +177,12 @@ func (tf *TestFile) Run(d *Decider) []TestResult {
 			r.Failures = append(r.Failures, "invalid request: "+err.Error())
 			continue
 		}
-		got := d.Decide(req, adm)
+		dd, err := tf.deciderFor(d, &tc)
+		if err != nil {
+			r.Failures = append(r.Failures, "invalid namespaceObject: "+err.Error())
+			continue
+		}
+		got := dd.Decide(req, adm)
 		r.Got = got
 		if got.Decision != tc.Expect {
 			r.Failures = append(r.Failures, fmt.Sprintf("decision: got %s, want %s%s", got.Decision, tc.Expect, because(got.Reason, got.EvaluationError)))
@@ -283,5 +295,9 @@ func RunTestFile(file string, s *schemagen.Schema, loader PolicyLoader) ([]TestR
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	return tf.Run(NewDecider(s, ps)), nil
+	ns, err := tf.namespaces()
+	if err != nil {
+		return nil, fmt.Errorf("%s: namespaces: %w", file, err)
+	}
+	return tf.Run(NewDeciderWithNamespaces(s, ps, ns)), nil
 }

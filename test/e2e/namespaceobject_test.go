@@ -1,0 +1,209 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kcedar/kcedar/test/e2e/framework"
+)
+
+const namespaceObjectPolicies = `
+@id("team-a-by-namespace-label") @reason("team a works in namespaces labelled team=a")
+permit(principal == k8s::User::"alice", action in [k8s::Action::"get", k8s::Action::"list", k8s::Action::"watch"], resource is core::pods)
+when { resource has namespaceObject && resource.namespaceObject.metadata has labels &&
+       resource.namespaceObject.metadata.labels.hasTag("team") &&
+       resource.namespaceObject.metadata.labels.getTag("team") == "a" };
+
+@id("restricted-namespaces") @reason("namespaces labelled restricted are off limits")
+forbid(principal == k8s::User::"alice", action, resource)
+when { resource has namespaceObject && resource.namespaceObject.metadata has labels &&
+       resource.namespaceObject.metadata.labels.hasTag("restricted") };
+
+@id("agent-labelled-pods") @reason("the agent reads only the pods labelled app=agent")
+permit(principal == k8s::User::"agent", action in [k8s::Action::"list", k8s::Action::"watch"], resource is core::pods)
+when { resource has object && resource.object.metadata has labels &&
+       resource.object.metadata.labels.hasTag("app") &&
+       resource.object.metadata.labels.getTag("app") == "agent" };
+`
+
+// selfSignedServing writes a self-signed serving certificate for 127.0.0.1
+// (its own CA) and returns the cert and key files.
+func selfSignedServing(t *testing.T, dir string) (certFile, keyFile string, certPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kcedar-e2e"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile, certPEM
+}
+
+// TestNamespaceObject: kcedar serve fills namespaceObject from an informer
+// on the cluster it authorizes, so a policy on namespace labels decides
+// reads, and a relabel changes the answer within seconds. The cluster starts
+// first (kcedar needs its kubeconfig); the webhook's address and certificate
+// are fixed in advance.
+func TestNamespaceObject(t *testing.T) {
+	dir := t.TempDir()
+	polFile := filepath.Join(dir, "policies.cedar")
+	if err := os.WriteFile(polFile, []byte(namespaceObjectPolicies), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, certPEM := selfSignedServing(t, dir)
+	addr := "127.0.0.1:" + strconv.Itoa(framework.FreePort(t))
+	opts := framework.Options{
+		AuthorizationConfig: `apiVersion: apiserver.config.k8s.io/v1
+kind: AuthorizationConfiguration
+authorizers:
+- type: Webhook
+  name: kcedar
+  webhook:
+    timeout: 3s
+    subjectAccessReviewVersion: v1
+    matchConditionSubjectAccessReviewVersion: v1
+    failurePolicy: Deny
+    authorizedTTL: 1s
+    unauthorizedTTL: 1s
+    cacheAuthorizedRequests: false
+    cacheUnauthorizedRequests: false
+    connectionInfo:
+      type: KubeConfigFile
+      kubeConfigFile: {{.Dir}}/kcedar-webhook.kubeconfig
+- type: RBAC
+  name: rbac
+`,
+		Tokens: []framework.Token{{Token: "alice-token", User: "alice"}, {Token: "agent-token", User: "agent"}},
+		Files: map[string]string{
+			"kcedar-ca.crt": string(certPEM),
+			"kcedar-webhook.kubeconfig": fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: kcedar
+  cluster:
+    server: https://%s/v1/authorize
+    certificate-authority: {{.Dir}}/kcedar-ca.crt
+users:
+- name: kube-apiserver
+  user: {}
+contexts:
+- name: webhook
+  context: {cluster: kcedar, user: kube-apiserver}
+current-context: webhook
+`, addr),
+		},
+	}
+	c := framework.Start(t, opts)
+	ctx := t.Context()
+	admin := c.Client(t)
+	label := func(ns string, labels map[string]string) {
+		t.Helper()
+		got, err := admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Labels = labels
+		if _, err := admin.CoreV1().Namespaces().Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for ns, labels := range map[string]map[string]string{"labelled": {"team": "a"}, "plain": nil} {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// kcedar reads Namespaces with the admin kubeconfig (KUBECONFIG).
+	t.Setenv("KUBECONFIG", c.Kubeconfig)
+	p := framework.StartProcess(t, framework.KcedarBinary(t), "serve", "--listen", addr, "--policies", polFile,
+		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--namespace-objects")
+	p.WaitForTCP(t, addr, 60*time.Second)
+
+	alice := c.ClientFor(t, "alice-token")
+	canList := func(ns string) error {
+		_, err := alice.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err
+	}
+	// eventually waits for the informer (first sync, then each relabel):
+	// the bar is 5 s from the change.
+	eventually := func(what string, within time.Duration, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %s", what, within)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	eventually("alice lists pods in the namespace labelled team=a", 30*time.Second, func() bool { return canList("labelled") == nil })
+	if err := canList("plain"); !isForbidden(err) {
+		t.Fatalf("list pods in the unlabelled namespace: want 403, got %v", err)
+	}
+	if err := canList(""); !isForbidden(err) {
+		t.Fatalf("list pods in all namespaces: want 403, got %v", err)
+	}
+
+	// Label selectors confine reads (the API server sends them with
+	// AuthorizeWithSelectors, on by default since 1.34).
+	agent := c.ClientFor(t, "agent-token")
+	if _, err := agent.CoreV1().Pods("plain").List(ctx, metav1.ListOptions{LabelSelector: "app=agent"}); err != nil {
+		t.Fatalf("agent lists pods -l app=agent: %v", err)
+	}
+	if _, err := agent.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app=agent,tier=x"}); err != nil {
+		t.Fatalf("agent lists pods -A -l app=agent,tier=x: %v", err)
+	}
+	for _, sel := range []string{"", "app", "app!=web", "app in (agent,web)", "tier=agent"} {
+		if _, err := agent.CoreV1().Pods("plain").List(ctx, metav1.ListOptions{LabelSelector: sel}); !isForbidden(err) {
+			t.Fatalf("agent lists pods -l %q: want 403, got %v", sel, err)
+		}
+	}
+
+	start := time.Now()
+	label("plain", map[string]string{"team": "a"})
+	eventually("allowed after labelling team=a", 5*time.Second, func() bool { return canList("plain") == nil })
+	t.Logf("relabel to allow took effect in %s", time.Since(start))
+
+	start = time.Now()
+	label("labelled", map[string]string{"team": "a", "restricted": "true"})
+	eventually("denied after labelling restricted", 5*time.Second, func() bool { return isForbidden(canList("labelled")) })
+	t.Logf("relabel to deny took effect in %s", time.Since(start))
+}
