@@ -6,7 +6,7 @@ import (
 	cedarlib "github.com/cedar-policy/cedar-go"
 	cedarast "github.com/cedar-policy/cedar-go/ast"
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/cedar-policy/cedar-go/x/exp/ast"
+	"github.com/kcedar/kcedar/internal/cedarx/ast"
 
 	"github.com/kcedar/kcedar/schemagen"
 )

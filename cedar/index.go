@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/cedar-policy/cedar-go/x/exp/ast"
+	"github.com/kcedar/kcedar/internal/cedarx/ast"
 
 	"github.com/kcedar/kcedar/schemagen"
 )

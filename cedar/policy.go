@@ -8,7 +8,7 @@ import (
 
 	cedarlib "github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/cedar-policy/cedar-go/x/exp/ast"
+	"github.com/kcedar/kcedar/internal/cedarx/ast"
 
 	"github.com/kcedar/kcedar/internal/cedarlex"
 	"github.com/kcedar/kcedar/schemagen"

@@ -10,10 +10,10 @@ import (
 	"sync"
 
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/cedar-policy/cedar-go/x/exp/ast"
-	cedarschema "github.com/cedar-policy/cedar-go/x/exp/schema"
-	"github.com/cedar-policy/cedar-go/x/exp/schema/resolved"
-	"github.com/cedar-policy/cedar-go/x/exp/schema/validate"
+	"github.com/kcedar/kcedar/internal/cedarx/ast"
+	cedarschema "github.com/kcedar/kcedar/internal/cedarx/schema"
+	"github.com/kcedar/kcedar/internal/cedarx/schema/resolved"
+	"github.com/kcedar/kcedar/internal/cedarx/schema/validate"
 
 	"github.com/kcedar/kcedar/schemagen"
 )

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/cedar-policy/cedar-go/x/exp/ast"
-	"github.com/cedar-policy/cedar-go/x/exp/eval"
+	"github.com/kcedar/kcedar/internal/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/cedarx/eval"
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/schemagen"

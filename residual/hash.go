@@ -3,7 +3,7 @@ package residual
 import (
 	"hash/maphash"
 
-	"github.com/cedar-policy/cedar-go/x/exp/ast"
+	"github.com/kcedar/kcedar/internal/cedarx/ast"
 )
 
 var hashSeed = maphash.MakeSeed()

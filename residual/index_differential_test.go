@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/cedar-policy/cedar-go/x/exp/ast"
+	"github.com/kcedar/kcedar/internal/cedarx/ast"
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/testgen/zoo"

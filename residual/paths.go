@@ -1,7 +1,7 @@
 package residual
 
 import (
-	"github.com/cedar-policy/cedar-go/x/exp/ast"
+	"github.com/kcedar/kcedar/internal/cedarx/ast"
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/schemagen"

@@ -3,7 +3,7 @@ package residual
 import (
 	"fmt"
 
-	"github.com/cedar-policy/cedar-go/x/exp/ast"
+	"github.com/kcedar/kcedar/internal/cedarx/ast"
 )
 
 // rewrite rebuilds n top-down: f may replace a node (with its subtree);

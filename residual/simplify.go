@@ -2,8 +2,8 @@ package residual
 
 import (
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/cedar-policy/cedar-go/x/exp/ast"
-	"github.com/cedar-policy/cedar-go/x/exp/eval"
+	"github.com/kcedar/kcedar/internal/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/cedarx/eval"
 )
 
 // simplify folds what cedar-go's partial evaluator leaves: `X && true`,

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/cedar-policy/cedar-go/types"
-	cedarschema "github.com/cedar-policy/cedar-go/x/exp/schema"
-	"github.com/cedar-policy/cedar-go/x/exp/schema/ast"
+	cedarschema "github.com/kcedar/kcedar/internal/cedarx/schema"
+	"github.com/kcedar/kcedar/internal/cedarx/schema/ast"
 )
 
 // Annotations kcedar puts on the printed schema. They let tools (and

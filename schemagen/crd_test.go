@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/cedar-policy/cedar-go"
-	xast "github.com/cedar-policy/cedar-go/x/exp/ast"
-	"github.com/cedar-policy/cedar-go/x/exp/schema/resolved"
-	"github.com/cedar-policy/cedar-go/x/exp/schema/validate"
+	xast "github.com/kcedar/kcedar/internal/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/cedarx/schema/resolved"
+	"github.com/kcedar/kcedar/internal/cedarx/schema/validate"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/kcedar/kcedar/internal/crdtest"

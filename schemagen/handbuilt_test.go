@@ -3,7 +3,7 @@ package schemagen_test
 import (
 	"testing"
 
-	cedarschema "github.com/cedar-policy/cedar-go/x/exp/schema"
+	cedarschema "github.com/kcedar/kcedar/internal/cedarx/schema"
 
 	"github.com/kcedar/kcedar/internal/schematest"
 )

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/cedar-policy/cedar-go/types"
-	cedarschema "github.com/cedar-policy/cedar-go/x/exp/schema"
-	"github.com/cedar-policy/cedar-go/x/exp/schema/resolved"
+	cedarschema "github.com/kcedar/kcedar/internal/cedarx/schema"
+	"github.com/kcedar/kcedar/internal/cedarx/schema/resolved"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )

@@ -12,10 +12,10 @@ import (
 
 	"github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
-	xast "github.com/cedar-policy/cedar-go/x/exp/ast"
-	cedarschema "github.com/cedar-policy/cedar-go/x/exp/schema"
-	"github.com/cedar-policy/cedar-go/x/exp/schema/resolved"
-	"github.com/cedar-policy/cedar-go/x/exp/schema/validate"
+	xast "github.com/kcedar/kcedar/internal/cedarx/ast"
+	cedarschema "github.com/kcedar/kcedar/internal/cedarx/schema"
+	"github.com/kcedar/kcedar/internal/cedarx/schema/resolved"
+	"github.com/kcedar/kcedar/internal/cedarx/schema/validate"
 	"k8s.io/client-go/rest"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing/fstest"
 
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/cedar-policy/cedar-go/x/exp/schema/resolved"
+	"github.com/kcedar/kcedar/internal/cedarx/schema/resolved"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )

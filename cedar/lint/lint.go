@@ -18,8 +18,8 @@ import (
 	"sync/atomic"
 
 	"github.com/cedar-policy/cedar-go/types"
-	cedarschema "github.com/cedar-policy/cedar-go/x/exp/schema"
-	"github.com/cedar-policy/cedar-go/x/exp/schema/resolved"
+	cedarschema "github.com/kcedar/kcedar/internal/cedarx/schema"
+	"github.com/kcedar/kcedar/internal/cedarx/schema/resolved"
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/schemagen"

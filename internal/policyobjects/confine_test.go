@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	cedarast "github.com/cedar-policy/cedar-go/ast"
-	"github.com/cedar-policy/cedar-go/x/exp/ast"
+	"github.com/kcedar/kcedar/internal/cedarx/ast"
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/schematest"

@@ -5,7 +5,11 @@
 // upgrade touches internal/cedarx only.
 package ast
 
-import x "github.com/cedar-policy/cedar-go/x/exp/ast"
+import (
+	"github.com/cedar-policy/cedar-go/types"
+	x "github.com/cedar-policy/cedar-go/x/exp/ast"
+	"net/netip"
+)
 
 var Action = x.Action
 
@@ -17,7 +21,8 @@ type AnnotationType = x.AnnotationType
 type Annotations = x.Annotations
 type BinaryNode = x.BinaryNode
 
-// Boolean is generic: call x.Boolean through a wrapper if needed.
+func Boolean[T bool | types.Boolean](a0 T) x.Node { return x.Boolean(a0) }
+
 type Condition = x.Condition
 type ConditionType = x.ConditionType
 
@@ -39,7 +44,8 @@ var ExtensionCall = x.ExtensionCall
 var False = x.False
 var Forbid = x.Forbid
 
-// IPAddr is generic: call x.IPAddr through a wrapper if needed.
+func IPAddr[T netip.Prefix | types.IPAddr](a0 T) x.Node { return x.IPAddr(a0) }
+
 var IfThenElse = x.IfThenElse
 var Inspect = x.Inspect
 
@@ -49,7 +55,8 @@ type IsPrincipalScopeNode = x.IsPrincipalScopeNode
 type IsResourceScopeNode = x.IsResourceScopeNode
 type IsScopeNode = x.IsScopeNode
 
-// Long is generic: call x.Long through a wrapper if needed.
+func Long[T int | int64 | types.Long](a0 T) x.Node { return x.Long(a0) }
+
 var Negate = x.Negate
 var NewActionNode = x.NewActionNode
 var NewContextNode = x.NewContextNode
@@ -121,7 +128,8 @@ var Set = x.Set
 
 type StrOpNode = x.StrOpNode
 
-// String is generic: call x.String through a wrapper if needed.
+func String[T string | types.String](a0 T) x.Node { return x.String(a0) }
+
 var True = x.True
 
 type UnaryNode = x.UnaryNode

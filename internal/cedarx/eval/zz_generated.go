@@ -5,7 +5,9 @@
 // upgrade touches internal/cedarx only.
 package eval
 
-import x "github.com/cedar-policy/cedar-go/x/exp/eval"
+import (
+	x "github.com/cedar-policy/cedar-go/x/exp/eval"
+)
 
 type Env = x.Env
 

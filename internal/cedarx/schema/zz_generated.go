@@ -5,7 +5,9 @@
 // upgrade touches internal/cedarx only.
 package schema
 
-import x "github.com/cedar-policy/cedar-go/x/exp/schema"
+import (
+	x "github.com/cedar-policy/cedar-go/x/exp/schema"
+)
 
 var NewSchemaFromAST = x.NewSchemaFromAST
 

@@ -5,7 +5,9 @@
 // upgrade touches internal/cedarx only.
 package ast
 
-import x "github.com/cedar-policy/cedar-go/x/exp/schema/ast"
+import (
+	x "github.com/cedar-policy/cedar-go/x/exp/schema/ast"
+)
 
 type Action = x.Action
 type Actions = x.Actions

@@ -5,7 +5,9 @@
 // upgrade touches internal/cedarx only.
 package resolved
 
-import x "github.com/cedar-policy/cedar-go/x/exp/schema/resolved"
+import (
+	x "github.com/cedar-policy/cedar-go/x/exp/schema/resolved"
+)
 
 type Action = x.Action
 type Annotations = x.Annotations

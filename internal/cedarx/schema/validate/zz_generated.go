@@ -5,7 +5,9 @@
 // upgrade touches internal/cedarx only.
 package validate
 
-import x "github.com/cedar-policy/cedar-go/x/exp/schema/validate"
+import (
+	x "github.com/cedar-policy/cedar-go/x/exp/schema/validate"
+)
 
 var New = x.New
 
