@@ -111,6 +111,9 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 			gen = cur.Generation
 		}
 		s.metrics.observeReload(r, gen)
+		if r.Err == nil && r.Changed {
+			s.releaseReplacedSet()
+		}
 		if prev != nil {
 			prev(r)
 		}
@@ -144,6 +147,17 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	return s
+}
+
+// releaseReplacedSet runs after a reload swapped the policy set: it moves
+// the server to the new set's engine, which drops the old engine and every
+// cache it built, and returns the memory they held to the operating system
+// at once, so RSS follows the serving set instead of the largest transient
+// of a reload (parsing and validating a large set allocates much more than
+// the set keeps). A reload is rare; one full collection is its cost.
+func (s *Server) releaseReplacedSet() {
+	s.Authorizer()
+	debug.FreeOSMemory()
 }
 
 // Schema is the schema decisions use.
