@@ -14,8 +14,20 @@ import (
 // NamespaceGuard is the condition ConfineToNamespace puts in front of a
 // policy's own conditions: `resource has namespace && resource.namespace == ns`.
 func NamespaceGuard(ns string) ast.Node {
-	return ast.Resource().Has(schemagen.AttrNamespace).And(ast.Resource().Access(schemagen.AttrNamespace).Equal(ast.String(ns)))
+	g := ast.Resource().Has(schemagen.AttrNamespace).And(ast.Resource().Access(schemagen.AttrNamespace).Equal(ast.String(ns)))
+	// A request on the Namespace object itself names its namespace (as
+	// kube-apiserver sets it), and cluster-scoped entities carry the
+	// namespace a request names: a namespaced policy must not reach its own
+	// Namespace object (get, update or delete the namespace).
+	for _, t := range namespaceObjectTypes {
+		g = g.And(ast.Not(ast.Resource().Is(t)))
+	}
+	return g
 }
+
+// namespaceObjectTypes are the entity types of the Namespace object and its
+// subresources.
+var namespaceObjectTypes = []types.EntityType{"core::namespaces", "core::namespaces_status", "core::namespaces_finalize"}
 
 // ConfineToNamespace rewrites policies so they can only match requests in
 // namespace ns, whatever their text says: each becomes a copy whose first
