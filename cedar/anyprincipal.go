@@ -35,9 +35,7 @@ func (ps *PolicySet) CandidatesAnyPrincipal(verb string, resourceType types.Enti
 				continue
 			}
 			found = append(found, b.rest...)
-			for _, l := range b.keyed {
-				found = append(found, l...)
-			}
+			found = append(found, b.members...)
 			for d := range b.absent {
 				found = append(found, b.absent[d]...)
 				found = append(found, b.openRest[d]...)

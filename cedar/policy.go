@@ -1,10 +1,12 @@
 package cedar
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	cedarlib "github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
@@ -57,19 +59,20 @@ func ParsePolicies(fileName string, src []byte) ([]*Policy, error) {
 	if len(src) > MaxPolicyFileBytes {
 		return nil, fmt.Errorf("%s: %d bytes is over the limit of %d", fileName, len(src), MaxPolicyFileBytes)
 	}
-	if err := checkNesting(src); err != nil {
+	ends, err := checkNesting(src)
+	if err != nil {
 		return nil, fmt.Errorf("%s:%v", fileName, err)
 	}
-	list, err := cedarlib.NewPolicyListFromBytes(fileName, src)
+	list, lines, err := parseChunked(fileName, src, ends)
 	if err != nil {
 		return nil, parseError(fileName, err)
 	}
 	out := make([]*Policy, 0, len(list))
-	for _, cp := range list {
+	for i, cp := range list {
 		a := (*ast.Policy)(cp.AST())
 		p := &Policy{Effect: cp.Effect(), AST: a, Compiled: cp}
 		pos := cp.Position()
-		p.Source = fmt.Sprintf("%s:%d:%d", fileName, pos.Line, pos.Column)
+		p.Source = fmt.Sprintf("%s:%d:%d", fileName, pos.Line+lines[i], pos.Column)
 		p.ID = p.Source
 		for _, an := range a.Annotations {
 			switch an.Key {
@@ -89,6 +92,57 @@ func ParsePolicies(fileName string, src []byte) ([]*Policy, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// chunkPolicies is how many policies parseChunked hands cedar-go at a time.
+// cedar-go tokenizes its whole input into one slice before parsing; on a
+// file of thousands of policies that slice is megabytes, regrown and
+// rescanned by the GC, which made parsing most of the start-up time of a
+// 100,000-policy set. Chunks keep it small.
+const chunkPolicies = 64
+
+// parseChunked parses src as cedar-go would, chunkPolicies policies at a
+// time, split at the top-level semicolons checkNesting found (ends). Each
+// chunk keeps its columns: the part of its first line before it is blanked
+// (one space per rune), and lines[i] is the number of lines before policy
+// i's chunk, to add to its position. On any error the whole file is parsed
+// again, so errors (and their positions) are cedar-go's own.
+func parseChunked(fileName string, src []byte, ends []int) (list cedarlib.PolicyList, lines []int, err error) {
+	whole := func() (cedarlib.PolicyList, []int, error) {
+		list, err := cedarlib.NewPolicyListFromBytes(fileName, src)
+		return list, make([]int, len(list)), err
+	}
+	if len(ends) <= chunkPolicies {
+		return whole()
+	}
+	var buf []byte
+	start, line := 0, 0 // chunk start offset, and the lines before it
+	for i := chunkPolicies; ; i += chunkPolicies {
+		end := len(src)
+		if i < len(ends) {
+			end = ends[i-1]
+		}
+		lineStart := bytes.LastIndexByte(src[:start], '\n') + 1
+		buf = buf[:0]
+		for range utf8.RuneCount(src[lineStart:start]) {
+			buf = append(buf, ' ')
+		}
+		buf = append(buf, src[start:end]...)
+		chunk, err := cedarlib.NewPolicyListFromBytes(fileName, buf)
+		if err != nil {
+			return whole()
+		}
+		list = append(list, chunk...)
+		for range chunk {
+			lines = append(lines, line)
+		}
+		if end == len(src) {
+			break
+		}
+		line += bytes.Count(src[start:end], []byte{'\n'})
+		start = end
+	}
+	return list, lines, nil
 }
 
 // checkScope refuses scopes that name a specific resource entity: resource
@@ -137,7 +191,7 @@ func parseError(fileName string, err error) error {
 // group, each comma- or semicolon-separated segment is at most as deep as its
 // operator tokens plus its deepest nested group, and a group is one deeper than
 // its deepest segment.
-func checkNesting(src []byte) error {
+func checkNesting(src []byte) (ends []int, err error) {
 	type frame struct {
 		ops, maxChild, maxSeg int
 	}
@@ -166,7 +220,7 @@ func checkNesting(src []byte) error {
 	for {
 		tok, err := lx.Next()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if tok.Kind == cedarlex.EOF {
 			break
@@ -188,7 +242,7 @@ func checkNesting(src []byte) error {
 			switch c {
 			case '(', '[', '{':
 				if len(stack) > MaxNesting {
-					return fmt.Errorf("%s: nesting deeper than %d", tok.Pos, MaxNesting)
+					return nil, fmt.Errorf("%s: nesting deeper than %d", tok.Pos, MaxNesting)
 				}
 				stack = append(stack, frame{})
 			case ')', ']', '}':
@@ -196,16 +250,17 @@ func checkNesting(src []byte) error {
 				// let it lower the count.
 				if len(stack) > 1 {
 					if err := closeGroup(); err != nil {
-						return err
+						return nil, err
 					}
 				}
 			case ',', ';':
 				if err := endSegment(); err != nil {
-					return err
+					return nil, err
 				}
 				if c == ';' && len(stack) == 1 {
 					stack[0] = frame{}
 					policy = cedarlex.Pos{}
+					ends = append(ends, tok.End)
 				}
 			case '|', '&', '=', '!', '<', '>', '+', '-', '*', '.':
 				stack[len(stack)-1].ops++
@@ -214,10 +269,10 @@ func checkNesting(src []byte) error {
 	}
 	for len(stack) > 1 {
 		if err := closeGroup(); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return endSegment()
+	return ends, endSegment()
 }
 
 // mentionsObjects reports whether the policy reads resource.object or

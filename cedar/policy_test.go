@@ -248,13 +248,13 @@ func TestCheckNesting(t *testing.T) {
 		{"operators in strings do not count", `"` + strings.Repeat("&&", 10*MaxExpressionDepth) + `"`, true},
 	}
 	for _, tc := range cases {
-		err := checkNesting([]byte(tc.src))
+		_, err := checkNesting([]byte(tc.src))
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: checkNesting = %v, want ok=%v", tc.name, err, tc.ok)
 		}
 	}
 	// Positions count lines and characters (not bytes).
-	err := checkNesting([]byte("\"é\"\n  é " + open(MaxNesting+1)))
+	_, err := checkNesting([]byte("\"é\"\n  é " + open(MaxNesting+1)))
 	if err == nil || !strings.HasPrefix(err.Error(), fmt.Sprintf("2:%d:", 4+MaxNesting+1)) {
 		t.Errorf("position: %v", err)
 	}

@@ -274,13 +274,13 @@ func decide(results []policyResult, entityType types.EntityType) Decision {
 }
 
 func (e *Engine) authorizeWorld(req *cedar.Request, verb string, target cedar.Target, open, absent map[string]bool) (Decision, bool) {
-	principal := cedar.PrincipalEntity(req.User)
-	action := schemagen.ActionUID(verb)
-	resourceUID := target.EntityUID(req)
 	candidates := e.policies.Candidates(cedar.NewCandidateQuery(req, target, verb))
 	if len(candidates) == 0 {
 		return NoOpinion(nil), false
 	}
+	principal := cedar.PrincipalEntity(req.User)
+	action := schemagen.ActionUID(verb)
+	resourceUID := target.EntityUID(req)
 	shapes := AdmissionShapes(target, req, verb)
 	var ns nsValue
 	if e.anyReadsNamespace(candidates) {
