@@ -35,7 +35,9 @@ func (ps *PolicySet) CandidatesAnyPrincipal(verb string, resourceType types.Enti
 				continue
 			}
 			found = append(found, b.rest...)
-			found = append(found, b.members...)
+			for _, l := range b.keyed {
+				found = append(found, l...)
+			}
 			for d := range b.absent {
 				found = append(found, b.absent[d]...)
 				found = append(found, b.openRest[d]...)

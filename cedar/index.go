@@ -24,13 +24,11 @@ import (
 //     namespace, name, apiGroup and resource. A disjunction of constraints on
 //     one dimension is their union; several constraints on one dimension all
 //     apply.
-//   - A policy is keyed once, under the value set of its most selective
-//     constraint (fewest policies share it), in one map for every verb and
-//     resource type; without a key it lands in the "rest" of one bucket per
-//     (verb, resource type) it allows.
-//   - Candidates looks up the request's values (one map lookup each) and its
-//     buckets, then checks every found policy against all its constraints,
-//     its verbs and resource types included. An open request value (namespace or name
+//   - A policy lands in one bucket per (verb, resource type) it allows, and in
+//     each bucket under one key: the value set of its most selective
+//     constraint (fewest policies share it), or "rest" without one.
+//   - Candidates looks up the request's keys, then checks every found policy
+//     against all its constraints. An open request value (namespace or name
 //     "", apiGroup or resource "*") satisfies every constraint on it and finds
 //     every policy keyed on that dimension. An absent attribute (a cluster-
 //     scoped resource's namespace, a User's namespace) satisfies none.
@@ -43,35 +41,13 @@ import (
 //     when attribute A is absent rules the forbid out only when the request
 //     certainly has A (not absent, and not open on an optional attribute).
 type index struct {
-	strs  map[string]uint32 // interned values; 0 is "no such value"
-	names []string          // names[id] is the interned string of id (names[0] unused)
-	// buckets, by (verb, resource type) ids, hold what is not keyed by a
-	// value: policies without a key, forbids for absent attributes, and
-	// policies keyed on a resource dimension that have no principal key.
+	strs    map[string]uint32 // interned values; 0 is "no such value"
 	buckets map[bucketKey]*bucket
 	verbs   []uint32 // every verb id with a bucket, for an unexpanded "*" verb
-	// keyed maps (tag<<4 | dimension, value) to the policies keyed on it,
-	// whatever their verbs and resource types (the constraints checked after
-	// the lookup include those): one map lookup per request value, not one
-	// per bucket. Tag 0 is a policy's primary key. A policy whose primary key
-	// is on a resource dimension r (which requests may leave open) is also
-	// keyed under tag r+1 by its most selective principal constraint, for
-	// requests that leave r open; openDims[r] lists those principal
-	// dimensions. dims lists the dimensions of primary keys.
-	keyed    map[keyedKey][]int32
-	dims     uint16
-	openDims [nDims]uint16
 	// cons holds each policy's constraints, encoded from consAt[i]:
-	// header (dim | needs<<4 | n<<16), then n value ids. A policy's verbs and
-	// resource types (its buckets) are constraints too, with needs 0.
+	// header (dim | needs<<4 | n<<16), then n value ids.
 	cons   []uint32
 	consAt []uint32
-}
-
-// keyedKey is a key of index.keyed; val is the interned string.
-type keyedKey struct {
-	tagDim uint8
-	val    string
 }
 
 // Dimensions of a constraint.
@@ -101,10 +77,15 @@ type dimKey struct {
 }
 
 type bucket struct {
-	// members lists every policy in the bucket (for CandidatesAnyPrincipal).
-	members []int32
-	// openRest[r] lists the policies keyed on resource dimension r without a
-	// principal key, for requests that leave r open.
+	dims uint16 // dimensions with keyed policies
+	// keyed maps dimKey{tag<<4 | dim, value} to policies. Tag 0 is a
+	// policy's primary key. A policy whose primary key is on a resource
+	// dimension r (which requests may leave open) is also keyed under tag r+1
+	// by its most selective principal constraint, for requests that leave r
+	// open; openDims[r] lists those principal dimensions, openRest[r] the
+	// policies without one.
+	keyed    map[dimKey][]int32
+	openDims [nDims]uint16
 	openRest [nDims][]int32
 	// absent[d] lists the forbids keyed on a constraint that needs d, for
 	// requests where d is absent or may be.
@@ -130,8 +111,7 @@ type extraction struct {
 }
 
 func buildIndex(policies []*Policy) *index {
-	ix := &index{strs: map[string]uint32{}, names: []string{""}, buckets: map[bucketKey]*bucket{},
-		keyed: map[keyedKey][]int32{}, consAt: make([]uint32, len(policies)+1)}
+	ix := &index{strs: map[string]uint32{}, buckets: map[bucketKey]*bucket{}, consAt: make([]uint32, len(policies)+1)}
 	exts := make([]extraction, len(policies))
 	count := map[dimKey]int32{}
 	for i, p := range policies {
@@ -175,21 +155,6 @@ func buildIndex(policies []*Policy) *index {
 				primary, best = ci, cost
 			}
 		}
-		var openRest bool // keyed on a resource dimension, without a principal key
-		if primary >= 0 {
-			c := e.cons[primary]
-			ix.dims |= 1 << c.dim
-			ix.put(0, c, int32(i))
-			if isResourceDim(c.dim) {
-				if secondary < 0 {
-					openRest = true
-				} else {
-					sc := e.cons[secondary]
-					ix.openDims[c.dim] |= 1 << sc.dim
-					ix.put(c.dim+1, sc, int32(i))
-				}
-			}
-		}
 		for _, v := range vids {
 			if v != anyID && !verbSeen[v] {
 				verbSeen[v] = true
@@ -199,35 +164,34 @@ func buildIndex(policies []*Policy) *index {
 				k := bucketKey{v, t}
 				b := ix.buckets[k]
 				if b == nil {
-					b = &bucket{}
+					b = &bucket{keyed: map[dimKey][]int32{}}
 					ix.buckets[k] = b
 				}
 				if primary < 0 {
 					b.rest = append(b.rest, int32(i))
 					continue
 				}
-				b.members = append(b.members, int32(i))
 				c := e.cons[primary]
+				b.dims |= 1 << c.dim
+				ix.put(b, 0, c, int32(i))
 				for d := dUser; d < nDims; d++ {
 					if c.needs&(1<<d) != 0 {
 						b.absentDims |= 1 << d
 						b.absent[d] = append(b.absent[d], int32(i))
 					}
 				}
-				if openRest {
-					b.openRest[c.dim] = append(b.openRest[c.dim], int32(i))
+				if isResourceDim(c.dim) {
+					if secondary < 0 {
+						b.openRest[c.dim] = append(b.openRest[c.dim], int32(i))
+					} else {
+						sc := e.cons[secondary]
+						b.openDims[c.dim] |= 1 << sc.dim
+						ix.put(b, c.dim+1, sc, int32(i))
+					}
 				}
 			}
 		}
-		// The buckets' verbs and types, and the remaining constraints,
-		// checked after the lookup (keyed lists hold every bucket's policies).
-		for d, ids := range [...][]uint32{dVerb: vids, dRType: tids} {
-			if len(ids) == 1 && ids[0] == anyID {
-				continue
-			}
-			ix.cons = append(ix.cons, uint32(d)|uint32(len(ids))<<16)
-			ix.cons = append(ix.cons, ids...)
-		}
+		// Remaining constraints, checked after the lookup.
 		for _, c := range e.cons {
 			if c.dim == dVerb || c.dim == dRType {
 				continue
@@ -240,11 +204,10 @@ func buildIndex(policies []*Policy) *index {
 		ix.consAt[i+1] = uint32(len(ix.cons))
 	}
 	ix.cons = slices.Clip(ix.cons)
-	for k, l := range ix.keyed {
-		ix.keyed[k] = slices.Clip(l)
-	}
 	for _, b := range ix.buckets {
-		b.members = slices.Clip(b.members)
+		for k, l := range b.keyed {
+			b.keyed[k] = slices.Clip(l)
+		}
 	}
 	return ix
 }
@@ -264,11 +227,11 @@ func ScopeResourceType(s ast.IsResourceScopeNode) (t types.EntityType, ok bool) 
 	return "", false
 }
 
-// put keys policy i under constraint c's values, with tag.
-func (ix *index) put(tag uint8, c constraint, i int32) {
+// put adds policy i to b under constraint c's values, with tag.
+func (ix *index) put(b *bucket, tag uint8, c constraint, i int32) {
 	for _, val := range slices.Compact(slices.Sorted(slices.Values(c.vals))) {
-		k := keyedKey{tag<<4 | c.dim, ix.names[ix.intern(val)]}
-		ix.keyed[k] = append(ix.keyed[k], i)
+		dk := dimKey{tag<<4 | c.dim, ix.intern(val)}
+		b.keyed[dk] = append(b.keyed[dk], i)
 	}
 }
 
@@ -280,9 +243,8 @@ func (ix *index) intern(s string) uint32 {
 	if id, ok := ix.strs[s]; ok {
 		return id
 	}
-	id := uint32(len(ix.names))
+	id := uint32(len(ix.strs) + 1)
 	ix.strs[s] = id
-	ix.names = append(ix.names, s)
 	return id
 }
 
@@ -397,10 +359,8 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 		}
 		return 0
 	}
-	// Request values per dimension; open/absent per dimension. The lookups
-	// use the strings; ids (for the constraint checks) are looked up only
-	// when something was found: most requests find nothing.
-	var strs [nDims]string
+	// Request values as ids, per dimension; open/absent per dimension.
+	var vals [nDims]uint32
 	var has, open [nDims]bool
 	var absentMask uint16 // dimensions absent, or open and possibly absent
 	set := func(d uint8, v QueryValue) {
@@ -409,11 +369,9 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 			absentMask |= 1 << d
 		}
 		if v.Has && !v.Open {
-			strs[d] = v.Value
+			vals[d] = id(v.Value)
 		}
 	}
-	set(dVerb, QueryValue{Value: q.Verb, Has: true, Open: q.Verb == Wildcard})
-	set(dRType, known(string(q.ResourceType)))
 	set(dUser, known(string(q.Principal.ID)))
 	set(dPType, known(string(q.Principal.Type)))
 	set(dPNamespace, q.PrincipalNamespace)
@@ -423,35 +381,41 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 	set(dAPIGroup, q.APIGroup)
 	set(dResource, q.Resource)
 	has[dGroup] = true
+	groups := make([]uint32, 0, len(q.Groups))
+	for _, g := range q.Groups {
+		if v := id(g); v != 0 {
+			groups = append(groups, v)
+		}
+	}
 
-	// collect appends the policies keyed under tag on the dimensions in
-	// mask, for the request's values.
-	var collect func(found []int32, tag uint8, mask uint16) []int32
-	collect = func(found []int32, tag uint8, mask uint16) []int32 {
+	verbIDs := []uint32{id(q.Verb), anyID}
+	if q.Verb == Wildcard {
+		verbIDs = append(slices.Clone(ix.verbs), anyID)
+	}
+	// collect appends the policies of b keyed under tag on the dimensions
+	// in mask, for the request's values.
+	var collect func(found []int32, b *bucket, tag uint8, mask uint16) []int32
+	collect = func(found []int32, b *bucket, tag uint8, mask uint16) []int32 {
 		for d := dUser; d < nDims; d++ {
 			if mask&(1<<d) == 0 {
 				continue
 			}
 			switch {
 			case d == dGroup:
-				for _, g := range q.Groups {
-					found = append(found, ix.keyed[keyedKey{tag<<4 | dGroup, g}]...)
+				for _, g := range groups {
+					found = append(found, b.keyed[dimKey{tag<<4 | dGroup, g}]...)
 				}
 			case !has[d]:
 			case open[d]:
-				found = collect(found, d+1, ix.openDims[d])
-			default:
-				found = append(found, ix.keyed[keyedKey{tag<<4 | d, strs[d]}]...)
+				found = append(found, b.openRest[d]...)
+				found = collect(found, b, d+1, b.openDims[d])
+			case vals[d] != 0:
+				found = append(found, b.keyed[dimKey{tag<<4 | d, vals[d]}]...)
 			}
 		}
 		return found
 	}
-	found := collect(nil, 0, ix.dims)
-
-	verbIDs := []uint32{id(q.Verb), anyID}
-	if q.Verb == Wildcard {
-		verbIDs = append(slices.Clone(ix.verbs), anyID)
-	}
+	var found []int32
 	for _, v := range verbIDs {
 		for _, t := range [2]uint32{id(string(q.ResourceType)), anyID} {
 			b := ix.buckets[bucketKey{v, t}]
@@ -466,11 +430,10 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 					}
 				}
 			}
-			for d := dUser; d < nDims; d++ {
-				if open[d] {
-					found = append(found, b.openRest[d]...)
-				}
+			if b.dims == 0 {
+				continue
 			}
+			found = collect(found, b, 0, b.dims)
 		}
 	}
 	if len(found) == 0 {
@@ -479,18 +442,6 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 	slices.Sort(found)
 	found = slices.Compact(found)
 
-	var vals [nDims]uint32
-	for d := range nDims {
-		if has[d] && !open[d] {
-			vals[d] = id(strs[d])
-		}
-	}
-	groups := make([]uint32, 0, len(q.Groups))
-	for _, g := range q.Groups {
-		if v := id(g); v != 0 {
-			groups = append(groups, v)
-		}
-	}
 	out := make([]*Policy, 0, len(found))
 	for _, i := range found {
 		if ix.holds(i, &vals, &has, &open, absentMask, groups) {
