@@ -8,7 +8,7 @@
 #   make e2e              real-cluster tests: go test -tags e2e ./test/e2e/...
 #                         (E2E_FLAGS='-run TestX -v' to narrow them down)
 #   make e2e-cost         kcedar's cost through a real kube-apiserver vs RBAC alone
-#                         (TestAPIServerCost, no -race; ~4 min; KCEDAR_E2E_COST_* knobs)
+#                         (TestAPIServerCost, no -race; ~5 min; KCEDAR_E2E_COST_* knobs)
 #   make image            bin/kcedar-image.tar: OCI image archive (static binary, no base image)
 #   make fuzz             each fuzz target for its execution budget (FUZZTIME overrides)
 #   make soak             soak tests against bin/kcedar (test/soak; ~4 min)

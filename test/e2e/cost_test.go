@@ -46,7 +46,7 @@ type costSettings struct {
 
 func costSettingsFromEnv(t *testing.T) costSettings {
 	t.Helper()
-	s := costSettings{rounds: 5, conns: 16, policies: 1000, duration: 8 * time.Second, warmup: 2 * time.Second}
+	s := costSettings{rounds: 7, conns: 16, policies: 1000, duration: 8 * time.Second, warmup: 2 * time.Second}
 	for name, p := range map[string]*int{"KCEDAR_E2E_COST_ROUNDS": &s.rounds, "KCEDAR_E2E_COST_CONCURRENCY": &s.conns, "KCEDAR_E2E_COST_POLICIES": &s.policies} {
 		if v := os.Getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -120,7 +120,7 @@ func costToken(kind string, i int) string {
 //
 // It is a benchmark: skipped unless KCEDAR_E2E_COST is set or -run names it
 // (`make e2e-cost`), and under the race detector. Knobs:
-// KCEDAR_E2E_COST_ROUNDS (5), _DURATION (8s per phase), _WARMUP (2s),
+// KCEDAR_E2E_COST_ROUNDS (7), _DURATION (8s per phase), _WARMUP (2s),
 // _CONCURRENCY (16 client goroutines), _POLICIES (1000 zoo policies).
 func TestAPIServerCost(t *testing.T) {
 	if !costAsked() {
@@ -182,16 +182,29 @@ func TestAPIServerCost(t *testing.T) {
 		}
 	}
 
-	base := costMedian(phases[0].results)
-	t.Logf("medians of %d rounds (%d client goroutines, %v per phase):", cfg.rounds, cfg.conns, cfg.duration)
+	// Ratios are taken within each round (the phases of a round ran
+	// seconds apart, under about the same machine load), then their median.
+	base := phases[0].results
+	ratio := func(rs []costResult, f func(costResult) float64) float64 {
+		xs := make([]float64, len(rs))
+		for i, r := range rs {
+			xs[i] = f(r) / f(base[i])
+		}
+		slices.Sort(xs)
+		return xs[len(xs)/2]
+	}
+	t.Logf("medians of %d rounds (%d client goroutines, %v per phase); ratios to RBAC alone are medians of the rounds' ratios:", cfg.rounds, cfg.conns, cfg.duration)
 	t.Logf("| phase | req/s | p50 | p99 | server CPU/req (apiserver + etcd + kcedar) | vs RBAC alone: throughput, p50, p99, CPU/req |")
 	t.Logf("|---|---|---|---|---|---|")
 	for _, p := range phases {
 		m := costMedian(p.results)
 		t.Logf("| %s | %.0f | %v | %v | %v (%v + %v + %v) | %.2fx, %.2fx, %.2fx, %.2fx |", p.name, m.rps,
 			m.p50.Round(10*time.Microsecond), m.p99.Round(10*time.Microsecond),
-			m.cpuTotal().Round(time.Microsecond), m.cpu["apiserver"].Round(time.Microsecond), m.cpu["etcd"].Round(time.Microsecond), m.cpu["kcedar"].Round(time.Microsecond),
-			m.rps/base.rps, float64(m.p50)/float64(base.p50), float64(m.p99)/float64(base.p99), float64(m.cpuTotal())/float64(base.cpuTotal()))
+			m.cpuTotal.Round(time.Microsecond), m.cpu["apiserver"].Round(time.Microsecond), m.cpu["etcd"].Round(time.Microsecond), m.cpu["kcedar"].Round(time.Microsecond),
+			ratio(p.results, func(r costResult) float64 { return r.rps }),
+			ratio(p.results, func(r costResult) float64 { return float64(r.p50) }),
+			ratio(p.results, func(r costResult) float64 { return float64(r.p99) }),
+			ratio(p.results, func(r costResult) float64 { return float64(r.cpuTotal) }))
 	}
 }
 
@@ -292,14 +305,7 @@ type costResult struct {
 	rps      float64
 	p50, p99 time.Duration
 	cpu      map[string]time.Duration // per measured request, by process
-}
-
-func (r costResult) cpuTotal() time.Duration {
-	var s time.Duration
-	for _, d := range r.cpu {
-		s += d
-	}
-	return s
+	cpuTotal time.Duration            // per measured request, all processes
 }
 
 func (r costResult) String() string {
@@ -400,6 +406,7 @@ func (p *costPhase) run(ctx context.Context, cfg costSettings) (costResult, erro
 		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], cpu: map[string]time.Duration{}}
 	for name := range p.pids {
 		r.cpu[name] = (cpu1[name] - cpu0[name]) / time.Duration(len(lat))
+		r.cpuTotal += r.cpu[name]
 	}
 	return r, nil
 }
@@ -447,6 +454,7 @@ func costMedian(rs []costResult) costResult {
 	m.rps = col(func(r costResult) float64 { return r.rps })
 	m.p50 = time.Duration(col(func(r costResult) float64 { return float64(r.p50) }))
 	m.p99 = time.Duration(col(func(r costResult) float64 { return float64(r.p99) }))
+	m.cpuTotal = time.Duration(col(func(r costResult) float64 { return float64(r.cpuTotal) }))
 	for name := range rs[0].cpu {
 		m.cpu[name] = time.Duration(col(func(r costResult) float64 { return float64(r.cpu[name]) }))
 	}
