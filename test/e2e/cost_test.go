@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -157,13 +158,22 @@ func TestAPIServerCost(t *testing.T) {
 		{name: "kcedar decides", cluster: kcedarCluster, kind: "bench", kcedarDecision: "Allow"},
 		{name: "kcedar NoOpinion, RBAC decides", cluster: kcedarCluster, kind: "rbac", kcedarDecision: "NoOpinion"},
 	}
+	// Every phase reads the CPU time of all five server processes: its own
+	// (by role) and the idle ones, whose idle rate is then subtracted.
+	procs := map[string]int{
+		"RBAC cluster apiserver": rbacCluster.APIServerPid(), "RBAC cluster etcd": rbacCluster.EtcdPid(),
+		"kcedar cluster apiserver": kcedarCluster.APIServerPid(), "kcedar cluster etcd": kcedarCluster.EtcdPid(),
+		"kcedar": kcedar.Pid(),
+	}
 	for _, p := range phases {
 		for u := range costUsers {
 			p.clients = append(p.clients, p.cluster.ClientFor(t, costToken(p.kind, u)))
 		}
-		p.pids = map[string]int{"apiserver": p.cluster.APIServerPid(), "etcd": p.cluster.EtcdPid()}
-		if p.kcedarDecision != "" {
-			p.pids["kcedar"] = kcedar.Pid()
+		p.procs = procs
+		if p.kcedarDecision == "" {
+			p.own = map[string]string{"apiserver": "RBAC cluster apiserver", "etcd": "RBAC cluster etcd"}
+		} else {
+			p.own = map[string]string{"apiserver": "kcedar cluster apiserver", "etcd": "kcedar cluster etcd", "kcedar": "kcedar"}
 		}
 	}
 	t.Logf("cost benchmark: %d policies (%d zoo + %d benchmark users'), %d client goroutines, %d rounds of %v per phase after %v warm-up",
@@ -182,6 +192,29 @@ func TestAPIServerCost(t *testing.T) {
 		}
 	}
 
+	// A process's idle rate is its median CPU rate over the phases that
+	// did not load it. Net CPU per request subtracts it.
+	idle := map[string]float64{} // CPU seconds per second
+	for name := range procs {
+		var rates []float64
+		for _, p := range phases {
+			if slices.Contains(slices.Collect(maps.Values(p.own)), name) {
+				continue
+			}
+			for _, r := range p.results {
+				rates = append(rates, r.raw[name].Seconds()/r.elapsed.Seconds())
+			}
+		}
+		slices.Sort(rates)
+		idle[name] = rates[len(rates)/2]
+		t.Logf("idle CPU of %s: %.1f%% of a core", name, 100*idle[name])
+	}
+	for _, p := range phases {
+		for i := range p.results {
+			p.results[i].subtractIdle(p.own, idle)
+		}
+	}
+
 	// Ratios are taken within each round (the phases of a round ran
 	// seconds apart, under about the same machine load), then their median.
 	base := phases[0].results
@@ -194,17 +227,19 @@ func TestAPIServerCost(t *testing.T) {
 		return xs[len(xs)/2]
 	}
 	t.Logf("medians of %d rounds (%d client goroutines, %v per phase); ratios to RBAC alone are medians of the rounds' ratios:", cfg.rounds, cfg.conns, cfg.duration)
-	t.Logf("| phase | req/s | p50 | p99 | server CPU/req (apiserver + etcd + kcedar) | vs RBAC alone: throughput, p50, p99, CPU/req |")
-	t.Logf("|---|---|---|---|---|---|")
+	t.Logf("| phase | req/s | p50 | p99 | server CPU/req | net of idle: apiserver + etcd + kcedar | vs RBAC alone: throughput, p50, p99, CPU/req, net CPU/req |")
+	t.Logf("|---|---|---|---|---|---|---|")
+	us := func(d time.Duration) string { return fmt.Sprintf("%d µs", d.Microseconds()) }
 	for _, p := range phases {
 		m := costMedian(p.results)
-		t.Logf("| %s | %.0f | %v | %v | %v (%v + %v + %v) | %.2fx, %.2fx, %.2fx, %.2fx |", p.name, m.rps,
-			m.p50.Round(10*time.Microsecond), m.p99.Round(10*time.Microsecond),
-			m.cpuTotal.Round(time.Microsecond), m.cpu["apiserver"].Round(time.Microsecond), m.cpu["etcd"].Round(time.Microsecond), m.cpu["kcedar"].Round(time.Microsecond),
+		t.Logf("| %s | %.0f | %.1f ms | %.1f ms | %s | %s = %s + %s + %s | %.2fx, %.2fx, %.2fx, %.2fx, %.2fx |", p.name, m.rps,
+			float64(m.p50)/1e6, float64(m.p99)/1e6, us(m.cpuTotal),
+			us(m.netTotal), us(m.net["apiserver"]), us(m.net["etcd"]), us(m.net["kcedar"]),
 			ratio(p.results, func(r costResult) float64 { return r.rps }),
 			ratio(p.results, func(r costResult) float64 { return float64(r.p50) }),
 			ratio(p.results, func(r costResult) float64 { return float64(r.p99) }),
-			ratio(p.results, func(r costResult) float64 { return float64(r.cpuTotal) }))
+			ratio(p.results, func(r costResult) float64 { return float64(r.cpuTotal) }),
+			ratio(p.results, func(r costResult) float64 { return float64(r.netTotal) }))
 	}
 }
 
@@ -295,7 +330,8 @@ type costPhase struct {
 	kind           string // "bench" or "rbac" users
 	kcedarDecision string // what kcedar must answer each request ("" = kcedar is not asked)
 	clients        []kubernetes.Interface
-	pids           map[string]int // processes whose CPU is measured
+	procs          map[string]int    // every server process: name -> pid
+	own            map[string]string // the processes this phase loads: role (apiserver, etcd, kcedar) -> name
 	results        []costResult
 }
 
@@ -304,8 +340,23 @@ type costResult struct {
 	measured int
 	rps      float64
 	p50, p99 time.Duration
-	cpu      map[string]time.Duration // per measured request, by process
-	cpuTotal time.Duration            // per measured request, all processes
+	elapsed  time.Duration            // the measurement window
+	raw      map[string]time.Duration // CPU time of every process over the window, by name
+	cpu      map[string]time.Duration // CPU time per measured request, by role of the phase's own processes
+	cpuTotal time.Duration            // sum of cpu
+	net      map[string]time.Duration // cpu less the process's idle rate (subtractIdle)
+	netTotal time.Duration            // sum of net
+}
+
+// subtractIdle sets net: each own process's CPU time over the window less its
+// idle rate (CPU seconds per second) times the window, per measured request.
+func (r *costResult) subtractIdle(own map[string]string, idle map[string]float64) {
+	r.net, r.netTotal = map[string]time.Duration{}, 0
+	for role, name := range own {
+		d := (r.raw[name] - time.Duration(idle[name]*float64(r.elapsed))) / time.Duration(r.measured)
+		r.net[role] = d
+		r.netTotal += d
+	}
 }
 
 func (r costResult) String() string {
@@ -403,17 +454,20 @@ func (p *costPhase) run(ctx context.Context, cfg costSettings) (costResult, erro
 	}
 	slices.Sort(lat)
 	r := costResult{total: total.Load(), measured: len(lat), rps: float64(len(lat)) / elapsed.Seconds(),
-		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], cpu: map[string]time.Duration{}}
-	for name := range p.pids {
-		r.cpu[name] = (cpu1[name] - cpu0[name]) / time.Duration(len(lat))
-		r.cpuTotal += r.cpu[name]
+		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], elapsed: elapsed, raw: map[string]time.Duration{}, cpu: map[string]time.Duration{}}
+	for name := range p.procs {
+		r.raw[name] = cpu1[name] - cpu0[name]
+	}
+	for role, name := range p.own {
+		r.cpu[role] = r.raw[name] / time.Duration(len(lat))
+		r.cpuTotal += r.cpu[role]
 	}
 	return r, nil
 }
 
 func (p *costPhase) cpuTimes() map[string]time.Duration {
 	m := map[string]time.Duration{}
-	for name, pid := range p.pids {
+	for name, pid := range p.procs {
 		m[name] = processCPU(pid)
 	}
 	return m
@@ -450,13 +504,15 @@ func costMedian(rs []costResult) costResult {
 		}
 		return mid(xs)
 	}
-	m := costResult{cpu: map[string]time.Duration{}}
+	m := costResult{cpu: map[string]time.Duration{}, net: map[string]time.Duration{}}
 	m.rps = col(func(r costResult) float64 { return r.rps })
 	m.p50 = time.Duration(col(func(r costResult) float64 { return float64(r.p50) }))
 	m.p99 = time.Duration(col(func(r costResult) float64 { return float64(r.p99) }))
 	m.cpuTotal = time.Duration(col(func(r costResult) float64 { return float64(r.cpuTotal) }))
-	for name := range rs[0].cpu {
-		m.cpu[name] = time.Duration(col(func(r costResult) float64 { return float64(r.cpu[name]) }))
+	m.netTotal = time.Duration(col(func(r costResult) float64 { return float64(r.netTotal) }))
+	for role := range rs[0].cpu {
+		m.cpu[role] = time.Duration(col(func(r costResult) float64 { return float64(r.cpu[role]) }))
+		m.net[role] = time.Duration(col(func(r costResult) float64 { return float64(r.net[role]) }))
 	}
 	return m
 }
