@@ -7,6 +7,8 @@
 #   make test             go vet, gofmt check, go mod tidy check, go test -race ./... (no e2e)
 #   make e2e              real-cluster tests: go test -tags e2e ./test/e2e/...
 #                         (E2E_FLAGS='-run TestX -v' to narrow them down)
+#   make e2e-cost         kcedar's cost through a real kube-apiserver vs RBAC alone
+#                         (TestAPIServerCost, no -race; ~5 min; KCEDAR_E2E_COST_* knobs)
 #   make image            bin/kcedar-image.tar: OCI image archive (static binary, no base image)
 #   make fuzz             each fuzz target for its execution budget (FUZZTIME overrides)
 #   make soak             soak tests against bin/kcedar (test/soak; ~4 min)
@@ -41,7 +43,7 @@ SOAK_FLAGS ?=
 GO_FILES = find . -type d \( -name .git -o -name .cache -o -name bin -o -name testdata -o -name node_modules \) -prune \
 	-o -type f -name '*.go' -print
 
-.PHONY: build test vet fmt fmt-check tidy-check fuzz soak e2e kube-binaries bench capture-default clean image
+.PHONY: build test vet fmt fmt-check tidy-check fuzz soak e2e e2e-cost kube-binaries bench capture-default clean image
 
 build:
 	$(GO) build -o bin/kcedar ./cmd/kcedar
@@ -92,6 +94,14 @@ e2e:
 	bins=$$(bash hack/kube-binaries.sh); eval "$$bins"; export ETCD_BIN KUBE_APISERVER_BIN; \
 	echo "e2e: ETCD_BIN=$$ETCD_BIN KUBE_APISERVER_BIN=$$KUBE_APISERVER_BIN"; \
 	$(GO) test -tags e2e -race -count=1 -timeout $(E2E_TIMEOUT) $(E2E_FLAGS) $(E2E_PKGS)
+
+# The benchmark of issue 12: two clusters (RBAC alone; kcedar before RBAC,
+# webhook cache off) under the same client-go load, alternating phases; see
+# docs/performance.md. Without -race: it measures. Knobs (environment):
+# KCEDAR_E2E_COST_ROUNDS, _DURATION, _WARMUP, _CONCURRENCY, _POLICIES.
+e2e-cost:
+	bins=$$(bash hack/kube-binaries.sh); eval "$$bins"; export ETCD_BIN KUBE_APISERVER_BIN; \
+	KCEDAR_E2E_COST=1 $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -run '^TestAPIServerCost$$' -v ./test/e2e/
 
 IMAGE_TAG ?= kcedar:dev
 IMAGE_ARCH ?= $(shell $(GO) env GOARCH)

@@ -52,8 +52,9 @@ when { resource.path == "/metrics" };
 
 // startKcedarWebhook starts kcedar serve on a free port with policies and
 // returns the process and the AuthorizationConfiguration + webhook kubeconfig
-// files that put it before RBAC.
-func startKcedarWebhook(t *testing.T, policies string) (*framework.Process, framework.Options) {
+// files that put it before RBAC. extraArgs go to kcedar serve after its
+// defaults (a repeated flag's last value wins).
+func startKcedarWebhook(t *testing.T, policies string, extraArgs ...string) (*framework.Process, framework.Options) {
 	t.Helper()
 	dir := t.TempDir()
 	polFile := filepath.Join(dir, "policies.cedar")
@@ -62,7 +63,8 @@ func startKcedarWebhook(t *testing.T, policies string) (*framework.Process, fram
 	}
 	caFile := filepath.Join(dir, "ca.crt")
 	addr := "127.0.0.1:" + strconv.Itoa(framework.FreePort(t))
-	p := framework.StartProcess(t, framework.KcedarBinary(t), "serve", "--listen", addr, "--policies", polFile, "--write-ca", caFile, "--reload-interval", "200ms")
+	args := append([]string{"serve", "--listen", addr, "--policies", polFile, "--write-ca", caFile, "--reload-interval", "200ms"}, extraArgs...)
+	p := framework.StartProcess(t, framework.KcedarBinary(t), args...)
 	p.WaitForTCP(t, addr, 60*time.Second)
 	ca, err := os.ReadFile(caFile)
 	if err != nil {

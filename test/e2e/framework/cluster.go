@@ -411,6 +411,13 @@ func (c *Cluster) Stop() {
 	})
 }
 
+// APIServerPid returns the kube-apiserver's process id, e.g. to read its CPU
+// time from /proc (benchmarks).
+func (c *Cluster) APIServerPid() int { return c.apiserver.Pid() }
+
+// EtcdPid returns etcd's process id.
+func (c *Cluster) EtcdPid() int { return c.etcd.Pid() }
+
 // UserConfig returns a client config that authenticates with token (one of
 // Options.Tokens, or any other string, which the apiserver rejects with 401);
 // an empty token makes an anonymous client.

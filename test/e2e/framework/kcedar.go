@@ -33,6 +33,10 @@ func KcedarBinary(t testing.TB) string {
 	return kcedarPath
 }
 
+// RaceEnabled reports whether the test binary (and so the kcedar binary
+// KcedarBinary builds) runs under the race detector: benchmarks skip then.
+func RaceEnabled() bool { return raceEnabled }
+
 const binDirPrefix = "kcedar-e2e-bin-"
 
 func buildKcedar() (string, error) {
