@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -16,15 +15,12 @@ import (
 func init() { rootCmd.AddCommand(newCanICmd()) }
 
 type canIOptions struct {
-	src       schemaSource
-	policies  []string
-	output    string
-	namespace string
-	list      bool
-	as        string
-	asGroups  []string
-	asUID     string
-	extra     []string
+	reviewOptions
+	list     bool
+	as       string
+	asGroups []string
+	asUID    string
+	extra    []string
 }
 
 func newCanICmd() *cobra.Command {
@@ -67,34 +63,23 @@ Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
 				}
 				srr.Spec.Extra[k] = append(srr.Spec.Extra[k], v)
 			}
-			checker, err := loadChecker(cmd.Context(), o.src)
+			_, az, err := o.engine(cmd)
 			if err != nil {
 				return err
 			}
-			ps, err := loadPolicySet(cmd.ErrOrStderr(), checker, o.policies)
-			if err != nil {
-				return err
-			}
-			az := residual.NewEngine(checker.Schema, ps, residual.NewCodec(residual.RandomKeyring()), residual.EngineOptions{})
 			resp, err := server.WhatCan(az, srr)
 			if err != nil {
 				return &exitError{2, err}
 			}
 			if o.output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				enc.SetEscapeHTML(false)
-				return enc.Encode(resp)
+				return writeJSON(cmd.OutOrStdout(), resp)
 			}
 			printRules(cmd.OutOrStdout(), resp.Status)
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	o.src.AddFlags(f)
-	f.StringArrayVarP(&o.policies, "policies", "p", nil, "policy file or directory of *.cedar files (repeatable)")
-	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
-	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (empty: every namespace)")
+	o.addFlags(f, "namespace (empty: every namespace)")
 	f.BoolVar(&o.list, "list", false, "list every rule the user may use")
 	f.StringVar(&o.as, "as", "", "user name (system:serviceaccount:NS:NAME, system:node:NAME or any other)")
 	f.StringArrayVar(&o.asGroups, "as-group", nil, "group of the user (repeatable)")

@@ -2,17 +2,23 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/cedar/lint"
+	"github.com/kcedar/kcedar/residual"
 	"github.com/kcedar/kcedar/schemagen"
 )
 
-// Helpers shared by the offline policy tools: validate, authorize and test.
+// Helpers shared by the offline policy tools: validate, authorize, test,
+// who-can and can-i.
 
 // loadSchema loads the schema of src (the embedded default when src is zero).
 func loadSchema(ctx context.Context, src schemaSource) (*schemagen.Schema, error) {
@@ -26,9 +32,6 @@ func loadSchema(ctx context.Context, src schemaSource) (*schemagen.Schema, error
 	return s, nil
 }
 
-// loadPolicySet reads, checks and indexes the policies at paths. Invalid
-// policies are reported on w and give an exitError with code 1; unreadable
-// paths code 2.
 // loadChecker loads the schema and a checker for it; errors are usage or
 // I/O errors (exit 2).
 func loadChecker(ctx context.Context, src schemaSource) (*lint.Checker, error) {
@@ -43,6 +46,9 @@ func loadChecker(ctx context.Context, src schemaSource) (*lint.Checker, error) {
 	return checker, nil
 }
 
+// loadPolicySet reads, checks and indexes the policies at paths. Invalid
+// policies are reported on w and give an exitError with code 1; unreadable
+// paths code 2.
 func loadPolicySet(w io.Writer, checker *lint.Checker, paths []string) (*cedar.PolicySet, error) {
 	if len(paths) == 0 {
 		return nil, &exitError{2, errors.New("no policies: give --policies FILE|DIR")}
@@ -82,4 +88,44 @@ func plural(n int, word string) string {
 		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(word, "y"))
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// reviewOptions are the flags and the set-up the offline access reviews
+// (who-can, can-i) share: schema, policies, output format and namespace.
+type reviewOptions struct {
+	src       schemaSource
+	policies  []string
+	output    string
+	namespace string
+}
+
+func (o *reviewOptions) addFlags(f *pflag.FlagSet, namespaceUsage string) {
+	o.src.AddFlags(f)
+	f.StringArrayVarP(&o.policies, "policies", "p", nil, "policy file or directory of *.cedar files (repeatable)")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.StringVarP(&o.namespace, "namespace", "n", "", namespaceUsage)
+}
+
+// engine loads the schema and the policies and builds the engine that
+// answers the review, as the server's would (with a key of its own: the
+// offline answers are not signed for anyone).
+func (o *reviewOptions) engine(cmd *cobra.Command) (*schemagen.Schema, *residual.Engine, error) {
+	checker, err := loadChecker(cmd.Context(), o.src)
+	if err != nil {
+		return nil, nil, err
+	}
+	ps, err := loadPolicySet(cmd.ErrOrStderr(), checker, o.policies)
+	if err != nil {
+		return nil, nil, err
+	}
+	return checker.Schema, residual.NewEngine(checker.Schema, ps, residual.NewCodec(residual.RandomKeyring()), residual.EngineOptions{}), nil
+}
+
+// writeJSON writes v as the server's endpoints answer: indented, with <, >
+// and & as they are.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"regexp"
@@ -18,11 +17,8 @@ import (
 func init() { rootCmd.AddCommand(newWhoCanCmd()) }
 
 type whoCanOptions struct {
-	src       schemaSource
-	policies  []string
-	output    string
-	namespace string
-	url       string
+	reviewOptions
+	url string
 }
 
 func newWhoCanCmd() *cobra.Command {
@@ -59,11 +55,7 @@ Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
 			if o.url == "" && len(args) < 2 {
 				return &exitError{2, fmt.Errorf("give VERB RESOURCE [NAME], or VERB --url PATH")}
 			}
-			checker, err := loadChecker(cmd.Context(), o.src)
-			if err != nil {
-				return err
-			}
-			ps, err := loadPolicySet(cmd.ErrOrStderr(), checker, o.policies)
+			schema, az, err := o.engine(cmd)
 			if err != nil {
 				return err
 			}
@@ -73,11 +65,11 @@ Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
 			if o.url != "" {
 				attrs.Path = o.url
 			} else {
-				group, resource, sub, err := parseKubectlResource(checker.Schema, args[1])
+				group, resource, sub, err := parseKubectlResource(schema, args[1])
 				if err != nil {
 					return &exitError{2, err}
 				}
-				if _, ok := checker.Schema.Lookup(group, resource, sub); !ok && group != "*" && resource != "*" {
+				if _, ok := schema.Lookup(group, resource, sub); !ok && group != "*" && resource != "*" {
 					fmt.Fprintf(cmd.ErrOrStderr(), "warning: the schema has no resource %q; the question is about k8s::Resource\n", args[1])
 				}
 				attrs.ResourceGroup, attrs.Resource, attrs.Subresource = group, resource, sub
@@ -89,26 +81,19 @@ Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
 					rar.Kind = "LocalResourceAccessReview"
 				}
 			}
-			az := residual.NewEngine(checker.Schema, ps, residual.NewCodec(residual.RandomKeyring()), residual.EngineOptions{})
 			resp, err := server.WhoCan(az, rar)
 			if err != nil {
 				return &exitError{2, err}
 			}
 			if o.output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				enc.SetEscapeHTML(false)
-				return enc.Encode(resp)
+				return writeJSON(cmd.OutOrStdout(), resp)
 			}
 			printAccessReview(cmd.OutOrStdout(), &resp.AccessReview)
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	o.src.AddFlags(f)
-	f.StringArrayVarP(&o.policies, "policies", "p", nil, "policy file or directory of *.cedar files (repeatable)")
-	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
-	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of the request (empty: every namespace)")
+	o.addFlags(f, "namespace of the request (empty: every namespace)")
 	f.StringVar(&o.url, "url", "", "a non-resource URL (/healthz, /metrics) instead of a resource")
 	return cmd
 }
