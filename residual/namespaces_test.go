@@ -336,40 +336,19 @@ func namespaceUniverse() []func(name, rv string) map[string]any {
 }
 
 func randomNamespacePolicies(rng *rand.Rand) string {
-	var b strings.Builder
-	n := 1 + rng.Intn(4)
-	for i := 0; i < n; i++ {
-		effect := "permit"
-		if rng.Intn(3) == 0 {
-			effect = "forbid"
-		}
+	return randomPolicies(rng, 1+rng.Intn(4), func(rng *rand.Rand) string {
 		principal := []string{"principal", `principal == k8s::User::"alice"`}[rng.Intn(2)]
 		action := []string{"action", `action in [k8s::Action::"list", k8s::Action::"get"]`, `action == k8s::Action::"create"`, `action == k8s::Action::"delete"`}[rng.Intn(4)]
 		resource := []string{"resource", "resource is core::pods"}[rng.Intn(2)]
-		fmt.Fprintf(&b, "@id(\"p%d\")\n%s(%s, %s, %s)", i, effect, principal, action, resource)
-		for j := rng.Intn(3); j > 0; j-- {
-			clause := "when"
-			if rng.Intn(4) == 0 {
-				clause = "unless"
-			}
-			fmt.Fprintf(&b, "\n%s { %s }", clause, randomNamespaceExpr(rng, 2))
-		}
-		b.WriteString(";\n")
-	}
-	return b.String()
+		return principal + ", " + action + ", " + resource
+	}, randomNamespaceExpr)
 }
 
-func randomNamespaceExpr(rng *rand.Rand, depth int) string {
-	if depth > 0 && rng.Intn(3) == 0 {
-		l, r := randomNamespaceExpr(rng, depth-1), randomNamespaceExpr(rng, depth-1)
-		switch rng.Intn(3) {
-		case 0:
-			return "(" + l + " && " + r + ")"
-		case 1:
-			return "(" + l + " || " + r + ")"
-		}
-		return "!(" + l + ")"
-	}
+func randomNamespaceExpr(rng *rand.Rand) string {
+	return randomTree(rng, 2, namespaceLeaf)
+}
+
+func namespaceLeaf(rng *rand.Rand) string {
 	const nsObj = "resource.namespaceObject"
 	key := nsLabelKeys[rng.Intn(len(nsLabelKeys))]
 	val := []string{"a", "b"}[rng.Intn(2)]

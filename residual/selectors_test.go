@@ -1,10 +1,8 @@
 package residual
 
 import (
-	"fmt"
 	"math/rand"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/cedar-policy/cedar-go/types"
@@ -222,38 +220,18 @@ func randomSelector(rng *rand.Rand) []metav1.LabelSelectorRequirement {
 }
 
 func randomSelectorPolicies(rng *rand.Rand) string {
-	var b strings.Builder
-	for i := rng.Intn(3); i >= 0; i-- {
-		effect := "permit"
-		if rng.Intn(3) == 0 {
-			effect = "forbid"
-		}
+	return randomPolicies(rng, 1+rng.Intn(3), func(rng *rand.Rand) string {
 		principal := []string{"principal", `principal == k8s::User::"agent"`}[rng.Intn(2)]
 		action := []string{"action", `action == k8s::Action::"list"`, `action == k8s::Action::"get"`}[rng.Intn(3)]
-		fmt.Fprintf(&b, "@id(\"p%d\")\n%s(%s, %s, resource is core::pods)", i, effect, principal, action)
-		for j := rng.Intn(3); j > 0; j-- {
-			clause := "when"
-			if rng.Intn(4) == 0 {
-				clause = "unless"
-			}
-			fmt.Fprintf(&b, "\n%s { %s }", clause, randomObjectExpr(rng, 2))
-		}
-		b.WriteString(";\n")
-	}
-	return b.String()
+		return principal + ", " + action + ", resource is core::pods"
+	}, randomObjectExpr)
 }
 
-func randomObjectExpr(rng *rand.Rand, depth int) string {
-	if depth > 0 && rng.Intn(3) == 0 {
-		l, r := randomObjectExpr(rng, depth-1), randomObjectExpr(rng, depth-1)
-		switch rng.Intn(3) {
-		case 0:
-			return "(" + l + " && " + r + ")"
-		case 1:
-			return "(" + l + " || " + r + ")"
-		}
-		return "!(" + l + ")"
-	}
+func randomObjectExpr(rng *rand.Rand) string {
+	return randomTree(rng, 2, objectLeaf)
+}
+
+func objectLeaf(rng *rand.Rand) string {
 	const labels = "resource.object.metadata.labels"
 	k := objLabelKeys[rng.Intn(len(objLabelKeys))]
 	v := objLabelValues[rng.Intn(len(objLabelValues))]
