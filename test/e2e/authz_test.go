@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -71,44 +70,8 @@ func startKcedarWebhook(t *testing.T, policies string, extraArgs ...string) (*fr
 		t.Fatal(err)
 	}
 	opts := framework.Options{
-		AuthorizationConfig: `apiVersion: apiserver.config.k8s.io/v1
-kind: AuthorizationConfiguration
-authorizers:
-- type: Webhook
-  name: kcedar
-  webhook:
-    timeout: 3s
-    subjectAccessReviewVersion: v1
-    matchConditionSubjectAccessReviewVersion: v1
-    failurePolicy: Deny
-    authorizedTTL: 1s
-    unauthorizedTTL: 1s
-    cacheAuthorizedRequests: false
-    cacheUnauthorizedRequests: false
-    connectionInfo:
-      type: KubeConfigFile
-      kubeConfigFile: {{.Dir}}/kcedar-webhook.kubeconfig
-- type: RBAC
-  name: rbac
-`,
-		Files: map[string]string{
-			"kcedar-ca.crt": string(ca),
-			"kcedar-webhook.kubeconfig": fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: kcedar
-  cluster:
-    server: https://%s/v1/authorize
-    certificate-authority: {{.Dir}}/kcedar-ca.crt
-users:
-- name: kube-apiserver
-  user: {}
-contexts:
-- name: webhook
-  context: {cluster: kcedar, user: kube-apiserver}
-current-context: webhook
-`, addr),
-		},
+		AuthorizationConfig: webhookBeforeRBAC,
+		Files:               webhookFiles(addr, ca),
 	}
 	return p, opts
 }

@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -91,45 +90,9 @@ func TestNamespaceObject(t *testing.T) {
 	certFile, keyFile, certPEM := selfSignedServing(t, dir)
 	addr := "127.0.0.1:" + strconv.Itoa(framework.FreePort(t))
 	opts := framework.Options{
-		AuthorizationConfig: `apiVersion: apiserver.config.k8s.io/v1
-kind: AuthorizationConfiguration
-authorizers:
-- type: Webhook
-  name: kcedar
-  webhook:
-    timeout: 3s
-    subjectAccessReviewVersion: v1
-    matchConditionSubjectAccessReviewVersion: v1
-    failurePolicy: Deny
-    authorizedTTL: 1s
-    unauthorizedTTL: 1s
-    cacheAuthorizedRequests: false
-    cacheUnauthorizedRequests: false
-    connectionInfo:
-      type: KubeConfigFile
-      kubeConfigFile: {{.Dir}}/kcedar-webhook.kubeconfig
-- type: RBAC
-  name: rbac
-`,
-		Tokens: []framework.Token{{Token: "alice-token", User: "alice"}, {Token: "agent-token", User: "agent"}},
-		Files: map[string]string{
-			"kcedar-ca.crt": string(certPEM),
-			"kcedar-webhook.kubeconfig": fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: kcedar
-  cluster:
-    server: https://%s/v1/authorize
-    certificate-authority: {{.Dir}}/kcedar-ca.crt
-users:
-- name: kube-apiserver
-  user: {}
-contexts:
-- name: webhook
-  context: {cluster: kcedar, user: kube-apiserver}
-current-context: webhook
-`, addr),
-		},
+		AuthorizationConfig: webhookBeforeRBAC,
+		Tokens:              []framework.Token{{Token: "alice-token", User: "alice"}, {Token: "agent-token", User: "agent"}},
+		Files:               webhookFiles(addr, certPEM),
 	}
 	c := framework.Start(t, opts)
 	ctx := t.Context()
