@@ -29,6 +29,38 @@ type RBACObjects struct {
 	ClusterRoleBindings []rbacv1.ClusterRoleBinding
 }
 
+// WithoutEmptyNames is o with "" dropped from every rule's resourceNames (a
+// rule left with none matches nothing): what o allows and it denies is
+// allowed only through RBAC's "" corner (a request without a name matches a
+// rule naming "").
+func (o *RBACObjects) WithoutEmptyNames() *RBACObjects {
+	strip := func(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+		out := make([]rbacv1.PolicyRule, len(rules))
+		for i, r := range rules {
+			r = *r.DeepCopy()
+			if len(r.ResourceNames) > 0 {
+				names := slices.DeleteFunc(r.ResourceNames, func(n string) bool { return n == "" })
+				if len(names) == 0 {
+					names = []string{"\x00none"}
+				}
+				r.ResourceNames = names
+			}
+			out[i] = r
+		}
+		return out
+	}
+	cp := &RBACObjects{RoleBindings: o.RoleBindings, ClusterRoleBindings: o.ClusterRoleBindings}
+	for _, r := range o.Roles {
+		r.Rules = strip(r.Rules)
+		cp.Roles = append(cp.Roles, r)
+	}
+	for _, r := range o.ClusterRoles {
+		r.Rules = strip(r.Rules)
+		cp.ClusterRoles = append(cp.ClusterRoles, r)
+	}
+	return cp
+}
+
 // Namespaces are the namespaces generated Roles and RoleBindings live in.
 var Namespaces = []string{"team-a", "team-b", "team-c"}
 

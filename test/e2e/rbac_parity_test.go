@@ -155,7 +155,7 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 	wg.Wait()
 	sarTime := time.Since(t0)
 
-	noEmpty := withoutEmptyNames(reference)
+	noEmpty := reference.WithoutEmptyNames()
 	var (
 		allowed, reqErrors          int
 		customVerb, starSub         int // allowed by the apiserver
@@ -258,37 +258,6 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 		}
 		t.Logf("kcedar rbac convert --kubeconfig: %d policies; stderr tail:\n%s", want.Count, tailLines(stderr.String(), 4))
 	})
-}
-
-// withoutEmptyNames is in with "" dropped from every rule's resourceNames (a
-// rule left with none matches nothing): what in allows and it denies is
-// allowed only through RBAC's "" corner.
-func withoutEmptyNames(in *testgen.RBACObjects) *testgen.RBACObjects {
-	strip := func(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
-		out := make([]rbacv1.PolicyRule, len(rules))
-		for i, r := range rules {
-			r = *r.DeepCopy()
-			if len(r.ResourceNames) > 0 {
-				names := slices.DeleteFunc(r.ResourceNames, func(n string) bool { return n == "" })
-				if len(names) == 0 {
-					names = []string{"\x00none"}
-				}
-				r.ResourceNames = names
-			}
-			out[i] = r
-		}
-		return out
-	}
-	cp := &testgen.RBACObjects{RoleBindings: in.RoleBindings, ClusterRoleBindings: in.ClusterRoleBindings}
-	for _, r := range in.Roles {
-		r.Rules = strip(r.Rules)
-		cp.Roles = append(cp.Roles, r)
-	}
-	for _, r := range in.ClusterRoles {
-		r.Rules = strip(r.Rules)
-		cp.ClusterRoles = append(cp.ClusterRoles, r)
-	}
-	return cp
 }
 
 func tailLines(s string, n int) string {
