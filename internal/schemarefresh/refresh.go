@@ -70,10 +70,12 @@ type Refresher struct {
 	Debounce, MaxDelay time.Duration
 	// FollowUps are the delays of the checks after a triggered one.
 	FollowUps []time.Duration
+	// OnResult, if set, is called with the result of every check and retry
+	// (on Run's goroutine).
+	OnResult func(result string)
 
 	trigger, retry chan struct{}
 	once           chan struct{} // one check now, without follow-ups
-	checked        chan string   // tests: each check's or retry's result
 
 	mu           sync.Mutex
 	active       string            // hash of the serving schema
@@ -290,8 +292,8 @@ func (r *Refresher) done(result string) {
 	if m := r.metrics; m != nil {
 		m.refreshes.WithLabelValues(result).Inc()
 	}
-	if r.checked != nil {
-		r.checked <- result
+	if r.OnResult != nil {
+		r.OnResult(result)
 	}
 }
 

@@ -92,7 +92,8 @@ func start(t *testing.T, initial *schemagen.Schema, tg *target) (*Refresher, *cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.checked = make(chan string, 100)
+	results := make(chan string, 100)
+	r.OnResult = func(res string) { results <- res }
 	r.Debounce, r.MaxDelay, r.FollowUps = time.Millisecond, time.Second, nil
 	reg := prometheus.NewPedanticRegistry()
 	if err := r.RegisterMetrics(reg); err != nil {
@@ -102,7 +103,7 @@ func start(t *testing.T, initial *schemagen.Schema, tg *target) (*Refresher, *cl
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return r, c, r.checked, reg
+	return r, c, results, reg
 }
 
 func next(t *testing.T, results chan string) string {
@@ -300,12 +301,13 @@ func TestPeriodicChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.checked = make(chan string, 100)
+	results := make(chan string, 100)
+	r.OnResult = func(res string) { results <- res }
 	r.Interval = time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go r.Run(ctx)
-	if res := next(t, r.checked); res != ResultApplied {
+	if res := next(t, results); res != ResultApplied {
 		t.Fatalf("result %s", res)
 	}
 }
