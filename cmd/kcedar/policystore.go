@@ -20,5 +20,6 @@ func newPolicyStore(schema *schemagen.Schema, paths []string, validator cedar.Va
 	}
 	store := cedar.NewStore(paths, validator, logger)
 	store.Checker = checker
+	store.Schema = schema
 	return store, nil
 }

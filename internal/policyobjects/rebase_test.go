@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -198,4 +199,39 @@ func gauge(t *testing.T, reg prometheus.Gatherer, name string, labels map[string
 	}
 	t.Fatalf("no series %s%v", name, labels)
 	return 0
+}
+
+// OnObjectsChanged fires for text changes only, not for status writes (so a
+// schema retry does not run for every status pass).
+func TestOnObjectsChangedIgnoresStatusUpdates(t *testing.T) {
+	check, checker := schemaChecks(t, schematest.Schema())
+	client := fakeClient(object(KindCluster, "", "p", podsText, 1))
+	store := cedar.NewStore(nil, check.Validator, quietLogger())
+	src := &Source{Store: store, Checker: checker, Client: client, Logger: quietLogger()}
+	var mu sync.Mutex
+	changes, offers := 0, 0
+	src.OnObjectsChanged = func() { mu.Lock(); changes++; mu.Unlock() }
+	src.OnChange = func() { mu.Lock(); offers++; mu.Unlock() }
+	counts := func() (int, int) { mu.Lock(); defer mu.Unlock(); return changes, offers }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go src.Run(ctx)
+	eventually(t, "ready", func() bool { return src.Ready() == nil })
+	c0, o0 := counts()
+	u, err := client.Resource(ClusterResource).Get(ctx, "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Object["status"] = map[string]any{"observedGeneration": int64(1)}
+	if _, err := client.Resource(ClusterResource).UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the status update offered", func() bool { _, o := counts(); return o > o0 })
+	if c, _ := counts(); c != c0 {
+		t.Fatal("a status update counted as an object change")
+	}
+	if _, err := client.Resource(ClusterResource).Update(ctx, object(KindCluster, "", "p", podsText+" // edited", 2), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the edit seen as a change", func() bool { c, _ := counts(); return c > c0 })
 }

@@ -49,6 +49,10 @@ type Source struct {
 	OnSynced func()
 	// OnChange, if set, is called after every offer to the store.
 	OnChange func()
+	// OnObjectsChanged, if set, is called after an offer in which an
+	// object's text changed, appeared or went away (not for status-only
+	// updates), before OnChange.
+	OnObjectsChanged func()
 
 	synced   atomic.Bool
 	trigger  chan struct{}
@@ -240,6 +244,12 @@ func (s *Source) offer() {
 		}
 		next[key] = st
 	}
+	changed := len(next) != len(s.verdicts)
+	for key, st := range next {
+		if prev, ok := s.verdicts[key]; !ok || prev.content != st.content {
+			changed = true
+		}
+	}
 	s.verdicts = next
 	srcs, hash := sourcesOf(next)
 	s.lastSync = time.Now()
@@ -248,6 +258,9 @@ func (s *Source) offer() {
 	s.Store.SetSources(srcs)
 	_ = s.Store.Load() // the store logs and reports its errors
 	s.observe()
+	if changed && s.OnObjectsChanged != nil {
+		s.OnObjectsChanged()
+	}
 	if s.OnChange != nil {
 		s.OnChange()
 	}
