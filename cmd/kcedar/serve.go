@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/cedar/lint"
 	"github.com/kcedar/kcedar/internal/schemarefresh"
 	"github.com/kcedar/kcedar/residual"
 	"github.com/kcedar/kcedar/server"
@@ -89,15 +90,17 @@ listener closes after --shutdown-delay and in-flight requests get
 				return &exitError{2, errors.New("--admission-enforcement needs --admission-webhook-kubeconfig, so kcedar can verify that the ValidatingWebhookConfiguration enforcing its conditions is installed (or --unverified-admission-webhook to skip that check deliberately)")}
 			}
 			start := time.Now()
-			schema, err := src.Load(cmd.Context())
+			schema, fingerprint, err := loadServeSchema(cmd.Context(), src)
 			if err != nil {
 				return fmt.Errorf("schema from %s: %w", src, err)
 			}
-			logger.Info("schema loaded", "from", src.String(), "resources", len(schema.Resources), "warnings", len(schema.Warnings), "took", time.Since(start).String())
-			validator, err := cedar.NewSchemaValidator(schema)
+			// One checker (and its validator) serves the files, the objects
+			// and the admission webhook.
+			checker, err := lint.NewChecker(schema)
 			if err != nil {
 				return err
 			}
+			logger.Info("schema loaded", "from", src.String(), "resources", len(schema.Resources), "warnings", len(schema.Warnings), "took", time.Since(start).String())
 			keys := residual.RandomKeyring()
 			if keyFile != "" {
 				if keys, err = residual.LoadKeyFile(keyFile); err != nil {
@@ -109,12 +112,9 @@ listener closes after --shutdown-delay and in-flight requests get
 			if maxPolicyLoss < 0 || maxPolicyLoss > 1 {
 				return &exitError{2, fmt.Errorf("--max-policy-loss %g: give a share between 0 (off) and 1", maxPolicyLoss)}
 			}
-			store, err := newPolicyStore(schema, policies, validator, logger)
-			if err != nil {
-				return err
-			}
+			store := newPolicyStore(checker, policies, logger)
 			store.Settle, store.AllowEmpty, store.MaxPolicyLoss, store.KeepForbids = settle, allowEmpty, maxPolicyLoss, keepForbids
-			po, err := newPolicyObjects(&objects, schema, store, logger)
+			po, err := newPolicyObjects(&objects, checker, store, logger)
 			if err != nil {
 				return &exitError{2, err}
 			}
@@ -139,9 +139,7 @@ listener closes after --shutdown-delay and in-flight requests get
 			var refresher *schemarefresh.Refresher
 			var runRefresh func(context.Context) error
 			if src.IsLive() && schemaRefresh > 0 {
-				if refresher, runRefresh, err = startSchemaRefresh(src, schema, schemaRefresh, store, po, logger); err != nil {
-					return err
-				}
+				refresher, runRefresh = startSchemaRefresh(src, schema, fingerprint, schemaRefresh, store, po, logger)
 				opts.Degraded = refresher.Degraded
 			}
 			srv := server.New(schema, store, opts)

@@ -36,11 +36,7 @@ func (t *schemaTarget) Apply(s *schemagen.Schema) error {
 	if err != nil {
 		return err
 	}
-	v, err := cedar.NewSchemaValidator(s)
-	if err != nil {
-		return err
-	}
-	sc := cedar.SchemaCheck{Schema: s, Validator: v, Checker: l}
+	sc := cedar.SchemaCheck{Schema: s, Validator: l.Validator(), Checker: l}
 	checker := policyobjects.NewCheckerFrom(l)
 	t.admission.SetChecker(checker)
 	if t.source != nil {
@@ -77,15 +73,12 @@ func (t *schemaTarget) DropPending() {
 // interval, and a retry of a refused schema whenever the policies change.
 // It returns the refresher (for metrics and readiness); nothing runs until
 // run is called.
-func startSchemaRefresh(src schemaSource, schema *schemagen.Schema, interval time.Duration, store *cedar.Store, po *policyObjects, logger *slog.Logger) (*schemarefresh.Refresher, func(context.Context) error, error) {
+func startSchemaRefresh(src schemaSource, schema *schemagen.Schema, fingerprint string, interval time.Duration, store *cedar.Store, po *policyObjects, logger *slog.Logger) (*schemarefresh.Refresher, func(context.Context) error) {
 	target := &schemaTarget{store: store, source: po.source, admission: po.admission, serving: po.admission.Checker}
 	if po.status != nil {
 		target.notify = po.status.Notify
 	}
-	r, err := schemarefresh.New(schema, src.Load, target, logger)
-	if err != nil {
-		return nil, nil, err
-	}
+	r := schemarefresh.New(schema, fingerprint, schemarefresh.ReadDocuments(src.LoadDocuments), target, logger)
 	r.Interval = interval
 	// The policies changed: a refused schema may validate now. Set before
 	// server.New, which chains OnReload.
@@ -114,8 +107,28 @@ func startSchemaRefresh(src schemaSource, schema *schemagen.Schema, interval tim
 			return err
 		}
 		go r.Run(ctx)
-		logger.Info("schema refresh on", "interval", interval.String(), "watching", "customresourcedefinitions, apiservices", "schema", r.Active())
+		logger.Info("schema refresh on", "interval", interval.String(), "watching", "customresourcedefinitions, apiservices")
 		return nil
 	}
-	return r, run, nil
+	return r, run
+}
+
+// loadServeSchema loads the schema of src; for a live cluster it also
+// returns the fingerprint of the documents it was generated from, so schema
+// refresh need not generate the schema again while they stay the same.
+func loadServeSchema(ctx context.Context, src schemaSource) (*schemagen.Schema, string, error) {
+	if !src.IsLive() {
+		s, err := src.Load(ctx)
+		return s, "", err
+	}
+	docs, err := src.LoadDocuments(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	fp, err := schemarefresh.Fingerprint(docs)
+	if err != nil {
+		return nil, "", err
+	}
+	s, err := schemagen.Generate(docs)
+	return s, fp, err
 }

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/cedar/lint"
 	"github.com/kcedar/kcedar/internal/policyobjects"
 	"github.com/kcedar/kcedar/internal/schematest"
 	"github.com/kcedar/kcedar/schemagen"
@@ -33,18 +33,15 @@ func TestSchemaTargetMovesStoreAndAdmission(t *testing.T) {
 	if err := os.WriteFile(file, []byte(cm), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	v, err := cedar.NewSchemaValidator(initial)
+	checker, err := lint.NewChecker(initial)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := newPolicyStore(initial, []string{dir}, v, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := newPolicyStore(checker, []string{dir}, logger)
 	if err := store.Load(); err != nil {
 		t.Fatal(err)
 	}
-	po, err := newPolicyObjects(&objectOptions{}, initial, store, logger)
+	po, err := newPolicyObjects(&objectOptions{}, checker, store, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -56,11 +58,61 @@ const (
 // published by a controller after the CRD is established): check again.
 var DefaultFollowUps = []time.Duration{2 * time.Second, 5 * time.Second, 15 * time.Second}
 
+// Reading is one read of the cluster: a fingerprint of what the schema is
+// generated from, and the schema, generated only when asked (generating
+// costs far more than reading and fingerprinting the documents).
+type Reading struct {
+	// Fingerprint identifies the documents: the same fingerprint, the
+	// same schema. Different documents may still give the same schema.
+	Fingerprint string
+	Schema      func() (*schemagen.Schema, error)
+}
+
+// ReadDocuments is a Read for schemagen documents: their Fingerprint, and
+// schemagen.Generate.
+func ReadDocuments(fetch func(context.Context) (*schemagen.Documents, error)) func(context.Context) (Reading, error) {
+	return func(ctx context.Context) (Reading, error) {
+		docs, err := fetch(ctx)
+		if err != nil {
+			return Reading{}, err
+		}
+		fp, err := Fingerprint(docs)
+		if err != nil {
+			return Reading{}, err
+		}
+		return Reading{Fingerprint: fp, Schema: func() (*schemagen.Schema, error) { return schemagen.Generate(docs) }}, nil
+	}
+}
+
+// Fingerprint identifies discovery and OpenAPI documents (SHA-256 over the
+// discovery lists as JSON and the OpenAPI documents' bytes by path).
+func Fingerprint(d *schemagen.Documents) (string, error) {
+	h := sha256.New()
+	for _, l := range []any{d.API, d.APIs} {
+		b, err := json.Marshal(l)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%d:", len(b))
+		h.Write(b)
+	}
+	paths := make([]string, 0, len(d.OpenAPI))
+	for p := range d.OpenAPI {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		fmt.Fprintf(h, "%d:%s%d:", len(p), p, len(d.OpenAPI[p]))
+		h.Write(d.OpenAPI[p])
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
 // Refresher checks the cluster's schema when told to (Trigger), every
 // Interval, and retries a refused schema on Retry. Make it with New.
 type Refresher struct {
-	// Load generates the cluster's schema now.
-	Load   func(ctx context.Context) (*schemagen.Schema, error)
+	// Read reads the cluster now.
+	Read   func(ctx context.Context) (Reading, error)
 	Target Target
 	Logger *slog.Logger
 	// Interval between periodic checks; 0: none.
@@ -78,9 +130,12 @@ type Refresher struct {
 	once           chan struct{} // one check now, without follow-ups
 
 	mu           sync.Mutex
-	active       string            // hash of the serving schema
+	activeSchema *schemagen.Schema // the serving schema
+	active       string            // its hash; "" until computed (Run)
+	activeFP     string            // fingerprint of the documents it was generated from
 	pending      *schemagen.Schema // refused by the Target, nil if none
 	pendingHash  string
+	pendingFP    string
 	pendingErr   error
 	pendingSince time.Time
 	lastErr      error // of the latest check, nil if it read the cluster
@@ -88,17 +143,15 @@ type Refresher struct {
 	metrics      *metrics
 }
 
-// New returns a refresher for a Target serving schema initial.
-func New(initial *schemagen.Schema, load func(context.Context) (*schemagen.Schema, error), target Target, logger *slog.Logger) (*Refresher, error) {
-	h, err := Hash(initial)
-	if err != nil {
-		return nil, err
-	}
+// New returns a refresher for a Target serving schema initial, generated
+// from documents with fingerprint fp ("" if unknown). The schema's hash is
+// computed when Run starts, off the startup path.
+func New(initial *schemagen.Schema, fp string, read func(context.Context) (Reading, error), target Target, logger *slog.Logger) *Refresher {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Refresher{Load: load, Target: target, Logger: logger, Debounce: DefaultDebounce, MaxDelay: DefaultMaxDelay, FollowUps: DefaultFollowUps,
-		trigger: make(chan struct{}, 1), retry: make(chan struct{}, 1), once: make(chan struct{}, 1), active: h}, nil
+	return &Refresher{Read: read, Target: target, Logger: logger, Debounce: DefaultDebounce, MaxDelay: DefaultMaxDelay, FollowUps: DefaultFollowUps,
+		trigger: make(chan struct{}, 1), retry: make(chan struct{}, 1), once: make(chan struct{}, 1), activeSchema: initial, activeFP: fp}
 }
 
 // Hash identifies a schema: the first 16 hex digits of the SHA-256 of its
@@ -115,7 +168,7 @@ func Hash(s *schemagen.Schema) (string, error) {
 	return hex.EncodeToString(sum[:])[:16], nil
 }
 
-// Active is the hash of the serving schema.
+// Active is the hash of the serving schema ("" until Run computed it).
 func (r *Refresher) Active() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -139,6 +192,15 @@ func kick(c chan struct{}) {
 
 // Run checks and retries until ctx ends.
 func (r *Refresher) Run(ctx context.Context) {
+	h, err := Hash(r.activeSchema)
+	if err != nil {
+		r.Logger.Error("schema refresh off: cannot hash the serving schema", "err", err)
+		return
+	}
+	r.mu.Lock()
+	r.active = h
+	r.mu.Unlock()
+	r.succeeded(h)
 	var tick <-chan time.Time
 	if r.Interval > 0 {
 		t := time.NewTicker(r.Interval)
@@ -191,38 +253,73 @@ func (r *Refresher) Run(ctx context.Context) {
 	}
 }
 
-// check reads the cluster's schema and moves the Target to it if it changed.
+// check reads the cluster and moves the Target to its schema if it changed.
 func (r *Refresher) check(ctx context.Context) {
 	start := time.Now()
-	s, err := r.Load(ctx)
-	var h string
-	if err == nil {
-		h, err = Hash(s)
-	}
+	rd, err := r.Read(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		r.mu.Lock()
-		r.lastErr, r.lastErrAt = err, time.Now()
-		r.mu.Unlock()
-		r.Logger.Warn("schema refresh: reading the cluster's schema failed; the serving schema stays", "err", err)
-		r.done(ResultError)
+		r.failed(ctx, err)
 		return
 	}
 	r.mu.Lock()
-	r.lastErr = nil
-	active, pending := r.active, r.pending != nil
+	activeFP, active := r.activeFP, r.active
+	pending, pendingFP, pendingHash := r.pending, r.pendingFP, r.pendingHash
 	r.mu.Unlock()
-	if h != active {
-		r.Logger.Info("schema refresh: the cluster's API changed; checking the policies against the new schema", "serving", active, "new", h, "resources", len(s.Resources), "took", time.Since(start).Round(time.Millisecond).String())
-		r.apply(s, h)
+	if rd.Fingerprint != "" && rd.Fingerprint == activeFP {
+		r.Logger.Debug("schema refresh: the cluster's documents are unchanged", "schema", active, "took", time.Since(start).Round(time.Millisecond).String())
+		r.unchanged(active)
 		return
 	}
+	var s *schemagen.Schema
+	var h string
+	if pending != nil && rd.Fingerprint != "" && rd.Fingerprint == pendingFP {
+		s, h = pending, pendingHash // the refused schema again: no need to generate it
+	} else {
+		if s, err = rd.Schema(); err == nil {
+			h, err = Hash(s)
+		}
+		if err != nil {
+			r.failed(ctx, err)
+			return
+		}
+	}
+	r.mu.Lock()
+	r.lastErr = nil
+	r.mu.Unlock()
+	if h == active {
+		r.mu.Lock()
+		r.activeFP = rd.Fingerprint
+		r.mu.Unlock()
+		r.Logger.Debug("schema refresh: new documents, the same schema", "schema", active, "took", time.Since(start).Round(time.Millisecond).String())
+		r.unchanged(active)
+		return
+	}
+	r.Logger.Info("schema refresh: the cluster's API changed; checking the policies against the new schema", "serving", active, "new", h, "resources", len(s.Resources), "took", time.Since(start).Round(time.Millisecond).String())
+	r.apply(s, h, rd.Fingerprint)
+}
+
+// failed: the cluster could not be read.
+func (r *Refresher) failed(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	r.mu.Lock()
+	r.lastErr, r.lastErrAt = err, time.Now()
+	r.mu.Unlock()
+	r.Logger.Warn("schema refresh: reading the cluster's schema failed; the serving schema stays", "err", err)
+	r.done(ResultError)
+}
+
+// unchanged: the cluster's schema is the serving one.
+func (r *Refresher) unchanged(active string) {
+	r.mu.Lock()
+	r.lastErr = nil
+	pending := r.pending != nil
+	r.mu.Unlock()
 	if pending {
 		r.Target.DropPending()
 		r.mu.Lock()
-		r.pending, r.pendingHash, r.pendingErr = nil, "", nil
+		r.pending, r.pendingHash, r.pendingFP, r.pendingErr = nil, "", "", nil
 		r.mu.Unlock()
 		r.Logger.Info("schema refresh: the cluster's API is back to the serving schema; the refused schema is dropped", "serving", active)
 	}
@@ -233,15 +330,15 @@ func (r *Refresher) check(ctx context.Context) {
 // retryPending applies the refused schema again.
 func (r *Refresher) retryPending() {
 	r.mu.Lock()
-	s, h := r.pending, r.pendingHash
+	s, h, fp := r.pending, r.pendingHash, r.pendingFP
 	r.mu.Unlock()
 	if s == nil {
 		return
 	}
-	r.apply(s, h)
+	r.apply(s, h, fp)
 }
 
-func (r *Refresher) apply(s *schemagen.Schema, h string) {
+func (r *Refresher) apply(s *schemagen.Schema, h, fp string) {
 	err := r.Target.Apply(s)
 	r.mu.Lock()
 	if err != nil {
@@ -249,7 +346,7 @@ func (r *Refresher) apply(s *schemagen.Schema, h string) {
 			r.pendingSince = time.Now()
 		}
 		repeat := r.pendingErr != nil && r.pendingHash == h && r.pendingErr.Error() == err.Error()
-		r.pending, r.pendingHash, r.pendingErr = s, h, err
+		r.pending, r.pendingHash, r.pendingFP, r.pendingErr = s, h, fp, err
 		serving := r.active
 		r.mu.Unlock()
 		if !repeat {
@@ -260,8 +357,8 @@ func (r *Refresher) apply(s *schemagen.Schema, h string) {
 		r.done(ResultInvalid)
 		return
 	}
-	r.active = h
-	r.pending, r.pendingHash, r.pendingErr = nil, "", nil
+	r.activeSchema, r.active, r.activeFP = s, h, fp
+	r.pending, r.pendingHash, r.pendingFP, r.pendingErr = nil, "", "", nil
 	r.mu.Unlock()
 	r.Logger.Info("schema refresh: the new schema serves", "schema", h, "resources", len(s.Resources))
 	r.succeeded(h)
@@ -354,8 +451,7 @@ func (r *Refresher) RegisterMetrics(reg prometheus.Registerer) error {
 	for _, res := range []string{ResultUnchanged, ResultApplied, ResultInvalid, ResultError} {
 		m.refreshes.WithLabelValues(res)
 	}
-	m.info.WithLabelValues(r.Active()).Set(1)
 	m.lastSuccess.SetToCurrentTime() // the schema was read at startup
-	r.metrics = m
+	r.metrics = m                    // kcedar_schema_info is set once Run has the hash
 	return nil
 }

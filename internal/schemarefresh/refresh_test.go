@@ -19,12 +19,15 @@ import (
 	"github.com/kcedar/kcedar/schemagen"
 )
 
-// cluster is a fake cluster's schema: what Load returns.
+// cluster is a fake cluster: what Read returns. Its documents'
+// fingerprint is fp ("": unknown, generate every time).
 type cluster struct {
-	mu     sync.Mutex
-	schema *schemagen.Schema
-	err    error
-	loads  int
+	mu        sync.Mutex
+	schema    *schemagen.Schema
+	fp        string
+	err       error
+	loads     int
+	generated int
 }
 
 func (c *cluster) set(s *schemagen.Schema, err error) {
@@ -33,11 +36,17 @@ func (c *cluster) set(s *schemagen.Schema, err error) {
 	c.mu.Unlock()
 }
 
-func (c *cluster) load(context.Context) (*schemagen.Schema, error) {
+func (c *cluster) read(context.Context) (Reading, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.loads++
-	return c.schema, c.err
+	s, err := c.schema, c.err
+	return Reading{Fingerprint: c.fp, Schema: func() (*schemagen.Schema, error) {
+		c.mu.Lock()
+		c.generated++
+		c.mu.Unlock()
+		return s, nil
+	}}, err
 }
 
 // target refuses schemas while refuse says so, as a Target whose policies do
@@ -88,10 +97,7 @@ func without(resource string) *schemagen.Schema {
 func start(t *testing.T, initial *schemagen.Schema, tg *target) (*Refresher, *cluster, chan string, *prometheus.Registry) {
 	t.Helper()
 	c := &cluster{schema: initial}
-	r, err := New(initial, c.load, tg, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := New(initial, "", c.read, tg, quiet())
 	results := make(chan string, 100)
 	r.OnResult = func(res string) { results <- res }
 	r.Debounce, r.MaxDelay, r.FollowUps = time.Millisecond, time.Second, nil
@@ -103,6 +109,9 @@ func start(t *testing.T, initial *schemagen.Schema, tg *target) (*Refresher, *cl
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
+	for r.Active() == "" { // Run hashes the serving schema first
+		time.Sleep(time.Millisecond)
+	}
 	return r, c, results, reg
 }
 
@@ -297,10 +306,7 @@ func TestPeriodicChecks(t *testing.T) {
 	changed := without("secrets")
 	c.set(changed, nil)
 	tg := &target{}
-	r, err := New(schematest.Schema(), c.load, tg, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := New(schematest.Schema(), "", c.read, tg, quiet())
 	results := make(chan string, 100)
 	r.OnResult = func(res string) { results <- res }
 	r.Interval = time.Millisecond
@@ -332,5 +338,64 @@ func TestWatchTriggersOnAPIChanges(t *testing.T) {
 		if res := next(t, results); res != ResultUnchanged {
 			t.Fatalf("%s: %s", kind, res)
 		}
+	}
+}
+
+// The documents' fingerprint spares generating the schema: the same
+// documents as the serving schema's, or as a refused schema's.
+func TestFingerprintsSpareGeneration(t *testing.T) {
+	initial := schematest.Schema()
+	tg := &target{refuse: func(s *schemagen.Schema) error { return errors.New("refused") }}
+	r, c, results, _ := start(t, initial, tg)
+	r.mu.Lock()
+	r.activeFP = "fp1"
+	r.mu.Unlock()
+	generated := func() int { c.mu.Lock(); defer c.mu.Unlock(); return c.generated }
+	c.fp = "fp1"
+	r.Trigger()
+	if res := next(t, results); res != ResultUnchanged || generated() != 0 {
+		t.Fatalf("same documents: %s, %d generated", res, generated())
+	}
+	// Other documents, the same schema: generated once, then known.
+	c.fp = "fp2"
+	c.set(schematest.Schema(), nil)
+	for i := 0; i < 2; i++ {
+		r.Trigger()
+		if res := next(t, results); res != ResultUnchanged || generated() != 1 {
+			t.Fatalf("documents giving the serving schema, check %d: %s, %d generated", i, res, generated())
+		}
+	}
+	// A refused schema: re-applied on every check, generated once.
+	c.fp = "fp3"
+	c.set(without("configmaps"), nil)
+	for i := 0; i < 2; i++ {
+		r.Trigger()
+		if res := next(t, results); res != ResultInvalid || generated() != 2 {
+			t.Fatalf("refused schema, check %d: %s, %d generated", i, res, generated())
+		}
+	}
+	if a, _ := tg.counts(); a != 2 {
+		t.Fatalf("%d applies, want 2", a)
+	}
+}
+
+func TestFingerprintOfDocuments(t *testing.T) {
+	docs, err := schemagen.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Fingerprint(docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := Fingerprint(docs); a != b {
+		t.Fatal("not deterministic")
+	}
+	for p, doc := range docs.OpenAPI {
+		docs.OpenAPI[p] = append(append([]byte{}, doc...), ' ')
+		break
+	}
+	if b, _ := Fingerprint(docs); a == b {
+		t.Fatal("a changed OpenAPI document kept the fingerprint")
 	}
 }
