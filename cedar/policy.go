@@ -304,6 +304,10 @@ type PolicySet struct {
 	index    *index
 	// Generation counts successful loads of the store that produced this set.
 	Generation uint64
+	// Schema is the schema the set was validated against (Store.Schema when
+	// it loaded), nil if the store has none. Decisions on this set use it,
+	// so a schema refresh swaps the schema and the set in one step.
+	Schema *schemagen.Schema
 }
 
 // NewPolicySet indexes policies; ids must be unique.

@@ -19,6 +19,7 @@ import (
 	"github.com/cedar-policy/cedar-go/types"
 
 	"github.com/kcedar/kcedar/internal/watch"
+	"github.com/kcedar/kcedar/schemagen"
 )
 
 // Validator checks parsed policies against a schema. It returns one error per
@@ -135,6 +136,19 @@ type Store struct {
 	// Checker, if set, parses and checks the files (instead of
 	// ParsePolicies and the Validator). Set it before the first Load.
 	Checker FileChecker
+	// Schema, if set, is the schema the validator and Checker check
+	// against; every set the store builds carries it (PolicySet.Schema).
+	// Set it before the first Load; Rebase replaces it (with the validator
+	// and Checker) under the store's lock.
+	Schema *schemagen.Schema
+}
+
+// SchemaCheck is a schema with the validator and file checker built from
+// it: what Rebase moves a store to.
+type SchemaCheck struct {
+	Schema    *schemagen.Schema
+	Validator Validator
+	Checker   FileChecker
 }
 
 type failure struct {
@@ -248,17 +262,89 @@ func (s *Store) Load() error {
 		s.report(res)
 		return err
 	}
+	s.swapIn(ps, c, res, "policies loaded")
+	return nil
+}
+
+// swapIn makes ps (built from the read c) the serving set; s.mu is held.
+func (s *Store) swapIn(ps *PolicySet, c candidate, res ReloadResult, msg string) {
 	s.fingerprint, s.failedErr, s.serving = c.fp, nil, c.meta
 	hash := hex.EncodeToString(c.fp[:])
 	s.hash.Store(&hash)
 	s.generation++
 	ps.Generation = s.generation
+	ps.Schema = s.Schema
 	s.current.Store(ps)
 	s.lastErr.Store(nil)
 	s.lastFail.Store(nil)
 	res.Policies, res.Hash = ps.Len(), hash
-	s.logger.Info("policies loaded", "policies", ps.Len(), "generation", ps.Generation, "hash", hash)
+	s.logger.Info(msg, "policies", ps.Len(), "generation", ps.Generation, "hash", hash)
 	s.report(res)
+}
+
+// Rebase moves the store to a new schema: it reads the policy files and
+// sources as they are now, checks them against sc and, if every policy
+// validates (and the set passes the shrink checks), swaps in the set built
+// against sc, which then checks every later load. If anything does not
+// validate, nothing changes: the last good set keeps serving with its
+// schema, the store keeps checking against it, and the error lists the
+// findings (a *LoadError with a Checker). A failed Rebase is not a failed
+// load: it is not reported to OnReload, LastError or LastFailure; the
+// caller reports it. Before the first good load there is nothing to
+// re-check: the store adopts sc, and the next Load checks against it.
+func (s *Store) Rebase(sc SchemaCheck) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rebase(sc)
+}
+
+// RebaseSources is Rebase with new extra sources (see SetSources), which
+// replace the store's only if the rebase succeeds (or nothing serves yet).
+func (s *Store) RebaseSources(sc SchemaCheck, srcs []Source) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, had := s.extraSources()
+	s.SetSources(srcs)
+	err := s.rebase(sc)
+	if err != nil {
+		s.sourcesMu.Lock()
+		s.sources = prev
+		if !had {
+			s.sources = nil
+		}
+		s.sourcesMu.Unlock()
+	}
+	return err
+}
+
+// rebase: s.mu is held.
+func (s *Store) rebase(sc SchemaCheck) error {
+	adopt := func() {
+		s.Schema, s.validator, s.Checker = sc.Schema, sc.Validator, sc.Checker
+		// A failure cached for the old schema says nothing about the new one.
+		s.failedErr = nil
+	}
+	cur := s.current.Load()
+	if cur == nil {
+		adopt()
+		return nil
+	}
+	c := s.readStable()
+	if c.err != nil {
+		return c.err
+	}
+	prev := SchemaCheck{Schema: s.Schema, Validator: s.validator, Checker: s.Checker}
+	s.Schema, s.validator, s.Checker = sc.Schema, sc.Validator, sc.Checker
+	ps, err := s.build(c.files)
+	if err == nil {
+		err = s.checkShrink(cur, ps)
+	}
+	if err != nil {
+		s.Schema, s.validator, s.Checker = prev.Schema, prev.Validator, prev.Checker
+		return err
+	}
+	adopt()
+	s.swapIn(ps, c, ReloadResult{Time: time.Now(), Changed: true}, "policies re-checked against the new schema and loaded")
 	return nil
 }
 

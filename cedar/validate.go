@@ -58,6 +58,10 @@ func NewSchemaValidator(s *schemagen.Schema) (*SchemaValidator, error) {
 	return &SchemaValidator{full: rs, valid: map[[32]byte]bool{}, invalid: map[[32]byte]error{}, keepIDs: keep}, nil
 }
 
+// Resolved is the resolved schema the validator checks against (read only),
+// so other checkers of the same schema need not resolve it again.
+func (v *SchemaValidator) Resolved() *resolved.Schema { return v.full }
+
 // Validate checks policies in parallel.
 func (v *SchemaValidator) Validate(policies []*Policy) []error {
 	errs := make([]error, len(policies))

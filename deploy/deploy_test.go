@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,6 +105,22 @@ func TestBase(t *testing.T) {
 	}
 	if !canWatch || !canStatus {
 		t.Fatal("the ClusterRole does not let kcedar watch its objects and write their status")
+	}
+	// --live: schema refresh watches CRDs and APIServices; namespaceObject
+	// watches Namespaces.
+	for _, want := range []struct{ group, resource string }{{"apiextensions.k8s.io", "customresourcedefinitions"}, {"apiregistration.k8s.io", "apiservices"}, {"", "namespaces"}} {
+		ok := false
+		for _, d := range docs["ClusterRole"] {
+			for _, r := range strict[rbacv1.ClusterRole](t, d).Rules {
+				verbs := strings.Join(r.Verbs, ",")
+				if slices.Contains(r.APIGroups, want.group) && slices.Contains(r.Resources, want.resource) && strings.Contains(verbs, "list") && strings.Contains(verbs, "watch") {
+					ok = true
+				}
+			}
+		}
+		if !ok {
+			t.Errorf("the ClusterRole does not let kcedar list and watch %s.%s", want.resource, want.group)
+		}
 	}
 	ds := strict[appsv1.DaemonSet](t, docs["DaemonSet"][0])
 	spec := ds.Spec.Template.Spec

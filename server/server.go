@@ -46,6 +46,11 @@ type Options struct {
 	// Ready, if set, must return nil for /readyz to report ready (e.g. the
 	// policy objects have synced from the API server).
 	Ready func() error
+	// Degraded, if set, describes a problem that leaves the server ready
+	// (the last good set serves) but needs an operator: /readyz reports it
+	// as "degraded" (e.g. a schema refresh the policies do not validate
+	// against). "" when there is none.
+	Degraded func() string
 	// PolicyAdmission, if set, serves POST /v1/validate-policy: the
 	// validating webhook for kcedar's own policy objects.
 	PolicyAdmission http.Handler
@@ -74,6 +79,7 @@ type Server struct {
 	// allows is known to be installed.
 	webhookVerified atomic.Bool
 	ready           func() error
+	degraded        func() string
 	decisionLog     *DecisionLog
 	authWarn        *warnLimited
 	// draining: shutting down; /readyz answers 503 so load balancers and
@@ -100,6 +106,7 @@ func New(schema *schemagen.Schema, store *cedar.Store, opts Options) *Server {
 	s := &Server{store: store, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: residual.NewCodec(keys), enforce: opts.AdmissionEnforcement}
 	s.schema.Store(schema)
 	s.ready = opts.Ready
+	s.degraded = opts.Degraded
 	s.decisionLog = opts.DecisionLog
 	s.authWarn = newWarnLimited(logger)
 	s.namespaces = opts.Namespaces
@@ -160,15 +167,30 @@ func (s *Server) releaseReplacedSet() {
 	debug.FreeOSMemory()
 }
 
-// Schema is the schema decisions use.
-func (s *Server) Schema() *schemagen.Schema { return s.schema.Load() }
+// Schema is the schema decisions use: the serving set's (a schema refresh
+// swaps the set and its schema together, cedar.Store.Rebase), else the one
+// the server was made with.
+func (s *Server) Schema() *schemagen.Schema {
+	if ps := s.store.Current(); ps != nil && ps.Schema != nil {
+		return ps.Schema
+	}
+	return s.schema.Load()
+}
 
 // Authorizer is the authorizer of the policy set serving now, or nil before
 // one is loaded. Engines are built once per policy set and schema, so a
-// reload drops every cache the previous set built.
+// reload drops every cache the previous set built. The set and the schema
+// it was validated against are read in one atomic load.
 func (s *Server) Authorizer() *residual.Engine {
-	ps, schema := s.store.Current(), s.Schema()
-	if ps == nil || schema == nil {
+	ps := s.store.Current()
+	if ps == nil {
+		return nil
+	}
+	schema := ps.Schema
+	if schema == nil {
+		schema = s.schema.Load()
+	}
+	if schema == nil {
 		return nil
 	}
 	for {
@@ -218,10 +240,19 @@ func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	serving := fmt.Sprintf("serving %d policies (generation %d, hash %.12s)", cur.Len(), cur.Generation, s.store.Hash())
+	var problems []string
 	if err, at := s.store.LastFailure(); err != nil {
 		// Still ready: the last good set serves. Taking every replica out of
 		// service for a bad edit would fail the whole cluster's requests.
-		fmt.Fprintf(w, "degraded: %s; the latest reload failed %s ago, fix the policy files: %v\n", serving, time.Since(at).Round(time.Second), err)
+		problems = append(problems, fmt.Sprintf("the latest reload failed %s ago, fix the policy files: %v", time.Since(at).Round(time.Second), err))
+	}
+	if s.degraded != nil {
+		if d := s.degraded(); d != "" {
+			problems = append(problems, d)
+		}
+	}
+	if len(problems) > 0 {
+		fmt.Fprintf(w, "degraded: %s; %s\n", serving, strings.Join(problems, "; "))
 		return
 	}
 	fmt.Fprintf(w, "ok: %s\n", serving)

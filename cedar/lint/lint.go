@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 
 	"github.com/cedar-policy/cedar-go/types"
-	cedarschema "github.com/kcedar/kcedar/internal/cedarx/schema"
 	"github.com/kcedar/kcedar/internal/cedarx/schema/resolved"
 
 	"github.com/kcedar/kcedar/cedar"
@@ -162,16 +161,17 @@ type Checker struct {
 	typeNames []string // every entity type, for "did you mean"
 }
 
+// Validator is the checker's validator of policies against its schema (safe
+// for concurrent use): a store checking against the same schema can share it.
+func (c *Checker) Validator() *cedar.SchemaValidator { return c.validator }
+
 // NewChecker prepares a checker for s.
 func NewChecker(s *schemagen.Schema) (*Checker, error) {
 	v, err := cedar.NewSchemaValidator(s)
 	if err != nil {
 		return nil, err
 	}
-	rs, err := cedarschema.NewSchemaFromAST(s.CedarAST()).Resolve()
-	if err != nil {
-		return nil, fmt.Errorf("resolving the schema: %w", err)
-	}
+	rs := v.Resolved() // resolved once, for both
 	c := &Checker{Schema: s, validator: v, resolved: rs, byType: map[types.EntityType]*schemagen.Resource{}}
 	for _, r := range s.Resources {
 		c.byType[r.EntityType] = r

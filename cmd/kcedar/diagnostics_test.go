@@ -40,10 +40,7 @@ func TestServeAndValidateDiagnosticsAgree(t *testing.T) {
 	}
 
 	var logs bytes.Buffer
-	store, err := newPolicyStore(checker.Schema, []string{"broken"}, nil, slog.New(slog.NewJSONHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := newPolicyStore(checker, []string{"broken"}, slog.New(slog.NewJSONHandler(&logs, nil)))
 	if store.Load() == nil {
 		t.Fatal("the store loaded the broken files")
 	}

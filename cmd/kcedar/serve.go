@@ -18,6 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/cedar/lint"
+	"github.com/kcedar/kcedar/internal/schemarefresh"
 	"github.com/kcedar/kcedar/residual"
 	"github.com/kcedar/kcedar/server"
 )
@@ -48,6 +50,7 @@ func newServeCmd() *cobra.Command {
 		shutdownTimeout      time.Duration
 		nsObjects            bool
 		nsMaxStaleness       time.Duration
+		schemaRefresh        time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --policies PATH...",
@@ -61,7 +64,12 @@ otherwise) and reloaded when their files change, once the files are stable
 empty set or a refused shrink (--max-policy-loss, --keep-forbids) keeps the
 last good set serving. With --policy-objects, the policies of CedarPolicy and
 NamespacedCedarPolicy objects join the files' (one set, one validation), and
-/readyz is 503 until the objects have synced from the API server. POST
+/readyz is 503 until the objects have synced from the API server. With a
+live cluster's schema (--live, --kubeconfig), the schema follows the
+cluster's API (CRDs and APIServices are watched, discovery is re-read every
+--schema-refresh-interval): the policies move to a new schema only if all of
+them validate against it; otherwise the last good set keeps serving with the
+previous schema, and the objects it refuses report Accepted=False. POST
 /v1/validate-policy is the validating webhook for those kinds. Also serves
 GET /healthz, /livez, /readyz and /metrics. On SIGTERM /readyz turns 503, the
 listener closes after --shutdown-delay and in-flight requests get
@@ -82,15 +90,17 @@ listener closes after --shutdown-delay and in-flight requests get
 				return &exitError{2, errors.New("--admission-enforcement needs --admission-webhook-kubeconfig, so kcedar can verify that the ValidatingWebhookConfiguration enforcing its conditions is installed (or --unverified-admission-webhook to skip that check deliberately)")}
 			}
 			start := time.Now()
-			schema, err := src.Load(cmd.Context())
+			schema, fingerprint, err := loadServeSchema(cmd.Context(), src)
 			if err != nil {
 				return fmt.Errorf("schema from %s: %w", src, err)
 			}
-			logger.Info("schema loaded", "from", src.String(), "resources", len(schema.Resources), "warnings", len(schema.Warnings), "took", time.Since(start).String())
-			validator, err := cedar.NewSchemaValidator(schema)
+			// One checker (and its validator) serves the files, the objects
+			// and the admission webhook.
+			checker, err := lint.NewChecker(schema)
 			if err != nil {
 				return err
 			}
+			logger.Info("schema loaded", "from", src.String(), "resources", len(schema.Resources), "warnings", len(schema.Warnings), "took", time.Since(start).String())
 			keys := residual.RandomKeyring()
 			if keyFile != "" {
 				if keys, err = residual.LoadKeyFile(keyFile); err != nil {
@@ -102,12 +112,9 @@ listener closes after --shutdown-delay and in-flight requests get
 			if maxPolicyLoss < 0 || maxPolicyLoss > 1 {
 				return &exitError{2, fmt.Errorf("--max-policy-loss %g: give a share between 0 (off) and 1", maxPolicyLoss)}
 			}
-			store, err := newPolicyStore(schema, policies, validator, logger)
-			if err != nil {
-				return err
-			}
+			store := newPolicyStore(checker, policies, logger)
 			store.Settle, store.AllowEmpty, store.MaxPolicyLoss, store.KeepForbids = settle, allowEmpty, maxPolicyLoss, keepForbids
-			po, err := newPolicyObjects(&objects, schema, store, logger)
+			po, err := newPolicyObjects(&objects, checker, store, logger)
 			if err != nil {
 				return &exitError{2, err}
 			}
@@ -126,8 +133,22 @@ listener closes after --shutdown-delay and in-flight requests get
 			if po.source != nil {
 				opts.Ready = po.source.Ready
 			}
+			if schemaRefresh < 0 {
+				return &exitError{2, fmt.Errorf("--schema-refresh-interval %s: give a duration, or 0 to turn schema refresh off", schemaRefresh)}
+			}
+			var refresher *schemarefresh.Refresher
+			var runRefresh func(context.Context) error
+			if src.IsLive() && schemaRefresh > 0 {
+				refresher, runRefresh = startSchemaRefresh(src, schema, fingerprint, schemaRefresh, store, po, logger)
+				opts.Degraded = refresher.Degraded
+			}
 			srv := server.New(schema, store, opts)
 			registerBuildInfo(srv.Registry())
+			if refresher != nil {
+				if err := refresher.RegisterMetrics(srv.Registry()); err != nil {
+					return err
+				}
+			}
 			if po.source != nil {
 				if err := po.source.RegisterMetrics(srv.Registry()); err != nil {
 					return err
@@ -153,6 +174,11 @@ listener closes after --shutdown-delay and in-flight requests get
 			}
 			if nsInformer != nil {
 				go nsInformer.Run(ctx)
+			}
+			if runRefresh != nil {
+				if err := runRefresh(ctx); err != nil {
+					return fmt.Errorf("schema refresh: %w", err)
+				}
 			}
 			if keyFile != "" {
 				go keys.WatchFile(ctx, keyFile, reloadInterval, logger)
@@ -192,6 +218,7 @@ listener closes after --shutdown-delay and in-flight requests get
 	objects.addFlags(f)
 	decisionLog.addFlags(f)
 	f.BoolVar(&nsObjects, "namespace-objects", false, "fill resource.namespaceObject from an informer on Namespaces of the cluster (--live/--kubeconfig/--context, else KUBECONFIG, ~/.kube/config or in-cluster); on by default with --live or --kubeconfig. Without it namespaceObject is unknown")
+	f.DurationVar(&schemaRefresh, "schema-refresh-interval", 5*time.Minute, "with a live cluster's schema (--live, --kubeconfig): how often to re-read discovery for changes to the cluster's API, besides watching CustomResourceDefinitions and APIServices; 0 turns schema refresh off (the schema read at startup serves until restart)")
 	f.DurationVar(&nsMaxStaleness, "namespace-max-staleness", server.DefaultNamespaceMaxStaleness, "after the Namespace informer's watch fails, answer from its cache this long, then treat every namespace as unknown (forbids reading namespaceObject deny)")
 	f.BoolVar(&admissionEnforcement, "admission-enforcement", false, "for clusters without conditional authorization: answer Allow for a conditional allow on requests admission always sees, and enforce the conditions at POST /v1/admit (install it with: kcedar manifests --admission-enforcement)")
 	return cmd

@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/cedar/lint"
 	"github.com/kcedar/kcedar/internal/policyobjects"
-	"github.com/kcedar/kcedar/schemagen"
 )
 
 // objectOptions are serve's flags for policies stored as API objects.
@@ -66,11 +66,8 @@ type policyObjects struct {
 
 // newPolicyObjects prepares the source, the admission handler and the status
 // writer; nothing runs until start.
-func newPolicyObjects(o *objectOptions, schema *schemagen.Schema, store *cedar.Store, logger *slog.Logger) (*policyObjects, error) {
-	checker, err := policyobjects.NewChecker(schema)
-	if err != nil {
-		return nil, err
-	}
+func newPolicyObjects(o *objectOptions, lintChecker *lint.Checker, store *cedar.Store, logger *slog.Logger) (*policyObjects, error) {
+	checker := policyobjects.NewCheckerFrom(lintChecker)
 	po := &policyObjects{admission: &policyobjects.AdmissionHandler{Checker: checker, Current: store.Current, Logger: logger}}
 	if !o.enabled {
 		return po, nil

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,10 +25,26 @@ const maxAdmissionBody = 3 * MaxContentBytes
 // invalid, with the positioned errors `kcedar validate` prints, and a
 // CedarPolicy that takes a policy id another object or file already uses.
 type AdmissionHandler struct {
+	// Checker checks against the schema kcedar started with; SetChecker
+	// replaces it when the cluster's schema changes.
 	Checker *Checker
 	// Current, if set, is the policy set serving, for the duplicate id check.
 	Current func() *cedar.PolicySet
 	Logger  *slog.Logger
+
+	replaced atomic.Pointer[Checker]
+}
+
+// SetChecker makes writes checked against another schema from now on: the
+// cluster's latest, so a write is refused if it does not validate against
+// the API the cluster serves now. Safe while requests are served.
+func (h *AdmissionHandler) SetChecker(c *Checker) { h.replaced.Store(c) }
+
+func (h *AdmissionHandler) checker() *Checker {
+	if c := h.replaced.Load(); c != nil {
+		return c
+	}
+	return h.Checker
 }
 
 func (h *AdmissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -92,7 +109,7 @@ func (h *AdmissionHandler) Review(req *admissionv1.AdmissionRequest) *admissionv
 	if kind == KindNamespaced {
 		ns = req.Namespace
 	}
-	v := h.Checker.Check(kind, ns, name, obj.Spec.Content)
+	v := h.checker().Check(kind, ns, name, obj.Spec.Content)
 	if !v.Valid {
 		return deny(fmt.Sprintf("%s has invalid Cedar policies:\n%s", SourceName(kind, ns, name), v.Message()))
 	}

@@ -25,6 +25,10 @@ func NewChecker(s *schemagen.Schema) (*Checker, error) {
 	return &Checker{lint: c}, nil
 }
 
+// NewCheckerFrom wraps a cedar/lint checker (one per schema, shared with the
+// store's file checks).
+func NewCheckerFrom(l *lint.Checker) *Checker { return &Checker{lint: l} }
+
 // Verdict is what Check found in one object.
 type Verdict struct {
 	Valid bool

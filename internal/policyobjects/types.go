@@ -31,6 +31,11 @@ const (
 	// ConditionAccepted is the status condition that says whether the
 	// object's policies are valid against the schema kcedar serves.
 	ConditionAccepted = "Accepted"
+	// ReasonSchemaChanged: Accepted=False because the object's serving
+	// policies do not validate against the cluster's new schema (a CRD
+	// removed or changed); the last good set keeps serving with the
+	// previous schema.
+	ReasonSchemaChanged = "SchemaChanged"
 )
 
 // GroupVersion of the kinds.

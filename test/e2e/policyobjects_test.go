@@ -13,6 +13,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -33,6 +34,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -138,7 +140,33 @@ func (r *poReplica) start(t *testing.T) {
 	r.proc = framework.StartProcess(t, framework.KcedarBinary(t), r.args...)
 }
 
-func TestPolicyObjects(t *testing.T) {
+// poEnv is a cluster whose API server authorizes through two kcedar
+// replicas serving policy objects (and nothing else).
+type poEnv struct {
+	c        *framework.Cluster
+	hc       *http.Client // trusts the replicas' serving certificate
+	replicas []*poReplica
+	dyn      dynamic.Interface
+	cluster  dynamic.ResourceInterface // CedarPolicy objects
+	alice    kubernetes.Interface
+	bob      kubernetes.Interface // in group team-a-admins
+}
+
+// poOptions: how startPolicyObjects sets things up.
+type poOptions struct {
+	// live: the replicas read the schema from the cluster (--kubeconfig)
+	// instead of the embedded default.
+	live bool
+	// direct: the API server calls replica 0 only, at its address, as a
+	// control-plane node's API server calls its own kcedar at 127.0.0.1
+	// (the DaemonSet of deploy/); otherwise a round-robin front, as a
+	// Service would be (the Deployment overlay).
+	direct bool
+}
+
+// startPolicyObjects starts the cluster and the replicas and waits for both
+// to be ready.
+func startPolicyObjects(t *testing.T, o poOptions) *poEnv {
 	dir := t.TempDir()
 	caFile, certFile, keyFile := poPKI(t, dir)
 	ca, _ := os.ReadFile(caFile)
@@ -149,14 +177,16 @@ func TestPolicyObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	replicas := []*poReplica{{addr: "127.0.0.1:" + strconv.Itoa(framework.FreePort(t))}, {addr: "127.0.0.1:" + strconv.Itoa(framework.FreePort(t))}}
-	front := startRoundRobin(t, replicas[0].addr, replicas[1].addr)
-	frontURL := "https://" + front.ln.Addr().String()
+	url := "https://" + replicas[0].addr
+	if !o.direct {
+		url = "https://" + startRoundRobin(t, replicas[0].addr, replicas[1].addr).ln.Addr().String()
+	}
 
 	// The API server's configuration, from kcedar manifests as a user runs it
 	// (matchConditions excluding kcedar's identity and the control plane),
 	// with the decision caches off so changes show at once.
 	manifests := filepath.Join(dir, "manifests")
-	out, err := exec.Command(framework.KcedarBinary(t), "manifests", "--url", frontURL, "--ca-file", caFile, "--policy-objects",
+	out, err := exec.Command(framework.KcedarBinary(t), "manifests", "--url", url, "--ca-file", caFile, "--policy-objects",
 		"--webhook-kubeconfig-path", framework.DirPlaceholder+"/kcedar-webhook.kubeconfig", "-o", manifests).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kcedar manifests: %v\n%s", err, out)
@@ -169,6 +199,11 @@ func TestPolicyObjects(t *testing.T) {
 		return string(b)
 	}
 	authz := strings.NewReplacer("authorizedTTL: 30s", "authorizedTTL: 1s\n    cacheAuthorizedRequests: false", "unauthorizedTTL: 30s", "unauthorizedTTL: 1s\n    cacheUnauthorizedRequests: false").Replace(read("authorization-config.yaml"))
+	// Without the caches every request reaches kcedar: the restart test
+	// must see the outage, not answers cached before it.
+	if !strings.Contains(authz, "cacheAuthorizedRequests: false") || !strings.Contains(authz, "cacheUnauthorizedRequests: false") || !strings.Contains(authz, "failurePolicy: Deny") {
+		t.Fatalf("the AuthorizationConfiguration does not have the caches off and failurePolicy Deny:\n%s", authz)
+	}
 	c := framework.Start(t, framework.Options{
 		AuthorizationConfig: authz,
 		Files:               map[string]string{"kcedar-webhook.kubeconfig": read("kcedar-webhook.kubeconfig")},
@@ -191,24 +226,37 @@ func TestPolicyObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	started := time.Now()
 	for _, r := range replicas {
+		// A short shutdown delay: no load balancer has to take the
+		// replica out before its listener closes.
 		r.args = []string{"serve", "--listen", r.addr, "--policy-objects", "--policy-objects-kubeconfig", c.Kubeconfig,
 			"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--conditions-key-file", keysFile,
-			"--status-lease-namespace", "kcedar-system", "--log-level", "debug"}
+			"--status-lease-namespace", "kcedar-system", "--log-level", "debug", "--shutdown-delay", "1s"}
+		if o.live {
+			r.args = append(r.args, "--kubeconfig", c.Kubeconfig)
+		}
 		r.start(t)
 	}
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: poolOf(t, ca)}}}
-	for _, r := range replicas {
+	for i, r := range replicas {
 		waitReady(t, hc, r, 120*time.Second)
+		t.Logf("replica %d ready %v after the replicas' start (live schema: %v)", i, time.Since(started).Round(time.Millisecond), o.live)
 	}
-
 	dyn, err := dynamic.NewForConfig(c.AdminConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cluster := dyn.Resource(policyobjects.ClusterResource)
-	alice := c.ClientFor(t, "alice-token")
-	bob := c.ClientFor(t, "bob-token")
+	return &poEnv{c: c, hc: hc, replicas: replicas, dyn: dyn, cluster: dyn.Resource(policyobjects.ClusterResource),
+		alice: c.ClientFor(t, "alice-token"), bob: c.ClientFor(t, "bob-token")}
+}
+
+// TestPolicyObjects: the API server calls replica 0 directly; both replicas
+// serve the embedded schema.
+func TestPolicyObjects(t *testing.T) {
+	env := startPolicyObjects(t, poOptions{direct: true})
+	hc, replicas, dyn, cluster, alice, bob := env.hc, env.replicas, env.dyn, env.cluster, env.alice, env.bob
+	ctx := t.Context()
 	listPods := func(cs kubernetes.Interface, ns string) error {
 		_, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		return err
@@ -300,11 +348,27 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 		}
 	})
 
-	t.Run("restarting a replica under load never allows what the policies do not", func(t *testing.T) {
+	t.Run("restarting the replica the API server calls, under load: the policies' answers or the failurePolicy's, ready within 10s", func(t *testing.T) {
 		createPolicy(t, cluster, policyobjects.KindCluster, "", "alice-b", `@id("alice-b") permit(principal == k8s::User::"alice", action == k8s::Action::"list", resource is core::pods) when { resource.namespace == "b" };`)
-		within(t, 5*time.Second, "alice allowed in b", func() bool { return listPods(alice, "b") == nil })
+		within(t, 5*time.Second, "alice allowed in b on both replicas and through the API server", func() bool {
+			return sarAllowed(t, hc, replicas[0], "alice", "list", "b") && sarAllowed(t, hc, replicas[1], "alice", "list", "b") && listPods(alice, "b") == nil
+		})
+
+		// Each answer with when it was asked and answered. The policies
+		// allow alice to list pods in b and nothing in kcedar-system (kcedar
+		// answers NoOpinion, RBAC forbids). The failurePolicy (Deny) refuses
+		// both: kube-apiserver answers a webhook failure with failurePolicy
+		// Deny as 500 Internal Server Error naming the webhook's error. So
+		// any 500 must fall in the outage; a Forbidden in b, an Allow in
+		// kcedar-system or any other error is wrong at any time.
+		type answer struct {
+			from, to time.Time
+			inB      bool
+			err      error
+		}
+		var mu sync.Mutex
+		var answers []answer
 		stop := make(chan struct{})
-		var wrong, allowed, failed atomic.Int64
 		var wg sync.WaitGroup
 		for i := 0; i < 4; i++ {
 			wg.Add(1)
@@ -316,38 +380,70 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 						return
 					default:
 					}
-					// The policies allow alice in b and nobody else in c; the
-					// failurePolicy (Deny) may forbid anything.
-					if err := listPods(alice, "b"); err == nil {
-						allowed.Add(1)
-					} else if isForbidden(err) {
-						failed.Add(1)
-					} else {
-						wrong.Add(1)
-					}
-					if err := listPods(alice, "kcedar-system"); err == nil {
-						wrong.Add(1)
+					for _, ns := range []string{"b", "kcedar-system"} {
+						from := time.Now()
+						err := listPods(alice, ns)
+						mu.Lock()
+						answers = append(answers, answer{from: from, to: time.Now(), inB: ns == "b", err: err})
+						mu.Unlock()
 					}
 				}
 			}()
 		}
 		time.Sleep(time.Second)
 		r := replicas[0]
-		r.proc.Stop()
-		time.Sleep(2 * time.Second)
+		stopped := time.Now()
+		r.proc.Stop() // SIGTERM: serves for --shutdown-delay, then the listener closes
+		exited := time.Now()
+		time.Sleep(3 * time.Second) // the outage
 		restarted := time.Now()
 		r.start(t)
 		waitReady(t, hc, r, 10*time.Second)
-		t.Logf("replica ready %v after its start", time.Since(restarted).Round(time.Millisecond))
+		ready := time.Now()
+		t.Logf("replica 0: SIGTERM to exit %v, down %v, ready %v after its start", exited.Sub(stopped).Round(time.Millisecond), restarted.Sub(exited).Round(time.Millisecond), ready.Sub(restarted).Round(time.Millisecond))
 		time.Sleep(2 * time.Second)
 		close(stop)
 		wg.Wait()
-		t.Logf("under load: %d allowed, %d failurePolicy/forbidden, %d wrong", allowed.Load(), failed.Load(), wrong.Load())
-		if wrong.Load() > 0 {
-			t.Fatalf("%d answers were neither the policies' nor the failurePolicy's", wrong.Load())
+
+		// The outage: from SIGTERM until the replica is ready again (and
+		// a second for requests in flight at that moment).
+		outageFrom, outageTo := stopped, ready.Add(time.Second)
+		var allowed, allowedAfter, failurePolicy, policyDeny int
+		var wrong, failures []string
+		at := func(a answer) string { return a.from.Format("15:04:05.000") }
+		for _, a := range answers {
+			during := a.to.After(outageFrom) && a.from.Before(outageTo)
+			switch {
+			case a.err == nil && a.inB:
+				allowed++
+				if a.from.After(ready) {
+					allowedAfter++
+				}
+			case a.err == nil:
+				wrong = append(wrong, "alice listed pods in kcedar-system at "+at(a))
+			case isForbidden(a.err) && a.inB:
+				wrong = append(wrong, fmt.Sprintf("alice forbidden in b at %s: %v", at(a), a.err))
+			case isForbidden(a.err):
+				policyDeny++
+			case apierrors.IsInternalError(a.err) && during:
+				failurePolicy++
+				if len(failures) < 3 {
+					failures = append(failures, a.err.Error())
+				}
+			default:
+				wrong = append(wrong, fmt.Sprintf("%v at %s", a.err, at(a)))
+			}
 		}
-		if allowed.Load() == 0 {
-			t.Fatal("no request was allowed: the load tested nothing")
+		t.Logf("under load: %d answers: %d allowed in b (the policies; %d after the restart), %d forbidden in kcedar-system (the policies), %d refused by the failurePolicy during the outage, %d wrong; failurePolicy answers look like: %s",
+			len(answers), allowed, allowedAfter, policyDeny, failurePolicy, len(wrong), strings.Join(failures, " | "))
+		if len(wrong) > 0 {
+			t.Fatalf("%d answers were neither the policies' nor the failurePolicy's, e.g. %s", len(wrong), strings.Join(wrong[:min(len(wrong), 5)], "; "))
+		}
+		if failurePolicy == 0 {
+			t.Fatal("no answer came from the failurePolicy: the outage went unseen (cached or routed around)")
+		}
+		if allowedAfter == 0 {
+			t.Fatal("nothing was allowed after the restart: the replica does not serve again")
 		}
 	})
 }
