@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -27,6 +28,7 @@ type manifestOptions struct {
 	clientCert           string
 	clientKey            string
 	kubeconfigPath       string
+	admissionKubeconfig  string
 	admissionEnforcement bool
 	conditionsReview     bool
 	failurePolicy        string
@@ -59,6 +61,13 @@ func newManifestsCmd() *cobra.Command {
                               ValidatingWebhookConfiguration that refuses
                               invalid CedarPolicy and NamespacedCedarPolicy
                               objects
+  admission-config.yaml       with a webhook above and --client-certificate:
+  kcedar-admission.kubeconfig the AdmissionConfiguration
+                              (--admission-control-config-file) and its
+                              kubeconfig (0600), so the API server presents
+                              its client certificate to kcedar's admission
+                              webhooks too (kcedar serve --client-ca-file
+                              refuses calls without it)
   kcedar-static-pod.yaml      with --static-pod: a static Pod for
                               /etc/kubernetes/manifests on each control-plane
                               node, serving on the host network at --url
@@ -87,6 +96,7 @@ authorizer's conditional Allow is only safe with it installed.`,
 	f.StringVar(&o.clientCert, "client-certificate", "", "client certificate the API server presents to kcedar (for kcedar serve --client-ca-file)")
 	f.StringVar(&o.clientKey, "client-key", "", "its private key")
 	f.StringVar(&o.kubeconfigPath, "webhook-kubeconfig-path", "/etc/kubernetes/kcedar-webhook.kubeconfig", "where the API server will find kcedar-webhook.kubeconfig")
+	f.StringVar(&o.admissionKubeconfig, "admission-kubeconfig-path", "/etc/kubernetes/kcedar-admission.kubeconfig", "where the API server will find kcedar-admission.kubeconfig (named in admission-config.yaml)")
 	f.BoolVar(&o.admissionEnforcement, "admission-enforcement", false, "also print the ValidatingWebhookConfiguration for kcedar serve --admission-enforcement")
 	f.BoolVar(&o.conditionsReview, "conditions-review", false, "KEP-5681 clusters: let the API server call back with AuthorizationConditionsReview")
 	f.StringVar(&o.failurePolicy, "failure-policy", "Deny", "the authorizer's failurePolicy when kcedar is unreachable: Deny or NoOpinion")
@@ -191,6 +201,14 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 	if o.policyObjects {
 		objs = append(objs, manifestObject{"policy-webhook.yaml", policyWebhook(base, ca), false})
 	}
+	if (o.admissionEnforcement || o.policyObjects) && user.ClientCertificateData != nil {
+		kc, err := admissionKubeconfig(o.url, user)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, manifestObject{"admission-config.yaml", admissionConfiguration(o.admissionKubeconfig), false},
+			manifestObject{"kcedar-admission.kubeconfig", kc, true})
+	}
 	if o.staticPod {
 		pod, err := o.staticPodManifest()
 		if err != nil {
@@ -229,6 +247,41 @@ func webhookKubeconfig(base string, ca []byte, user clientcmdv1.AuthInfo) client
 		},
 		CurrentContext: "authorize",
 	}
+}
+
+// admissionConfiguration is kube-apiserver's --admission-control-config-file:
+// the ValidatingAdmissionWebhook plugin finds the credentials for its
+// webhooks' hosts in kubeconfig.
+func admissionConfiguration(kubeconfig string) map[string]any {
+	return map[string]any{
+		"apiVersion": "apiserver.config.k8s.io/v1",
+		"kind":       "AdmissionConfiguration",
+		"plugins": []any{map[string]any{
+			"name": "ValidatingAdmissionWebhook",
+			"configuration": map[string]any{
+				"apiVersion":     "apiserver.config.k8s.io/v1",
+				"kind":           "WebhookAdmissionConfiguration",
+				"kubeConfigFile": kubeconfig,
+			},
+		}},
+	}
+}
+
+// admissionKubeconfig holds the API server's client credentials for kcedar's
+// admission webhooks. The admission plugin picks a user by the webhook URL's
+// host:port (443 when the URL has none), so the credentials go to kcedar
+// only, never to another webhook.
+func admissionKubeconfig(rawURL string, user clientcmdv1.AuthInfo) (clientcmdv1.Config, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return clientcmdv1.Config{}, err
+	}
+	hostPort := u.Host
+	if u.Port() == "" {
+		hostPort = net.JoinHostPort(u.Hostname(), "443")
+	}
+	return clientcmdv1.Config{APIVersion: "v1", Kind: "Config",
+		AuthInfos: []clientcmdv1.NamedAuthInfo{{Name: hostPort, AuthInfo: user}}}, nil
 }
 
 // authorizationConfig is the AuthorizationConfiguration: Node, kcedar, RBAC.

@@ -18,6 +18,8 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -216,7 +218,7 @@ func TestManifestsOutputDir(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, msg)
 	}
 	want := map[string]os.FileMode{"authorization-config.yaml": 0o644, "kcedar-webhook.kubeconfig": 0o600, "validating-webhook.yaml": 0o644,
-		"policy-webhook.yaml": 0o644, "kcedar-static-pod.yaml": 0o644}
+		"policy-webhook.yaml": 0o644, "kcedar-static-pod.yaml": 0o644, "admission-config.yaml": 0o644, "kcedar-admission.kubeconfig": 0o600}
 	entries, err := os.ReadDir(out)
 	if err != nil {
 		t.Fatal(err)
@@ -239,6 +241,54 @@ func TestManifestsOutputDir(t *testing.T) {
 	}
 	if !strings.Contains(string(kc), "client-key-data") {
 		t.Error("the webhook kubeconfig lacks the client key")
+	}
+
+	// The admission webhooks get the client certificate too: the
+	// AdmissionConfiguration names the kubeconfig, whose only user is
+	// kcedar's host:port (the name the API server looks up).
+	var ac struct {
+		APIVersion, Kind string
+		Plugins          []struct {
+			Name          string
+			Configuration struct {
+				APIVersion, Kind, KubeConfigFile string
+			}
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(out, "admission-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, &ac); err != nil {
+		t.Fatal(err)
+	}
+	if ac.Kind != "AdmissionConfiguration" || len(ac.Plugins) != 1 || ac.Plugins[0].Name != "ValidatingAdmissionWebhook" ||
+		ac.Plugins[0].Configuration.Kind != "WebhookAdmissionConfiguration" || ac.Plugins[0].Configuration.KubeConfigFile != "/etc/kubernetes/kcedar-admission.kubeconfig" {
+		t.Fatalf("admission-config.yaml: %+v", ac)
+	}
+	cfg, err := clientcmd.LoadFromFile(filepath.Join(out, "kcedar-admission.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := cfg.AuthInfos["127.0.0.1:8443"]; len(cfg.AuthInfos) != 1 || !ok || len(u.ClientCertificateData) == 0 || len(u.ClientKeyData) == 0 {
+		t.Fatalf("admission kubeconfig users %v: want only 127.0.0.1:8443 with the client certificate", cfg.AuthInfos)
+	}
+	for url, want := range map[string]string{"https://kcedar.kcedar-system.svc": "kcedar.kcedar-system.svc:443", "https://[::1]:9443/v1/authorize": "[::1]:9443"} {
+		c, err := admissionKubeconfig(url, clientcmdv1.AuthInfo{})
+		if err != nil || c.AuthInfos[0].Name != want {
+			t.Errorf("%s: user %v (%v), want %s", url, c.AuthInfos, err, want)
+		}
+	}
+	// Without a client certificate there is nothing to present.
+	o := manifestOptions{url: "https://127.0.0.1:8443", caFile: ca, failurePolicy: "Deny", policyObjects: true}
+	files, err := o.render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasPrefix(f.name, "admission-") || strings.Contains(f.name, "admission.kubeconfig") {
+			t.Errorf("%s written without --client-certificate", f.name)
+		}
 	}
 }
 
