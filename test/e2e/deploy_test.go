@@ -58,6 +58,11 @@ import (
 // through the API server; and finds no request of kcedar's ServiceAccount
 // that RBAC refused in the API server's audit log.
 func TestDeploy(t *testing.T) {
+	for _, tool := range []string{"bash", "openssl"} { // the docs' blocks use them
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("TestDeploy runs docs/deploy.md's shell blocks, which need %s: install it (Debian: apt-get install %s)", tool, tool)
+		}
+	}
 	root := deployModuleRoot(t)
 	doc := parseDeployDoc(t, filepath.Join(root, "docs", "deploy.md"))
 	work := t.TempDir()
@@ -255,7 +260,7 @@ func checkDeployAudit(t *testing.T, c *framework.Cluster) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	seen := map[string]int{}
+	seen, refused := map[string]int{}, map[string]int{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -282,7 +287,11 @@ func checkDeployAudit(t *testing.T, c *framework.Cluster) {
 			}
 		}
 		if d := ev.Annotations["authorization.k8s.io/decision"]; d != "allow" {
-			t.Errorf("kcedar's ServiceAccount was refused %s (%s): deploy/base/rbac.yaml lacks a rule (reason %q)", what, ev.RequestURI, ev.Annotations["authorization.k8s.io/reason"])
+			if refused[what] == 0 {
+				t.Errorf("kcedar's ServiceAccount was refused %s (%s): deploy/base/rbac.yaml lacks a rule", what, ev.RequestURI)
+			}
+			refused[what]++
+			continue
 		}
 		seen[what]++
 	}
