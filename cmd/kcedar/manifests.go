@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -27,6 +28,7 @@ type manifestOptions struct {
 	clientCert           string
 	clientKey            string
 	kubeconfigPath       string
+	admissionKubeconfig  string
 	admissionEnforcement bool
 	conditionsReview     bool
 	failurePolicy        string
@@ -35,6 +37,9 @@ type manifestOptions struct {
 	policyObjects        bool
 	serviceAccount       string
 	bypassControlPlane   bool
+	staticPod            bool
+	image                string
+	hostDir              string
 }
 
 func newManifestsCmd() *cobra.Command {
@@ -44,13 +49,32 @@ func newManifestsCmd() *cobra.Command {
 		Short: "Print the API server configuration that puts kcedar in front",
 		Long: `Print, as one set, everything kube-apiserver needs to use kcedar:
 
-  authorization-config.yaml   AuthorizationConfiguration: kcedar before RBAC
+  authorization-config.yaml   AuthorizationConfiguration: Node, kcedar, RBAC
   kcedar-webhook.kubeconfig   how the API server reaches kcedar (contexts
-                              "authorize" and "conditions")
+                              "authorize" and "conditions"); it embeds
+                              --client-key, so --output-dir writes it 0600
   validating-webhook.yaml     with --admission-enforcement: the
                               ValidatingWebhookConfiguration (failurePolicy
                               Fail) that enforces conditions on clusters
                               without conditional authorization
+  policy-webhook.yaml         with --policy-objects: the
+                              ValidatingWebhookConfiguration that refuses
+                              invalid CedarPolicy and NamespacedCedarPolicy
+                              objects
+  admission-config.yaml       with a webhook above and --client-certificate:
+  kcedar-admission.kubeconfig the AdmissionConfiguration
+                              (--admission-control-config-file) and its
+                              kubeconfig (0600), so the API server presents
+                              its client certificate to kcedar's admission
+                              webhooks too (kcedar serve --client-ca-file
+                              refuses calls without it)
+  kcedar-static-pod.yaml      with --static-pod: a static Pod for
+                              /etc/kubernetes/manifests on each control-plane
+                              node, serving on the host network at --url
+                              (127.0.0.1), reading its files from --host-dir;
+                              with --policy-objects it watches the policy
+                              objects with HOSTDIR/kubeconfig, else it reads
+                              HOSTDIR/policies
 
 With --admission-enforcement the webhook is always part of the output: the
 authorizer's conditional Allow is only safe with it installed.`,
@@ -63,19 +87,7 @@ authorizer's conditional Allow is only safe with it installed.`,
 			if err != nil {
 				return &exitError{2, err}
 			}
-			if o.outDir != "" {
-				if err := os.MkdirAll(o.outDir, 0o755); err != nil {
-					return err
-				}
-				for _, f := range files {
-					if err := os.WriteFile(filepath.Join(o.outDir, f.name), f.data, 0o644); err != nil {
-						return err
-					}
-					fmt.Fprintln(cmd.ErrOrStderr(), "wrote", filepath.Join(o.outDir, f.name))
-				}
-				return nil
-			}
-			return writeManifests(cmd.OutOrStdout(), files)
+			return emitManifests(cmd.OutOrStdout(), cmd.ErrOrStderr(), o.outDir, files)
 		},
 	}
 	f := cmd.Flags()
@@ -84,6 +96,7 @@ authorizer's conditional Allow is only safe with it installed.`,
 	f.StringVar(&o.clientCert, "client-certificate", "", "client certificate the API server presents to kcedar (for kcedar serve --client-ca-file)")
 	f.StringVar(&o.clientKey, "client-key", "", "its private key")
 	f.StringVar(&o.kubeconfigPath, "webhook-kubeconfig-path", "/etc/kubernetes/kcedar-webhook.kubeconfig", "where the API server will find kcedar-webhook.kubeconfig")
+	f.StringVar(&o.admissionKubeconfig, "admission-kubeconfig-path", "/etc/kubernetes/kcedar-admission.kubeconfig", "where the API server will find kcedar-admission.kubeconfig (named in admission-config.yaml)")
 	f.BoolVar(&o.admissionEnforcement, "admission-enforcement", false, "also print the ValidatingWebhookConfiguration for kcedar serve --admission-enforcement")
 	f.BoolVar(&o.conditionsReview, "conditions-review", false, "KEP-5681 clusters: let the API server call back with AuthorizationConditionsReview")
 	f.StringVar(&o.failurePolicy, "failure-policy", "Deny", "the authorizer's failurePolicy when kcedar is unreachable: Deny or NoOpinion")
@@ -92,23 +105,54 @@ authorizer's conditional Allow is only safe with it installed.`,
 	f.BoolVar(&o.policyObjects, "policy-objects", false, "also print policy-webhook.yaml: the ValidatingWebhookConfiguration that refuses invalid CedarPolicy and NamespacedCedarPolicy objects (kcedar serve --policy-objects)")
 	f.StringVar(&o.serviceAccount, "service-account", "kcedar-system/kcedar", "kcedar's own ServiceAccount (NAMESPACE/NAME): its requests skip kcedar, so kcedar can read its policy objects before its set loads")
 	f.BoolVar(&o.bypassControlPlane, "bypass-control-plane", true, "send the control plane's identities (system:masters, nodes, kube-system controllers and service accounts) straight to the authorizers after kcedar (Node, RBAC), so the cluster never depends on kcedar to run itself")
+	f.BoolVar(&o.staticPod, "static-pod", false, "also print kcedar-static-pod.yaml: kcedar as a static Pod on the host network at --url's 127.0.0.1 port (needs --image)")
+	f.StringVar(&o.image, "image", "", "with --static-pod: kcedar's image (make image builds one; push it to a registry the nodes pull from)")
+	f.StringVar(&o.hostDir, "host-dir", "/etc/kcedar", "with --static-pod: the node directory with kcedar's files (pki/, condition-keys, kubeconfig or policies/), mounted read-only at the same path")
 	return cmd
 }
 
 type manifestFile struct {
 	name string
 	data []byte
+	mode os.FileMode
 }
 
-func writeManifests(w io.Writer, files []manifestFile) error {
-	for i, f := range files {
-		if i > 0 {
-			fmt.Fprintln(w, "---")
+// manifestObject is one output file before it is marshalled; private marks
+// files that embed a private key.
+type manifestObject struct {
+	name    string
+	obj     any
+	private bool
+}
+
+// emitManifests writes files into dir (created if missing; files with keys
+// 0600), or prints them to w as one YAML stream, each under a comment naming
+// its file.
+func emitManifests(w, errw io.Writer, dir string, files []manifestFile) error {
+	if dir == "" {
+		for i, f := range files {
+			if i > 0 {
+				fmt.Fprintln(w, "---")
+			}
+			fmt.Fprintf(w, "# %s\n", f.name)
+			if _, err := w.Write(f.data); err != nil {
+				return err
+			}
 		}
-		fmt.Fprintf(w, "# %s\n", f.name)
-		if _, err := w.Write(f.data); err != nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range files {
+		p := filepath.Join(dir, f.name)
+		if err := os.WriteFile(p, f.data, f.mode); err != nil {
 			return err
 		}
+		if err := os.Chmod(p, f.mode); err != nil { // WriteFile keeps an existing file's mode
+			return err
+		}
+		fmt.Fprintln(errw, "wrote", p)
 	}
 	return nil
 }
@@ -131,7 +175,6 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--ca-file: %w", err)
 	}
-
 	user := clientcmdv1.AuthInfo{}
 	if o.clientCert != "" {
 		if user.ClientCertificateData, err = os.ReadFile(o.clientCert); err != nil {
@@ -144,7 +187,54 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 			return nil, fmt.Errorf("--client-certificate %s / --client-key %s: not a PEM certificate and its key: %w", o.clientCert, o.clientKey, err)
 		}
 	}
-	kc := clientcmdv1.Config{
+	authz, err := o.authorizationConfig()
+	if err != nil {
+		return nil, err
+	}
+	objs := []manifestObject{
+		{"authorization-config.yaml", authz, false},
+		{"kcedar-webhook.kubeconfig", webhookKubeconfig(base, ca, user), user.ClientKeyData != nil},
+	}
+	if o.admissionEnforcement {
+		objs = append(objs, manifestObject{"validating-webhook.yaml", validatingWebhook(base, ca), false})
+	}
+	if o.policyObjects {
+		objs = append(objs, manifestObject{"policy-webhook.yaml", policyWebhook(base, ca), false})
+	}
+	if (o.admissionEnforcement || o.policyObjects) && user.ClientCertificateData != nil {
+		kc, err := admissionKubeconfig(o.url, user)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, manifestObject{"admission-config.yaml", admissionConfiguration(o.admissionKubeconfig), false},
+			manifestObject{"kcedar-admission.kubeconfig", kc, true})
+	}
+	if o.staticPod {
+		pod, err := o.staticPodManifest()
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, manifestObject{"kcedar-static-pod.yaml", pod, false})
+	}
+	files := make([]manifestFile, 0, len(objs))
+	for _, m := range objs {
+		data, err := yaml.Marshal(m.obj)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", m.name, err)
+		}
+		mode := os.FileMode(0o644)
+		if m.private {
+			mode = 0o600
+		}
+		files = append(files, manifestFile{m.name, data, mode})
+	}
+	return files, nil
+}
+
+// webhookKubeconfig is how the API server reaches kcedar: one context per
+// endpoint it calls, the same CA and client credentials for both.
+func webhookKubeconfig(base string, ca []byte, user clientcmdv1.AuthInfo) clientcmdv1.Config {
+	return clientcmdv1.Config{
 		APIVersion: "v1", Kind: "Config",
 		Clusters: []clientcmdv1.NamedCluster{
 			{Name: "kcedar-authorize", Cluster: clientcmdv1.Cluster{Server: base + "/v1/authorize", CertificateAuthorityData: ca}},
@@ -157,11 +247,45 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 		},
 		CurrentContext: "authorize",
 	}
-	kcYAML, err := yaml.Marshal(kc)
-	if err != nil {
-		return nil, err
-	}
+}
 
+// admissionConfiguration is kube-apiserver's --admission-control-config-file:
+// the ValidatingAdmissionWebhook plugin finds the credentials for its
+// webhooks' hosts in kubeconfig.
+func admissionConfiguration(kubeconfig string) map[string]any {
+	return map[string]any{
+		"apiVersion": "apiserver.config.k8s.io/v1",
+		"kind":       "AdmissionConfiguration",
+		"plugins": []any{map[string]any{
+			"name": "ValidatingAdmissionWebhook",
+			"configuration": map[string]any{
+				"apiVersion":     "apiserver.config.k8s.io/v1",
+				"kind":           "WebhookAdmissionConfiguration",
+				"kubeConfigFile": kubeconfig,
+			},
+		}},
+	}
+}
+
+// admissionKubeconfig holds the API server's client credentials for kcedar's
+// admission webhooks. The admission plugin picks a user by the webhook URL's
+// host:port (443 when the URL has none), so the credentials go to kcedar
+// only, never to another webhook.
+func admissionKubeconfig(rawURL string, user clientcmdv1.AuthInfo) (clientcmdv1.Config, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return clientcmdv1.Config{}, err
+	}
+	hostPort := u.Host
+	if u.Port() == "" {
+		hostPort = net.JoinHostPort(u.Hostname(), "443")
+	}
+	return clientcmdv1.Config{APIVersion: "v1", Kind: "Config",
+		AuthInfos: []clientcmdv1.NamedAuthInfo{{Name: hostPort, AuthInfo: user}}}, nil
+}
+
+// authorizationConfig is the AuthorizationConfiguration: Node, kcedar, RBAC.
+func (o *manifestOptions) authorizationConfig() (map[string]any, error) {
 	webhook := map[string]any{
 		"timeout":                    "3s",
 		"subjectAccessReviewVersion": "v1",
@@ -179,7 +303,7 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 	if o.conditionsReview {
 		webhook["conditionsReview"] = map[string]any{"version": "v1alpha1", "kubeConfigContextName": "conditions"}
 	}
-	authz := map[string]any{
+	return map[string]any{
 		"apiVersion": "apiserver.config.k8s.io/v1",
 		"kind":       "AuthorizationConfiguration",
 		"authorizers": []any{
@@ -187,55 +311,39 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 			map[string]any{"type": "Webhook", "name": "kcedar", "webhook": webhook},
 			map[string]any{"type": "RBAC", "name": "rbac"},
 		},
-	}
-	authzYAML, err := yaml.Marshal(authz)
-	if err != nil {
-		return nil, err
-	}
-	files := []manifestFile{{"authorization-config.yaml", authzYAML}, {"kcedar-webhook.kubeconfig", kcYAML}}
-	if o.admissionEnforcement {
-		vwc, err := yaml.Marshal(validatingWebhook(base, ca))
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, manifestFile{"validating-webhook.yaml", vwc})
-	}
-	if o.policyObjects {
-		pw, err := yaml.Marshal(policyWebhook(base, ca))
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, manifestFile{"policy-webhook.yaml", pw})
-	}
-	return files, nil
+	}, nil
 }
 
 // validatingWebhook covers exactly the requests kcedar may allow
 // conditionally: writes (create, update, patch, delete, deletecollection
 // arrive as CREATE, UPDATE, DELETE) and connects, on every resource and
-// subresource ("*/*" means both; the API server refuses "*" next to it). It
-// fails closed.
+// subresource ("*/*" means both; the API server refuses "*" next to it).
 func validatingWebhook(base string, ca []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	all := admissionregistrationv1.AllScopes
+	return webhookConfiguration("kcedar-conditions", "conditions.kcedar.dev", base+"/v1/admit", ca, 5, admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete, admissionregistrationv1.Connect},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*/*"}, Scope: &all},
+	})
+}
+
+// webhookConfiguration is a ValidatingWebhookConfiguration of one webhook
+// at url that fails closed (failurePolicy Fail), has no side effects and
+// matches equivalent versions of its rule.
+func webhookConfiguration(name, webhook, url string, ca []byte, timeoutSeconds int32, rule admissionregistrationv1.RuleWithOperations) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	fail := admissionregistrationv1.Fail
 	none := admissionregistrationv1.SideEffectClassNone
 	equivalent := admissionregistrationv1.Equivalent
-	all := admissionregistrationv1.AllScopes
-	timeout := int32(5)
-	url := base + "/v1/admit"
 	return &admissionregistrationv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
-		ObjectMeta: metav1.ObjectMeta{Name: "kcedar-conditions"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:         "conditions.kcedar.dev",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete, admissionregistrationv1.Connect},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*/*"}, Scope: &all},
-			}},
+			Name:                    webhook,
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{rule},
 			FailurePolicy:           &fail,
 			MatchPolicy:             &equivalent,
 			SideEffects:             &none,
-			TimeoutSeconds:          &timeout,
+			TimeoutSeconds:          &timeoutSeconds,
 			AdmissionReviewVersions: []string{"v1"},
 		}},
 	}
