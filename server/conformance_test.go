@@ -768,6 +768,7 @@ func TestConformanceAttacks(t *testing.T) {
 			"malformed JSON":            {goodBody[:len(goodBody)/2], 400},
 			"not an object":             {[]byte(`["AuthorizationConditionsReview"]`), 400},
 			"trailing data":             {append(append([]byte{}, goodBody...), `{}`...), 400},
+			"trailing brace":            {append(append([]byte{}, goodBody...), `}`...), 400},
 			"wrong apiVersion":          {review("authorization.k8s.io/v1", wire.ConditionsReviewKind, good), 400},
 			"wrong apiVersion (beta)":   {review("authorization.k8s.io/v1beta1", wire.ConditionsReviewKind, good), 400},
 			"wrong kind":                {review(wire.ConditionsReviewVersion, "AdmissionReview", good), 400},

@@ -335,7 +335,9 @@ func decodeJSON(body []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return badRequest("decoding body: %v", err)
 	}
-	if dec.More() {
+	// Only white space may follow. (Decoder.More is no test: it is false
+	// before a stray '}' or ']'.)
+	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("trailing data after the JSON object")
 	}
 	return nil

@@ -102,6 +102,8 @@ func TestBadInputNeverAllows(t *testing.T) {
 		"both attributes":    {`{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"a","resourceAttributes":{"verb":"get"},"nonResourceAttributes":{"verb":"get","path":"/"}}}`, 400},
 		"no verb":            {`{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"a","resourceAttributes":{"resource":"pods"}}}`, 400},
 		"trailing garbage":   {good + `{}`, 400},
+		"trailing brace":     {good + `}`, 400},
+		"trailing bracket":   {good + " ]", 400},
 		"oversized":          {`{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"` + strings.Repeat("a", MaxBodyBytes) + `"}}`, 413},
 		"wrong field types":  {`{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":5}}`, 400},
 		"binary":             {"\x00\x01\x02\xff", 400},
