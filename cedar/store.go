@@ -18,6 +18,7 @@ import (
 
 	"github.com/cedar-policy/cedar-go/types"
 
+	"github.com/kcedar/kcedar/internal/parallel"
 	"github.com/kcedar/kcedar/internal/watch"
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -730,7 +731,7 @@ func (s *Store) build(files []policyFile) (*PolicySet, error) {
 	// Files are parsed in parallel (a large set spans many files).
 	parsed := make([][]*Policy, len(rest))
 	perr := make([]error, len(rest))
-	parallel(len(rest), func(i int) { parsed[i], perr[i] = parseFile(rest[i]) })
+	parallel.For(len(rest), func(i int) { parsed[i], perr[i] = parseFile(rest[i]) })
 	var parsedAll []*Policy
 	for i := range rest {
 		if perr[i] != nil {

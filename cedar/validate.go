@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	cedarschema "github.com/kcedar/kcedar/internal/cedarx/schema"
 	"github.com/kcedar/kcedar/internal/cedarx/schema/resolved"
 	"github.com/kcedar/kcedar/internal/cedarx/schema/validate"
+	"github.com/kcedar/kcedar/internal/parallel"
 
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -65,7 +65,7 @@ func (v *SchemaValidator) Resolved() *resolved.Schema { return v.full }
 // Validate checks policies in parallel.
 func (v *SchemaValidator) Validate(policies []*Policy) []error {
 	errs := make([]error, len(policies))
-	parallel(len(policies), func(i int) { errs[i] = v.validateOne(policies[i]) })
+	parallel.For(len(policies), func(i int) { errs[i] = v.validateOne(policies[i]) })
 	var out []error
 	for _, e := range errs {
 		if e != nil {
@@ -250,32 +250,12 @@ func (w *shapeWriter) node(v reflect.Value, keep bool) {
 // policy prefix Validate adds), for tools that explain them.
 func (v *SchemaValidator) ValidateEach(policies []*Policy) [][]error {
 	out := make([][]error, len(policies))
-	parallel(len(policies), func(i int) {
+	parallel.For(len(policies), func(i int) {
 		if err := v.validateRaw(policies[i]); err != nil {
 			out[i] = flatten(err)
 		}
 	})
 	return out
-}
-
-// parallel calls f(0) ... f(n-1) on GOMAXPROCS workers and waits for them.
-func parallel(n int, f func(i int)) {
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				f(i)
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
 }
 
 // flatten unwraps joined errors into a list.

@@ -11,16 +11,14 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/cedar-policy/cedar-go/types"
 	"github.com/kcedar/kcedar/internal/cedarx/schema/resolved"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/internal/parallel"
 	"github.com/kcedar/kcedar/schemagen"
 )
 
@@ -205,7 +203,7 @@ func (c *Checker) Check(files []File) *Result {
 		err      error
 	}
 	out := make([]parsed, len(files))
-	parallel(len(files), func(i int) {
+	parallel.For(len(files), func(i int) {
 		f := files[i]
 		o := &out[i]
 		o.sf = newSourceFile(f.Name, f.Data)
@@ -248,7 +246,7 @@ func (c *Checker) Check(files []File) *Result {
 	}
 	errs := c.validator.ValidateEach(res.Policies)
 	diags := make([][]Diagnostic, len(srcs))
-	parallel(len(srcs), func(i int) {
+	parallel.For(len(srcs), func(i int) {
 		if len(errs[i]) > 0 {
 			diags[i] = c.explain(srcs[i], errs[i])
 			return
@@ -378,20 +376,4 @@ func checkText(f File) (Diagnostic, bool) {
 		i += size
 	}
 	return Diagnostic{}, true
-}
-
-// parallel calls f(0) ... f(n-1) on GOMAXPROCS workers and waits for them.
-func parallel(n int, f func(i int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				f(i)
-			}
-		}()
-	}
-	wg.Wait()
 }
