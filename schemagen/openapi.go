@@ -3,15 +3,15 @@ package schemagen
 import (
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/cedar-policy/cedar-go/types"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	"github.com/kcedar/kcedar/internal/parallel"
 )
 
 // OpenAPI extensions kcedar reads.
@@ -45,22 +45,9 @@ func parseOpenAPI(docs map[string][]byte) (*openAPIIndex, error) {
 	paths := sortedKeys(docs)
 	parsed := make([]*spec3.OpenAPI, len(paths))
 	errs := make([]error, len(paths))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(runtime.GOMAXPROCS(0), len(paths)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				parsed[i], errs[i] = parseOpenAPIDoc(docs[paths[i]])
-			}
-		}()
-	}
-	for i := range paths {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	parallel.For(len(paths), func(i int) {
+		parsed[i], errs[i] = parseOpenAPIDoc(docs[paths[i]])
+	})
 
 	idx := &openAPIIndex{
 		defs:    map[string]*spec.Schema{},
