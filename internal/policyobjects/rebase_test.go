@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/internal/promtest"
 	"github.com/kcedar/kcedar/internal/schematest"
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -90,7 +91,7 @@ func TestRebaseRefusedKeepsTheSetAndMarksTheObjects(t *testing.T) {
 	if c := accepted(t, src, "pods"); c.Status != metav1.ConditionTrue {
 		t.Fatalf("an object valid against both schemas: %+v", c)
 	}
-	if got := gauge(t, reg, "kcedar_policy_objects", map[string]string{"kind": KindCluster, "state": "schema_changed"}); got != 1 {
+	if got := promtest.Value(t, reg, "kcedar_policy_objects", map[string]string{"kind": KindCluster, "state": "schema_changed"}); got != 1 {
 		t.Fatalf("schema_changed objects: %v", got)
 	}
 
@@ -174,31 +175,6 @@ func TestRebaseKeepsTheLastValidVersionThatStillValidates(t *testing.T) {
 	if c := accepted(t, src, "p"); c.Reason != "Invalid" || !strings.Contains(c.Message, "generation 1 keeps serving") {
 		t.Fatalf("%+v", c)
 	}
-}
-
-// gauge reads one series of a registry.
-func gauge(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue metrics
-				}
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no series %s%v", name, labels)
-	return 0
 }
 
 // OnObjectsChanged fires for text changes only, not for status writes (so a

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	metadatafake "k8s.io/client-go/metadata/fake"
 
+	"github.com/kcedar/kcedar/internal/promtest"
 	"github.com/kcedar/kcedar/internal/schematest"
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -126,32 +127,6 @@ func next(t *testing.T, results chan string) string {
 	}
 }
 
-func metric(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue series
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return -1
-}
-
 func TestUnchangedSchemaIsNotApplied(t *testing.T) {
 	tg := &target{}
 	r, _, results, reg := start(t, schematest.Schema(), tg)
@@ -162,7 +137,7 @@ func TestUnchangedSchemaIsNotApplied(t *testing.T) {
 	if a, _ := tg.counts(); a != 0 {
 		t.Fatalf("%d applies of an unchanged schema", a)
 	}
-	if got := metric(t, reg, "kcedar_schema_refresh_total", map[string]string{"result": ResultUnchanged}); got != 1 {
+	if got := promtest.Value(t, reg, "kcedar_schema_refresh_total", map[string]string{"result": ResultUnchanged}); got != 1 {
 		t.Fatalf("unchanged count %v", got)
 	}
 	if r.Degraded() != "" {
@@ -193,10 +168,10 @@ func TestChangedSchemaAppliedOrPendingUntilThePoliciesValidate(t *testing.T) {
 	if !strings.Contains(d, "do not validate") || !strings.Contains(d, "CedarPolicy/cm:1:40") || !strings.Contains(d, oldHash) {
 		t.Fatalf("degraded detail %q", d)
 	}
-	if got := metric(t, reg, "kcedar_schema_refresh_pending", nil); got != 1 {
+	if got := promtest.Value(t, reg, "kcedar_schema_refresh_pending", nil); got != 1 {
 		t.Fatalf("pending %v", got)
 	}
-	if got := metric(t, reg, "kcedar_schema_info", map[string]string{"hash": oldHash}); got != 1 {
+	if got := promtest.Value(t, reg, "kcedar_schema_info", map[string]string{"hash": oldHash}); got != 1 {
 		t.Fatalf("the serving schema's hash is not reported: %v", got)
 	}
 
@@ -215,10 +190,10 @@ func TestChangedSchemaAppliedOrPendingUntilThePoliciesValidate(t *testing.T) {
 	if r.Active() != newHash || tg.serving != changed || r.Degraded() != "" {
 		t.Fatalf("after the retry: active %s, degraded %q", r.Active(), r.Degraded())
 	}
-	if got := metric(t, reg, "kcedar_schema_info", map[string]string{"hash": newHash}); got != 1 {
+	if got := promtest.Value(t, reg, "kcedar_schema_info", map[string]string{"hash": newHash}); got != 1 {
 		t.Fatalf("hash gauge %v", got)
 	}
-	if got := metric(t, reg, "kcedar_schema_refresh_pending", nil); got != 0 {
+	if got := promtest.Value(t, reg, "kcedar_schema_refresh_pending", nil); got != 0 {
 		t.Fatalf("pending %v", got)
 	}
 	// Nothing pending: a Retry does nothing.
@@ -272,7 +247,7 @@ func TestDiscoveryErrorsKeepTheSchema(t *testing.T) {
 	if a, _ := tg.counts(); a != 0 || r.Active() != active || !strings.Contains(r.Degraded(), "unable to handle") {
 		t.Fatalf("after an error: applies %d, degraded %q", a, r.Degraded())
 	}
-	if got := metric(t, reg, "kcedar_schema_refresh_total", map[string]string{"result": ResultError}); got != 1 {
+	if got := promtest.Value(t, reg, "kcedar_schema_refresh_total", map[string]string{"result": ResultError}); got != 1 {
 		t.Fatalf("error count %v", got)
 	}
 	c.set(schematest.Schema(), nil)
