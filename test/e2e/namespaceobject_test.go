@@ -3,14 +3,6 @@
 package e2e
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,40 +34,6 @@ when { resource has object && resource.object.metadata has labels &&
        resource.object.metadata.labels.getTag("app") == "agent" };
 `
 
-// selfSignedServing writes a self-signed serving certificate for 127.0.0.1
-// (its own CA) and returns the cert and key files.
-func selfSignedServing(t *testing.T, dir string) (certFile, keyFile string, certPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kcedar-e2e"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile, certPEM
-}
-
 // TestNamespaceObject: kcedar serve fills namespaceObject from an informer
 // on the cluster it authorizes, so a policy on namespace labels decides
 // reads, and a relabel changes the answer within seconds. The cluster starts
@@ -87,12 +45,16 @@ func TestNamespaceObject(t *testing.T) {
 	if err := os.WriteFile(polFile, []byte(namespaceObjectPolicies), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	certFile, keyFile, certPEM := selfSignedServing(t, dir)
+	caFile, certFile, keyFile := poPKI(t, dir)
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	addr := "127.0.0.1:" + strconv.Itoa(framework.FreePort(t))
 	opts := framework.Options{
 		AuthorizationConfig: webhookBeforeRBAC,
 		Tokens:              []framework.Token{{Token: "alice-token", User: "alice"}, {Token: "agent-token", User: "agent"}},
-		Files:               webhookFiles(addr, certPEM),
+		Files:               webhookFiles(addr, caPEM),
 	}
 	c := framework.Start(t, opts)
 	ctx := t.Context()
