@@ -17,27 +17,19 @@ func (ps *PolicySet) CandidatesAnyPrincipal(verb string, resourceType types.Enti
 		return slices.Clone(ps.Policies)
 	}
 	ix := ps.index
-	id := func(s string) uint32 {
-		if v, ok := ix.strs[s]; ok {
-			return v
-		}
-		return 0
-	}
-	verbIDs := []uint32{id(verb), anyID}
+	verbIDs := []uint64{ix.hash(verb), anyID}
 	if verb == Wildcard {
 		verbIDs = append(slices.Clone(ix.verbs), anyID)
 	}
 	var found []int32
 	for _, v := range verbIDs {
-		for _, t := range [2]uint32{id(string(resourceType)), anyID} {
+		for _, t := range [2]uint64{ix.hash(string(resourceType)), anyID} {
 			b := ix.buckets[bucketKey{v, t}]
 			if b == nil {
 				continue
 			}
 			found = append(found, b.rest...)
-			for _, l := range b.keyed {
-				found = append(found, l...)
-			}
+			found = append(found, b.keyed...)
 			for d := range b.absent {
 				found = append(found, b.absent[d]...)
 				found = append(found, b.openRest[d]...)

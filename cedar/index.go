@@ -1,6 +1,8 @@
 package cedar
 
 import (
+	"hash/maphash"
+	"maps"
 	"slices"
 	"strings"
 
@@ -32,6 +34,13 @@ import (
 //     "", apiGroup or resource "*") satisfies every constraint on it and finds
 //     every policy keyed on that dimension. An absent attribute (a cluster-
 //     scoped resource's namespace, a User's namespace) satisfies none.
+//   - Values are known to the index only by their hashes: the keys are
+//     64-bit hashes of (bucket, dimension, value) in one open-addressing
+//     table, and the constraints checked after the lookup hold 32-bit value
+//     hashes. Equal values have equal hashes, so a collision can only add a
+//     candidate (which evaluation then rejects), never lose one. A lookup is
+//     one table probe: no string comparison, and no per-bucket map, so its
+//     cost stays one cache miss however large the set grows.
 //   - Errors: for a permit an evaluation error is the same as not matching,
 //     so any conjunct may be used (a permit that would fail on an absent
 //     attribute, which the validator rejects anyway, may then go unreported).
@@ -41,14 +50,32 @@ import (
 //     when attribute A is absent rules the forbid out only when the request
 //     certainly has A (not absent, and not open on an optional attribute).
 type index struct {
-	strs    map[string]uint32 // interned values; 0 is "no such value"
-	buckets map[bucketKey]*bucket
-	verbs   []uint32 // every verb id with a bucket, for an unexpanded "*" verb
+	seed maphash.Seed
+	// valueMask and printMask keep bits of value hashes and fingerprints:
+	// all of them, but for tests that make collisions common.
+	valueMask, printMask uint64
+	buckets              map[bucketKey]*bucket
+	verbs                []uint64 // every verb hash with a bucket, for an unexpanded "*" verb
+	// slots is the keyed lookup: an open-addressing table (linear probing,
+	// at most half full) of keyOf(bucket, tag, dimension, value hash). A
+	// key's home is its low bits; its slot holds the key's high 32 bits as a
+	// fingerprint (never zero: zero is an empty slot) and a reference to its
+	// postings: one policy inline (refInline set), or an offset in postings
+	// where a count precedes the policies. A lookup takes every slot of the
+	// run from the home to the next empty slot whose fingerprint matches,
+	// so keys sharing a fingerprint share their postings (more candidates,
+	// never fewer).
+	slots    []uint64
+	postings []int32
 	// cons holds each policy's constraints, encoded from consAt[i]:
-	// header (dim | needs<<4 | n<<16), then n value ids.
+	// header (dim | needs<<4 | n<<16), then n 32-bit value hashes.
 	cons   []uint32
 	consAt []uint32
 }
+
+const refInline = 1 << 31
+
+func (ix *index) keyPrint(k uint64) uint64 { return max(k>>32&ix.printMask, 1) }
 
 // Dimensions of a constraint.
 const (
@@ -66,25 +93,27 @@ const (
 	nDims
 )
 
-// anyID is the bucket key part of an unconstrained verb or resource type.
-const anyID = ^uint32(0)
+// anyID is the bucket key part of an unconstrained verb or resource type. A
+// value hashing to it lands in the unconstrained bucket, which every request
+// reads: more candidates, never fewer.
+const anyID = ^uint64(0)
 
-type bucketKey struct{ verb, rtype uint32 }
+type bucketKey struct{ verb, rtype uint64 }
 
 type dimKey struct {
 	dim uint8
-	val uint32
+	val uint64
 }
 
 type bucket struct {
+	id   uint32
 	dims uint16 // dimensions with keyed policies
-	// keyed maps dimKey{tag<<4 | dim, value} to policies. Tag 0 is a
-	// policy's primary key. A policy whose primary key is on a resource
-	// dimension r (which requests may leave open) is also keyed under tag r+1
-	// by its most selective principal constraint, for requests that leave r
-	// open; openDims[r] lists those principal dimensions, openRest[r] the
-	// policies without one.
-	keyed    map[dimKey][]int32
+	// Policies are keyed (in the index's slots) under (tag<<4 | dim, value).
+	// Tag 0 is a policy's primary key. A policy whose primary key is on a
+	// resource dimension r (which requests may leave open) is also keyed
+	// under tag r+1 by its most selective principal constraint, for requests
+	// that leave r open; openDims[r] lists those principal dimensions,
+	// openRest[r] the policies without one.
 	openDims [nDims]uint16
 	openRest [nDims][]int32
 	// absent[d] lists the forbids keyed on a constraint that needs d, for
@@ -92,6 +121,7 @@ type bucket struct {
 	absentDims uint16
 	absent     [nDims][]int32
 	rest       []int32
+	keyed      []int32 // every policy keyed in the bucket, in order
 }
 
 // constraint is one extracted fact: the dimension takes one of vals.
@@ -103,6 +133,8 @@ type constraint struct {
 	// forbid denies.
 	needs uint16
 	vals  []string
+	// hashes of vals, filled by buildIndex.
+	hashes []uint64
 }
 
 // extraction is what the index knows about one policy.
@@ -110,28 +142,57 @@ type extraction struct {
 	cons []constraint
 }
 
+func (ix *index) hash(s string) uint64 { return maphash.String(ix.seed, s) & ix.valueMask }
+
+// keyOf is the slot key of (bucket, tag<<4 | dim, value hash): a bijective
+// mix (murmur3's finalizer) of the value hash and the rest, never zero.
+func keyOf(bucket uint32, tagDim uint8, val uint64) uint64 {
+	k := val ^ (uint64(bucket)<<8|uint64(tagDim))*0x9e3779b97f4a7c15
+	k ^= k >> 33
+	k *= 0xff51afd7ed558ccd
+	k ^= k >> 33
+	k *= 0xc4ceb9fe1a85ec53
+	k ^= k >> 33
+	if k == 0 {
+		k = 1
+	}
+	return k
+}
+
 func buildIndex(policies []*Policy) *index {
-	ix := &index{strs: map[string]uint32{}, buckets: map[bucketKey]*bucket{}, consAt: make([]uint32, len(policies)+1)}
+	return buildIndexMasked(policies, ^uint64(0), ^uint64(0))
+}
+
+// buildIndexMasked builds the index keeping only the bits of valueMask of
+// every value hash and of printMask of every fingerprint.
+func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
+	ix := &index{seed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask, buckets: map[bucketKey]*bucket{}, consAt: make([]uint32, len(policies)+1)}
 	exts := make([]extraction, len(policies))
 	count := map[dimKey]int32{}
 	for i, p := range policies {
 		exts[i] = extract(p.AST, p.Effect == types.Forbid)
-		for _, c := range exts[i].cons {
+		for ci := range exts[i].cons {
+			c := &exts[i].cons[ci]
+			c.hashes = make([]uint64, len(c.vals))
+			for j, v := range c.vals {
+				c.hashes[j] = ix.hash(v)
+			}
 			if c.dim == dVerb || c.dim == dRType {
 				continue
 			}
-			for _, v := range c.vals {
-				count[dimKey{c.dim, ix.intern(v)}]++
+			for _, h := range c.hashes {
+				count[dimKey{c.dim, h}]++
 			}
 		}
 	}
-	verbSeen := map[uint32]bool{}
+	// keyed collects the postings by slot key: values whose keys collide
+	// share their postings (more candidates, never fewer).
+	keyed := map[uint64][]int32{}
+	verbSeen := map[uint64]bool{}
 	for i := range policies {
 		e := &exts[i]
-		verbs, okV := e.values(dVerb)
-		rtypes, okT := e.values(dRType)
-		vids := ix.ids(verbs, okV)
-		tids := ix.ids(rtypes, okT)
+		vids := ix.ids(e.values(dVerb))
+		tids := ix.ids(e.values(dRType))
 		// The primary key: the cheapest non-verb, non-type constraint; the
 		// secondary: the cheapest principal constraint that holds whenever
 		// it is read.
@@ -142,8 +203,8 @@ func buildIndex(policies []*Policy) *index {
 				continue
 			}
 			var cost int64
-			for _, v := range c.vals {
-				cost += int64(count[dimKey{c.dim, ix.intern(v)}])
+			for _, h := range c.hashes {
+				cost += int64(count[dimKey{c.dim, h}])
 			}
 			if !isResourceDim(c.dim) && c.needs == 0 && (bestP < 0 || cost < bestP) {
 				secondary, bestP = ci, cost
@@ -164,7 +225,7 @@ func buildIndex(policies []*Policy) *index {
 				k := bucketKey{v, t}
 				b := ix.buckets[k]
 				if b == nil {
-					b = &bucket{keyed: map[dimKey][]int32{}}
+					b = &bucket{id: uint32(len(ix.buckets))}
 					ix.buckets[k] = b
 				}
 				if primary < 0 {
@@ -173,7 +234,8 @@ func buildIndex(policies []*Policy) *index {
 				}
 				c := e.cons[primary]
 				b.dims |= 1 << c.dim
-				ix.put(b, 0, c, int32(i))
+				b.keyed = append(b.keyed, int32(i))
+				put(keyed, b, 0, c, int32(i))
 				for d := dUser; d < nDims; d++ {
 					if c.needs&(1<<d) != 0 {
 						b.absentDims |= 1 << d
@@ -186,7 +248,7 @@ func buildIndex(policies []*Policy) *index {
 					} else {
 						sc := e.cons[secondary]
 						b.openDims[c.dim] |= 1 << sc.dim
-						ix.put(b, c.dim+1, sc, int32(i))
+						put(keyed, b, c.dim+1, sc, int32(i))
 					}
 				}
 			}
@@ -197,19 +259,49 @@ func buildIndex(policies []*Policy) *index {
 				continue
 			}
 			ix.cons = append(ix.cons, uint32(c.dim)|uint32(c.needs)<<4|uint32(len(c.vals))<<16)
-			for _, v := range c.vals {
-				ix.cons = append(ix.cons, ix.intern(v))
+			for _, h := range c.hashes {
+				ix.cons = append(ix.cons, uint32(h))
 			}
 		}
 		ix.consAt[i+1] = uint32(len(ix.cons))
 	}
 	ix.cons = slices.Clip(ix.cons)
-	for _, b := range ix.buckets {
-		for k, l := range b.keyed {
-			b.keyed[k] = slices.Clip(l)
+	ix.fill(keyed)
+	return ix
+}
+
+// fill lays the keyed postings out in the slot table.
+func (ix *index) fill(keyed map[uint64][]int32) {
+	if len(keyed) == 0 {
+		return
+	}
+	size := 2
+	for size < 2*len(keyed) {
+		size *= 2
+	}
+	ix.slots = make([]uint64, size)
+	mask := uint64(size - 1)
+	n := 0
+	for _, l := range keyed {
+		if len(l) > 1 {
+			n += 1 + len(l)
 		}
 	}
-	return ix
+	ix.postings = make([]int32, 0, n)
+	for _, k := range slices.Sorted(maps.Keys(keyed)) {
+		l := keyed[k]
+		ref := uint64(refInline | uint32(l[0]))
+		if len(l) > 1 {
+			ref = uint64(len(ix.postings))
+			ix.postings = append(ix.postings, int32(len(l)))
+			ix.postings = append(ix.postings, l...)
+		}
+		i := k & mask
+		for ix.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		ix.slots[i] = ix.keyPrint(k)<<32 | ref
+	}
 }
 
 // ScopeResourceType is the one resource type a resource scope allows
@@ -227,11 +319,11 @@ func ScopeResourceType(s ast.IsResourceScopeNode) (t types.EntityType, ok bool) 
 	return "", false
 }
 
-// put adds policy i to b under constraint c's values, with tag.
-func (ix *index) put(b *bucket, tag uint8, c constraint, i int32) {
-	for _, val := range slices.Compact(slices.Sorted(slices.Values(c.vals))) {
-		dk := dimKey{tag<<4 | c.dim, ix.intern(val)}
-		b.keyed[dk] = append(b.keyed[dk], i)
+// put adds policy i to keyed under b, tag and constraint c's values.
+func put(keyed map[uint64][]int32, b *bucket, tag uint8, c constraint, i int32) {
+	for _, h := range slices.Compact(slices.Sorted(slices.Values(c.hashes))) {
+		k := keyOf(b.id, tag<<4|c.dim, h)
+		keyed[k] = append(keyed[k], i)
 	}
 }
 
@@ -239,42 +331,30 @@ func isResourceDim(d uint8) bool {
 	return d == dNamespace || d == dName || d == dAPIGroup || d == dResource
 }
 
-func (ix *index) intern(s string) uint32 {
-	if id, ok := ix.strs[s]; ok {
-		return id
-	}
-	id := uint32(len(ix.strs) + 1)
-	ix.strs[s] = id
-	return id
-}
-
-// ids interns a constraint's values, or anyID when unconstrained.
-func (ix *index) ids(vals []string, constrained bool) []uint32 {
+// ids is a verb or type constraint's value hashes, or anyID when
+// unconstrained.
+func (ix *index) ids(hashes []uint64, constrained bool) []uint64 {
 	if !constrained {
-		return []uint32{anyID}
+		return []uint64{anyID}
 	}
-	out := make([]uint32, 0, len(vals))
-	for _, v := range vals {
-		out = append(out, ix.intern(v))
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	return slices.Compact(slices.Sorted(slices.Values(hashes)))
 }
 
 // values intersects every constraint on dim (verb or resource type) that
-// holds whatever attributes are absent: ok is false when there is none.
-func (e *extraction) values(dim uint8) (vals []string, ok bool) {
+// holds whatever attributes are absent, as value hashes: ok is false when
+// there is none.
+func (e *extraction) values(dim uint8) (hashes []uint64, ok bool) {
 	for _, c := range e.cons {
 		if c.dim != dim || c.needs != 0 {
 			continue
 		}
 		if !ok {
-			vals, ok = slices.Clone(c.vals), true
+			hashes, ok = slices.Clone(c.hashes), true
 			continue
 		}
-		vals = slices.DeleteFunc(vals, func(v string) bool { return !slices.Contains(c.vals, v) })
+		hashes = slices.DeleteFunc(hashes, func(h uint64) bool { return !slices.Contains(c.hashes, h) })
 	}
-	return vals, ok
+	return hashes, ok
 }
 
 // CandidateQuery is what the index needs to know about a request (for one
@@ -338,11 +418,29 @@ func NewCandidateQuery(req *Request, t Target, verb string) CandidateQuery {
 	default:
 		q.APIGroup, q.Resource = orOpen(req.APIGroup, Wildcard), orOpen(req.Resource, Wildcard)
 		q.Namespace, q.Name = orOpen(req.Namespace, ""), orOpen(req.Name, "")
-		for attr, v := range map[string]*QueryValue{schemagen.AttrNamespace: &q.Namespace, schemagen.AttrName: &q.Name} {
-			v.MayBeAbsent = v.Open && t.OptionalWhenOpen(attr)
-		}
+		q.Namespace.MayBeAbsent = q.Namespace.Open && t.OptionalWhenOpen(schemagen.AttrNamespace)
+		q.Name.MayBeAbsent = q.Name.Open && t.OptionalWhenOpen(schemagen.AttrName)
 	}
 	return q
+}
+
+// lookupState is one request, as the index reads it: value hashes per
+// dimension, open and absent dimensions.
+type lookupState struct {
+	vals       [nDims]uint64
+	has, open  [nDims]bool
+	absentMask uint16 // dimensions absent, or open and possibly absent
+	groups     []uint64
+}
+
+func (s *lookupState) set(ix *index, d uint8, v QueryValue) {
+	s.has[d], s.open[d] = v.Has, v.Open
+	if !v.Has || v.MayBeAbsent {
+		s.absentMask |= 1 << d
+	}
+	if v.Has && !v.Open {
+		s.vals[d] = ix.hash(v.Value)
+	}
 }
 
 // Candidates returns, in policy order, the policies that may match a request
@@ -353,77 +451,37 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 		return slices.Clone(ps.Policies)
 	}
 	ix := ps.index
-	id := func(s string) uint32 {
-		if v, ok := ix.strs[s]; ok {
-			return v
-		}
-		return 0
-	}
-	// Request values as ids, per dimension; open/absent per dimension.
-	var vals [nDims]uint32
-	var has, open [nDims]bool
-	var absentMask uint16 // dimensions absent, or open and possibly absent
-	set := func(d uint8, v QueryValue) {
-		has[d], open[d] = v.Has, v.Open
-		if !v.Has || v.MayBeAbsent {
-			absentMask |= 1 << d
-		}
-		if v.Has && !v.Open {
-			vals[d] = id(v.Value)
-		}
-	}
-	set(dUser, known(string(q.Principal.ID)))
-	set(dPType, known(string(q.Principal.Type)))
-	set(dPNamespace, q.PrincipalNamespace)
-	set(dPName, q.PrincipalName)
-	set(dNamespace, q.Namespace)
-	set(dName, q.Name)
-	set(dAPIGroup, q.APIGroup)
-	set(dResource, q.Resource)
-	has[dGroup] = true
-	groups := make([]uint32, 0, len(q.Groups))
+	var s lookupState
+	s.set(ix, dUser, known(string(q.Principal.ID)))
+	s.set(ix, dPType, known(string(q.Principal.Type)))
+	s.set(ix, dPNamespace, q.PrincipalNamespace)
+	s.set(ix, dPName, q.PrincipalName)
+	s.set(ix, dNamespace, q.Namespace)
+	s.set(ix, dName, q.Name)
+	s.set(ix, dAPIGroup, q.APIGroup)
+	s.set(ix, dResource, q.Resource)
+	s.has[dGroup] = true
+	var groupBuf [8]uint64
+	s.groups = groupBuf[:0]
 	for _, g := range q.Groups {
-		if v := id(g); v != 0 {
-			groups = append(groups, v)
-		}
+		s.groups = append(s.groups, ix.hash(g))
 	}
 
-	verbIDs := []uint32{id(q.Verb), anyID}
+	verbIDs := []uint64{ix.hash(q.Verb), anyID}
 	if q.Verb == Wildcard {
 		verbIDs = append(slices.Clone(ix.verbs), anyID)
 	}
-	// collect appends the policies of b keyed under tag on the dimensions
-	// in mask, for the request's values.
-	var collect func(found []int32, b *bucket, tag uint8, mask uint16) []int32
-	collect = func(found []int32, b *bucket, tag uint8, mask uint16) []int32 {
-		for d := dUser; d < nDims; d++ {
-			if mask&(1<<d) == 0 {
-				continue
-			}
-			switch {
-			case d == dGroup:
-				for _, g := range groups {
-					found = append(found, b.keyed[dimKey{tag<<4 | dGroup, g}]...)
-				}
-			case !has[d]:
-			case open[d]:
-				found = append(found, b.openRest[d]...)
-				found = collect(found, b, d+1, b.openDims[d])
-			case vals[d] != 0:
-				found = append(found, b.keyed[dimKey{tag<<4 | d, vals[d]}]...)
-			}
-		}
-		return found
-	}
 	var found []int32
+	var keyBuf [64]uint64
+	keys := keyBuf[:0]
 	for _, v := range verbIDs {
-		for _, t := range [2]uint32{id(string(q.ResourceType)), anyID} {
+		for _, t := range [2]uint64{ix.hash(string(q.ResourceType)), anyID} {
 			b := ix.buckets[bucketKey{v, t}]
 			if b == nil {
 				continue
 			}
 			found = append(found, b.rest...)
-			if m := b.absentDims & absentMask; m != 0 {
+			if m := b.absentDims & s.absentMask; m != 0 {
 				for d := dUser; d < nDims; d++ {
 					if m&(1<<d) != 0 {
 						found = append(found, b.absent[d]...)
@@ -433,9 +491,10 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 			if b.dims == 0 {
 				continue
 			}
-			found = collect(found, b, 0, b.dims)
+			keys, found = ix.collect(keys, found, &s, b, 0, b.dims)
 		}
 	}
+	found = ix.lookupAll(found, keys)
 	if len(found) == 0 {
 		return nil
 	}
@@ -444,15 +503,69 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 
 	out := make([]*Policy, 0, len(found))
 	for _, i := range found {
-		if ix.holds(i, &vals, &has, &open, absentMask, groups) {
+		if ix.holds(i, &s) {
 			out = append(out, ps.Policies[i])
 		}
 	}
 	return out
 }
 
-// holds checks policy i's constraints against the request.
-func (ix *index) holds(i int32, vals *[nDims]uint32, has, open *[nDims]bool, absentMask uint16, groups []uint32) bool {
+// collect appends to keys the slot keys of b under tag on the dimensions in
+// mask, for the request's values, and to found the policies an open value
+// finds without a lookup.
+func (ix *index) collect(keys []uint64, found []int32, s *lookupState, b *bucket, tag uint8, mask uint16) ([]uint64, []int32) {
+	for d := dUser; d < nDims; d++ {
+		if mask&(1<<d) == 0 {
+			continue
+		}
+		switch {
+		case d == dGroup:
+			for _, g := range s.groups {
+				keys = append(keys, keyOf(b.id, tag<<4|dGroup, g))
+			}
+		case !s.has[d]:
+		case s.open[d]:
+			found = append(found, b.openRest[d]...)
+			keys, found = ix.collect(keys, found, s, b, d+1, b.openDims[d])
+		default:
+			keys = append(keys, keyOf(b.id, tag<<4|d, s.vals[d]))
+		}
+	}
+	return keys, found
+}
+
+// lookupAll appends the postings of every key. The keys' home slots are
+// read in one pass before any is examined: the reads do not depend on each
+// other, so their cache misses overlap instead of following one another.
+func (ix *index) lookupAll(found []int32, keys []uint64) []int32 {
+	if len(ix.slots) == 0 || len(keys) == 0 {
+		return found
+	}
+	mask := uint64(len(ix.slots) - 1)
+	var homeBuf [64]uint64
+	home := homeBuf[:0]
+	for _, k := range keys {
+		home = append(home, ix.slots[k&mask])
+	}
+	for j, k := range keys {
+		fp := ix.keyPrint(k)
+		for i, s := k&mask, home[j]; s != 0; i, s = (i+1)&mask, ix.slots[(i+1)&mask] {
+			if s>>32 != fp {
+				continue
+			}
+			if ref := uint32(s); ref&refInline != 0 {
+				found = append(found, int32(ref&^refInline))
+			} else {
+				found = append(found, ix.postings[ref+1:ref+1+uint32(ix.postings[ref])]...)
+			}
+		}
+	}
+	return found
+}
+
+// holds checks policy i's constraints against the request (by 32-bit value
+// hashes: a collision keeps a policy that evaluation then rejects).
+func (ix *index) holds(i int32, s *lookupState) bool {
 	c := ix.cons[ix.consAt[i]:ix.consAt[i+1]]
 	for len(c) > 0 {
 		h := c[0]
@@ -460,12 +573,12 @@ func (ix *index) holds(i int32, vals *[nDims]uint32, has, open *[nDims]bool, abs
 		vs := c[1 : 1+n]
 		c = c[1+n:]
 		switch {
-		case needs&absentMask != 0:
+		case needs&s.absentMask != 0:
 			// An earlier conjunct may fail: the forbid stays.
 		case d == dGroup:
 			ok := false
-			for _, g := range groups {
-				if slices.Contains(vs, g) {
+			for _, g := range s.groups {
+				if slices.Contains(vs, uint32(g)) {
 					ok = true
 					break
 				}
@@ -473,10 +586,10 @@ func (ix *index) holds(i int32, vals *[nDims]uint32, has, open *[nDims]bool, abs
 			if !ok {
 				return false
 			}
-		case !has[d]:
+		case !s.has[d]:
 			return false
-		case open[d]:
-		case vals[d] == 0 || !slices.Contains(vs, vals[d]):
+		case s.open[d]:
+		case !slices.Contains(vs, uint32(s.vals[d])):
 			return false
 		}
 	}
