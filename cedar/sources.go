@@ -31,14 +31,15 @@ func (s *Store) SetSources(srcs []Source) {
 	}
 	s.sourcesMu.Lock()
 	s.sources = files
+	s.sourcesGen++
 	s.sourcesMu.Unlock()
 }
 
 // extraSources is the sources set by SetSources, and whether it was called.
-func (s *Store) extraSources() ([]policyFile, bool) {
+func (s *Store) extraSources() (files []policyFile, generation uint64, set bool) {
 	s.sourcesMu.Lock()
 	defer s.sourcesMu.Unlock()
-	return s.sources, s.sources != nil
+	return s.sources, s.sourcesGen, s.sources != nil
 }
 
 // parseFile parses one policy file or source, confining a namespaced

@@ -13,8 +13,20 @@ type fileStat struct {
 // renamed: unknown without change times; files settle (readStable rule 3).
 func (fileStat) renamed() bool { return false }
 
+// changeTimes: without change times an unchanged status does not prove
+// unchanged content (a tool may set the modification time back).
+func (fileStat) changeTimes() bool { return false }
+
 func statOf(f *os.File) (fileStat, error) {
 	info, err := f.Stat()
+	if err != nil {
+		return fileStat{}, err
+	}
+	return fileStat{size: info.Size(), mtime: info.ModTime().UnixNano()}, nil
+}
+
+func statPath(path string) (fileStat, error) {
+	info, err := os.Stat(path)
 	if err != nil {
 		return fileStat{}, err
 	}

@@ -114,6 +114,11 @@ type Store struct {
 
 	sleep    func(time.Duration) // time.Sleep; tests step through settling
 	serving  map[string]fileMeta // the files of the set serving, by name
+	// servingRead: when the read that saw serving began; servingSources:
+	// the generation of the extra sources it saw.
+	servingRead    time.Time
+	servingSources uint64
+	fileReads      atomic.Uint64
 	hash     atomic.Pointer[string]
 	lastFail atomic.Pointer[failure]
 
@@ -129,8 +134,9 @@ type Store struct {
 	failedErr         error
 
 	// Extra sources (SetSources): nil until set.
-	sourcesMu sync.Mutex
-	sources   []policyFile
+	sourcesMu  sync.Mutex
+	sources    []policyFile
+	sourcesGen uint64 // counts changes of sources
 
 	// OnReload, if set, is called after every load attempt.
 	OnReload func(ReloadResult)
@@ -184,6 +190,10 @@ func (s *Store) LastFailure() (error, time.Time) {
 	return nil, time.Time{}
 }
 
+// FileReads counts the reads of the policy files: a load or poll that finds
+// every file as the serving set's read left it reads none (see unchanged).
+func (s *Store) FileReads() uint64 { return s.fileReads.Load() }
+
 // Current is the policy set serving now; nil before the first good load.
 func (s *Store) Current() *PolicySet { return s.current.Load() }
 
@@ -201,7 +211,10 @@ func (s *Store) LastError() error {
 func (s *Store) Load() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.readStable()
+	c, ok := s.unchanged()
+	if !ok {
+		c = s.readStable()
+	}
 	if c.err == errUnsettled {
 		s.logger.Warn("policy files are being written; the serving set stays until they settle", "settle", s.Settle.String())
 		return c.err
@@ -209,7 +222,7 @@ func (s *Store) Load() error {
 	now := time.Now()
 	cur := s.current.Load()
 	if c.err == nil && cur != nil && c.fp == s.fingerprint {
-		s.serving = c.meta
+		s.serving, s.servingRead, s.servingSources = c.meta, c.readAt, c.sourcesGen
 		s.lastErr.Store(nil)
 		s.lastFail.Store(nil)
 		s.failedErr = nil // the same bad files again are news worth logging
@@ -270,6 +283,7 @@ func (s *Store) Load() error {
 // swapIn makes ps (built from the read c) the serving set; s.mu is held.
 func (s *Store) swapIn(ps *PolicySet, c candidate, res ReloadResult, msg string) {
 	s.fingerprint, s.failedErr, s.serving = c.fp, nil, c.meta
+	s.servingRead, s.servingSources = c.readAt, c.sourcesGen
 	hash := hex.EncodeToString(c.fp[:])
 	s.hash.Store(&hash)
 	s.generation++
@@ -304,7 +318,7 @@ func (s *Store) Rebase(sc SchemaCheck) error {
 func (s *Store) RebaseSources(sc SchemaCheck, srcs []Source) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	prev, had := s.extraSources()
+	prev, _, had := s.extraSources()
 	s.SetSources(srcs)
 	err := s.rebase(sc)
 	if err != nil {
@@ -313,6 +327,7 @@ func (s *Store) RebaseSources(sc SchemaCheck, srcs []Source) error {
 		if !had {
 			s.sources = nil
 		}
+		s.sourcesGen++
 		s.sourcesMu.Unlock()
 	}
 	return err
@@ -353,7 +368,7 @@ func (s *Store) rebase(sc SchemaCheck) error {
 // MaxPolicyLoss or KeepForbids, a reload that removes too many policies or
 // any forbid, naming the ids that would disappear.
 func (s *Store) checkShrink(cur, next *PolicySet) error {
-	if _, objects := s.extraSources(); next.Len() == 0 && !s.AllowEmpty && !objects {
+	if _, _, objects := s.extraSources(); next.Len() == 0 && !s.AllowEmpty && !objects {
 		return fmt.Errorf("no policies in %s: an empty set answers NoOpinion to every request; add policies (or pass --allow-empty-policy-set if this is intended)", strings.Join(s.paths, ", "))
 	}
 	if cur == nil || cur.Len() == 0 {
@@ -429,11 +444,15 @@ type candidate struct {
 	meta  map[string]fileMeta
 	fp    [32]byte // over names and contents; over the error for a failed read
 	err   error
+	// readAt: when the read began; sourcesGen: the extra sources' generation.
+	readAt     time.Time
+	sourcesGen uint64
 }
 
 func (s *Store) readCandidate() candidate {
-	files, err := s.read()
-	c := candidate{files: files, err: err}
+	readAt := time.Now()
+	files, gen, err := s.read()
+	c := candidate{files: files, err: err, readAt: readAt, sourcesGen: gen}
 	if err != nil {
 		c.fp = sha256.Sum256([]byte("error\x00" + err.Error()))
 		return c
@@ -543,13 +562,13 @@ func (s *Store) complete(c candidate) bool {
 // two versions, and is read again if the snapshot changed during the read.
 // Files keep their user-visible names (dir/team.cedar), so policy ids that
 // default to file:line:col stay stable across updates.
-func (s *Store) read() ([]policyFile, error) {
-	extra, haveExtra := s.extraSources()
+func (s *Store) read() ([]policyFile, uint64, error) {
+	extra, gen, haveExtra := s.extraSources()
 	if len(s.paths) == 0 {
 		if haveExtra {
-			return extra, nil
+			return extra, gen, nil
 		}
-		return nil, errors.New("no policy paths given")
+		return nil, gen, errors.New("no policy paths given")
 	}
 	const attempts = 5
 	for attempt := 1; ; attempt++ {
@@ -558,12 +577,50 @@ func (s *Store) read() ([]policyFile, error) {
 			if err == nil {
 				files = append(files, extra...)
 			}
-			return files, err
+			return files, gen, err
 		}
 		if attempt == attempts {
-			return nil, errors.New("the policy directories kept changing while being read; will retry")
+			return nil, gen, errors.New("the policy directories kept changing while being read; will retry")
 		}
 	}
+}
+
+// unchanged is the read of a poll that finds nothing changed, without
+// reading the files: the same file names, each file's status (size,
+// modification and change times, device and inode) as the serving read saw
+// it, with both times at least a second before that read began (a write
+// after it moves them: the "racy clean" rule), and the same extra sources.
+// ok is false whenever that cannot be shown (then the files are read). A
+// large set is not read, hashed and dropped every --reload-interval.
+func (s *Store) unchanged() (c candidate, ok bool) {
+	if s.current.Load() == nil || s.serving == nil || len(s.paths) == 0 {
+		return c, false
+	}
+	extra, gen, _ := s.extraSources()
+	if gen != s.servingSources {
+		return c, false
+	}
+	listed, snapshots, err := s.list()
+	if err != nil || len(listed)+len(extra) != len(s.serving) {
+		return c, false
+	}
+	limit := s.servingRead.Add(-time.Second).UnixNano()
+	seen := make(map[string]bool, len(listed))
+	for _, l := range listed {
+		m, served := s.serving[l.name]
+		if !served || seen[l.name] || !m.consistent {
+			return c, false
+		}
+		seen[l.name] = true
+		st, err := statPath(l.path)
+		if err != nil || st != m.stat || !st.changeTimes() || st.mtime >= limit || st.ctime >= limit {
+			return c, false
+		}
+	}
+	if !stable(snapshots) {
+		return c, false
+	}
+	return candidate{meta: s.serving, fp: s.fingerprint, readAt: s.servingRead, sourcesGen: gen}, true
 }
 
 // snapshot is a "..data" symlink and where it pointed during a read.
@@ -592,8 +649,34 @@ func inSnapshot(path string) bool {
 	return false
 }
 
+// listed is one policy file a read will take: its user-visible name, the
+// path to open, and whether it is in a kubelet snapshot.
+type listed struct {
+	name, path string
+	snapshot   bool
+}
+
 func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
-	var files []policyFile
+	s.fileReads.Add(1)
+	names, snapshots, err := s.list()
+	if err != nil {
+		return nil, snapshots, err
+	}
+	files := make([]policyFile, 0, len(names))
+	for _, n := range names {
+		f, err := readLimited(n.path, n.name)
+		if err != nil {
+			return nil, snapshots, err
+		}
+		f.meta.snapshot = n.snapshot
+		files = append(files, f)
+	}
+	return files, snapshots, nil
+}
+
+// list finds the policy files of the paths, in read order.
+func (s *Store) list() ([]listed, []snapshot, error) {
+	var out []listed
 	var snapshots []snapshot
 	for _, root := range s.paths {
 		info, err := os.Stat(root)
@@ -601,12 +684,7 @@ func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 			return nil, snapshots, err
 		}
 		if !info.IsDir() {
-			f, err := readLimited(root, root)
-			if err != nil {
-				return nil, snapshots, err
-			}
-			f.meta.snapshot = inSnapshot(root)
-			files = append(files, f)
+			out = append(out, listed{name: root, path: root, snapshot: inSnapshot(root)})
 			continue
 		}
 		// The root may itself be a symlink (filepath.WalkDir would not enter it).
@@ -614,11 +692,7 @@ func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 		if err != nil {
 			return nil, snapshots, err
 		}
-		type found struct {
-			name, path string
-			snapshot   bool
-		}
-		var names []found
+		var names []listed
 		var walk func(dir, display string, inSnap bool) error
 		walk = func(dir, display string, inSnap bool) error {
 			// A kubelet atomic-writer volume: read the snapshot instead.
@@ -648,7 +722,7 @@ func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 				case strings.HasSuffix(name, ".cedar"):
 					// Regular files and symlinks to files; symlinked
 					// directories are not followed.
-					names = append(names, found{name: disp, path: path, snapshot: inSnap})
+					names = append(names, listed{name: disp, path: path, snapshot: inSnap})
 				}
 			}
 			return nil
@@ -657,16 +731,9 @@ func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 			return nil, snapshots, err
 		}
 		sort.Slice(names, func(i, j int) bool { return names[i].name < names[j].name })
-		for _, n := range names {
-			f, err := readLimited(n.path, n.name)
-			if err != nil {
-				return nil, snapshots, err
-			}
-			f.meta.snapshot = n.snapshot
-			files = append(files, f)
-		}
+		out = append(out, names...)
 	}
-	return files, snapshots, nil
+	return out, snapshots, nil
 }
 
 // readLimited reads the file at path, calling it name, with the file's

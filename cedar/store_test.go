@@ -568,3 +568,64 @@ func (v *countingValidator) Validate(ps []*Policy) []error {
 type validatorFunc func([]*Policy) []error
 
 func (f validatorFunc) Validate(ps []*Policy) []error { return f(ps) }
+
+// A poll that finds every file as the serving read left it reads nothing;
+// every kind of change is still seen: an in-place rewrite of the same size
+// with the modification time set back, a new file, other sources, and a
+// change right after a read (the "racy" second, when a status alone does not
+// prove the content unchanged).
+func TestStoreUnchangedPollReadsNothing(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "p.cedar")
+	writeFile(t, p, policy("p1"))
+	s, _ := newStore(t, []string{dir}, nil)
+	load := func(what string, wantReads uint64, wantIDs ...string) {
+		t.Helper()
+		before := s.FileReads()
+		if err := s.Load(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := s.FileReads() - before; got != wantReads {
+			t.Fatalf("%s: %d reads, want %d", what, got, wantReads)
+		}
+		if got := ids(s.Current()); !slices.Equal(got, wantIDs) {
+			t.Fatalf("%s: policies %v, want %v", what, got, wantIDs)
+		}
+	}
+	// A file changed less than a second before the read is read again.
+	load("first load", 1, "p1")
+	load("poll in the racy second", 1, "p1")
+	time.Sleep(1100 * time.Millisecond)
+	load("poll after the racy second", 1, "p1")
+	load("unchanged", 0, "p1")
+	load("unchanged again", 0, "p1")
+
+	// Same size, modification time set back: the change time still moves.
+	info, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, p, policy("p2"))
+	if err := os.Chtimes(p, info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	load("same-size rewrite with the old mtime", 1, "p2")
+	time.Sleep(1100 * time.Millisecond)
+	load("settled", 1, "p2")
+	load("unchanged after the rewrite", 0, "p2")
+
+	writeFile(t, filepath.Join(dir, "sub", "q.cedar"), policy("q"))
+	load("new file", 1, "p2", "q")
+	time.Sleep(1100 * time.Millisecond)
+	load("settled", 1, "p2", "q")
+	load("unchanged with two files", 0, "p2", "q")
+
+	s.SetSources([]Source{{Name: "CedarPolicy/r", Data: []byte(policy("r"))}})
+	load("new source", 1, "p2", "q", "r")
+	load("unchanged files and sources", 0, "p2", "q", "r")
+
+	if err := os.Remove(filepath.Join(dir, "sub", "q.cedar")); err != nil {
+		t.Fatal(err)
+	}
+	load("removed file", 1, "p2", "r")
+}

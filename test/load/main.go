@@ -150,8 +150,12 @@ func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Dur
 		return err
 	}
 	defer os.RemoveAll(dir)
-	polFile := filepath.Join(dir, "policies.cedar")
-	if err := os.WriteFile(polFile, []byte(full), 0o644); err != nil {
+	// The set goes into a directory, in files below kcedar's size limit.
+	polDir := filepath.Join(dir, "policies")
+	if err := os.Mkdir(polDir, 0o755); err != nil {
+		return err
+	}
+	if err := writePolicies(polDir, full); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -161,7 +165,7 @@ func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Dur
 	addr := ln.Addr().String()
 	ln.Close()
 	caFile := filepath.Join(dir, "ca.crt")
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--policies", polFile, "--write-ca", caFile, "--reload-interval", "200ms", "--log-level", "warn", "--allow-empty-policy-set")
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--policies", polDir, "--write-ca", caFile, "--reload-interval", "200ms", "--log-level", "warn", "--allow-empty-policy-set")
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -187,7 +191,7 @@ func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Dur
 	}
 
 	load := func(content string, want string) error {
-		if err := os.WriteFile(polFile, []byte(content), 0o644); err != nil {
+		if err := writePolicies(polDir, content); err != nil {
 			return err
 		}
 		for deadline := time.Now().Add(10 * time.Second); ; {
@@ -229,6 +233,31 @@ func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Dur
 	fmt.Printf("floor/full throughput ratio: %.2f (bar: <= 1.30)\n", me.rps/mf.rps)
 	fmt.Printf("floor/full p99 ratio:        %.2f (bar: the floor's p99 at most 1.5x lower)\n", float64(mf.p99)/float64(me.p99))
 	fmt.Printf("full/floor CPU per SAR:      %.2f\n", float64(mf.cpuPerReq)/float64(me.cpuPerReq))
+	return nil
+}
+
+// writePolicies replaces the policy files in dir with content, cut into
+// files of at most 4 MiB, each written whole (to a temporary name, then
+// renamed).
+func writePolicies(dir, content string) error {
+	old, err := filepath.Glob(filepath.Join(dir, "*.cedar"))
+	if err != nil {
+		return err
+	}
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			return err
+		}
+	}
+	for i, part := range zoo.Split(content, 4<<20) {
+		name := filepath.Join(dir, fmt.Sprintf("policies-%03d.cedar", i))
+		if err := os.WriteFile(name+".tmp", []byte(part), 0o644); err != nil {
+			return err
+		}
+		if err := os.Rename(name+".tmp", name); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
