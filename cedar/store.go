@@ -112,15 +112,15 @@ type Store struct {
 	// KeepForbids: refuse a reload that removes any forbid (by id).
 	KeepForbids bool
 
-	sleep    func(time.Duration) // time.Sleep; tests step through settling
-	serving  map[string]fileMeta // the files of the set serving, by name
+	sleep   func(time.Duration) // time.Sleep; tests step through settling
+	serving map[string]fileMeta // the files of the set serving, by name
 	// servingRead: when the read that saw serving began; servingSources:
 	// the generation of the extra sources it saw.
 	servingRead    time.Time
 	servingSources uint64
 	fileReads      atomic.Uint64
-	hash     atomic.Pointer[string]
-	lastFail atomic.Pointer[failure]
+	hash           atomic.Pointer[string]
+	lastFail       atomic.Pointer[failure]
 
 	current     atomic.Pointer[PolicySet]
 	mu          sync.Mutex // serializes loads
