@@ -915,6 +915,12 @@ func (x *extractor) atom(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
 			}
 			return nil, false, false
 		}
+		if isVar(v.Left, "principal") {
+			if els, isSet := literalSet(v.Right); isSet {
+				return principalInSet(els)
+			}
+			return nil, false, false
+		}
 		if isVar(v.Left, "action") {
 			els, isSet := literalSet(v.Right)
 			if !isSet {
@@ -968,6 +974,35 @@ func (x *extractor) atom(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
 		if lok && rok && len(l) == 1 && len(r) == 1 && l[0].dim == r[0].dim {
 			return one(l[0].dim, append(slices.Clone(l[0].vals), r[0].vals...)...), true, lfail || rfail
 		}
+	}
+	return nil, false, false
+}
+
+// principalInSet: `principal in [...]` is in one of them; extracted when
+// they are all groups, or all entities of one other type (which a principal
+// is in only by being one).
+func principalInSet(els []ast.IsNode) (cs []constraint, ok, mayFail bool) {
+	var groups, ids []string
+	var typ types.EntityType
+	for _, el := range els {
+		e, isEnt := literalEntity(el)
+		switch {
+		case !isEnt:
+			return nil, false, false
+		case e.Type == schemagen.GroupType:
+			groups = append(groups, string(e.ID))
+		case typ != "" && e.Type != typ:
+			return nil, false, false
+		default:
+			typ = e.Type
+			ids = append(ids, string(e.ID))
+		}
+	}
+	switch {
+	case len(groups) > 0 && len(ids) == 0:
+		return []constraint{{dim: dGroup, vals: groups}}, true, false
+	case len(ids) > 0 && len(groups) == 0:
+		return []constraint{{dim: dPType, vals: []string{string(typ)}}, {dim: dUser, vals: ids}}, true, false
 	}
 	return nil, false, false
 }

@@ -111,7 +111,13 @@ func genCondition(rng *rand.Rand) (cond, verbGuard string) {
 }
 
 func genConditionPlain(rng *rand.Rand) string {
-	switch rng.IntN(24) {
+	switch rng.IntN(27) {
+	case 24:
+		return ` when { principal in [k8s::Group::"g1", k8s::Group::"g3"] }`
+	case 25:
+		return ` when { principal in [k8s::User::"alice", k8s::User::"bob"] && resource.name == "x" }`
+	case 26:
+		return ` when { principal in [k8s::Group::"g2", k8s::User::"carol"] || principal in [] }`
 	case 22:
 		return ` when { resource.namespace == "n1" && context.verb == "get" && principal.username == "bob" }` // fails when absent, then narrows
 	case 23:
