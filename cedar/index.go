@@ -962,9 +962,23 @@ func (x *extractor) atom(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
 			}
 		}
 	case ast.NodeTypeContainsAny:
+		// principal.groups.containsAny([...]), [...].containsAny(principal.groups)
+		for _, lr := range [2][2]ast.IsNode{{v.Left, v.Right}, {v.Right, v.Left}} {
+			if isGroups(lr[0]) {
+				if vals, isSet := literalStrings(lr[1]); isSet {
+					return one(dGroup, vals...), true, false
+				}
+			}
+		}
+	case ast.NodeTypeContainsAll:
+		// principal.groups.containsAll([...]): each one is needed.
 		if isGroups(v.Left) {
-			if vals, isSet := literalStrings(v.Right); isSet {
-				return one(dGroup, vals...), true, false
+			if vals, isSet := literalStrings(v.Right); isSet && len(vals) > 0 {
+				cs := make([]constraint, len(vals))
+				for i, g := range vals {
+					cs[i] = constraint{dim: dGroup, vals: []string{g}}
+				}
+				return cs, true, false
 			}
 		}
 	case ast.NodeTypeOr:

@@ -111,7 +111,13 @@ func genCondition(rng *rand.Rand) (cond, verbGuard string) {
 }
 
 func genConditionPlain(rng *rand.Rand) string {
-	switch rng.IntN(27) {
+	switch rng.IntN(30) {
+	case 27:
+		return ` when { ["g1", "g4"].containsAny(principal.groups) }`
+	case 28:
+		return ` when { principal.groups.containsAll(["g1", "g3"]) && resource.name == "y" }`
+	case 29:
+		return ` unless { principal.groups.containsAll([]) && !principal.groups.containsAny([]) }`
 	case 24:
 		return ` when { principal in [k8s::Group::"g1", k8s::Group::"g3"] }`
 	case 25:
