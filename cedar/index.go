@@ -106,8 +106,10 @@ type dimKey struct {
 }
 
 type bucket struct {
-	id   uint32
-	dims uint16 // dimensions with keyed policies
+	id uint32
+	// verb and rtype name the bucket ("" for any), for Unnarrowed.
+	verb, rtype string
+	dims        uint16 // dimensions with keyed policies
 	// Policies are keyed (in the index's slots) under (tag<<4 | dim, value).
 	// Tag 0 is a policy's primary key. A policy whose primary key is on a
 	// resource dimension r (which requests may leave open) is also keyed
@@ -189,6 +191,17 @@ func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 	// share their postings (more candidates, never fewer).
 	keyed := map[uint64][]int32{}
 	verbSeen := map[uint64]bool{}
+	// names of verb and type hashes, for the buckets' names
+	names := map[uint64]string{}
+	for _, e := range exts {
+		for _, c := range e.cons {
+			if c.dim == dVerb || c.dim == dRType {
+				for j, h := range c.hashes {
+					names[h] = c.vals[j]
+				}
+			}
+		}
+	}
 	for i := range policies {
 		e := &exts[i]
 		vids := ix.ids(e.values(dVerb))
@@ -225,7 +238,7 @@ func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 				k := bucketKey{v, t}
 				b := ix.buckets[k]
 				if b == nil {
-					b = &bucket{id: uint32(len(ix.buckets))}
+					b = &bucket{id: uint32(len(ix.buckets)), verb: names[v], rtype: names[t]}
 					ix.buckets[k] = b
 				}
 				if primary < 0 {
@@ -302,6 +315,60 @@ func (ix *index) fill(keyed map[uint64][]int32) {
 		}
 		ix.slots[i] = ix.keyPrint(k)<<32 | ref
 	}
+}
+
+// UnnarrowedReport is what Unnarrowed found.
+type UnnarrowedReport struct {
+	// Policies: every policy that nothing but its verbs and resource types
+	// narrows (no principal, group, username, namespace, name, apiGroup or
+	// resource value the index can use), in policy order.
+	Policies []*Policy
+	// Max: the most of them one request meets, for requests with Verb on
+	// ResourceType ("" when that is any verb or type).
+	Max                int
+	Verb, ResourceType string
+}
+
+// Unnarrowed reports the policies the index cannot narrow beyond their verbs
+// and resource types: each is evaluated for every request of those, so
+// many of them make decisions cost more as the set grows.
+func (ps *PolicySet) Unnarrowed() UnnarrowedReport {
+	var r UnnarrowedReport
+	if ps.index == nil {
+		return r
+	}
+	ix := ps.index
+	verbs, rtypes := map[string]bool{}, map[string]bool{}
+	rest := map[[2]string]int{}
+	var all []int32
+	for _, b := range ix.buckets {
+		verbs[b.verb], rtypes[b.rtype] = true, true
+		rest[[2]string{b.verb, b.rtype}] = len(b.rest)
+		all = append(all, b.rest...)
+	}
+	// A request has one verb and one type: it reads (verb, type), (verb,
+	// any), (any, type) and (any, any); "" stands for a verb or type no
+	// policy names.
+	for v := range verbs {
+		for t := range rtypes {
+			n := 0
+			seen := map[[2]string]bool{}
+			for _, k := range [][2]string{{v, t}, {v, ""}, {"", t}, {"", ""}} {
+				if !seen[k] {
+					seen[k] = true
+					n += rest[k]
+				}
+			}
+			if n > r.Max || n == r.Max && (v < r.Verb || v == r.Verb && t < r.ResourceType) {
+				r.Max, r.Verb, r.ResourceType = n, v, t
+			}
+		}
+	}
+	slices.Sort(all)
+	for _, i := range slices.Compact(all) {
+		r.Policies = append(r.Policies, ps.Policies[i])
+	}
+	return r
 }
 
 // ScopeResourceType is the one resource type a resource scope allows

@@ -405,3 +405,30 @@ func TestIndexBuckets(t *testing.T) {
 		}
 	}
 }
+
+func TestUnnarrowed(t *testing.T) {
+	set, err := NewPolicySet(mustParse(t, "u.cedar", `
+@id("keyed") permit(principal in k8s::Group::"dev", action == k8s::Action::"get", resource is core::pods);
+@id("get-pods-1") permit(principal, action == k8s::Action::"get", resource is core::pods) when { resource.name like "a*" };
+@id("get-pods-2") permit(principal, action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods);
+@id("any-verb-pods") forbid(principal, action, resource is core::pods) when { context.verb != "get" };
+@id("list-any") permit(principal, action == k8s::Action::"list", resource) when { resource has name };
+@id("ns-keyed") permit(principal, action, resource is core::secrets) when { resource.namespace == "x" };
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := set.Unnarrowed()
+	if got := policyIDs(r.Policies); !slices.Equal(got, []string{"get-pods-1", "get-pods-2", "any-verb-pods", "list-any"}) {
+		t.Errorf("unnarrowed %v", got)
+	}
+	// list core::pods meets get-pods-2, any-verb-pods and list-any; get
+	// core::pods meets get-pods-1, get-pods-2 and any-verb-pods: 3 each, and
+	// the report names the first.
+	if r.Max != 3 || r.Verb != "get" || r.ResourceType != "core::pods" {
+		t.Errorf("max %d for %q %q, want 3 for get core::pods", r.Max, r.Verb, r.ResourceType)
+	}
+	if r := set.Unindexed().Unnarrowed(); r.Max != 0 || r.Policies != nil {
+		t.Errorf("unindexed: %+v", r)
+	}
+}

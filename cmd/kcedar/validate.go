@@ -111,6 +111,53 @@ type validateReport struct {
 	Errors      int               `json:"errors"`
 	Warnings    int               `json:"warnings"`
 	Diagnostics []lint.Diagnostic `json:"diagnostics"`
+	// Unnarrowed: what the policy index cannot narrow (valid sets only).
+	Unnarrowed *unnarrowedReport `json:"unnarrowed,omitempty"`
+}
+
+// unnarrowedReport is cedar.UnnarrowedReport for validate's output.
+type unnarrowedReport struct {
+	Policies      int    `json:"policies"`
+	MaxPerRequest int    `json:"maxPerRequest"`
+	Verb          string `json:"verb,omitempty"`
+	ResourceType  string `json:"resourceType,omitempty"`
+	examples      []string
+}
+
+// unnarrowedNote: validate's text output notes unnarrowed policies once a
+// request can meet this many.
+const unnarrowedNote = 100
+
+func unnarrowed(policies []*cedar.Policy) *unnarrowedReport {
+	ps, err := cedar.NewPolicySet(policies)
+	if err != nil {
+		return nil
+	}
+	r := ps.Unnarrowed()
+	out := &unnarrowedReport{Policies: len(r.Policies), MaxPerRequest: r.Max, Verb: r.Verb, ResourceType: r.ResourceType}
+	for _, p := range r.Policies[:min(3, len(r.Policies))] {
+		out.examples = append(out.examples, fmt.Sprintf("%s (%s)", p.ID, p.Source))
+	}
+	return out
+}
+
+// note is the text output's line about unnarrowed policies, "" when there
+// are few.
+func (u *unnarrowedReport) note() string {
+	if u == nil || u.MaxPerRequest < unnarrowedNote {
+		return ""
+	}
+	what := "a request"
+	switch {
+	case u.Verb != "" && u.ResourceType != "":
+		what = fmt.Sprintf("a request to %s %s", u.Verb, u.ResourceType)
+	case u.Verb != "":
+		what = fmt.Sprintf("a request to %s", u.Verb)
+	case u.ResourceType != "":
+		what = fmt.Sprintf("a request on %s", u.ResourceType)
+	}
+	return fmt.Sprintf("note: %s meets %d policies that nothing but their verbs and resource types narrows; each is evaluated for every such request, so decisions cost more as they grow (%d such policies in all, e.g. %s). Pin a principal, group, username, namespace or name with ==, in or .contains where you can (docs/performance.md, \"The policy index\").",
+		what, u.MaxPerRequest, u.Policies, strings.Join(u.examples, ", "))
 }
 
 // runValidate checks the policies at paths and reports on w; the returned
@@ -130,6 +177,9 @@ func runValidate(w io.Writer, checker *lint.Checker, paths []string, o validateO
 	}
 	failed := rep.Errors > 0 || (o.strictWarnings && rep.Warnings > 0)
 	rep.Valid = !failed
+	if rep.Errors == 0 {
+		rep.Unnarrowed = unnarrowed(res.Policies)
+	}
 	if o.output == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -141,6 +191,9 @@ func runValidate(w io.Writer, checker *lint.Checker, paths []string, o validateO
 		for _, d := range res.Diagnostics {
 			fmt.Fprintln(w, d)
 			fmt.Fprint(w, sourceExcerpt(files, d, colour))
+		}
+		if note := rep.Unnarrowed.note(); note != "" {
+			fmt.Fprintln(w, note)
 		}
 		fmt.Fprintf(w, "%s, %s: %s, %s\n", plural(rep.Files, "file"), plural(rep.Policies, "policy"), plural(rep.Errors, "error"), plural(rep.Warnings, "warning"))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -225,5 +226,37 @@ tests:
 	writeFile(t, dir, "p.cedar", `permit (principal, action, resource is core::pod);`)
 	if out, code := run(t, newTestCmd(), f); code != 1 || !strings.Contains(out, "did you mean core::pods?") {
 		t.Errorf("invalid policies: %d %s", code, out)
+	}
+}
+
+// A set where one request meets many policies that only their verbs and
+// types narrow gets a note (not a warning: the exit status and counts are
+// unchanged), and -o json reports the numbers for any valid set.
+func TestValidateNotesUnnarrowedPolicies(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := 0; i < unnarrowedNote; i++ {
+		fmt.Fprintf(&b, "@id(\"prefix-%d\") permit (principal, action == k8s::Action::\"get\", resource is core::pods) when { resource.name like \"app-%d-*\" };\n", i, i)
+	}
+	b.WriteString(`@id("keyed") permit (principal in k8s::Group::"dev", action == k8s::Action::"get", resource is core::pods) when { resource.name like "x*" };` + "\n")
+	many := writeFile(t, dir, "many.cedar", b.String())
+	out, code := run(t, newValidateCmd(), many)
+	want := fmt.Sprintf("note: a request to get core::pods meets %d policies that nothing but their verbs and resource types narrows", unnarrowedNote)
+	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "e.g. prefix-0 ("+many+":1:1)") || !strings.Contains(out, "0 errors, 0 warnings") {
+		t.Errorf("many: %d %s", code, out)
+	}
+	if out, code := run(t, newValidateCmd(), "--strict-warnings", many); code != 0 {
+		t.Errorf("a note fails --strict-warnings: %d %s", code, out)
+	}
+	out, _ = run(t, newValidateCmd(), "-o", "json", many)
+	var rep validateReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Unnarrowed == nil || rep.Unnarrowed.MaxPerRequest != unnarrowedNote || rep.Unnarrowed.Policies != unnarrowedNote || rep.Unnarrowed.Verb != "get" {
+		t.Errorf("json: %v %+v\n%s", err, rep.Unnarrowed, out)
+	}
+
+	// One fewer: no note.
+	few := writeFile(t, dir, "few.cedar", strings.Join(strings.SplitAfter(b.String(), ";\n")[1:], ""))
+	if out, _ := run(t, newValidateCmd(), few); strings.Contains(out, "note:") {
+		t.Errorf("few: %s", out)
 	}
 }
