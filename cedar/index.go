@@ -106,10 +106,8 @@ type dimKey struct {
 }
 
 type bucket struct {
-	id uint32
-	// verb and rtype name the bucket ("" for any), for Unnarrowed.
-	verb, rtype string
-	dims        uint16 // dimensions with keyed policies
+	id   uint32
+	dims uint16 // dimensions with keyed policies
 	// Policies are keyed (in the index's slots) under (tag<<4 | dim, value).
 	// Tag 0 is a policy's primary key. A policy whose primary key is on a
 	// resource dimension r (which requests may leave open) is also keyed
@@ -191,17 +189,6 @@ func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 	// share their postings (more candidates, never fewer).
 	keyed := map[uint64][]int32{}
 	verbSeen := map[uint64]bool{}
-	// names of verb and type hashes, for the buckets' names
-	names := map[uint64]string{}
-	for _, e := range exts {
-		for _, c := range e.cons {
-			if c.dim == dVerb || c.dim == dRType {
-				for j, h := range c.hashes {
-					names[h] = c.vals[j]
-				}
-			}
-		}
-	}
 	for i := range policies {
 		e := &exts[i]
 		vids := ix.ids(e.values(dVerb))
@@ -238,7 +225,7 @@ func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 				k := bucketKey{v, t}
 				b := ix.buckets[k]
 				if b == nil {
-					b = &bucket{id: uint32(len(ix.buckets)), verb: names[v], rtype: names[t]}
+					b = &bucket{id: uint32(len(ix.buckets))}
 					ix.buckets[k] = b
 				}
 				if primary < 0 {
@@ -330,25 +317,42 @@ type UnnarrowedReport struct {
 }
 
 // Unnarrowed reports the policies the index cannot narrow beyond their verbs
-// and resource types: each is evaluated for every request of those, so
-// many of them make decisions cost more as the set grows.
-func (ps *PolicySet) Unnarrowed() UnnarrowedReport {
+// and resource types (those it files under "rest"): each is evaluated for
+// every request of those, so many of them make decisions cost more as the
+// set grows. It needs only the policies' constraints, not an index.
+func Unnarrowed(policies []*Policy) UnnarrowedReport {
 	var r UnnarrowedReport
-	if ps.index == nil {
-		return r
-	}
-	ix := ps.index
-	verbs, rtypes := map[string]bool{}, map[string]bool{}
+	verbs, rtypes := map[string]bool{"": true}, map[string]bool{"": true}
 	rest := map[[2]string]int{}
-	var all []int32
-	for _, b := range ix.buckets {
-		verbs[b.verb], rtypes[b.rtype] = true, true
-		rest[[2]string{b.verb, b.rtype}] = len(b.rest)
-		all = append(all, b.rest...)
+	for _, p := range policies {
+		e := extract(p.AST, p.Effect == types.Forbid)
+		if slices.ContainsFunc(e.cons, func(c constraint) bool { return c.dim != dVerb && c.dim != dRType }) {
+			continue
+		}
+		strs := func(c constraint) []string { return c.vals }
+		vs, okV := intersect(e.cons, dVerb, strs)
+		ts, okT := intersect(e.cons, dRType, strs)
+		if okV && len(vs) == 0 || okT && len(ts) == 0 {
+			continue // no verb or type: never a candidate
+		}
+		r.Policies = append(r.Policies, p)
+		if !okV {
+			vs = []string{""}
+		}
+		if !okT {
+			ts = []string{""}
+		}
+		for _, v := range slices.Compact(slices.Sorted(slices.Values(vs))) {
+			verbs[v] = true
+			for _, t := range slices.Compact(slices.Sorted(slices.Values(ts))) {
+				rtypes[t] = true
+				rest[[2]string{v, t}]++
+			}
+		}
 	}
-	// A request has one verb and one type: it reads (verb, type), (verb,
-	// any), (any, type) and (any, any); "" stands for a verb or type no
-	// policy names.
+	// A request has one verb and one type: it meets the policies of (verb,
+	// type), (verb, any), (any, type) and (any, any); "" stands for a verb
+	// or type no such policy names.
 	for v := range verbs {
 		for t := range rtypes {
 			n := 0
@@ -363,10 +367,6 @@ func (ps *PolicySet) Unnarrowed() UnnarrowedReport {
 				r.Max, r.Verb, r.ResourceType = n, v, t
 			}
 		}
-	}
-	slices.Sort(all)
-	for _, i := range slices.Compact(all) {
-		r.Policies = append(r.Policies, ps.Policies[i])
 	}
 	return r
 }
@@ -411,17 +411,22 @@ func (ix *index) ids(hashes []uint64, constrained bool) []uint64 {
 // holds whatever attributes are absent, as value hashes: ok is false when
 // there is none.
 func (e *extraction) values(dim uint8) (hashes []uint64, ok bool) {
-	for _, c := range e.cons {
+	return intersect(e.cons, dim, func(c constraint) []uint64 { return c.hashes })
+}
+
+// intersect is values over what of(c) gives of each constraint.
+func intersect[T comparable](cons []constraint, dim uint8, of func(constraint) []T) (vals []T, ok bool) {
+	for _, c := range cons {
 		if c.dim != dim || c.needs != 0 {
 			continue
 		}
 		if !ok {
-			hashes, ok = slices.Clone(c.hashes), true
+			vals, ok = slices.Clone(of(c)), true
 			continue
 		}
-		hashes = slices.DeleteFunc(hashes, func(h uint64) bool { return !slices.Contains(c.hashes, h) })
+		vals = slices.DeleteFunc(vals, func(v T) bool { return !slices.Contains(of(c), v) })
 	}
-	return hashes, ok
+	return vals, ok
 }
 
 // CandidateQuery is what the index needs to know about a request (for one

@@ -418,7 +418,7 @@ func TestUnnarrowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := set.Unnarrowed()
+	r := Unnarrowed(set.Policies)
 	if got := policyIDs(r.Policies); !slices.Equal(got, []string{"get-pods-1", "get-pods-2", "any-verb-pods", "list-any"}) {
 		t.Errorf("unnarrowed %v", got)
 	}
@@ -428,7 +428,28 @@ func TestUnnarrowed(t *testing.T) {
 	if r.Max != 3 || r.Verb != "get" || r.ResourceType != "core::pods" {
 		t.Errorf("max %d for %q %q, want 3 for get core::pods", r.Max, r.Verb, r.ResourceType)
 	}
-	if r := set.Unindexed().Unnarrowed(); r.Max != 0 || r.Policies != nil {
-		t.Errorf("unindexed: %+v", r)
+	if r := Unnarrowed(nil); r.Max != 0 || r.Policies != nil {
+		t.Errorf("no policies: %+v", r)
+	}
+}
+
+// Unnarrowed names exactly the policies the index files under "rest", over
+// the generator's sets.
+func TestUnnarrowedIsTheIndexRest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for s := 0; s < 200; s++ {
+		set, _ := genPolicySet(t, rng, 1+rng.IntN(40))
+		var rest []int32
+		for _, b := range set.index.buckets {
+			rest = append(rest, b.rest...)
+		}
+		slices.Sort(rest)
+		var want []string
+		for _, i := range slices.Compact(rest) {
+			want = append(want, set.Policies[i].ID)
+		}
+		if got := policyIDs(Unnarrowed(set.Policies).Policies); !slices.Equal(got, want) && len(got)+len(want) > 0 {
+			t.Fatalf("set %d: Unnarrowed %v, index rest %v", s, got, want)
+		}
 	}
 }

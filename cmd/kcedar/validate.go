@@ -129,11 +129,7 @@ type unnarrowedReport struct {
 const unnarrowedNote = 100
 
 func unnarrowed(policies []*cedar.Policy) *unnarrowedReport {
-	ps, err := cedar.NewPolicySet(policies)
-	if err != nil {
-		return nil
-	}
-	r := ps.Unnarrowed()
+	r := cedar.Unnarrowed(policies)
 	out := &unnarrowedReport{Policies: len(r.Policies), MaxPerRequest: r.Max, Verb: r.Verb, ResourceType: r.ResourceType}
 	for _, p := range r.Policies[:min(3, len(r.Policies))] {
 		out.examples = append(out.examples, fmt.Sprintf("%s (%s)", p.ID, p.Source))
