@@ -8,6 +8,7 @@ import (
 
 	"github.com/cedar-policy/cedar-go/types"
 	"github.com/kcedar/kcedar/internal/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/parallel"
 
 	"github.com/kcedar/kcedar/schemagen"
 )
@@ -324,27 +325,41 @@ func Unnarrowed(policies []*Policy) UnnarrowedReport {
 	var r UnnarrowedReport
 	verbs, rtypes := map[string]bool{"": true}, map[string]bool{"": true}
 	rest := map[[2]string]int{}
-	for _, p := range policies {
+	// Each policy's verbs and types, when nothing else narrows it (in
+	// parallel: extraction walks every policy).
+	type found struct {
+		vs, ts []string
+		ok     bool
+	}
+	all := make([]found, len(policies))
+	parallel.For(len(policies), func(i int) {
+		p := policies[i]
 		e := extract(p.AST, p.Effect == types.Forbid)
 		if slices.ContainsFunc(e.cons, func(c constraint) bool { return c.dim != dVerb && c.dim != dRType }) {
-			continue
+			return
 		}
 		strs := func(c constraint) []string { return c.vals }
 		vs, okV := intersect(e.cons, dVerb, strs)
 		ts, okT := intersect(e.cons, dRType, strs)
 		if okV && len(vs) == 0 || okT && len(ts) == 0 {
-			continue // no verb or type: never a candidate
+			return // no verb or type: never a candidate
 		}
-		r.Policies = append(r.Policies, p)
 		if !okV {
 			vs = []string{""}
 		}
 		if !okT {
 			ts = []string{""}
 		}
-		for _, v := range slices.Compact(slices.Sorted(slices.Values(vs))) {
+		all[i] = found{vs: slices.Compact(slices.Sorted(slices.Values(vs))), ts: slices.Compact(slices.Sorted(slices.Values(ts))), ok: true}
+	})
+	for i, f := range all {
+		if !f.ok {
+			continue
+		}
+		r.Policies = append(r.Policies, policies[i])
+		for _, v := range f.vs {
 			verbs[v] = true
-			for _, t := range slices.Compact(slices.Sorted(slices.Values(ts))) {
+			for _, t := range f.ts {
 				rtypes[t] = true
 				rest[[2]string{v, t}]++
 			}
