@@ -92,6 +92,11 @@ const (
 	dAPIGroup
 	dResource
 	nDims
+	// dAlt: a disjunction of constraints on principal dimensions that never
+	// fail (username, group): "alice, or a member of admins". A policy keyed
+	// on it is filed under each alternative; it is not checked after the
+	// lookup.
+	dAlt = nDims
 )
 
 // anyID is the bucket key part of an unconstrained verb or resource type. A
@@ -136,6 +141,25 @@ type constraint struct {
 	vals  []string
 	// hashes of vals, filled by buildIndex.
 	hashes []uint64
+	// alts: for dAlt, the alternatives (one per dimension).
+	alts []constraint
+}
+
+// parts is c's alternatives, or c itself.
+func (c constraint) parts() []constraint {
+	if c.dim == dAlt {
+		return c.alts
+	}
+	return []constraint{c}
+}
+
+// dimMask is the dimensions c keys on.
+func (c constraint) dimMask() uint16 {
+	var m uint16
+	for _, p := range c.parts() {
+		m |= 1 << p.dim
+	}
+	return m
 }
 
 // extraction is what the index knows about one policy.
@@ -174,15 +198,14 @@ func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 		exts[i] = extract(p.AST, p.Effect == types.Forbid)
 		for ci := range exts[i].cons {
 			c := &exts[i].cons[ci]
-			c.hashes = make([]uint64, len(c.vals))
-			for j, v := range c.vals {
-				c.hashes[j] = ix.hash(v)
-			}
+			ix.hashValues(c)
 			if c.dim == dVerb || c.dim == dRType {
 				continue
 			}
-			for _, h := range c.hashes {
-				count[dimKey{c.dim, h}]++
+			for _, part := range c.parts() {
+				for _, h := range part.hashes {
+					count[dimKey{part.dim, h}]++
+				}
 			}
 		}
 	}
@@ -204,8 +227,10 @@ func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 				continue
 			}
 			var cost int64
-			for _, h := range c.hashes {
-				cost += int64(count[dimKey{c.dim, h}])
+			for _, part := range c.parts() {
+				for _, h := range part.hashes {
+					cost += int64(count[dimKey{part.dim, h}])
+				}
 			}
 			if !isResourceDim(c.dim) && c.needs == 0 && (bestP < 0 || cost < bestP) {
 				secondary, bestP = ci, cost
@@ -234,7 +259,7 @@ func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 					continue
 				}
 				c := e.cons[primary]
-				b.dims |= 1 << c.dim
+				b.dims |= c.dimMask()
 				b.keyed = append(b.keyed, int32(i))
 				put(keyed, b, 0, c, int32(i))
 				for d := dUser; d < nDims; d++ {
@@ -248,7 +273,7 @@ func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 						b.openRest[c.dim] = append(b.openRest[c.dim], int32(i))
 					} else {
 						sc := e.cons[secondary]
-						b.openDims[c.dim] |= 1 << sc.dim
+						b.openDims[c.dim] |= sc.dimMask()
 						put(keyed, b, c.dim+1, sc, int32(i))
 					}
 				}
@@ -256,7 +281,7 @@ func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 		}
 		// Remaining constraints, checked after the lookup.
 		for _, c := range e.cons {
-			if c.dim == dVerb || c.dim == dRType {
+			if c.dim == dVerb || c.dim == dRType || c.dim == dAlt {
 				continue
 			}
 			ix.cons = append(ix.cons, uint32(c.dim)|uint32(c.needs)<<4|uint32(len(c.vals))<<16)
@@ -401,11 +426,25 @@ func ScopeResourceType(s ast.IsResourceScopeNode) (t types.EntityType, ok bool) 
 	return "", false
 }
 
-// put adds policy i to keyed under b, tag and constraint c's values.
+// put adds policy i to keyed under b, tag and constraint c's values (each
+// alternative's, for dAlt).
 func put(keyed map[uint64][]int32, b *bucket, tag uint8, c constraint, i int32) {
-	for _, h := range slices.Compact(slices.Sorted(slices.Values(c.hashes))) {
-		k := keyOf(b.id, tag<<4|c.dim, h)
-		keyed[k] = append(keyed[k], i)
+	for _, part := range c.parts() {
+		for _, h := range slices.Compact(slices.Sorted(slices.Values(part.hashes))) {
+			k := keyOf(b.id, tag<<4|part.dim, h)
+			keyed[k] = append(keyed[k], i)
+		}
+	}
+}
+
+// hashValues fills c's hashes (its alternatives', for dAlt).
+func (ix *index) hashValues(c *constraint) {
+	for j := range c.alts {
+		ix.hashValues(&c.alts[j])
+	}
+	c.hashes = make([]uint64, len(c.vals))
+	for j, v := range c.vals {
+		c.hashes[j] = ix.hash(v)
 	}
 }
 
@@ -1072,9 +1111,30 @@ func (x *extractor) atom(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
 		// A disjunction of constraints on one dimension is their union.
 		l, lok, lfail := x.atom(v.Left)
 		r, rok, rfail := x.atom(v.Right)
-		if lok && rok && len(l) == 1 && len(r) == 1 && l[0].dim == r[0].dim {
+		if !lok || !rok {
+			break
+		}
+		if len(l) == 1 && len(r) == 1 && l[0].dim == r[0].dim && l[0].dim != dAlt {
 			return one(l[0].dim, append(slices.Clone(l[0].vals), r[0].vals...)...), true, lfail || rfail
 		}
+		// Across username and group: one alternative per dimension.
+		la, lalt := alternative(l)
+		ra, ralt := alternative(r)
+		if lfail || rfail || !lalt || !ralt {
+			break
+		}
+		var alts []constraint
+		for _, a := range append(la, ra...) {
+			if i := slices.IndexFunc(alts, func(b constraint) bool { return b.dim == a.dim }); i >= 0 {
+				alts[i].vals = append(slices.Clone(alts[i].vals), a.vals...)
+			} else {
+				alts = append(alts, constraint{dim: a.dim, vals: a.vals})
+			}
+		}
+		if len(alts) == 1 {
+			return alts, true, false
+		}
+		return []constraint{{dim: dAlt, alts: alts}}, true, false
 	}
 	return nil, false, false
 }
@@ -1106,6 +1166,21 @@ func principalInSet(els []ast.IsNode) (cs []constraint, ok, mayFail bool) {
 		return []constraint{{dim: dPType, vals: []string{string(typ)}}, {dim: dUser, vals: ids}}, true, false
 	}
 	return nil, false, false
+}
+
+// alternative is what one side of a disjunction implies on username or
+// group: a dAlt's alternatives, or one username or group constraint of the
+// side (each of a side's constraints holds when it does).
+func alternative(cs []constraint) ([]constraint, bool) {
+	for _, c := range cs {
+		switch c.dim {
+		case dAlt:
+			return c.alts, true
+		case dUser, dGroup:
+			return []constraint{c}, true
+		}
+	}
+	return nil, false
 }
 
 func isGroups(n ast.IsNode) bool {

@@ -111,7 +111,15 @@ func genCondition(rng *rand.Rand) (cond, verbGuard string) {
 }
 
 func genConditionPlain(rng *rand.Rand) string {
-	switch rng.IntN(30) {
+	switch rng.IntN(34) {
+	case 30:
+		return ` when { principal.username == "alice" || principal in k8s::Group::"g2" }`
+	case 31:
+		return ` when { (principal in k8s::Group::"g1" || principal == k8s::User::"bob" || principal.groups.contains("g3")) && resource.name == "x" }`
+	case 32:
+		return ` unless { !(principal.username == "carol" || principal.groups.containsAny(["g4"])) }`
+	case 33:
+		return ` when { principal.username == "alice" || principal.namespace == "ns1" }`
 	case 27:
 		return ` when { ["g1", "g4"].containsAny(principal.groups) }`
 	case 28:
