@@ -22,8 +22,9 @@ func (ps *PolicySet) CandidatesAnyPrincipal(verb string, resourceType types.Enti
 		verbIDs = append(slices.Clone(ix.verbs), anyID)
 	}
 	var found []int32
+	typeIDs := [2]uint64{ix.hash(string(resourceType)), anyID}
 	for _, v := range verbIDs {
-		for _, t := range [2]uint64{ix.hash(string(resourceType)), anyID} {
+		for _, t := range typeIDs {
 			b := ix.buckets[bucketKey{v, t}]
 			if b == nil {
 				continue

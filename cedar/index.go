@@ -600,8 +600,9 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 	var found []int32
 	var keyBuf [64]uint64
 	keys := keyBuf[:0]
+	typeIDs := [2]uint64{ix.hash(string(q.ResourceType)), anyID}
 	for _, v := range verbIDs {
-		for _, t := range [2]uint64{ix.hash(string(q.ResourceType)), anyID} {
+		for _, t := range typeIDs {
 			b := ix.buckets[bucketKey{v, t}]
 			if b == nil {
 				continue
