@@ -42,18 +42,14 @@ const condNamespace = "cond"
 // condWebhookName is the webhook `kcedar manifests` prints.
 const condWebhookName = "conditions.kcedar.dev"
 
-// condModuleRoot is the directory of the go.mod that `go env GOMOD` names.
-func condModuleRoot(t *testing.T) string {
+// moduleRoot is the kcedar module's directory.
+func moduleRoot(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	root, err := framework.ModuleRoot()
 	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
+		t.Fatal(err)
 	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		t.Fatal("not inside the kcedar module (go env GOMOD is empty)")
-	}
-	return filepath.Dir(gomod)
+	return root
 }
 
 // condCapture is one AdmissionReview the recording proxy forwarded to kcedar.
@@ -261,7 +257,7 @@ func condRejected(err error) bool {
 // it saw into server/testdata/admission, which server/conformance_test.go
 // replays through the KEP-native flow.
 func TestConditionalAdmissionEnforcement(t *testing.T) {
-	root := condModuleRoot(t)
+	root := moduleRoot(t)
 	testdata := filepath.Join(root, "server", "testdata", "admission")
 	policies := filepath.Join(testdata, "policies.cedar")
 	bin := framework.KcedarBinary(t)

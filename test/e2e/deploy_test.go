@@ -65,7 +65,7 @@ func TestDeploy(t *testing.T) {
 			t.Skipf("SKIPPED: TestDeploy runs docs/deploy.md's shell blocks, which need %s: install it (Debian: apt-get install %s)", tool, tool)
 		}
 	}
-	root := deployModuleRoot(t)
+	root := moduleRoot(t)
 	doc := parseDeployDoc(t, filepath.Join(root, "docs", "deploy.md"))
 	work := t.TempDir()
 	node := filepath.Join(work, "node") // the root of a control-plane node's file system
@@ -209,7 +209,7 @@ func TestDeploy(t *testing.T) {
 		}
 		u := list.Items[0]
 		ids, _, _ := unstructured.NestedStringSlice(u.Object, "status", "policies")
-		return deployAccepted(&u) == "True" && slices.Contains(ids, "dev-team-reads-own-namespace") && slices.Contains(ids, "no-secrets-for-contractors")
+		return accepted(&u) == "True" && slices.Contains(ids, "dev-team-reads-own-namespace") && slices.Contains(ids, "no-secrets-for-contractors")
 	})
 	client := deployClientCert(t, work)
 	for _, r := range []*podProcess{r1, r2} {
@@ -656,17 +656,6 @@ func resourceFor(t *testing.T, mapper meta.RESTMapper, dyn dynamic.Interface, u 
 	return dyn.Resource(m.Resource)
 }
 
-func deployAccepted(u *unstructured.Unstructured) string {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == policyobjects.ConditionAccepted {
-			s, _ := m["status"].(string)
-			return s
-		}
-	}
-	return ""
-}
-
 // deployEventually polls ok until it holds or d has passed; detail (if
 // given) says more when it fails.
 func deployEventually(t *testing.T, d time.Duration, what string, ok func() bool, detail ...func() string) {
@@ -684,19 +673,6 @@ func deployEventually(t *testing.T, d time.Duration, what string, ok func() bool
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func deployModuleRoot(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		t.Fatal("not inside the kcedar module")
-	}
-	return filepath.Dir(gomod)
 }
 
 // copyTree copies the regular files under src to dst.

@@ -38,6 +38,7 @@ import (
 	"github.com/kcedar/kcedar/internal/testgen/zoo"
 	"github.com/kcedar/kcedar/policies/rbac"
 	"github.com/kcedar/kcedar/schemagen"
+	"github.com/kcedar/kcedar/test/e2e/framework"
 )
 
 func main() {
@@ -96,7 +97,7 @@ type result struct {
 // roles, 100 bindings), converted to Cedar, and generated SubjectAccessReviews
 // (those a kube-apiserver sends: no "*" verb, group, resource or subresource).
 func rbacWorkload() (string, [][]byte, error) {
-	root, err := moduleRoot()
+	root, err := framework.ModuleRoot()
 	if err != nil {
 		return "", nil, err
 	}
@@ -133,14 +134,6 @@ func rbacWorkload() (string, [][]byte, error) {
 		bodies = append(bodies, b)
 	}
 	return string(res.Policies), bodies, nil
-}
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Dir(strings.TrimSpace(string(out))), nil
 }
 
 func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Duration, rounds int) error {

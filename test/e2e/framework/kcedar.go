@@ -39,13 +39,8 @@ func RaceEnabled() bool { return raceEnabled }
 
 const binDirPrefix = "kcedar-e2e-bin-"
 
-func buildKcedar() (string, error) {
-	if p := os.Getenv("KCEDAR_BIN"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("KCEDAR_BIN: %w", err)
-		}
-		return p, nil
-	}
+// ModuleRoot is the directory of the go.mod that `go env GOMOD` names.
+func ModuleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
@@ -53,6 +48,20 @@ func buildKcedar() (string, error) {
 	gomod := strings.TrimSpace(string(out))
 	if gomod == "" || gomod == os.DevNull {
 		return "", errors.New("not inside the kcedar module (go env GOMOD is empty)")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+func buildKcedar() (string, error) {
+	if p := os.Getenv("KCEDAR_BIN"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("KCEDAR_BIN: %w", err)
+		}
+		return p, nil
+	}
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
 	}
 	sweepStaleBinDirs()
 	dir, err := os.MkdirTemp("", binDirPrefix+strconv.Itoa(os.Getpid())+"-")
@@ -66,7 +75,7 @@ func buildKcedar() (string, error) {
 	}
 	args = append(args, "github.com/kcedar/kcedar/cmd/kcedar")
 	cmd := exec.Command("go", args...)
-	cmd.Dir = filepath.Dir(gomod)
+	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
