@@ -4,7 +4,8 @@
 # ${KUBE_E2E_CACHE:-$HOME/.cache/kube-e2e}).
 #
 #   make build            bin/kcedar
-#   make test             go vet, gofmt check, go mod tidy check, go test -race ./... (no e2e)
+#   make test             go vet, gofmt check, go mod tidy check, tracked-file check,
+#                         go test -race ./... (no e2e)
 #   make e2e              real-cluster tests: go test -tags e2e ./test/e2e/...
 #                         (E2E_FLAGS='-run TestX -v' to narrow them down)
 #   make e2e-cost         kcedar's cost through a real kube-apiserver vs RBAC alone
@@ -43,12 +44,12 @@ SOAK_FLAGS ?=
 GO_FILES = find . -type d \( -name .git -o -name .cache -o -name bin -o -name testdata -o -name node_modules \) -prune \
 	-o -type f -name '*.go' -print
 
-.PHONY: build test vet fmt fmt-check tidy-check fuzz soak e2e e2e-cost kube-binaries bench capture-default clean image
+.PHONY: build test vet fmt fmt-check tidy-check tracked-check fuzz soak e2e e2e-cost kube-binaries bench capture-default clean image
 
 build:
 	$(GO) build -o bin/kcedar ./cmd/kcedar
 
-test: vet fmt-check tidy-check
+test: vet fmt-check tidy-check tracked-check
 	$(GO) test -race $(TEST_FLAGS) ./...
 
 # The e2e tests are vetted too (with their build tag), so `make test` catches
@@ -70,6 +71,11 @@ tidy-check:
 	@if ! out=$$($(GO) mod tidy -diff 2>&1); then \
 		echo "go.mod/go.sum are not tidy (run go mod tidy):" >&2; echo "$$out" >&2; exit 1; \
 	fi
+
+# No build output is tracked: no executable binary, nothing over 2 MB outside
+# the embedded schema and testdata (hack/check-tracked.sh).
+tracked-check:
+	bash hack/check-tracked.sh
 
 fmt:
 	$(GO_FILES) | xargs -r $(GOFMT) -w

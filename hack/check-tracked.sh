@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# hack/check-tracked.sh: fails when git tracks a build output. A tracked file
+# must not be an executable binary (ELF, Mach-O, PE, WebAssembly), and must not
+# be over 2 MB unless it is the embedded schema (internal/schemagen/default) or
+# test data (a testdata/ folder). Run by `make test`.
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+limit=$((2 * 1024 * 1024))
+bad=0
+while IFS= read -r -d '' f; do
+  [[ -f $f && ! -L $f ]] || continue
+  magic=$(head -c 4 -- "$f" | od -An -tx1 | tr -d ' \n')
+  case $magic in
+    7f454c46 | feedface | feedfacf | cefaedfe | cffaedfe | cafebabe | 0061736d | 4d5a*)
+      echo "tracked executable binary: $f (remove it: git rm --cached '$f'; build outputs go to bin/)" >&2
+      bad=1 ;;
+  esac
+  size=$(stat -c %s -- "$f")
+  if ((size > limit)); then
+    case $f in
+      internal/schemagen/default/* | */testdata/* | testdata/*) ;;
+      *) echo "tracked file over 2 MB: $f ($size bytes)" >&2; bad=1 ;;
+    esac
+  fi
+done < <(git ls-files -z)
+exit $bad
