@@ -14,7 +14,7 @@
 #   make fuzz             each fuzz target for its execution budget (FUZZTIME overrides)
 #   make soak             soak tests against bin/kcedar (test/soak; ~4 min)
 #   make bench            benchmarks
-#   make capture-default  schemagen/default from a default kube-apiserver
+#   make capture-default  internal/schemagen/default from a default kube-apiserver
 #   make fmt | vet | tidy-check | kube-binaries | clean
 
 SHELL := bash
@@ -37,7 +37,7 @@ FUZZTIME ?=
 FUZZMINIMIZETIME ?= 10s
 # package:FuzzTarget:budget, run one after the other (go test -fuzz takes one).
 # Each budget is about 10-20 s of fuzzing on 2 quiet cores.
-FUZZ_TARGETS ?= ./server:FuzzAuthorize:60000x ./server:FuzzConditions:60000x ./cedar:FuzzLoadPolicies:6000x
+FUZZ_TARGETS ?= ./internal/server:FuzzAuthorize:60000x ./internal/server:FuzzConditions:60000x ./internal/cedarlang:FuzzLoadPolicies:6000x
 SOAK_FLAGS ?=
 
 # Go files to format-check: everything but VCS, build output, caches, testdata.
@@ -115,7 +115,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 image:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath \
-		-ldflags "-s -w -X github.com/kcedar/kcedar/internal/version.Version=$(VERSION)" \
+		-ldflags "-s -w -X github.com/kcedar/kcedar/internal/lib/version.Version=$(VERSION)" \
 		-o bin/kcedar-linux-$(IMAGE_ARCH) ./cmd/kcedar
 	$(GO) run ./hack/mkimage -binary bin/kcedar-linux-$(IMAGE_ARCH) -arch $(IMAGE_ARCH) -version $(VERSION) -tag $(IMAGE_TAG) -o bin/kcedar-image.tar
 

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kcedar/kcedar/internal/policyobjects"
+	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
 )
 
 // object is one rendered object, decoded strictly into its typed struct.
@@ -105,7 +105,7 @@ func TestDeployCRDsMatch(t *testing.T) {
 		return rest
 	}
 	if strip(data) != strip(policyobjects.CRDYAML) {
-		t.Fatal("deploy/base/crds.yaml differs from internal/policyobjects/crds.yaml: copy it over")
+		t.Fatal("deploy/base/crds.yaml differs from internal/cluster/policyobjects/crds.yaml: copy it over")
 	}
 }
 
@@ -215,17 +215,17 @@ const statusLease = "kcedar-policy-status"
 
 var clusterRules = []requiredRule{
 	{rbacv1.PolicyRule{APIGroups: []string{"kcedar.dev"}, Resources: []string{"cedarpolicies", "namespacedcedarpolicies"}, Verbs: []string{"list", "watch"}},
-		"internal/policyobjects Source.Run: dynamic informers on both kinds (--policy-objects)"},
+		"internal/cluster/policyobjects Source.Run: dynamic informers on both kinds (--policy-objects)"},
 	{rbacv1.PolicyRule{APIGroups: []string{"kcedar.dev"}, Resources: []string{"cedarpolicies", "namespacedcedarpolicies"}, Verbs: []string{"get"}},
-		"internal/policyobjects StatusWriter.write: reads the object before writing its status"},
+		"internal/cluster/policyobjects StatusWriter.write: reads the object before writing its status"},
 	{rbacv1.PolicyRule{APIGroups: []string{"kcedar.dev"}, Resources: []string{"cedarpolicies/status", "namespacedcedarpolicies/status"}, Verbs: []string{"update"}},
-		"internal/policyobjects StatusWriter.write: UpdateStatus"},
+		"internal/cluster/policyobjects StatusWriter.write: UpdateStatus"},
 	{rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}},
 		"server.NamespaceInformer: resource.namespaceObject (--namespace-objects, on with --live)"},
 	{rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"list", "watch"}},
-		"internal/schemarefresh Refresher.Watch: metadata informer on CRDs (--schema-refresh-interval, with --live)"},
+		"internal/cluster/schemarefresh Refresher.Watch: metadata informer on CRDs (--schema-refresh-interval, with --live)"},
 	{rbacv1.PolicyRule{APIGroups: []string{"apiregistration.k8s.io"}, Resources: []string{"apiservices"}, Verbs: []string{"list", "watch"}},
-		"internal/schemarefresh Refresher.Watch: metadata informer on APIServices (aggregated APIs)"},
+		"internal/cluster/schemarefresh Refresher.Watch: metadata informer on APIServices (aggregated APIs)"},
 	{rbacv1.PolicyRule{NonResourceURLs: []string{"/api", "/apis", "/api/v1", "/apis/apps/v1", "/openapi/v3", "/openapi/v3/api/v1", "/openapi/v3/apis/apps/v1"}, Verbs: []string{"get"}},
 		"schemagen: discovery and OpenAPI v3 documents (--live, --kubeconfig)"},
 	{rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations"}, Verbs: []string{"get"}},

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # capture-default.sh [EXTRA_ARGS...]: capture the API schema of a default
 # kube-apiserver (the e2e harness's cluster: RBAC, default admission, no
-# extra flags) into schemagen/default:
+# extra flags) into internal/schemagen/default:
 #
-#   kcedar schema capture --kubeconfig "$KUBECONFIG" --output-dir schemagen/default EXTRA_ARGS...
+#   kcedar schema capture --kubeconfig "$KUBECONFIG" --output-dir internal/schemagen/default EXTRA_ARGS...
 #
 # The cluster is started and stopped by test/e2e/framework/cmd/with-cluster;
 # etcd and kube-apiserver come from hack/kube-binaries.sh (built once, cached).
-# Env: OUT (output directory, default schemagen/default), plus those of
+# Env: OUT (output directory, default internal/schemagen/default), plus those of
 # hack/kube-binaries.sh (KUBE_VERSION, ETCD_VERSION, KUBE_E2E_CACHE, ...).
 set -Eeuo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-OUT=${OUT:-schemagen/default}
+OUT=${OUT:-internal/schemagen/default}
 
 bins=$(bash hack/kube-binaries.sh)
 eval "$bins"

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kcedar/kcedar/cedar/lint"
-	"github.com/kcedar/kcedar/residual/offline"
-	"github.com/kcedar/kcedar/schemagen"
+	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/engine/offline"
+	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 // The policy library (policies/library) and the quickstart: every policy

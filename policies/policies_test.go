@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/internal/testgen"
-	"github.com/kcedar/kcedar/residual"
-	"github.com/kcedar/kcedar/schemagen"
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
+	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 func embedded(t *testing.T) *schemagen.Schema {
@@ -28,7 +28,7 @@ func embedded(t *testing.T) *schemagen.Schema {
 // Every example policy file validates against the embedded schema.
 func TestExamplesValidate(t *testing.T) {
 	s := embedded(t)
-	v, err := cedar.NewSchemaValidator(s)
+	v, err := cedarlang.NewSchemaValidator(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestExamplesValidate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ps, err := cedar.ParsePolicies(f, src)
+		ps, err := cedarlang.ParsePolicies(f, src)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +56,7 @@ func TestExamplesValidate(t *testing.T) {
 		}
 	}
 	// The generated RBAC-like sets used by benchmarks validate too.
-	ps, err := cedar.ParsePolicies("rbac-like", []byte(testgen.RBACLike(300)))
+	ps, err := cedarlang.ParsePolicies("rbac-like", []byte(testgen.RBACLike(300)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,25 +67,25 @@ func TestExamplesValidate(t *testing.T) {
 
 func TestQuickstartDecisions(t *testing.T) {
 	s := embedded(t)
-	store := cedar.NewStore([]string{"quickstart"}, nil, nil)
+	store := cedarlang.NewStore([]string{"quickstart"}, nil, nil)
 	if err := store.Load(); err != nil {
 		t.Fatal(err)
 	}
-	az := residual.NewEngine(s, store.Current(), residual.NewCodec(residual.RandomKeyring()), residual.EngineOptions{})
-	req := func(user string, groups []string, verb, resource, ns, name string) *cedar.Request {
-		return &cedar.Request{User: cedar.UserInfo{Name: user, Groups: groups}, Verb: verb, ResourceRequest: true, Resource: resource, Namespace: ns, Name: name}
+	az := engine.NewEngine(s, store.Current(), engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	req := func(user string, groups []string, verb, resource, ns, name string) *cedarlang.Request {
+		return &cedarlang.Request{User: cedarlang.UserInfo{Name: user, Groups: groups}, Verb: verb, ResourceRequest: true, Resource: resource, Namespace: ns, Name: name}
 	}
 	cases := []struct {
-		req  *cedar.Request
-		want residual.DecisionType
+		req  *cedarlang.Request
+		want engine.DecisionType
 	}{
-		{req("jane", []string{"dev"}, "list", "pods", "dev", ""), residual.DecisionAllow},
-		{req("jane", []string{"dev"}, "list", "pods", "", ""), residual.DecisionNoOpinion},
-		{req("jane", []string{"dev"}, "delete", "pods", "dev", "p"), residual.DecisionNoOpinion},
-		{req("carl", []string{"contractors"}, "get", "secrets", "dev", "s"), residual.DecisionDeny},
-		{req("carl", []string{"contractors", "dev"}, "list", "secrets", "", ""), residual.DecisionDeny},
-		{req("system:node:n1", nil, "get", "nodes", "", "n1"), residual.DecisionAllow},
-		{req("system:node:n1", nil, "get", "nodes", "", "n2"), residual.DecisionNoOpinion},
+		{req("jane", []string{"dev"}, "list", "pods", "dev", ""), engine.DecisionAllow},
+		{req("jane", []string{"dev"}, "list", "pods", "", ""), engine.DecisionNoOpinion},
+		{req("jane", []string{"dev"}, "delete", "pods", "dev", "p"), engine.DecisionNoOpinion},
+		{req("carl", []string{"contractors"}, "get", "secrets", "dev", "s"), engine.DecisionDeny},
+		{req("carl", []string{"contractors", "dev"}, "list", "secrets", "", ""), engine.DecisionDeny},
+		{req("system:node:n1", nil, "get", "nodes", "", "n1"), engine.DecisionAllow},
+		{req("system:node:n1", nil, "get", "nodes", "", "n2"), engine.DecisionNoOpinion},
 	}
 	for _, c := range cases {
 		if got := az.Authorize(c.req).FailureDecision().Type(); got != c.want {

@@ -11,10 +11,10 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/cedar/lint"
-	"github.com/kcedar/kcedar/residual/offline"
-	"github.com/kcedar/kcedar/residual/wire"
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/engine/offline"
+	"github.com/kcedar/kcedar/internal/wire"
 )
 
 func init() { rootCmd.AddCommand(newAuthorizeCmd()) }
@@ -129,7 +129,7 @@ func runAuthorize(w, errw io.Writer, checker *lint.Checker, o *authorizeOptions)
 }
 
 // request builds the cedar request and admission data from the flags.
-func (o *authorizeOptions) request() (*cedar.Request, *offline.Admission, error) {
+func (o *authorizeOptions) request() (*cedarlang.Request, *offline.Admission, error) {
 	tc := offline.TestCase{Operation: o.operation}
 	stdins := 0
 	for _, f := range []string{o.sarFile, o.object, o.oldObject} {

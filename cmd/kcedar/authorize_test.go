@@ -20,12 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/cedar/lint"
-	"github.com/kcedar/kcedar/residual/offline"
-	"github.com/kcedar/kcedar/residual/wire"
-	"github.com/kcedar/kcedar/schemagen"
-	"github.com/kcedar/kcedar/server"
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/engine/offline"
+	"github.com/kcedar/kcedar/internal/wire"
+	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/server"
 )
 
 var (
@@ -81,11 +81,11 @@ func TestAuthorizeMatchesServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		validator, err := cedar.NewSchemaValidator(checker.Schema)
+		validator, err := cedarlang.NewSchemaValidator(checker.Schema)
 		if err != nil {
 			t.Fatal(err)
 		}
-		store := cedar.NewStore(paths, validator, quiet)
+		store := cedarlang.NewStore(paths, validator, quiet)
 		if err := store.Load(); err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
@@ -226,7 +226,7 @@ func callback(t *testing.T, h http.Handler, dec *wire.ConditionsAwareDecision, t
 	if err != nil || adm == nil {
 		t.Fatalf("test %d: %v", i, err)
 	}
-	target := cedar.ResolveTarget(testChecker(t).Schema, req)
+	target := cedarlang.ResolveTarget(testChecker(t).Schema, req)
 	ar := &admissionv1.AdmissionRequest{
 		UID:         k8stypes.UID("uid"),
 		Operation:   admissionv1.Operation(adm.Operation),

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kcedar/kcedar/residual"
-	"github.com/kcedar/kcedar/server"
+	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/server"
 )
 
 func init() { rootCmd.AddCommand(newCanICmd()) }
@@ -90,7 +90,7 @@ Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
 
 // printRules prints a table like kubectl auth can-i --list's, with the
 // conditions and the policies.
-func printRules(w io.Writer, rv *residual.RulesReview) {
+func printRules(w io.Writer, rv *engine.RulesReview) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RESOURCES\tNON-RESOURCE URLS\tRESOURCE NAMES\tVERBS\tCONDITIONS\tVIA")
 	for _, r := range rv.ResourceRules {
@@ -116,7 +116,7 @@ func printRules(w io.Writer, rv *residual.RulesReview) {
 	}
 }
 
-func ruleConditions(c *residual.RuleConditions) string {
+func ruleConditions(c *engine.RuleConditions) string {
 	if c == nil {
 		return "-"
 	}

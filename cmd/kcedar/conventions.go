@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kcedar/kcedar/schemagen"
+	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 // CLI conventions shared by the subcommands.

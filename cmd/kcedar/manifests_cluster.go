@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/kcedar/kcedar/internal/policyobjects"
+	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
 )
 
 // controlPlaneUsers are the control plane's own identities (besides nodes,

@@ -17,8 +17,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kcedar/kcedar/cedar/lint"
-	"github.com/kcedar/kcedar/internal/policyobjects"
+	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
 )
 
 func init() { rootCmd.AddCommand(newPolicyCmd()) }

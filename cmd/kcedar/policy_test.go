@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kcedar/kcedar/cedar/lint"
+	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 )
 
 // Packing the policy library and unpacking it gives the same files back.

@@ -11,10 +11,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/cedar/lint"
-	"github.com/kcedar/kcedar/residual"
-	"github.com/kcedar/kcedar/schemagen"
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 // Helpers shared by the offline policy tools: validate, authorize, test,
@@ -49,7 +49,7 @@ func loadChecker(ctx context.Context, src schemaSource) (*lint.Checker, error) {
 // loadPolicySet reads, checks and indexes the policies at paths. Invalid
 // policies are reported on w and give an exitError with code 1; unreadable
 // paths code 2.
-func loadPolicySet(w io.Writer, checker *lint.Checker, paths []string) (*cedar.PolicySet, error) {
+func loadPolicySet(w io.Writer, checker *lint.Checker, paths []string) (*cedarlang.PolicySet, error) {
 	if len(paths) == 0 {
 		return nil, &exitError{2, errors.New("no policies: give --policies FILE|DIR")}
 	}
@@ -66,7 +66,7 @@ func loadPolicySet(w io.Writer, checker *lint.Checker, paths []string) (*cedar.P
 		}
 		return nil, &exitError{1, fmt.Errorf("%d invalid policies; run kcedar validate", res.Errors())}
 	}
-	ps, err := cedar.NewPolicySet(res.Policies)
+	ps, err := cedarlang.NewPolicySet(res.Policies)
 	if err != nil {
 		return nil, &exitError{1, err}
 	}
@@ -109,7 +109,7 @@ func (o *reviewOptions) addFlags(f *pflag.FlagSet, namespaceUsage string) {
 // engine loads the schema and the policies and builds the engine that
 // answers the review, as the server's would (with a key of its own: the
 // offline answers are not signed for anyone).
-func (o *reviewOptions) engine(cmd *cobra.Command) (*schemagen.Schema, *residual.Engine, error) {
+func (o *reviewOptions) engine(cmd *cobra.Command) (*schemagen.Schema, *engine.Engine, error) {
 	checker, err := loadChecker(cmd.Context(), o.src)
 	if err != nil {
 		return nil, nil, err
@@ -118,7 +118,7 @@ func (o *reviewOptions) engine(cmd *cobra.Command) (*schemagen.Schema, *residual
 	if err != nil {
 		return nil, nil, err
 	}
-	return checker.Schema, residual.NewEngine(checker.Schema, ps, residual.NewCodec(residual.RandomKeyring()), residual.EngineOptions{}), nil
+	return checker.Schema, engine.NewEngine(checker.Schema, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{}), nil
 }
 
 // writeJSON writes v as the server's endpoints answer: indented, with <, >

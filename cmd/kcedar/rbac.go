@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/policies/rbac"
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/rbacconvert"
 )
 
 func init() { rootCmd.AddCommand(newRBACCmd()) }
@@ -56,7 +56,7 @@ RBAC matches only for literal "*" subresources, ...) go to stderr.`,
 			}
 			ctx := cmd.Context()
 			start := time.Now()
-			in := &rbac.Input{}
+			in := &rbacconvert.Input{}
 			switch {
 			case len(files) > 0:
 				if err := in.ReadPaths(files); err != nil {
@@ -84,15 +84,15 @@ RBAC matches only for literal "*" subresources, ...) go to stderr.`,
 			if err != nil {
 				return err
 			}
-			res, err := rbac.Convert(s, in)
+			res, err := rbacconvert.Convert(s, in)
 			if err != nil {
 				return err
 			}
-			policies, err := cedar.ParsePolicies("rbac.cedar", res.Policies)
+			policies, err := cedarlang.ParsePolicies("rbac.cedar", res.Policies)
 			if err != nil {
 				return fmt.Errorf("the converted policies do not parse (a bug): %w", err)
 			}
-			v, err := cedar.NewSchemaValidator(s)
+			v, err := cedarlang.NewSchemaValidator(s)
 			if err != nil {
 				return err
 			}

@@ -6,8 +6,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/kcedar/kcedar/residual/offline"
-	"github.com/kcedar/kcedar/schemagen"
+	"github.com/kcedar/kcedar/internal/engine/offline"
+	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 // resolveRequestFlags resolves a request given by flags the way kubectl

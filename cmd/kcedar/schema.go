@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kcedar/kcedar/schemagen"
+	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 func init() {
@@ -121,7 +121,7 @@ connect operations kept of the OpenAPI paths. The discovery/ and openapi/
 subdirectories of the output directory are replaced.
 
 hack/capture-default.sh uses it to refresh the embedded default
-(schemagen/default).`,
+(internal/schemagen/default).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if legacyOut != "" {

@@ -13,10 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/kcedar/kcedar/cedar/lint"
-	"github.com/kcedar/kcedar/internal/policyobjects"
-	"github.com/kcedar/kcedar/internal/schematest"
-	"github.com/kcedar/kcedar/schemagen"
+	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
+	"github.com/kcedar/kcedar/internal/testing/schematest"
+	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 // The glue between schema refresh and serve's parts: the store moves (or

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kcedar/kcedar/schemagen"
+	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 // schemaSource is the schema source chosen on the command line: the flags

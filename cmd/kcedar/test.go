@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kcedar/kcedar/cedar/lint"
-	"github.com/kcedar/kcedar/residual/offline"
+	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/engine/offline"
 )
 
 func init() { rootCmd.AddCommand(newTestCmd()) }

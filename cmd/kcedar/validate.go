@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/cedar/lint"
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 )
 
 func init() { rootCmd.AddCommand(newValidateCmd()) }
@@ -53,7 +53,7 @@ func readPolicyPaths(paths []string, stdin io.Reader) ([]lint.File, error) {
 		if stdin == nil {
 			stdin = os.Stdin
 		}
-		data, err := io.ReadAll(io.LimitReader(stdin, cedar.MaxPolicyFileBytes+1))
+		data, err := io.ReadAll(io.LimitReader(stdin, cedarlang.MaxPolicyFileBytes+1))
 		if err != nil {
 			return nil, fmt.Errorf("reading stdin: %w", err)
 		}
@@ -115,7 +115,7 @@ type validateReport struct {
 	Unnarrowed *unnarrowedReport `json:"unnarrowed,omitempty"`
 }
 
-// unnarrowedReport is cedar.UnnarrowedReport for validate's output.
+// unnarrowedReport is cedarlang.UnnarrowedReport for validate's output.
 type unnarrowedReport struct {
 	Policies      int    `json:"policies"`
 	MaxPerRequest int    `json:"maxPerRequest"`
@@ -128,8 +128,8 @@ type unnarrowedReport struct {
 // request can meet this many.
 const unnarrowedNote = 100
 
-func unnarrowed(policies []*cedar.Policy) *unnarrowedReport {
-	r := cedar.Unnarrowed(policies)
+func unnarrowed(policies []*cedarlang.Policy) *unnarrowedReport {
+	r := cedarlang.Unnarrowed(policies)
 	out := &unnarrowedReport{Policies: len(r.Policies), MaxPerRequest: r.Max, Verb: r.Verb, ResourceType: r.ResourceType}
 	for _, p := range r.Policies[:min(3, len(r.Policies))] {
 		out.examples = append(out.examples, fmt.Sprintf("%s (%s)", p.ID, p.Source))

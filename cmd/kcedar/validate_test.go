@@ -14,9 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/cedar/lint"
-	"github.com/kcedar/kcedar/residual/offline"
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/engine/offline"
 )
 
 // run executes a fresh command with args and returns its output and exit
@@ -115,7 +115,7 @@ func TestValidateHostileInput(t *testing.T) {
 		{"deeply nested sets", "permit (principal, action, resource) when { " + strings.Repeat("[", 100_000) + " };", "nesting deeper than"},
 		{"a million operators", "permit (principal, action, resource) when { true" + strings.Repeat(" || true", 1_000_000) + " };", "nested too deeply"},
 		{"a million negations", "permit (principal, action, resource) when { " + strings.Repeat("!", 1_000_000) + "true };", "nested too deeply"},
-		{"huge file", "// " + strings.Repeat("x", cedar.MaxPolicyFileBytes+10) + "\n", "over the limit"},
+		{"huge file", "// " + strings.Repeat("x", cedarlang.MaxPolicyFileBytes+10) + "\n", "over the limit"},
 		{"binary garbage", string(garbage), "not a Cedar text file"},
 		{"NUL in a policy", "permit (principal, action, resource)\x00;", "not a Cedar text file"},
 		{"invalid UTF-8", "permit (principal, action, resource) when { resource.name == \"\xff\xfe\" };", "not a Cedar text file"},

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
-	"github.com/kcedar/kcedar/internal/version"
+	"github.com/kcedar/kcedar/internal/lib/version"
 )
 
 func init() { rootCmd.AddCommand(newVersionCmd()) }

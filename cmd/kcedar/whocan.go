@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kcedar/kcedar/residual"
-	"github.com/kcedar/kcedar/schemagen"
-	"github.com/kcedar/kcedar/server"
+	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/server"
 )
 
 func init() { rootCmd.AddCommand(newWhoCanCmd()) }
@@ -124,10 +124,10 @@ func parseKubectlResource(s *schemagen.Schema, arg string) (group, resource, sub
 }
 
 // printAccessReview prints a table like kubectl-who-can's.
-func printAccessReview(w io.Writer, rv *residual.AccessReview) {
+func printAccessReview(w io.Writer, rv *engine.AccessReview) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SUBJECT\tKIND\tNAMESPACE\tVIA\tCONDITION")
-	row := func(a residual.SubjectAccess, cond string) {
+	row := func(a engine.SubjectAccess, cond string) {
 		kind := string(a.Kind)
 		if a.PrincipalType != "" {
 			kind += " (" + strings.TrimPrefix(a.PrincipalType, "k8s::") + ")"

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kcedar/kcedar/server"
+	"github.com/kcedar/kcedar/internal/server"
 )
 
 func TestParseKubectlResource(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/kcedar/kcedar/internal/image"
+	"github.com/kcedar/kcedar/internal/lib/image"
 )
 
 func main() {

@@ -27,7 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kcedar/kcedar/internal/testgen/zoo"
+	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 	"github.com/kcedar/kcedar/test/e2e/framework"
 )
 

@@ -42,8 +42,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kcedar/kcedar/internal/policyobjects"
-	"github.com/kcedar/kcedar/residual/wire"
+	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
+	"github.com/kcedar/kcedar/internal/wire"
 	"github.com/kcedar/kcedar/test/e2e/framework"
 )
 

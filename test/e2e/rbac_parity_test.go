@@ -20,11 +20,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/internal/testgen"
-	"github.com/kcedar/kcedar/policies/rbac"
-	"github.com/kcedar/kcedar/residual"
-	"github.com/kcedar/kcedar/schemagen"
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
+	"github.com/kcedar/kcedar/internal/rbacconvert"
+	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/test/e2e/framework"
 )
 
@@ -77,7 +77,7 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 	t.Logf("applied %d ClusterRoles, %d Roles, %d ClusterRoleBindings, %d RoleBindings in %v",
 		len(gen.ClusterRoles), len(gen.Roles), len(gen.ClusterRoleBindings), len(gen.RoleBindings), time.Since(t0).Round(time.Millisecond))
 
-	in := &rbac.Input{}
+	in := &rbacconvert.Input{}
 	if err := in.ReadCluster(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
@@ -91,27 +91,27 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 		t.Fatal(err)
 	}
 	t0 = time.Now()
-	res, err := rbac.Convert(s, in)
+	res, err := rbacconvert.Convert(s, in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	convertTime := time.Since(t0)
-	policies, err := cedar.ParsePolicies("rbac.cedar", res.Policies)
+	policies, err := cedarlang.ParsePolicies("rbac.cedar", res.Policies)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := cedar.NewSchemaValidator(s)
+	v, err := cedarlang.NewSchemaValidator(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if errs := v.Validate(policies); len(errs) > 0 {
 		t.Fatalf("%d converted policies fail validation; first: %v", len(errs), errs[0])
 	}
-	set, err := cedar.NewPolicySet(policies)
+	set, err := cedarlang.NewPolicySet(policies)
 	if err != nil {
 		t.Fatal(err)
 	}
-	authz := residual.NewEngine(s, set, residual.NewCodec(residual.RandomKeyring()), residual.EngineOptions{})
+	authz := engine.NewEngine(s, set, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
 	t.Logf("read back %d ClusterRoles, %d Roles, %d ClusterRoleBindings, %d RoleBindings; converted in %v to %d policies (%d bytes, %d warnings)",
 		len(in.ClusterRoles), len(in.Roles), len(in.ClusterRoleBindings), len(in.RoleBindings), convertTime.Round(time.Millisecond),
 		res.Count, len(res.Policies), len(res.Warnings))
@@ -172,7 +172,7 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 			}
 			continue
 		}
-		req, err := cedar.RequestFromSAR(&specs[i])
+		req, err := cedarlang.RequestFromSAR(&specs[i])
 		if err != nil {
 			t.Fatalf("SAR %d: %v", i, err)
 		}
@@ -184,12 +184,12 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 		if a.allowed {
 			allowed++
 			switch {
-			case req.Verb != cedar.Wildcard && !slices.Contains(s.Verbs, req.Verb):
+			case req.Verb != cedarlang.Wildcard && !slices.Contains(s.Verbs, req.Verb):
 				customVerb++
-			case req.ResourceRequest && req.Subresource == cedar.Wildcard:
+			case req.ResourceRequest && req.Subresource == cedarlang.Wildcard:
 				starSub++
 			}
-			if tg := cedar.ResolveTarget(s, req); tg.Resource != nil && !tg.Resource.Namespaced && req.Namespace != "" {
+			if tg := cedarlang.ResolveTarget(s, req); tg.Resource != nil && !tg.Resource.Namespaced && req.Namespace != "" {
 				nsCluster++
 			}
 			if strings.Contains(req.Resource, "/") {
@@ -240,7 +240,7 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := rbac.Convert(live, in)
+		want, err := rbacconvert.Convert(live, in)
 		if err != nil {
 			t.Fatal(err)
 		}

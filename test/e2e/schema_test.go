@@ -24,8 +24,8 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/openapi"
 
-	"github.com/kcedar/kcedar/internal/crdtest"
-	"github.com/kcedar/kcedar/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/crdtest"
+	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/test/e2e/framework"
 )
 
@@ -59,7 +59,7 @@ func raceBuild() bool {
 // tests generate offline for the same CRDs.
 func TestSchemaExportLive(t *testing.T) {
 	c := framework.Start(t, framework.Options{})
-	crds, err := crdtest.Load("../../schemagen/testdata/crds")
+	crds, err := crdtest.Load("../../internal/schemagen/testdata/crds")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,10 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/policies/rbac"
-	"github.com/kcedar/kcedar/residual"
-	"github.com/kcedar/kcedar/schemagen"
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/rbacconvert"
+	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/test/e2e/framework"
 )
 
@@ -39,7 +39,7 @@ func TestWhoCanRBACParity(t *testing.T) {
 	}
 	applyWhoCanFixture(ctx, t, cs)
 
-	in := &rbac.Input{}
+	in := &rbacconvert.Input{}
 	if err := in.ReadCluster(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
@@ -51,41 +51,41 @@ func TestWhoCanRBACParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := rbac.Convert(s, in)
+	res, err := rbacconvert.Convert(s, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	policies, err := cedar.ParsePolicies("rbac.cedar", res.Policies)
+	policies, err := cedarlang.ParsePolicies("rbac.cedar", res.Policies)
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := cedar.NewPolicySet(policies)
+	set, err := cedarlang.NewPolicySet(policies)
 	if err != nil {
 		t.Fatal(err)
 	}
-	az := residual.NewEngine(s, set, residual.NewCodec(residual.RandomKeyring()), residual.EngineOptions{})
+	az := engine.NewEngine(s, set, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
 
 	// Every subject of every binding the cluster serves, as the
 	// authenticator would present it.
 	type subject struct {
 		desc string
-		user cedar.UserInfo
+		user cedarlang.UserInfo
 	}
 	seen := map[string]bool{}
 	var subjects []subject
 	addSubject := func(sub rbacv1.Subject, bindingNS string) {
-		var u cedar.UserInfo
+		var u cedarlang.UserInfo
 		switch sub.Kind {
 		case rbacv1.UserKind:
-			u = cedar.UserInfo{Name: sub.Name}
+			u = cedarlang.UserInfo{Name: sub.Name}
 		case rbacv1.GroupKind:
-			u = cedar.UserInfo{Name: "wc-member-of:" + sub.Name, Groups: []string{sub.Name}}
+			u = cedarlang.UserInfo{Name: "wc-member-of:" + sub.Name, Groups: []string{sub.Name}}
 		case rbacv1.ServiceAccountKind:
 			ns := sub.Namespace
 			if ns == "" {
 				ns = bindingNS
 			}
-			u = cedar.UserInfo{Name: schemagen.ServiceAccountUserPrefix + ns + ":" + sub.Name, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+			u = cedarlang.UserInfo{Name: schemagen.ServiceAccountUserPrefix + ns + ":" + sub.Name, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
 		default:
 			return
 		}
@@ -106,7 +106,7 @@ func TestWhoCanRBACParity(t *testing.T) {
 		}
 	}
 	// A user in no group, and one in two of the fixture's groups.
-	subjects = append(subjects, subject{"nobody", cedar.UserInfo{Name: "wc-nobody"}}, subject{"two groups", cedar.UserInfo{Name: "wc-two", Groups: []string{"wc-readers", "wc-devs"}}})
+	subjects = append(subjects, subject{"nobody", cedarlang.UserInfo{Name: "wc-nobody"}}, subject{"two groups", cedarlang.UserInfo{Name: "wc-two", Groups: []string{"wc-readers", "wc-devs"}}})
 	t.Logf("%d policies converted from %d ClusterRoleBindings and %d RoleBindings; %d subjects", set.Len(), len(in.ClusterRoleBindings), len(in.RoleBindings), len(subjects))
 
 	questions := []authorizationv1.ResourceAttributes{
@@ -126,7 +126,7 @@ func TestWhoCanRBACParity(t *testing.T) {
 	}
 	sars, allowedCount := 0, 0
 	for _, q := range questions {
-		req := &cedar.Request{ResourceRequest: true, Verb: q.Verb, APIGroup: q.Group, Resource: q.Resource, Subresource: q.Subresource, Namespace: q.Namespace, Name: q.Name}
+		req := &cedarlang.Request{ResourceRequest: true, Verb: q.Verb, APIGroup: q.Group, Resource: q.Resource, Subresource: q.Subresource, Namespace: q.Namespace, Name: q.Name}
 		rv := az.WhoCan(req)
 		if len(rv.Errors) > 0 {
 			t.Fatalf("%s: %v", req, rv.Errors)

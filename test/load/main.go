@@ -34,10 +34,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kcedar/kcedar/internal/testgen"
-	"github.com/kcedar/kcedar/internal/testgen/zoo"
-	"github.com/kcedar/kcedar/policies/rbac"
-	"github.com/kcedar/kcedar/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
+	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
+	"github.com/kcedar/kcedar/internal/rbacconvert"
+	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/test/e2e/framework"
 )
 
@@ -49,7 +49,7 @@ func main() {
 		duration = flag.Duration("duration", 10*time.Second, "measurement time per phase")
 		warmup   = flag.Duration("warmup", 2*time.Second, "warm-up time per phase")
 		rounds   = flag.Int("rounds", 3, "alternate the two phases this many times and report medians (evens out noise)")
-		workload = flag.String("workload", "rbac-like", "rbac-like: testgen.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (policies/rbac) and its generated SubjectAccessReviews; zoo: the policy-shape zoo (internal/testgen/zoo) of -policies policies and its requests")
+		workload = flag.String("workload", "rbac-like", "rbac-like: testgen.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (internal/rbacconvert) and its generated SubjectAccessReviews; zoo: the policy-shape zoo (internal/testing/testgen/zoo) of -policies policies and its requests")
 		startup  = flag.Bool("startup", false, "measure serve start-up (time to ready, RSS) and validate time instead of load")
 	)
 	flag.Parse()
@@ -101,7 +101,7 @@ func rbacWorkload() (string, [][]byte, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	in := &rbac.Input{}
+	in := &rbacconvert.Input{}
 	if err := in.ReadPaths([]string{filepath.Join(root, "policies", "rbac", "testdata", "bootstrap")}); err != nil {
 		return "", nil, err
 	}
@@ -118,7 +118,7 @@ func rbacWorkload() (string, [][]byte, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	res, err := rbac.Convert(s, in)
+	res, err := rbacconvert.Convert(s, in)
 	if err != nil {
 		return "", nil, err
 	}

@@ -38,10 +38,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/internal/testgen"
-	"github.com/kcedar/kcedar/schemagen"
-	"github.com/kcedar/kcedar/server"
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
+	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/server"
 )
 
 var (
@@ -314,7 +314,7 @@ func expected(t *testing.T, set string, bodies [][]byte) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := cedar.NewSchemaValidator(schema)
+	v, err := cedarlang.NewSchemaValidator(schema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func expected(t *testing.T, set string, bodies [][]byte) []string {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := cedar.NewStore([]string{file}, v, quiet)
+	store := cedarlang.NewStore([]string{file}, v, quiet)
 	if err := store.Load(); err != nil {
 		t.Fatal(err)
 	}

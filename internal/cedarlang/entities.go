@@ -1,0 +1,103 @@
+package cedarlang
+
+import (
+	"strings"
+
+	"github.com/cedar-policy/cedar-go/types"
+
+	"github.com/kcedar/kcedar/internal/schemagen"
+)
+
+// PrincipalUID tells Users, ServiceAccounts and Nodes apart by username, as
+// Kubernetes does: system:serviceaccount:<ns>:<name> and system:node:<name>.
+func PrincipalUID(username string) types.EntityUID {
+	if ns, name, ok := serviceAccountName(username); ok && ns != "" && name != "" {
+		return types.NewEntityUID(schemagen.ServiceAccountType, types.String(username))
+	}
+	if name, ok := strings.CutPrefix(username, schemagen.NodeUserPrefix); ok && name != "" {
+		return types.NewEntityUID(schemagen.NodeType, types.String(username))
+	}
+	return types.NewEntityUID(schemagen.UserType, types.String(username))
+}
+
+func serviceAccountName(username string) (ns, name string, ok bool) {
+	rest, ok := strings.CutPrefix(username, schemagen.ServiceAccountUserPrefix)
+	if !ok {
+		return "", "", false
+	}
+	ns, name, ok = strings.Cut(rest, ":")
+	if !ok || strings.Contains(name, ":") {
+		return "", "", false
+	}
+	return ns, name, true
+}
+
+// PrincipalEntity builds the principal: its attributes, a parent k8s::Group per
+// group, and the user's extra as tags (sets of strings).
+func PrincipalEntity(u UserInfo) types.Entity {
+	uid := PrincipalUID(u.Name)
+	groups := make([]types.Value, len(u.Groups))
+	parents := make([]types.EntityUID, len(u.Groups))
+	for i, g := range u.Groups {
+		groups[i] = types.String(g)
+		parents[i] = types.NewEntityUID(schemagen.GroupType, types.String(g))
+	}
+	attrs := types.RecordMap{
+		schemagen.AttrUsername: types.String(u.Name),
+		schemagen.AttrGroups:   types.NewSet(groups...),
+	}
+	if u.UID != "" {
+		attrs[schemagen.AttrUID] = types.String(u.UID)
+	}
+	switch uid.Type {
+	case schemagen.ServiceAccountType:
+		ns, name, _ := serviceAccountName(u.Name)
+		attrs[schemagen.AttrNamespace] = types.String(ns)
+		attrs[schemagen.AttrName] = types.String(name)
+	case schemagen.NodeType:
+		attrs[schemagen.AttrName] = types.String(strings.TrimPrefix(u.Name, schemagen.NodeUserPrefix))
+	}
+	var tags types.Record
+	if len(u.Extra) > 0 {
+		m := make(types.RecordMap, len(u.Extra))
+		for _, k := range sortedExtraKeys(u.Extra) {
+			vals := make([]types.Value, len(u.Extra[k]))
+			for i, v := range u.Extra[k] {
+				vals[i] = types.String(v)
+			}
+			m[types.String(k)] = types.NewSet(vals...)
+		}
+		tags = types.NewRecord(m)
+	}
+	return types.Entity{UID: uid, Parents: types.NewEntityUIDSet(parents...), Attributes: types.NewRecord(attrs), Tags: tags}
+}
+
+// Entities is the entity store of one request: the principal, the resource,
+// the map entities of its objects, and the implicit k8s::Group and k8s::Action
+// entities (every verb action is in k8s::Action::"*").
+type Entities struct {
+	Principal types.Entity
+	Resource  types.Entity
+	Maps      map[types.EntityUID]types.Entity
+}
+
+var allVerbsParent = types.NewEntityUIDSet(schemagen.AllVerbsAction)
+
+// Get implements types.EntityGetter.
+func (e *Entities) Get(uid types.EntityUID) (types.Entity, bool) {
+	switch {
+	case uid == e.Principal.UID:
+		return e.Principal, true
+	case uid == e.Resource.UID && uid.Type != "":
+		return e.Resource, true
+	case uid.Type == schemagen.GroupType:
+		return types.Entity{UID: uid}, true
+	case uid.Type == schemagen.ActionType:
+		if uid.ID == schemagen.AllVerbs {
+			return types.Entity{UID: uid}, true
+		}
+		return types.Entity{UID: uid, Parents: allVerbsParent}, true
+	}
+	ent, ok := e.Maps[uid]
+	return ent, ok
+}

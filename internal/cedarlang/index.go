@@ -1,0 +1,1232 @@
+package cedarlang
+
+import (
+	"hash/maphash"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/cedar-policy/cedar-go/types"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/lib/parallel"
+
+	"github.com/kcedar/kcedar/internal/schemagen"
+)
+
+// The index narrows a request to the policies that can match it, so the cost
+// of a decision grows with the policies that concern the request, not with
+// the size of the set. The rules (docs/architecture.md, "The policy index"):
+//
+//   - From each policy's top-level conjunction (the scope, then every `when`
+//     clause split at `&&`, then every `unless` clause negated: `!(a || b)` is
+//     `!a && !b`, `!!a` is `a`, `!(a != b)` is `a == b`) it extracts the
+//     constraints that equality, `in`, `is`, `.contains` and `.containsAny`
+//     on literals fix, on these dimensions: verb (action, context.verb),
+//     resource type, principal username (principal uid), group, principal
+//     type, ServiceAccount namespace, ServiceAccount or Node name, resource
+//     namespace, name, apiGroup and resource. A disjunction of constraints on
+//     one dimension is their union; several constraints on one dimension all
+//     apply.
+//   - A policy lands in one bucket per (verb, resource type) it allows, and in
+//     each bucket under one key: the value set of its most selective
+//     constraint (fewest policies share it), or "rest" without one.
+//   - Candidates looks up the request's keys, then checks every found policy
+//     against all its constraints. An open request value (namespace or name
+//     "", apiGroup or resource "*") satisfies every constraint on it and finds
+//     every policy keyed on that dimension. An absent attribute (a cluster-
+//     scoped resource's namespace, a User's namespace) satisfies none.
+//   - Values are known to the index only by their hashes: the keys are
+//     64-bit hashes of (bucket, dimension, value) in one open-addressing
+//     table, and the constraints checked after the lookup hold 32-bit value
+//     hashes. Equal values have equal hashes, so a collision can only add a
+//     candidate (which evaluation then rejects), never lose one. A lookup is
+//     one table probe: no string comparison, and no per-bucket map, so its
+//     cost stays one cache miss however large the set grows.
+//   - Errors: for a permit an evaluation error is the same as not matching,
+//     so any conjunct may be used (a permit that would fail on an absent
+//     attribute, which the validator rejects anyway, may then go unreported).
+//     A forbid that fails denies (fail closed), so a forbid relies only on
+//     conjuncts up to the first one that may fail for another reason than
+//     an absent attribute; a constraint after (or on) a conjunct that fails
+//     when attribute A is absent rules the forbid out only when the request
+//     certainly has A (not absent, and not open on an optional attribute).
+type index struct {
+	seed maphash.Seed
+	// valueMask and printMask keep bits of value hashes and fingerprints:
+	// all of them, but for tests that make collisions common.
+	valueMask, printMask uint64
+	buckets              map[bucketKey]*bucket
+	verbs                []uint64 // every verb hash with a bucket, for an unexpanded "*" verb
+	// slots is the keyed lookup: an open-addressing table (linear probing,
+	// at most half full) of keyOf(bucket, tag, dimension, value hash). A
+	// key's home is its low bits; its slot holds the key's high 32 bits as a
+	// fingerprint (never zero: zero is an empty slot) and a reference to its
+	// postings: one policy inline (refInline set), or an offset in postings
+	// where a count precedes the policies. A lookup takes every slot of the
+	// run from the home to the next empty slot whose fingerprint matches,
+	// so keys sharing a fingerprint share their postings (more candidates,
+	// never fewer).
+	slots    []uint64
+	postings []int32
+	// cons holds each policy's constraints, encoded from consAt[i]:
+	// header (dim | needs<<4 | n<<16), then n 32-bit value hashes.
+	cons   []uint32
+	consAt []uint32
+}
+
+const refInline = 1 << 31
+
+func (ix *index) keyPrint(k uint64) uint64 { return max(k>>32&ix.printMask, 1) }
+
+// Dimensions of a constraint.
+const (
+	dVerb uint8 = iota
+	dRType
+	dUser       // principal username (the principal uid's id)
+	dGroup      // a group the principal is in
+	dPType      // principal type
+	dPNamespace // ServiceAccount namespace
+	dPName      // ServiceAccount or Node name
+	dNamespace
+	dName
+	dAPIGroup
+	dResource
+	nDims
+	// dAlt: a disjunction of constraints on principal dimensions that never
+	// fail (username, group): "alice, or a member of admins". A policy keyed
+	// on it is filed under each alternative; it is not checked after the
+	// lookup.
+	dAlt = nDims
+)
+
+// anyID is the bucket key part of an unconstrained verb or resource type. A
+// value hashing to it lands in the unconstrained bucket, which every request
+// reads: more candidates, never fewer.
+const anyID = ^uint64(0)
+
+type bucketKey struct{ verb, rtype uint64 }
+
+type dimKey struct {
+	dim uint8
+	val uint64
+}
+
+type bucket struct {
+	id   uint32
+	dims uint16 // dimensions with keyed policies
+	// Policies are keyed (in the index's slots) under (tag<<4 | dim, value).
+	// Tag 0 is a policy's primary key. A policy whose primary key is on a
+	// resource dimension r (which requests may leave open) is also keyed
+	// under tag r+1 by its most selective principal constraint, for requests
+	// that leave r open; openDims[r] lists those principal dimensions,
+	// openRest[r] the policies without one.
+	openDims [nDims]uint16
+	openRest [nDims][]int32
+	// absent[d] lists the forbids keyed on a constraint that needs d, for
+	// requests where d is absent or may be.
+	absentDims uint16
+	absent     [nDims][]int32
+	rest       []int32
+	keyed      []int32 // every policy keyed in the bucket, in order
+}
+
+// constraint is one extracted fact: the dimension takes one of vals.
+type constraint struct {
+	dim uint8
+	// needs: the dimensions that must be present (not absent, not possibly
+	// absent) for this constraint to rule a forbid out: earlier conjuncts
+	// (and this one) fail when their attribute is absent, and a failing
+	// forbid denies.
+	needs uint16
+	vals  []string
+	// hashes of vals, filled by buildIndex.
+	hashes []uint64
+	// alts: for dAlt, the alternatives (one per dimension).
+	alts []constraint
+}
+
+// parts is c's alternatives, or c itself.
+func (c constraint) parts() []constraint {
+	if c.dim == dAlt {
+		return c.alts
+	}
+	return []constraint{c}
+}
+
+// dimMask is the dimensions c keys on.
+func (c constraint) dimMask() uint16 {
+	var m uint16
+	for _, p := range c.parts() {
+		m |= 1 << p.dim
+	}
+	return m
+}
+
+// extraction is what the index knows about one policy.
+type extraction struct {
+	cons []constraint
+}
+
+func (ix *index) hash(s string) uint64 { return maphash.String(ix.seed, s) & ix.valueMask }
+
+// keyOf is the slot key of (bucket, tag<<4 | dim, value hash): a bijective
+// mix (murmur3's finalizer) of the value hash and the rest, never zero.
+func keyOf(bucket uint32, tagDim uint8, val uint64) uint64 {
+	k := val ^ (uint64(bucket)<<8|uint64(tagDim))*0x9e3779b97f4a7c15
+	k ^= k >> 33
+	k *= 0xff51afd7ed558ccd
+	k ^= k >> 33
+	k *= 0xc4ceb9fe1a85ec53
+	k ^= k >> 33
+	if k == 0 {
+		k = 1
+	}
+	return k
+}
+
+func buildIndex(policies []*Policy) *index {
+	return buildIndexMasked(policies, ^uint64(0), ^uint64(0))
+}
+
+// buildIndexMasked builds the index keeping only the bits of valueMask of
+// every value hash and of printMask of every fingerprint.
+func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
+	ix := &index{seed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask, buckets: map[bucketKey]*bucket{}, consAt: make([]uint32, len(policies)+1)}
+	exts := make([]extraction, len(policies))
+	count := map[dimKey]int32{}
+	for i, p := range policies {
+		exts[i] = extract(p.AST, p.Effect == types.Forbid)
+		for ci := range exts[i].cons {
+			c := &exts[i].cons[ci]
+			ix.hashValues(c)
+			if c.dim == dVerb || c.dim == dRType {
+				continue
+			}
+			for _, part := range c.parts() {
+				for _, h := range part.hashes {
+					count[dimKey{part.dim, h}]++
+				}
+			}
+		}
+	}
+	// keyed collects the postings by slot key: values whose keys collide
+	// share their postings (more candidates, never fewer).
+	keyed := map[uint64][]int32{}
+	verbSeen := map[uint64]bool{}
+	for i := range policies {
+		e := &exts[i]
+		vids := ix.ids(e.values(dVerb))
+		tids := ix.ids(e.values(dRType))
+		// The primary key: the cheapest non-verb, non-type constraint; the
+		// secondary: the cheapest principal constraint that holds whenever
+		// it is read.
+		primary, secondary := -1, -1
+		best, bestP := int64(-1), int64(-1)
+		for ci, c := range e.cons {
+			if c.dim == dVerb || c.dim == dRType {
+				continue
+			}
+			var cost int64
+			for _, part := range c.parts() {
+				for _, h := range part.hashes {
+					cost += int64(count[dimKey{part.dim, h}])
+				}
+			}
+			if !isResourceDim(c.dim) && c.needs == 0 && (bestP < 0 || cost < bestP) {
+				secondary, bestP = ci, cost
+			}
+			if isResourceDim(c.dim) {
+				cost *= 2 // open requests read more
+			}
+			if best < 0 || cost < best {
+				primary, best = ci, cost
+			}
+		}
+		for _, v := range vids {
+			if v != anyID && !verbSeen[v] {
+				verbSeen[v] = true
+				ix.verbs = append(ix.verbs, v)
+			}
+			for _, t := range tids {
+				k := bucketKey{v, t}
+				b := ix.buckets[k]
+				if b == nil {
+					b = &bucket{id: uint32(len(ix.buckets))}
+					ix.buckets[k] = b
+				}
+				if primary < 0 {
+					b.rest = append(b.rest, int32(i))
+					continue
+				}
+				c := e.cons[primary]
+				b.dims |= c.dimMask()
+				b.keyed = append(b.keyed, int32(i))
+				put(keyed, b, 0, c, int32(i))
+				for d := dUser; d < nDims; d++ {
+					if c.needs&(1<<d) != 0 {
+						b.absentDims |= 1 << d
+						b.absent[d] = append(b.absent[d], int32(i))
+					}
+				}
+				if isResourceDim(c.dim) {
+					if secondary < 0 {
+						b.openRest[c.dim] = append(b.openRest[c.dim], int32(i))
+					} else {
+						sc := e.cons[secondary]
+						b.openDims[c.dim] |= sc.dimMask()
+						put(keyed, b, c.dim+1, sc, int32(i))
+					}
+				}
+			}
+		}
+		// Remaining constraints, checked after the lookup.
+		for _, c := range e.cons {
+			if c.dim == dVerb || c.dim == dRType || c.dim == dAlt {
+				continue
+			}
+			ix.cons = append(ix.cons, uint32(c.dim)|uint32(c.needs)<<4|uint32(len(c.vals))<<16)
+			for _, h := range c.hashes {
+				ix.cons = append(ix.cons, uint32(h))
+			}
+		}
+		ix.consAt[i+1] = uint32(len(ix.cons))
+	}
+	ix.cons = slices.Clip(ix.cons)
+	ix.fill(keyed)
+	return ix
+}
+
+// fill lays the keyed postings out in the slot table.
+func (ix *index) fill(keyed map[uint64][]int32) {
+	if len(keyed) == 0 {
+		return
+	}
+	size := 2
+	for size < 2*len(keyed) {
+		size *= 2
+	}
+	ix.slots = make([]uint64, size)
+	mask := uint64(size - 1)
+	n := 0
+	for _, l := range keyed {
+		if len(l) > 1 {
+			n += 1 + len(l)
+		}
+	}
+	ix.postings = make([]int32, 0, n)
+	for _, k := range slices.Sorted(maps.Keys(keyed)) {
+		l := keyed[k]
+		ref := uint64(refInline | uint32(l[0]))
+		if len(l) > 1 {
+			ref = uint64(len(ix.postings))
+			ix.postings = append(ix.postings, int32(len(l)))
+			ix.postings = append(ix.postings, l...)
+		}
+		i := k & mask
+		for ix.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		ix.slots[i] = ix.keyPrint(k)<<32 | ref
+	}
+}
+
+// UnnarrowedReport is what Unnarrowed found.
+type UnnarrowedReport struct {
+	// Policies: every policy that nothing but its verbs and resource types
+	// narrows (no principal, group, username, namespace, name, apiGroup or
+	// resource value the index can use), in policy order.
+	Policies []*Policy
+	// Max: the most of them one request meets, for requests with Verb on
+	// ResourceType ("" when that is any verb or type).
+	Max                int
+	Verb, ResourceType string
+}
+
+// Unnarrowed reports the policies the index cannot narrow beyond their verbs
+// and resource types (those it files under "rest"): each is evaluated for
+// every request of those, so many of them make decisions cost more as the
+// set grows. It needs only the policies' constraints, not an index.
+func Unnarrowed(policies []*Policy) UnnarrowedReport {
+	var r UnnarrowedReport
+	verbs, rtypes := map[string]bool{"": true}, map[string]bool{"": true}
+	rest := map[[2]string]int{}
+	// Each policy's verbs and types, when nothing else narrows it (in
+	// parallel: extraction walks every policy).
+	type found struct {
+		vs, ts []string
+		ok     bool
+	}
+	all := make([]found, len(policies))
+	parallel.For(len(policies), func(i int) {
+		p := policies[i]
+		e := extract(p.AST, p.Effect == types.Forbid)
+		if slices.ContainsFunc(e.cons, func(c constraint) bool { return c.dim != dVerb && c.dim != dRType }) {
+			return
+		}
+		strs := func(c constraint) []string { return c.vals }
+		vs, okV := intersect(e.cons, dVerb, strs)
+		ts, okT := intersect(e.cons, dRType, strs)
+		if okV && len(vs) == 0 || okT && len(ts) == 0 {
+			return // no verb or type: never a candidate
+		}
+		if !okV {
+			vs = []string{""}
+		}
+		if !okT {
+			ts = []string{""}
+		}
+		all[i] = found{vs: slices.Compact(slices.Sorted(slices.Values(vs))), ts: slices.Compact(slices.Sorted(slices.Values(ts))), ok: true}
+	})
+	for i, f := range all {
+		if !f.ok {
+			continue
+		}
+		r.Policies = append(r.Policies, policies[i])
+		for _, v := range f.vs {
+			verbs[v] = true
+			for _, t := range f.ts {
+				rtypes[t] = true
+				rest[[2]string{v, t}]++
+			}
+		}
+	}
+	// A request has one verb and one type: it meets the policies of (verb,
+	// type), (verb, any), (any, type) and (any, any); "" stands for a verb
+	// or type no such policy names.
+	for v := range verbs {
+		for t := range rtypes {
+			n := 0
+			seen := map[[2]string]bool{}
+			for _, k := range [][2]string{{v, t}, {v, ""}, {"", t}, {"", ""}} {
+				if !seen[k] {
+					seen[k] = true
+					n += rest[k]
+				}
+			}
+			if n > r.Max || n == r.Max && (v < r.Verb || v == r.Verb && t < r.ResourceType) {
+				r.Max, r.Verb, r.ResourceType = n, v, t
+			}
+		}
+	}
+	return r
+}
+
+// ScopeResourceType is the one resource type a resource scope allows
+// (`resource is T`, `is T in ...`, `== T::"..."`); ok is false when the scope
+// allows every type.
+func ScopeResourceType(s ast.IsResourceScopeNode) (t types.EntityType, ok bool) {
+	switch v := s.(type) {
+	case ast.ScopeTypeIs:
+		return v.Type, true
+	case ast.ScopeTypeIsIn:
+		return v.Type, true
+	case ast.ScopeTypeEq:
+		return v.Entity.Type, true
+	}
+	return "", false
+}
+
+// put adds policy i to keyed under b, tag and constraint c's values (each
+// alternative's, for dAlt).
+func put(keyed map[uint64][]int32, b *bucket, tag uint8, c constraint, i int32) {
+	for _, part := range c.parts() {
+		for _, h := range slices.Compact(slices.Sorted(slices.Values(part.hashes))) {
+			k := keyOf(b.id, tag<<4|part.dim, h)
+			keyed[k] = append(keyed[k], i)
+		}
+	}
+}
+
+// hashValues fills c's hashes (its alternatives', for dAlt).
+func (ix *index) hashValues(c *constraint) {
+	for j := range c.alts {
+		ix.hashValues(&c.alts[j])
+	}
+	c.hashes = make([]uint64, len(c.vals))
+	for j, v := range c.vals {
+		c.hashes[j] = ix.hash(v)
+	}
+}
+
+func isResourceDim(d uint8) bool {
+	return d == dNamespace || d == dName || d == dAPIGroup || d == dResource
+}
+
+// ids is a verb or type constraint's value hashes, or anyID when
+// unconstrained.
+func (ix *index) ids(hashes []uint64, constrained bool) []uint64 {
+	if !constrained {
+		return []uint64{anyID}
+	}
+	return slices.Compact(slices.Sorted(slices.Values(hashes)))
+}
+
+// values intersects every constraint on dim (verb or resource type) that
+// holds whatever attributes are absent, as value hashes: ok is false when
+// there is none.
+func (e *extraction) values(dim uint8) (hashes []uint64, ok bool) {
+	return intersect(e.cons, dim, func(c constraint) []uint64 { return c.hashes })
+}
+
+// intersect is values over what of(c) gives of each constraint.
+func intersect[T comparable](cons []constraint, dim uint8, of func(constraint) []T) (vals []T, ok bool) {
+	for _, c := range cons {
+		if c.dim != dim || c.needs != 0 {
+			continue
+		}
+		if !ok {
+			vals, ok = slices.Clone(of(c)), true
+			continue
+		}
+		vals = slices.DeleteFunc(vals, func(v T) bool { return !slices.Contains(of(c), v) })
+	}
+	return vals, ok
+}
+
+// CandidateQuery is what the index needs to know about a request (for one
+// verb). Build it with NewCandidateQuery.
+type CandidateQuery struct {
+	Principal types.EntityUID // its id is the username
+	Groups    []string
+	// PrincipalNamespace and PrincipalName: a ServiceAccount's namespace and
+	// name, a Node's name; absent (Has false) for other principals.
+	PrincipalNamespace, PrincipalName QueryValue
+	Verb                              string // "*" finds the policies of every verb
+	ResourceType                      types.EntityType
+	Namespace, Name                   QueryValue
+	APIGroup, Resource                QueryValue
+}
+
+// QueryValue is one request attribute: a value, open (every value: "" name
+// or namespace, "*" apiGroup or resource) or absent.
+type QueryValue struct {
+	Value string
+	Has   bool // present (Value, or open)
+	Open  bool
+	// MayBeAbsent: open, and possibly absent too (k8s::Resource's optional
+	// namespace and name).
+	MayBeAbsent bool
+}
+
+func known(v string) QueryValue { return QueryValue{Value: v, Has: true} }
+
+var openValue = QueryValue{Has: true, Open: true}
+
+// NewCandidateQuery describes req, landing on t, for verb.
+func NewCandidateQuery(req *Request, t Target, verb string) CandidateQuery {
+	q := CandidateQuery{Principal: PrincipalUID(req.User.Name), Groups: req.User.Groups, Verb: verb, ResourceType: t.EntityType}
+	switch q.Principal.Type {
+	case schemagen.ServiceAccountType:
+		ns, name, _ := serviceAccountName(req.User.Name)
+		q.PrincipalNamespace, q.PrincipalName = known(ns), known(name)
+	case schemagen.NodeType:
+		q.PrincipalName = known(strings.TrimPrefix(req.User.Name, schemagen.NodeUserPrefix))
+	}
+	orOpen := func(v, open string) QueryValue {
+		if v == open {
+			return openValue
+		}
+		return known(v)
+	}
+	switch {
+	case t.EntityType == schemagen.NonResourceURLType:
+	case t.Resource != nil:
+		q.APIGroup, q.Resource = known(t.Resource.Key.Group), known(t.Resource.Key.Resource)
+		switch {
+		case t.Resource.Namespaced:
+			q.Namespace = orOpen(req.Namespace, "")
+		case req.Namespace != "":
+			// Cluster-scoped: the namespace a request names is present
+			// (Target.Attributes), else absent.
+			q.Namespace = known(req.Namespace)
+		}
+		q.Name = orOpen(req.Name, "")
+	default:
+		q.APIGroup, q.Resource = orOpen(req.APIGroup, Wildcard), orOpen(req.Resource, Wildcard)
+		q.Namespace, q.Name = orOpen(req.Namespace, ""), orOpen(req.Name, "")
+		q.Namespace.MayBeAbsent = q.Namespace.Open && t.OptionalWhenOpen(schemagen.AttrNamespace)
+		q.Name.MayBeAbsent = q.Name.Open && t.OptionalWhenOpen(schemagen.AttrName)
+	}
+	return q
+}
+
+// lookupState is one request, as the index reads it: value hashes per
+// dimension, open and absent dimensions.
+type lookupState struct {
+	vals       [nDims]uint64
+	has, open  [nDims]bool
+	absentMask uint16 // dimensions absent, or open and possibly absent
+	groups     []uint64
+}
+
+func (s *lookupState) set(ix *index, d uint8, v QueryValue) {
+	s.has[d], s.open[d] = v.Has, v.Open
+	if !v.Has || v.MayBeAbsent {
+		s.absentMask |= 1 << d
+	}
+	if v.Has && !v.Open {
+		s.vals[d] = ix.hash(v.Value)
+	}
+}
+
+// Candidates returns, in policy order, the policies that may match a request
+// described by q: every policy whose evaluation for it can be other than
+// false (or, for a permit, an error). The slice is freshly allocated.
+func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
+	if ps.index == nil {
+		return slices.Clone(ps.Policies)
+	}
+	ix := ps.index
+	var s lookupState
+	s.set(ix, dUser, known(string(q.Principal.ID)))
+	s.set(ix, dPType, known(string(q.Principal.Type)))
+	s.set(ix, dPNamespace, q.PrincipalNamespace)
+	s.set(ix, dPName, q.PrincipalName)
+	s.set(ix, dNamespace, q.Namespace)
+	s.set(ix, dName, q.Name)
+	s.set(ix, dAPIGroup, q.APIGroup)
+	s.set(ix, dResource, q.Resource)
+	s.has[dGroup] = true
+	var groupBuf [8]uint64
+	s.groups = groupBuf[:0]
+	for _, g := range q.Groups {
+		s.groups = append(s.groups, ix.hash(g))
+	}
+
+	verbIDs := []uint64{ix.hash(q.Verb), anyID}
+	if q.Verb == Wildcard {
+		verbIDs = append(slices.Clone(ix.verbs), anyID)
+	}
+	var found []int32
+	var keyBuf [64]uint64
+	keys := keyBuf[:0]
+	typeIDs := [2]uint64{ix.hash(string(q.ResourceType)), anyID}
+	for _, v := range verbIDs {
+		for _, t := range typeIDs {
+			b := ix.buckets[bucketKey{v, t}]
+			if b == nil {
+				continue
+			}
+			found = append(found, b.rest...)
+			if m := b.absentDims & s.absentMask; m != 0 {
+				for d := dUser; d < nDims; d++ {
+					if m&(1<<d) != 0 {
+						found = append(found, b.absent[d]...)
+					}
+				}
+			}
+			if b.dims == 0 {
+				continue
+			}
+			keys, found = ix.collect(keys, found, &s, b, 0, b.dims)
+		}
+	}
+	found = ix.lookupAll(found, keys)
+	if len(found) == 0 {
+		return nil
+	}
+	slices.Sort(found)
+	found = slices.Compact(found)
+
+	out := make([]*Policy, 0, len(found))
+	for _, i := range found {
+		if ix.holds(i, &s) {
+			out = append(out, ps.Policies[i])
+		}
+	}
+	return out
+}
+
+// collect appends to keys the slot keys of b under tag on the dimensions in
+// mask, for the request's values, and to found the policies an open value
+// finds without a lookup.
+func (ix *index) collect(keys []uint64, found []int32, s *lookupState, b *bucket, tag uint8, mask uint16) ([]uint64, []int32) {
+	for d := dUser; d < nDims; d++ {
+		if mask&(1<<d) == 0 {
+			continue
+		}
+		switch {
+		case d == dGroup:
+			for _, g := range s.groups {
+				keys = append(keys, keyOf(b.id, tag<<4|dGroup, g))
+			}
+		case !s.has[d]:
+		case s.open[d]:
+			found = append(found, b.openRest[d]...)
+			keys, found = ix.collect(keys, found, s, b, d+1, b.openDims[d])
+		default:
+			keys = append(keys, keyOf(b.id, tag<<4|d, s.vals[d]))
+		}
+	}
+	return keys, found
+}
+
+// lookupAll appends the postings of every key. The keys' home slots are
+// read in one pass before any is examined: the reads do not depend on each
+// other, so their cache misses overlap instead of following one another.
+func (ix *index) lookupAll(found []int32, keys []uint64) []int32 {
+	if len(ix.slots) == 0 || len(keys) == 0 {
+		return found
+	}
+	mask := uint64(len(ix.slots) - 1)
+	var homeBuf [64]uint64
+	home := homeBuf[:0]
+	for _, k := range keys {
+		home = append(home, ix.slots[k&mask])
+	}
+	for j, k := range keys {
+		fp := ix.keyPrint(k)
+		for i, s := k&mask, home[j]; s != 0; i, s = (i+1)&mask, ix.slots[(i+1)&mask] {
+			if s>>32 != fp {
+				continue
+			}
+			if ref := uint32(s); ref&refInline != 0 {
+				found = append(found, int32(ref&^refInline))
+			} else {
+				found = append(found, ix.postings[ref+1:ref+1+uint32(ix.postings[ref])]...)
+			}
+		}
+	}
+	return found
+}
+
+// holds checks policy i's constraints against the request (by 32-bit value
+// hashes: a collision keeps a policy that evaluation then rejects).
+func (ix *index) holds(i int32, s *lookupState) bool {
+	c := ix.cons[ix.consAt[i]:ix.consAt[i+1]]
+	for len(c) > 0 {
+		h := c[0]
+		d, needs, n := uint8(h&0xf), uint16(h>>4)&0xfff, int(h>>16)
+		vs := c[1 : 1+n]
+		c = c[1+n:]
+		switch {
+		case needs&s.absentMask != 0:
+			// An earlier conjunct may fail: the forbid stays.
+		case d == dGroup:
+			ok := false
+			for _, g := range s.groups {
+				if slices.Contains(vs, uint32(g)) {
+					ok = true
+					break
+				}
+			}
+			if !ok {
+				return false
+			}
+		case !s.has[d]:
+			return false
+		case s.open[d]:
+		case !slices.Contains(vs, uint32(s.vals[d])):
+			return false
+		}
+	}
+	return true
+}
+
+// extract lists the constraints of p's top-level conjunction that the index
+// may rely on (see the rules above).
+func extract(p *ast.Policy, forbid bool) extraction {
+	x := &extractor{guards: map[string]bool{}}
+	x.principalScope(p.Principal)
+	x.actionScope(p.Action)
+	if t, ok := ScopeResourceType(p.Resource); ok {
+		x.add(constraint{dim: dRType, vals: []string{string(t)}})
+	}
+	var conj []ast.IsNode
+	for _, c := range p.Conditions {
+		if c.Condition == ast.ConditionUnless {
+			conj = appendConjuncts(conj, negate(c.Body))
+		} else {
+			conj = appendConjuncts(conj, c.Body)
+		}
+	}
+	var pending uint16 // dims of earlier forbid conjuncts that fail when absent
+	for _, n := range conj {
+		if h, isHas := n.(ast.NodeTypeHas); isHas {
+			// A top-level `has` guards the reads after it.
+			if v, ok := h.Arg.(ast.NodeTypeVariable); ok {
+				x.guards[string(v.Name)+"."+string(h.Value)] = true
+			}
+			continue
+		}
+		cs, ok, mayFail := x.atom(n)
+		var own uint16
+		if ok && mayFail && forbid {
+			for _, c := range cs {
+				own |= 1 << c.dim
+			}
+		}
+		if ok {
+			for _, c := range cs {
+				if forbid {
+					c.needs = pending | own
+				}
+				x.add(c)
+			}
+		}
+		if !forbid {
+			continue
+		}
+		pending |= own
+		// A forbid relies on nothing past a conjunct that may fail for
+		// another reason than an absent attribute.
+		if !ok && !x.errorFree(n) {
+			break
+		}
+	}
+	return extraction{cons: x.cons}
+}
+
+type extractor struct {
+	cons   []constraint
+	guards map[string]bool // "principal.namespace" after `principal has namespace`
+	ptypes []string        // principal types fixed so far (nil: any)
+}
+
+func (x *extractor) add(c constraint) {
+	if c.dim == dPType {
+		if x.ptypes == nil {
+			x.ptypes = slices.Clone(c.vals)
+		} else {
+			x.ptypes = slices.DeleteFunc(x.ptypes, func(v string) bool { return !slices.Contains(c.vals, v) })
+		}
+	}
+	x.cons = append(x.cons, c)
+}
+
+func (x *extractor) principalScope(s ast.IsPrincipalScopeNode) {
+	switch v := s.(type) {
+	case ast.ScopeTypeEq:
+		x.addAll(principalIs(v.Entity))
+	case ast.ScopeTypeIn:
+		x.addAll(principalIn(v.Entity))
+	case ast.ScopeTypeIs:
+		x.add(constraint{dim: dPType, vals: []string{string(v.Type)}})
+	case ast.ScopeTypeIsIn:
+		x.add(constraint{dim: dPType, vals: []string{string(v.Type)}})
+		x.addAll(principalIn(v.Entity))
+	}
+}
+
+func (x *extractor) addAll(cs []constraint) {
+	for _, c := range cs {
+		x.add(c)
+	}
+}
+
+func principalIs(e types.EntityUID) []constraint {
+	return []constraint{{dim: dPType, vals: []string{string(e.Type)}}, {dim: dUser, vals: []string{string(e.ID)}}}
+}
+
+// principalIn: principals' only ancestors are groups, so `principal in X`
+// matches a group's members when X is a group and otherwise only X itself.
+func principalIn(e types.EntityUID) []constraint {
+	if e.Type == schemagen.GroupType {
+		return []constraint{{dim: dGroup, vals: []string{string(e.ID)}}}
+	}
+	return principalIs(e)
+}
+
+func (x *extractor) actionScope(s ast.IsActionScopeNode) {
+	switch v := s.(type) {
+	case ast.ScopeTypeEq:
+		x.add(constraint{dim: dVerb, vals: []string{actionKey(v.Entity)}})
+	case ast.ScopeTypeIn:
+		if vs, ok := actionIn([]types.EntityUID{v.Entity}); ok {
+			x.add(constraint{dim: dVerb, vals: vs})
+		}
+	case ast.ScopeTypeInSet:
+		if vs, ok := actionIn(v.Entities); ok {
+			x.add(constraint{dim: dVerb, vals: vs})
+		}
+	}
+}
+
+// actionIn: every verb action's only parent is k8s::Action::"*", so `action
+// in A` is `action == A` unless A is "*" (any verb).
+func actionIn(es []types.EntityUID) ([]string, bool) {
+	out := make([]string, 0, len(es))
+	for _, e := range es {
+		if e == schemagen.AllVerbsAction {
+			return nil, false
+		}
+		out = append(out, actionKey(e))
+	}
+	return out, true
+}
+
+// actionKey is the verb of a k8s::Action; other entities get a key no request
+// uses, since a request's action is always a k8s::Action.
+func actionKey(e types.EntityUID) string {
+	if e.Type != schemagen.ActionType {
+		return "\x00" + string(e.Type) + "::" + string(e.ID)
+	}
+	return string(e.ID)
+}
+
+// appendConjuncts splits n at top-level `&&`, left to right (the order Cedar
+// evaluates them in).
+func appendConjuncts(out []ast.IsNode, n ast.IsNode) []ast.IsNode {
+	if a, ok := n.(ast.NodeTypeAnd); ok {
+		return appendConjuncts(appendConjuncts(out, a.Left), a.Right)
+	}
+	return append(out, n)
+}
+
+// negate is `!n`, pushed inward where that keeps Cedar's meaning, errors
+// included: `!(a || b)` is `!a && !b`, `!!a` is `a`, `!(a != b)` is `a == b`.
+func negate(n ast.IsNode) ast.IsNode {
+	switch v := n.(type) {
+	case ast.NodeTypeNot:
+		return v.Arg
+	case ast.NodeTypeNotEquals:
+		return ast.NodeTypeEquals{BinaryNode: v.BinaryNode}
+	case ast.NodeTypeOr:
+		return ast.NodeTypeAnd{BinaryNode: ast.BinaryNode{Left: negate(v.Left), Right: negate(v.Right)}}
+	}
+	return ast.NodeTypeNot{UnaryNode: ast.UnaryNode{Arg: n}}
+}
+
+// attr names a recognized attribute read: the dimension it fixes, and
+// whether reading it may fail (the attribute may be absent).
+func (x *extractor) attr(n ast.IsNode) (dim uint8, mayFail, ok bool) {
+	a, isAccess := n.(ast.NodeTypeAccess)
+	if !isAccess {
+		return 0, false, false
+	}
+	v, isVar := a.Arg.(ast.NodeTypeVariable)
+	if !isVar {
+		return 0, false, false
+	}
+	guarded := x.guards[string(v.Name)+"."+string(a.Value)]
+	onlyTypes := func(ts ...types.EntityType) bool {
+		if x.ptypes == nil {
+			return false
+		}
+		for _, t := range x.ptypes {
+			if !slices.Contains(ts, types.EntityType(t)) {
+				return false
+			}
+		}
+		return true
+	}
+	switch v.Name {
+	case "principal":
+		switch a.Value {
+		case schemagen.AttrUsername:
+			return dUser, false, true
+		case schemagen.AttrNamespace:
+			return dPNamespace, !guarded && !onlyTypes(schemagen.ServiceAccountType), true
+		case schemagen.AttrName:
+			return dPName, !guarded && !onlyTypes(schemagen.ServiceAccountType, schemagen.NodeType), true
+		}
+	case "context":
+		if a.Value == schemagen.AttrVerb {
+			return dVerb, false, true
+		}
+	case "resource":
+		switch a.Value {
+		case schemagen.AttrNamespace:
+			return dNamespace, !guarded, true
+		case schemagen.AttrName:
+			return dName, !guarded, true
+		case schemagen.AttrAPIGroup:
+			return dAPIGroup, !guarded, true
+		case schemagen.AttrResource:
+			return dResource, !guarded, true
+		}
+	}
+	return 0, false, false
+}
+
+func isVar(n ast.IsNode, name string) bool {
+	v, ok := n.(ast.NodeTypeVariable)
+	return ok && string(v.Name) == name
+}
+
+func literalString(n ast.IsNode) (string, bool) {
+	v, ok := n.(ast.NodeValue)
+	if !ok {
+		return "", false
+	}
+	s, ok := v.Value.(types.String)
+	return string(s), ok
+}
+
+func literalEntity(n ast.IsNode) (types.EntityUID, bool) {
+	v, ok := n.(ast.NodeValue)
+	if !ok {
+		return types.EntityUID{}, false
+	}
+	e, ok := v.Value.(types.EntityUID)
+	return e, ok
+}
+
+// literalSet returns the elements of a set literal made of literals.
+func literalSet(n ast.IsNode) ([]ast.IsNode, bool) {
+	switch s := n.(type) {
+	case ast.NodeTypeSet:
+		for _, e := range s.Elements {
+			if _, ok := e.(ast.NodeValue); !ok {
+				return nil, false
+			}
+		}
+		return s.Elements, true
+	case ast.NodeValue:
+		sv, ok := s.Value.(types.Set)
+		if !ok {
+			return nil, false
+		}
+		var out []ast.IsNode
+		for e := range sv.All() {
+			out = append(out, ast.NodeValue{Value: e})
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+func literalStrings(n ast.IsNode) ([]string, bool) {
+	els, ok := literalSet(n)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(els))
+	for _, e := range els {
+		s, ok := literalString(e)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+// atom extracts the constraints one conjunct implies. ok is false when it
+// implies none the index knows; mayFail when evaluating it may fail (only
+// because a read attribute is absent).
+func (x *extractor) atom(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
+	one := func(dim uint8, vals ...string) []constraint { return []constraint{{dim: dim, vals: vals}} }
+	switch v := n.(type) {
+	case ast.NodeTypeEquals:
+		for _, lr := range [2][2]ast.IsNode{{v.Left, v.Right}, {v.Right, v.Left}} {
+			field, lit := lr[0], lr[1]
+			if e, isEnt := literalEntity(lit); isEnt {
+				switch {
+				case isVar(field, "principal"):
+					return principalIs(e), true, false
+				case isVar(field, "action"):
+					return one(dVerb, actionKey(e)), true, false
+				case isVar(field, "resource"):
+					return one(dRType, string(e.Type)), true, false
+				}
+				continue
+			}
+			s, isStr := literalString(lit)
+			if !isStr {
+				continue
+			}
+			if dim, fail, isAttr := x.attr(field); isAttr {
+				return one(dim, s), true, fail
+			}
+		}
+	case ast.NodeTypeIn:
+		if e, isEnt := literalEntity(v.Right); isEnt {
+			switch {
+			case isVar(v.Left, "principal"):
+				return principalIn(e), true, false
+			case isVar(v.Left, "action"):
+				if vs, ok := actionIn([]types.EntityUID{e}); ok {
+					return one(dVerb, vs...), true, false
+				}
+			}
+			return nil, false, false
+		}
+		if isVar(v.Left, "principal") {
+			if els, isSet := literalSet(v.Right); isSet {
+				return principalInSet(els)
+			}
+			return nil, false, false
+		}
+		if isVar(v.Left, "action") {
+			els, isSet := literalSet(v.Right)
+			if !isSet {
+				return nil, false, false
+			}
+			es := make([]types.EntityUID, 0, len(els))
+			for _, el := range els {
+				e, isEnt := literalEntity(el)
+				if !isEnt {
+					return nil, false, false
+				}
+				es = append(es, e)
+			}
+			if vs, ok := actionIn(es); ok {
+				return one(dVerb, vs...), true, false
+			}
+		}
+	case ast.NodeTypeIs:
+		switch {
+		case isVar(v.Left, "principal"):
+			return one(dPType, string(v.EntityType)), true, false
+		case isVar(v.Left, "resource"):
+			return one(dRType, string(v.EntityType)), true, false
+		}
+	case ast.NodeTypeIsIn:
+		if e, isEnt := literalEntity(v.Entity); isEnt && isVar(v.Left, "principal") {
+			return append(one(dPType, string(v.EntityType)), principalIn(e)...), true, false
+		}
+	case ast.NodeTypeContains:
+		// ["a","b"].contains(<attr>) and principal.groups.contains("g")
+		if vals, isSet := literalStrings(v.Left); isSet {
+			if dim, fail, isAttr := x.attr(v.Right); isAttr {
+				return one(dim, vals...), true, fail
+			}
+		}
+		if isGroups(v.Left) {
+			if s, isStr := literalString(v.Right); isStr {
+				return one(dGroup, s), true, false
+			}
+		}
+	case ast.NodeTypeContainsAny:
+		// principal.groups.containsAny([...]), [...].containsAny(principal.groups)
+		for _, lr := range [2][2]ast.IsNode{{v.Left, v.Right}, {v.Right, v.Left}} {
+			if isGroups(lr[0]) {
+				if vals, isSet := literalStrings(lr[1]); isSet {
+					return one(dGroup, vals...), true, false
+				}
+			}
+		}
+	case ast.NodeTypeContainsAll:
+		// principal.groups.containsAll([...]): each one is needed.
+		if isGroups(v.Left) {
+			if vals, isSet := literalStrings(v.Right); isSet && len(vals) > 0 {
+				cs := make([]constraint, len(vals))
+				for i, g := range vals {
+					cs[i] = constraint{dim: dGroup, vals: []string{g}}
+				}
+				return cs, true, false
+			}
+		}
+	case ast.NodeTypeOr:
+		// A disjunction of constraints on one dimension is their union.
+		l, lok, lfail := x.atom(v.Left)
+		r, rok, rfail := x.atom(v.Right)
+		if !lok || !rok {
+			break
+		}
+		if len(l) == 1 && len(r) == 1 && l[0].dim == r[0].dim && l[0].dim != dAlt {
+			return one(l[0].dim, append(slices.Clone(l[0].vals), r[0].vals...)...), true, lfail || rfail
+		}
+		// Across username and group: one alternative per dimension.
+		la, lalt := alternative(l)
+		ra, ralt := alternative(r)
+		if lfail || rfail || !lalt || !ralt {
+			break
+		}
+		var alts []constraint
+		for _, a := range append(la, ra...) {
+			if i := slices.IndexFunc(alts, func(b constraint) bool { return b.dim == a.dim }); i >= 0 {
+				alts[i].vals = append(slices.Clone(alts[i].vals), a.vals...)
+			} else {
+				alts = append(alts, constraint{dim: a.dim, vals: a.vals})
+			}
+		}
+		if len(alts) == 1 {
+			return alts, true, false
+		}
+		return []constraint{{dim: dAlt, alts: alts}}, true, false
+	}
+	return nil, false, false
+}
+
+// principalInSet: `principal in [...]` is in one of them; extracted when
+// they are all groups, or all entities of one other type (which a principal
+// is in only by being one).
+func principalInSet(els []ast.IsNode) (cs []constraint, ok, mayFail bool) {
+	var groups, ids []string
+	var typ types.EntityType
+	for _, el := range els {
+		e, isEnt := literalEntity(el)
+		switch {
+		case !isEnt:
+			return nil, false, false
+		case e.Type == schemagen.GroupType:
+			groups = append(groups, string(e.ID))
+		case typ != "" && e.Type != typ:
+			return nil, false, false
+		default:
+			typ = e.Type
+			ids = append(ids, string(e.ID))
+		}
+	}
+	switch {
+	case len(groups) > 0 && len(ids) == 0:
+		return []constraint{{dim: dGroup, vals: groups}}, true, false
+	case len(ids) > 0 && len(groups) == 0:
+		return []constraint{{dim: dPType, vals: []string{string(typ)}}, {dim: dUser, vals: ids}}, true, false
+	}
+	return nil, false, false
+}
+
+// alternative is what one side of a disjunction implies on username or
+// group: a dAlt's alternatives, or one username or group constraint of the
+// side (each of a side's constraints holds when it does).
+func alternative(cs []constraint) ([]constraint, bool) {
+	for _, c := range cs {
+		switch c.dim {
+		case dAlt:
+			return c.alts, true
+		case dUser, dGroup:
+			return []constraint{c}, true
+		}
+	}
+	return nil, false
+}
+
+func isGroups(n ast.IsNode) bool {
+	a, ok := n.(ast.NodeTypeAccess)
+	return ok && isVar(a.Arg, "principal") && a.Value == schemagen.AttrGroups
+}
+
+// errorFree reports whether evaluating n certainly cannot fail (conservative:
+// false when unsure). Only boolean-valued forms over always-present inputs.
+func (x *extractor) errorFree(n ast.IsNode) bool {
+	switch v := n.(type) {
+	case ast.NodeValue:
+		_, ok := v.Value.(types.Boolean)
+		return ok
+	case ast.NodeTypeHas:
+		return isVar(v.Arg, "principal") || isVar(v.Arg, "resource")
+	case ast.NodeTypeIs:
+		return isVar(v.Left, "principal") || isVar(v.Left, "resource")
+	case ast.NodeTypeNot:
+		return x.errorFree(v.Arg)
+	case ast.NodeTypeAnd:
+		return x.errorFree(v.Left) && x.errorFree(v.Right)
+	case ast.NodeTypeOr:
+		return x.errorFree(v.Left) && x.errorFree(v.Right)
+	case ast.NodeTypeEquals:
+		return x.valueErrorFree(v.Left) && x.valueErrorFree(v.Right)
+	case ast.NodeTypeNotEquals:
+		return x.valueErrorFree(v.Left) && x.valueErrorFree(v.Right)
+	default:
+		// Recognized atoms that cannot fail: in, is, contains on literals.
+		_, ok, fail := x.atom(n)
+		return ok && !fail
+	}
+}
+
+// valueErrorFree: reading n cannot fail (literals, variables, attributes
+// that are always present).
+func (x *extractor) valueErrorFree(n ast.IsNode) bool {
+	switch n.(type) {
+	case ast.NodeValue, ast.NodeTypeVariable:
+		return true
+	}
+	if isGroups(n) {
+		return true
+	}
+	_, fail, ok := x.attr(n)
+	return ok && !fail
+}

@@ -1,0 +1,348 @@
+package cedarlang
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	cedarlib "github.com/cedar-policy/cedar-go"
+	"github.com/cedar-policy/cedar-go/types"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
+
+	"github.com/kcedar/kcedar/internal/lib/cedarlex"
+	"github.com/kcedar/kcedar/internal/schemagen"
+)
+
+// Limits on policy input; anything larger is refused before it is parsed.
+const (
+	MaxPolicyFileBytes = 8 << 20
+	// MaxNesting bounds brackets and parentheses: cedar-go's recursive parser
+	// would otherwise overflow the stack on hostile input (a fatal error, not a panic).
+	MaxNesting = 64
+	// MaxExpressionDepth bounds the depth of a policy's expression tree, counted
+	// conservatively from its tokens (every operator, `.`, `if`, `in`, `has`,
+	// `like`, `is` and bracket counts as a level). Long chains such as
+	// `a || b || ...` or `!!!!x` need no brackets, yet cedar-go compiles and
+	// evaluates them recursively (about 2.5 KB of stack per level): a million
+	// levels is a fatal stack overflow.
+	MaxExpressionDepth = 1000
+)
+
+// Policy is one parsed policy with the facts kcedar needs about it.
+type Policy struct {
+	ID       string
+	Reason   string // the @reason annotation, shown to users
+	Effect   types.Effect
+	Source   string // file:line:column
+	AST      *ast.Policy
+	Compiled *cedarlib.Policy
+	// UsesObjects is set when the policy mentions resource.object or
+	// resource.oldObject: only then does partial evaluation need the objects.
+	UsesObjects bool
+}
+
+// Describe is the policy's @reason, or its id.
+func (p *Policy) Describe() string {
+	if p.Reason != "" {
+		return p.Reason
+	}
+	return p.ID
+}
+
+// ParsePolicies parses one Cedar policy document strictly: input size and
+// nesting are bounded, trailing garbage is an error, and each policy's id comes
+// from its @id annotation (else file:line).
+func ParsePolicies(fileName string, src []byte) ([]*Policy, error) {
+	if len(src) > MaxPolicyFileBytes {
+		return nil, fmt.Errorf("%s: %d bytes is over the limit of %d", fileName, len(src), MaxPolicyFileBytes)
+	}
+	ends, err := checkNesting(src)
+	if err != nil {
+		return nil, fmt.Errorf("%s:%v", fileName, err)
+	}
+	list, lines, err := parseChunked(fileName, src, ends)
+	if err != nil {
+		return nil, parseError(fileName, err)
+	}
+	out := make([]*Policy, 0, len(list))
+	for i, cp := range list {
+		a := (*ast.Policy)(cp.AST())
+		p := &Policy{Effect: cp.Effect(), AST: a, Compiled: cp}
+		pos := cp.Position()
+		p.Source = fmt.Sprintf("%s:%d:%d", fileName, pos.Line+lines[i], pos.Column)
+		p.ID = p.Source
+		for _, an := range a.Annotations {
+			switch an.Key {
+			case "id":
+				if an.Value == "" {
+					return nil, fmt.Errorf("%s: @id is empty", p.Source)
+				}
+				p.ID = string(an.Value)
+			case "reason":
+				p.Reason = string(an.Value)
+			}
+		}
+		if err := checkScope(a); err != nil {
+			return nil, fmt.Errorf("%s: policy %s: %v", p.Source, p.ID, err)
+		}
+		p.UsesObjects = mentionsObjects(a)
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// chunkPolicies is how many policies parseChunked hands cedar-go at a time.
+// cedar-go tokenizes its whole input into one slice before parsing; on a
+// file of thousands of policies that slice is megabytes, regrown and
+// rescanned by the GC, which made parsing most of the start-up time of a
+// 100,000-policy set. Chunks keep it small.
+const chunkPolicies = 64
+
+// parseChunked parses src as cedar-go would, chunkPolicies policies at a
+// time, split at the top-level semicolons checkNesting found (ends). Each
+// chunk keeps its columns: the part of its first line before it is blanked
+// (one space per rune), and lines[i] is the number of lines before policy
+// i's chunk, to add to its position. On any error the whole file is parsed
+// again, so errors (and their positions) are cedar-go's own.
+func parseChunked(fileName string, src []byte, ends []int) (list cedarlib.PolicyList, lines []int, err error) {
+	whole := func() (cedarlib.PolicyList, []int, error) {
+		list, err := cedarlib.NewPolicyListFromBytes(fileName, src)
+		return list, make([]int, len(list)), err
+	}
+	if len(ends) <= chunkPolicies {
+		return whole()
+	}
+	var buf []byte
+	start, line := 0, 0 // chunk start offset, and the lines before it
+	for i := chunkPolicies; ; i += chunkPolicies {
+		end := len(src)
+		if i < len(ends) {
+			end = ends[i-1]
+		}
+		lineStart := bytes.LastIndexByte(src[:start], '\n') + 1
+		buf = buf[:0]
+		for range utf8.RuneCount(src[lineStart:start]) {
+			buf = append(buf, ' ')
+		}
+		buf = append(buf, src[start:end]...)
+		chunk, err := cedarlib.NewPolicyListFromBytes(fileName, buf)
+		if err != nil {
+			return whole()
+		}
+		list = append(list, chunk...)
+		for range chunk {
+			lines = append(lines, line)
+		}
+		if end == len(src) {
+			break
+		}
+		line += bytes.Count(src[start:end], []byte{'\n'})
+		start = end
+	}
+	return list, lines, nil
+}
+
+// checkScope refuses scopes that name a specific resource entity: resource
+// entities have no meaningful ids (their names are attributes).
+func checkScope(a *ast.Policy) error {
+	switch s := a.Resource.(type) {
+	case ast.ScopeTypeEq:
+		return fmt.Errorf("the resource scope names entity %s; resource entities have no ids, constrain resource.name/resource.namespace in a when clause and the type with `resource is %s`", s.Entity, s.Entity.Type)
+	case ast.ScopeTypeIn:
+		return fmt.Errorf("the resource scope `in %s` never matches: resource entities have no parents; use `resource is <type>` and attributes", s.Entity)
+	case ast.ScopeTypeIsIn:
+		return fmt.Errorf("the resource scope `is %s in %s` never matches: resource entities have no parents", s.Type, s.Entity)
+	}
+	return nil
+}
+
+// parseError rewrites cedar-go's parse errors ("parser error: parse error at
+// f.cedar:1:61 "!": unexpected effect: garbage") to start with the position:
+// "f.cedar:1:61: unexpected effect: garbage (at "!")".
+func parseError(fileName string, err error) error {
+	msg := strings.Replace(err.Error(), "<input>", fileName, 1)
+	msg = strings.TrimPrefix(msg, "parser error: ")
+	msg = strings.TrimPrefix(msg, "parse error at ")
+	if rest, ok := strings.CutPrefix(msg, fileName+":"); ok {
+		// rest is `line:col: msg` or `line:col "tok": msg`.
+		if pos, tail, ok := strings.Cut(rest, " "); ok && strings.HasPrefix(tail, "\"") && !strings.HasSuffix(pos, ":") {
+			if tok, text, ok := strings.Cut(tail, ": "); ok {
+				if tok == `""` {
+					tok = "the end of the input"
+				}
+				return fmt.Errorf("%s:%s: %s (at %s)", fileName, pos, text, tok)
+			}
+		}
+		return errors.New(msg)
+	}
+	return fmt.Errorf("%s: %s", fileName, msg)
+}
+
+// checkNesting bounds the bracket nesting (MaxNesting) and the expression
+// depth (MaxExpressionDepth) of src before cedar-go sees it. It reads the
+// source with cedarlex, which tokenizes as cedar-go's scanner does: brackets in
+// strings and comments (both `// line` and `/* block */`) do not count.
+// Whatever it cannot make sense of, cedar-go's scanner rejects before parsing.
+//
+// The depth is an upper bound on the expression tree's depth: within a bracket
+// group, each comma- or semicolon-separated segment is at most as deep as its
+// operator tokens plus its deepest nested group, and a group is one deeper than
+// its deepest segment.
+func checkNesting(src []byte) (ends []int, err error) {
+	type frame struct {
+		ops, maxChild, maxSeg int
+	}
+	stack := make([]frame, 1, 16)
+	var policy cedarlex.Pos // where the current top-level segment starts (Line 0: not yet)
+	endSegment := func() error {
+		top := &stack[len(stack)-1]
+		top.maxSeg = max(top.maxSeg, top.ops+top.maxChild)
+		top.ops, top.maxChild = 0, 0
+		if top.maxSeg+1 > MaxExpressionDepth {
+			return fmt.Errorf("%s: the policy starting here is nested too deeply (over %d levels, counting every operator); split it into several policies or use sets such as [\"a\", \"b\"].contains(x)", policy, MaxExpressionDepth)
+		}
+		return nil
+	}
+	closeGroup := func() error {
+		if err := endSegment(); err != nil {
+			return err
+		}
+		d := stack[len(stack)-1].maxSeg + 1
+		stack = stack[:len(stack)-1]
+		parent := &stack[len(stack)-1]
+		parent.maxChild = max(parent.maxChild, d)
+		return nil
+	}
+	lx := cedarlex.New(src)
+	for {
+		tok, err := lx.Next()
+		if err != nil {
+			return nil, err
+		}
+		if tok.Kind == cedarlex.EOF {
+			break
+		}
+		if tok.Kind.IsComment() {
+			continue
+		}
+		c := src[tok.Pos.Offset]
+		if len(stack) == 1 && policy.Line == 0 && c != ';' {
+			policy = tok.Pos
+		}
+		switch tok.Kind {
+		case cedarlex.Ident:
+			switch string(src[tok.Pos.Offset:tok.End]) {
+			case "if", "in", "has", "like", "is":
+				stack[len(stack)-1].ops++
+			}
+		case cedarlex.Punct, cedarlex.Invalid:
+			switch c {
+			case '(', '[', '{':
+				if len(stack) > MaxNesting {
+					return nil, fmt.Errorf("%s: nesting deeper than %d", tok.Pos, MaxNesting)
+				}
+				stack = append(stack, frame{})
+			case ')', ']', '}':
+				// An unbalanced closer is a syntax error cedar-go reports; never
+				// let it lower the count.
+				if len(stack) > 1 {
+					if err := closeGroup(); err != nil {
+						return nil, err
+					}
+				}
+			case ',', ';':
+				if err := endSegment(); err != nil {
+					return nil, err
+				}
+				if c == ';' && len(stack) == 1 {
+					stack[0] = frame{}
+					policy = cedarlex.Pos{}
+					ends = append(ends, tok.End)
+				}
+			case '|', '&', '=', '!', '<', '>', '+', '-', '*', '.':
+				stack[len(stack)-1].ops++
+			}
+		}
+	}
+	for len(stack) > 1 {
+		if err := closeGroup(); err != nil {
+			return nil, err
+		}
+	}
+	return ends, endSegment()
+}
+
+// mentionsObjects reports whether the policy reads resource.object or
+// resource.oldObject (or tests for them with has).
+func mentionsObjects(p *ast.Policy) bool {
+	found := false
+	for _, c := range p.Conditions {
+		ast.Inspect(ast.NewNode(c.Body), func(n ast.IsNode) bool {
+			switch v := n.(type) {
+			case ast.NodeTypeAccess:
+				if v.Value == schemagen.AttrObject || v.Value == schemagen.AttrOldObject {
+					found = true
+				}
+			case ast.NodeTypeHas:
+				if v.Value == schemagen.AttrObject || v.Value == schemagen.AttrOldObject {
+					found = true
+				}
+			}
+			return !found
+		})
+	}
+	return found
+}
+
+// PolicySet is an immutable, indexed set of policies: one snapshot of the store.
+type PolicySet struct {
+	Policies []*Policy
+	byID     map[string]*Policy
+	index    *index
+	// Generation counts successful loads of the store that produced this set.
+	Generation uint64
+	// Schema is the schema the set was validated against (Store.Schema when
+	// it loaded), nil if the store has none. Decisions on this set use it,
+	// so a schema refresh swaps the schema and the set in one step.
+	Schema *schemagen.Schema
+}
+
+// NewPolicySet indexes policies; ids must be unique.
+func NewPolicySet(policies []*Policy) (*PolicySet, error) {
+	ps := &PolicySet{Policies: policies, byID: make(map[string]*Policy, len(policies))}
+	var dups []string
+	for _, p := range policies {
+		if prev, ok := ps.byID[p.ID]; ok {
+			dups = append(dups, fmt.Sprintf("policy id %q is used at %s and %s", p.ID, prev.Source, p.Source))
+			continue
+		}
+		ps.byID[p.ID] = p
+	}
+	if len(dups) > 0 {
+		sort.Strings(dups)
+		return nil, errors.New(strings.Join(dups, "; "))
+	}
+	ps.index = buildIndex(policies)
+	return ps, nil
+}
+
+// Get returns the policy with the given id.
+func (ps *PolicySet) Get(id string) (*Policy, bool) {
+	p, ok := ps.byID[id]
+	return p, ok
+}
+
+// Unindexed returns the same set without its index: every policy is a
+// candidate for every request. Decisions must not change; it exists to check
+// that (differential tests) and to rule the index out when debugging.
+func (ps *PolicySet) Unindexed() *PolicySet {
+	c := *ps
+	c.index = nil
+	return &c
+}
+
+// Len is the number of policies.
+func (ps *PolicySet) Len() int { return len(ps.Policies) }

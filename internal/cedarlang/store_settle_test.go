@@ -1,0 +1,328 @@
+package cedarlang
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func forbidPolicy(id string) string {
+	return "@id(\"" + id + "\")\nforbid(principal, action, resource is core::pods) when { resource.namespace == \"prod\" };\n"
+}
+
+// settleStore is a store with a settle window whose waits run step instead
+// of sleeping: each wait is one step of a writer, so the interleaving of
+// writes and reads is exact.
+func settleStore(t *testing.T, paths []string, steps ...func()) (*Store, *recorder, *int) {
+	s, rec := newStore(t, paths, nil)
+	s.Settle = time.Hour // never actually slept
+	waits := 0
+	s.sleep = func(d time.Duration) {
+		if d != s.Settle {
+			t.Fatalf("slept %v, want the settle window", d)
+		}
+		if waits < len(steps) && steps[waits] != nil {
+			steps[waits]()
+		}
+		waits++
+	}
+	return s, rec, &waits
+}
+
+// inPlace opens path with O_TRUNC, as `cat >`, editors and copy tools do.
+func inPlace(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func writeString(t *testing.T, f *os.File, s string) {
+	t.Helper()
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An in-place writer that pauses between the first policy and the rest is
+// never loaded half-written: the half file reads differently one settle
+// window later, and only the complete file, read the same twice, loads.
+func TestStoreInPlaceWriterIsLoadedOnlyWhenComplete(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.cedar")
+	old := policy("allow") + forbidPolicy("deny-prod")
+	writeFile(t, file, old)
+	var f *os.File
+	s, rec, waits := settleStore(t, []string{dir},
+		nil, // the first load settles
+		func() { writeString(t, f, forbidPolicy("deny-prod")+policy("new")); f.Close() },
+	)
+	if err := s.Load(); err != nil || !slices.Equal(ids(s.Current()), []string{"allow", "deny-prod"}) {
+		t.Fatalf("first load: %v %v", err, ids(s.Current()))
+	}
+	// The writer truncates and writes the permit only, then pauses.
+	f = inPlace(t, file)
+	writeString(t, f, policy("allow"))
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(s.Current()); !slices.Equal(got, []string{"allow", "deny-prod", "new"}) {
+		t.Fatalf("serving %v after an in-place rewrite: a half-written file was loaded", got)
+	}
+	if *waits != 3 {
+		t.Fatalf("%d settle waits, want 3 (first load; half file; complete file)", *waits)
+	}
+	for _, r := range rec.results {
+		if r.Err != nil {
+			t.Fatalf("a reload failed: %+v", r)
+		}
+	}
+
+	// Truncated to empty and left so: the empty read is stable, refused
+	// (empty set), and the last good set serves.
+	f = inPlace(t, file)
+	f.Close()
+	if err := s.Load(); err == nil || !strings.Contains(err.Error(), "--allow-empty-policy-set") {
+		t.Fatalf("truncated file: %v", err)
+	}
+	if got := ids(s.Current()); len(got) != 3 {
+		t.Fatalf("serving %v", got)
+	}
+	if err, at := s.LastFailure(); err == nil || at.IsZero() {
+		t.Fatalf("LastFailure %v %v", err, at)
+	}
+}
+
+// A writer that never stops gives up after ten windows without a load or a
+// reported failure; the serving set stays.
+func TestStoreNeverSettlingFiles(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.cedar")
+	writeFile(t, file, policy("a"))
+	n := 0
+	s, rec := newStore(t, []string{dir}, nil)
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	reports := len(rec.results)
+	s.Settle = time.Hour
+	s.sleep = func(time.Duration) { n++; writeFile(t, file, policy("a")+strings.Repeat("\n", n)) }
+	writeFile(t, file, policy("a")+policy("b"))
+	if err := s.Load(); err != errUnsettled {
+		t.Fatalf("Load: %v, want errUnsettled", err)
+	}
+	if n != 10 || len(rec.results) != reports || !slices.Equal(ids(s.Current()), []string{"a"}) || s.LastError() != nil {
+		t.Fatalf("%d waits, %d reports, serving %v, last error %v", n, len(rec.results)-reports, ids(s.Current()), s.LastError())
+	}
+}
+
+// Atomic renames and kubelet ..data swaps take effect without waiting.
+func TestStoreAtomicWritesTakeEffectAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.cedar")
+	writeFile(t, file, policy("v1"))
+	s, _, waits := settleStore(t, []string{file})
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	first := *waits
+	// A file written earlier and renamed into place: its change time (the
+	// rename) is later than its modification time (the last write).
+	tmp := filepath.Join(dir, ".p.cedar.tmp")
+	writeFile(t, tmp, policy("v2"))
+	past := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(tmp, past, past); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load(); err != nil || !slices.Equal(ids(s.Current()), []string{"v2"}) {
+		t.Fatalf("after a rename: %v %v", err, ids(s.Current()))
+	}
+	if *waits != first {
+		t.Fatalf("an atomic rename waited %d settle windows", *waits-first)
+	}
+	// An in-place rewrite of the same file waits.
+	writeFile(t, file, policy("v3"))
+	if err := s.Load(); err != nil || !slices.Equal(ids(s.Current()), []string{"v3"}) || *waits != first+1 {
+		t.Fatalf("in-place rewrite: %v %v, %d waits", err, ids(s.Current()), *waits-first)
+	}
+
+	// A ConfigMap volume: a ..data swap takes effect at once, including a
+	// file that disappears with it.
+	cm := t.TempDir()
+	vol := &configMapVolume{t: t, dir: cm}
+	vol.update(map[string]string{"a.cedar": policy("a1"), "b.cedar": policy("b1")})
+	s2, _, waits2 := settleStore(t, []string{cm})
+	if err := s2.Load(); err != nil {
+		t.Fatal(err)
+	}
+	first = *waits2
+	vol.update(map[string]string{"a.cedar": policy("a2")})
+	if err := s2.Load(); err != nil || !slices.Equal(ids(s2.Current()), []string{"a2"}) || *waits2 != first {
+		t.Fatalf("..data swap: %v %v, %d waits", err, ids(s2.Current()), *waits2-first)
+	}
+}
+
+// A file removed from a directory outside a snapshot swap waits too (it may
+// be the first step of a multi-file edit).
+func TestStoreRemovalSettles(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.cedar"), policy("a"))
+	writeFile(t, filepath.Join(dir, "b.cedar"), policy("b"))
+	s, _, waits := settleStore(t, []string{dir}, nil,
+		func() { writeFile(t, filepath.Join(dir, "c.cedar"), policy("c")) })
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "b.cedar")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load(); err != nil || !slices.Equal(ids(s.Current()), []string{"a", "c"}) || *waits != 3 {
+		t.Fatalf("%v %v %d", err, ids(s.Current()), *waits)
+	}
+}
+
+func TestStoreEmptySet(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "p.cedar"), "// nothing yet\n")
+	s, rec := newStore(t, []string{dir}, nil)
+	err := s.Load()
+	if err == nil || !strings.Contains(err.Error(), "no policies in "+dir) || !strings.Contains(err.Error(), "--allow-empty-policy-set") || s.Current() != nil {
+		t.Fatalf("empty set: %v", err)
+	}
+	if r := rec.last(t); r.Err == nil || r.Repeat {
+		t.Fatalf("result %+v", r)
+	}
+	if err := s.Load(); err == nil || !rec.last(t).Repeat {
+		t.Fatalf("the same empty set again: %v %+v", err, rec.last(t))
+	}
+	// A directory without policy files is empty as well.
+	empty := t.TempDir()
+	s2, _ := newStore(t, []string{empty}, nil)
+	if err := s2.Load(); err == nil || !strings.Contains(err.Error(), "no policies") {
+		t.Fatalf("empty directory: %v", err)
+	}
+	s3, _ := newStore(t, []string{dir}, nil)
+	s3.AllowEmpty = true
+	if err := s3.Load(); err != nil || s3.Current() == nil || s3.Current().Len() != 0 {
+		t.Fatalf("AllowEmpty: %v", err)
+	}
+	// Moving the only file away after a good load keeps the set serving.
+	writeFile(t, filepath.Join(dir, "p.cedar"), policy("p"))
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "p.cedar"), filepath.Join(t.TempDir(), "p.cedar")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load(); err == nil || !slices.Equal(ids(s.Current()), []string{"p"}) || s.LastError() == nil {
+		t.Fatalf("file moved away: %v %v", err, ids(s.Current()))
+	}
+}
+
+func TestStoreShrinkGates(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.cedar")
+	set := func(n int, forbid bool) string {
+		var b strings.Builder
+		for i := 0; i < n; i++ {
+			b.WriteString(policy("p" + string(rune('a'+i))))
+		}
+		if forbid {
+			b.WriteString(forbidPolicy("f"))
+		}
+		return b.String()
+	}
+	writeFile(t, file, set(10, true))
+	s, _ := newStore(t, []string{dir}, nil)
+	s.MaxPolicyLoss = 0.5
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	// 11 -> 5 removes 6 of 11 (55%): refused, naming the ids.
+	writeFile(t, file, set(5, false))
+	err := s.Load()
+	if err == nil || !strings.Contains(err.Error(), "removes 6 of the 11") || !strings.Contains(err.Error(), "pf, pg") || !strings.Contains(err.Error(), "--max-policy-loss=0.5") {
+		t.Fatalf("loss of 55%%: %v", err)
+	}
+	if s.Current().Len() != 11 {
+		t.Fatal("the refused set serves")
+	}
+	// 11 -> 6 (5 of 11, 45%) loads; KeepForbids off, so the forbid may go.
+	writeFile(t, file, set(6, false))
+	if err := s.Load(); err != nil || s.Current().Len() != 6 {
+		t.Fatalf("loss of 45%%: %v", err)
+	}
+	// KeepForbids refuses removing a forbid, whatever the share.
+	writeFile(t, file, set(6, true))
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	s.KeepForbids = true
+	writeFile(t, file, set(6, false)+policy("extra"))
+	if err := s.Load(); err == nil || !strings.Contains(err.Error(), "removes 1 forbid policies") || !strings.Contains(err.Error(), ": f") {
+		t.Fatalf("forbid removed: %v", err)
+	}
+	// Growing is never refused.
+	writeFile(t, file, set(9, true))
+	if err := s.Load(); err != nil || s.Current().Len() != 10 {
+		t.Fatalf("growth: %v", err)
+	}
+	// Off (0): any loss loads.
+	s.MaxPolicyLoss, s.KeepForbids = 0, false
+	writeFile(t, file, set(1, false))
+	if err := s.Load(); err != nil || s.Current().Len() != 1 {
+		t.Fatalf("gates off: %v", err)
+	}
+}
+
+func TestStoreHashAndRepeat(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.cedar")
+	writeFile(t, file, policy("a"))
+	s, rec := newStore(t, []string{dir}, nil)
+	if s.Hash() != "" {
+		t.Fatal("hash before a load")
+	}
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	h1 := s.Hash()
+	if len(h1) != 64 || rec.last(t).Hash != h1 {
+		t.Fatalf("hash %q, result %+v", h1, rec.last(t))
+	}
+	writeFile(t, file, "permit(")
+	for i := 0; i < 3; i++ {
+		_ = s.Load()
+		if r := rec.last(t); r.Err == nil || r.Repeat != (i > 0) || r.Hash != h1 {
+			t.Fatalf("attempt %d: %+v", i, r)
+		}
+	}
+	// A read error (a file gone) counts once as well.
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "missing"), file); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Load()
+	if r := rec.last(t); r.Err == nil || r.Repeat {
+		t.Fatalf("new read error: %+v", r)
+	}
+	_ = s.Load()
+	if r := rec.last(t); r.Err == nil || !r.Repeat {
+		t.Fatalf("same read error: %+v", r)
+	}
+	os.Remove(file)
+	writeFile(t, file, policy("b"))
+	if err := s.Load(); err != nil || s.Hash() == h1 || rec.last(t).Hash != s.Hash() {
+		t.Fatalf("new set: %v %q", err, s.Hash())
+	}
+}

@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/wire"
+)
+
+// AdmissionVerbs lists the verbs an admission operation may have been
+// authorized as: update and patch may create, patch arrives as UPDATE,
+// deletecollection as DELETE per object, connect as get or create. An
+// UPDATE's options (UpdateOptions or PatchOptions) tell update from patch.
+func AdmissionVerbs(operation, optionsKind string) []string {
+	switch operation {
+	case "CREATE":
+		return []string{"create", "update", "patch"}
+	case "UPDATE":
+		switch optionsKind {
+		case "UpdateOptions":
+			return []string{"update"}
+		case "PatchOptions":
+			return []string{"patch"}
+		}
+		return []string{"update", "patch"}
+	case "DELETE":
+		return []string{"delete", "deletecollection"}
+	case "CONNECT":
+		return []string{"get", "create"}
+	}
+	return nil
+}
+
+// sarName is the name the SubjectAccessReview carried for verb: creates and
+// collection deletes have none.
+func sarName(verb, name string) string {
+	if verb == "create" || verb == "deletecollection" {
+		return ""
+	}
+	return name
+}
+
+// Admit is the admission-webhook enforcement of conditions for clusters
+// without conditional authorization. With --admission-enforcement the
+// authorizer answered Allow for a conditional allow; here the same conditions
+// are computed again (from this engine's policies) and evaluated against the
+// admission data. The webhook does not learn which verb was authorized, so it
+// enforces the conditional allows of every verb the operation may stand for:
+// a request is refused if any of them does not evaluate to Allow.
+func (e *Engine) Admit(data *AdmissionData, optionsKind string) Decision {
+	if data.User == nil {
+		return Denied(nil, nil).WithReason("kcedar: the admission request has no user")
+	}
+	base := cedarlang.Request{User: *data.User, ResourceRequest: true, APIGroup: data.APIGroup, APIVersion: data.APIVersion,
+		Resource: data.Resource, Subresource: data.Subresource, Namespace: data.Namespace}
+	if cedarlang.ResolveTarget(e.schema, &base).Resource == nil {
+		return Allowed(nil, nil).WithReason("kcedar: not a resource kcedar types")
+	}
+	for _, verb := range AdmissionVerbs(data.Operation, optionsKind) {
+		req := base
+		req.Verb, req.Name = verb, sarName(verb, data.Name)
+		d := e.Authorize(&req)
+		if !d.IsConditional() || len(d.AllowConditions()) == 0 {
+			continue // decided at authorization time; nothing to enforce
+		}
+		enc := e.Encode(d)
+		if enc.Type != wire.DecisionTypeConditionsMap || len(enc.ConditionsMap.AllowConditions) == 0 {
+			continue // the authorizer answered this verb unconditionally too
+		}
+		if v := e.eval.EvaluateMap(enc.ConditionsMap, data); !v.IsAllowed() {
+			return Denied(v.Policies(), v.Errors()).WithReason(v.Reason())
+		}
+	}
+	return Allowed(nil, nil).WithReason("kcedar: conditions hold")
+}

@@ -1,0 +1,488 @@
+package engine
+
+import (
+	"maps"
+
+	"github.com/cedar-policy/cedar-go/types"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/schemagen"
+)
+
+// Residual is what remains of one policy after partial evaluation: a boolean
+// expression over the values that were unknown.
+type Residual struct {
+	Policy *cedarlang.Policy
+	Expr   ast.IsNode
+	// EntityType is the resource entity the expression is evaluated against.
+	EntityType types.EntityType
+	// memo, when the residual was memoized, also keeps its encodings.
+	memo *memoEntry
+}
+
+// Authorize implements Authorizer. A "*" verb is decided for every verb: Deny
+// if any is denied, Allow if all are allowed. Decisions that needed partial
+// evaluation are cached (they are the expensive ones).
+func (e *Engine) Authorize(req *cedarlang.Request) Decision {
+	if e.decisions == nil {
+		d, _ := e.authorize(req)
+		return d
+	}
+	nsKey, cacheable := e.namespaceKey(req)
+	if !cacheable {
+		d, _ := e.authorize(req)
+		return d
+	}
+	key := requestKey(req) + nsKey
+	if d, ok := e.decisions.get(key); ok {
+		return d
+	}
+	d, partial := e.authorize(req)
+	if partial {
+		e.decisions.put(key, d)
+	}
+	return d
+}
+
+// authorize decides req; partial reports whether that needed partial
+// evaluation or several cases (worth caching).
+func (e *Engine) authorize(req *cedarlang.Request) (Decision, bool) {
+	verbs := cedarlang.Verbs(e.schema, req)
+	if len(verbs) == 1 {
+		return e.authorizeVerb(req, verbs[0])
+	}
+	all := everyCase{stopAtNoOpinion: !e.anyForbid(req, verbs)}
+	for _, verb := range verbs {
+		d, _ := e.authorizeVerb(req, verb)
+		if all.add(d) {
+			break
+		}
+	}
+	return all.decision(), true
+}
+
+// anyForbid reports whether a forbid is a candidate for req with any of verbs:
+// without one, no case can be denied, and the first case that is not allowed
+// settles the answer.
+func (e *Engine) anyForbid(req *cedarlang.Request, verbs []string) bool {
+	target := cedarlang.ResolveTarget(e.schema, req)
+	for _, verb := range verbs {
+		for _, p := range e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, verb)) {
+			if p.Effect == types.Forbid {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// everyCase combines the decisions of a request that stands for several
+// (every verb for "*", every world of an optional open attribute): Deny if
+// any case is denied, Allow if all are allowed, else NoOpinion. Each case is
+// folded: nothing evaluates conditions for such a request.
+type everyCase struct {
+	// stopAtNoOpinion: no case can be denied, so the first one that is not
+	// allowed settles the answer.
+	stopAtNoOpinion    bool
+	denied, notAllowed bool
+	policies           []*cedarlang.Policy
+	errors             []error
+}
+
+// add records one case's decision and reports whether the answer is settled.
+func (c *everyCase) add(d Decision) bool {
+	d = d.FailureDecision()
+	c.errors = append(c.errors, d.Errors()...)
+	switch {
+	case d.IsDenied():
+		c.denied, c.policies = true, d.Policies()
+		return true
+	case d.Type() == DecisionNoOpinion:
+		c.notAllowed, c.policies = true, nil
+		return c.stopAtNoOpinion
+	case !c.notAllowed:
+		c.policies = append(c.policies, d.Policies()...)
+	}
+	return false
+}
+
+func (c *everyCase) decision() Decision {
+	switch {
+	case c.denied:
+		return Denied(c.policies, c.errors)
+	case c.notAllowed:
+		return NoOpinion(c.errors)
+	}
+	return Allowed(c.policies, c.errors)
+}
+
+// Shapes of the admission data: which objects a request will carry.
+type shape struct{ object, oldObject bool }
+
+func (s shape) code() int {
+	c := 0
+	if s.object {
+		c |= 1
+	}
+	if s.oldObject {
+		c |= 2
+	}
+	return c
+}
+
+// AdmissionShapes lists the object shapes admission can see for a request, or
+// nil when admission never sees it (reads, and anything not on a concrete,
+// typed resource). update and patch may arrive as CREATE (no stored object).
+func AdmissionShapes(t cedarlang.Target, req *cedarlang.Request, verb string) []shape {
+	if t.Resource == nil || req.APIGroup == cedarlang.Wildcard || req.Resource == cedarlang.Wildcard {
+		return nil
+	}
+	switch verb {
+	case "create":
+		if t.Resource.IsConnect() {
+			return []shape{{object: true}}
+		}
+		return []shape{{object: true}}
+	case "update", "patch":
+		return []shape{{object: true, oldObject: true}, {object: true}}
+	case "delete", "deletecollection":
+		return []shape{{oldObject: true}}
+	case "get":
+		if t.Resource.IsConnect() {
+			return []shape{{object: true}}
+		}
+	}
+	return nil
+}
+
+func (e *Engine) authorizeVerb(req *cedarlang.Request, verb string) (Decision, bool) {
+	target := cedarlang.ResolveTarget(e.schema, req)
+	open := target.Open(req)
+	var optional []string
+	for _, attr := range []string{schemagen.AttrNamespace, schemagen.AttrName} {
+		if open[attr] && target.OptionalWhenOpen(attr) {
+			optional = append(optional, attr)
+		}
+	}
+	if len(optional) == 0 {
+		return e.authorizeWorld(req, verb, target, open, nil)
+	}
+	// Each optional open attribute may be absent or hold any value: decide
+	// every combination ("world"); the request is allowed only if every world
+	// allows it and denied if any denies it. Such targets are never typed, so
+	// admission conditions do not apply and each world is folded.
+	all := everyCase{stopAtNoOpinion: !e.anyForbid(req, []string{verb})}
+	for mask := 0; mask < 1<<len(optional); mask++ {
+		absent := map[string]bool{}
+		for i, attr := range optional {
+			if mask&(1<<i) != 0 {
+				absent[attr] = true
+			}
+		}
+		d, _ := e.authorizeWorld(req, verb, target, open, absent)
+		if all.add(d) {
+			break
+		}
+	}
+	return all.decision(), true
+}
+
+// resultKind is what one policy's evaluation left for a request.
+type resultKind int
+
+const (
+	notSatisfied resultKind = iota
+	satisfied
+	errored   // fails whatever the unknowns are
+	remaining // a residual: depends on the unknowns
+)
+
+// policyResult is one policy's result for a request.
+type policyResult struct {
+	policy *cedarlang.Policy
+	kind   resultKind
+	expr   ast.IsNode // the residual, for remaining
+	err    error      // for errored
+	memo   *memoEntry
+}
+
+// classify is the one place that reads a policy's evaluation: a boolean, an
+// error, or a residual expression (one-phase evaluation gives the first two,
+// partial evaluation any of them).
+func classify(p *cedarlang.Policy, expr ast.IsNode) policyResult {
+	r := policyResult{policy: p, expr: expr}
+	switch {
+	case isBool(expr, true):
+		r.kind = satisfied
+	case isBool(expr, false):
+		r.kind = notSatisfied
+	case isError(expr):
+		r.kind, r.err = errored, errorOf(expr)
+	case p.Effect == types.Permit && !mayBeTrue(expr):
+		// A permit that can only be false or fail can never allow.
+		r.kind = notSatisfied
+	default:
+		r.kind = remaining
+	}
+	return r
+}
+
+// decide combines policy results by Cedar's rules, except that a forbid that
+// fails to evaluate denies (Cedar skips erroring policies, which for a forbid
+// fails open): a satisfied or erroring forbid denies; else, without forbid
+// residuals, a satisfied permit allows; else the residuals are the
+// conditions of a Conditional decision (with an unconditional permit, the
+// deny conditions alone decide).
+func decide(results []policyResult, entityType types.EntityType) Decision {
+	var denyTrue, allowTrue []*cedarlang.Policy
+	var deny, allow []Residual
+	var errs []error
+	for _, r := range results {
+		if r.kind == errored {
+			errs = append(errs, &PolicyError{PolicyID: r.policy.ID, Err: r.err})
+		}
+		forbid := r.policy.Effect == types.Forbid
+		switch r.kind {
+		case satisfied, errored:
+			if forbid {
+				denyTrue = append(denyTrue, r.policy)
+			} else if r.kind == satisfied {
+				allowTrue = append(allowTrue, r.policy)
+			}
+		case remaining:
+			res := Residual{Policy: r.policy, Expr: r.expr, EntityType: entityType, memo: r.memo}
+			if forbid {
+				deny = append(deny, res)
+			} else {
+				allow = append(allow, res)
+			}
+		}
+	}
+	switch {
+	case len(denyTrue) > 0:
+		return Denied(denyTrue, errs)
+	case len(deny) == 0 && len(allowTrue) > 0:
+		return Allowed(allowTrue, errs)
+	}
+	if len(allowTrue) > 0 {
+		allowTrue = uniquePolicies(allowTrue)
+		allow = []Residual{{Policy: allowTrue[0], Expr: ast.NodeValue{Value: types.True}, EntityType: entityType}}
+	}
+	return Conditional(deny, allow, errs)
+}
+
+func (e *Engine) authorizeWorld(req *cedarlang.Request, verb string, target cedarlang.Target, open, absent map[string]bool) (Decision, bool) {
+	candidates := e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, verb))
+	if len(candidates) == 0 {
+		return NoOpinion(nil), false
+	}
+	principal := cedarlang.PrincipalEntity(req.User)
+	action := schemagen.ActionUID(verb)
+	resourceUID := target.EntityUID(req)
+	shapes := AdmissionShapes(target, req, verb)
+	var ns nsValue
+	if e.anyReadsNamespace(candidates) {
+		ns = e.namespaceValue(target, req, absent)
+	}
+	if ns.applies && !ns.known {
+		open = maps.Clone(open)
+		open[schemagen.AttrNamespaceObject] = true
+	}
+
+	sel := selectorConstraints(req, verb, target)
+
+	if len(open) == 0 && len(shapes) == 0 && sel == nil {
+		// Fully known: one-phase evaluation of every candidate.
+		known := target.Attributes(req, nil, nil)
+		if ns.known {
+			known[schemagen.AttrNamespaceObject] = ns.rec
+		}
+		ents := &cedarlang.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(known)}, Maps: ns.maps}
+		results := make([]policyResult, len(candidates))
+		for i, p := range candidates {
+			results[i] = classify(p, evaluateCompiled(p, ents, principal.UID, action, resourceUID))
+		}
+		return decide(results, target.EntityType), false
+	}
+
+	attrs := target.Attributes(req, open, func(attr string) types.Value {
+		if absent[attr] {
+			return nil
+		}
+		return eval.Variable(types.String(attr))
+	})
+	// attrsNoNS is the world where an unknown namespaceObject is absent.
+	attrsNoNS := attrs
+	switch {
+	case ns.known:
+		attrs[schemagen.AttrNamespaceObject] = ns.rec
+	case ns.applies:
+		attrsNoNS = maps.Clone(attrs)
+		attrs[schemagen.AttrNamespaceObject] = eval.Variable(schemagen.AttrNamespaceObject)
+	}
+	envFor := func(sh shape, nsAbsent bool) eval.Env {
+		base := attrs
+		if nsAbsent {
+			base = attrsNoNS
+		}
+		m := make(types.RecordMap, len(base)+2)
+		for k, v := range base {
+			m[k] = v
+		}
+		if sh.object {
+			m[schemagen.AttrObject] = eval.Variable(schemagen.AttrObject)
+		}
+		if sh.oldObject {
+			m[schemagen.AttrOldObject] = eval.Variable(schemagen.AttrOldObject)
+		}
+		ents := &cedarlang.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(m)}, Maps: ns.maps}
+		return eval.Env{Entities: ents, Principal: principal.UID, Action: action, Resource: resourceUID, Context: cedarlang.ContextFor(action)}
+	}
+	admission := len(shapes) > 0
+	if !admission {
+		shapes = []shape{{}}
+		if sel != nil {
+			// The listed objects: unknown, constrained by the selector.
+			shapes = []shape{{object: true}}
+		}
+	}
+	// Environments are built only when a residual is not memoized.
+	envs := make([]*eval.Env, 2*len(shapes))
+	envAt := func(i int, nsAbsent bool) func() eval.Env {
+		j := 2 * i
+		if nsAbsent {
+			j++
+		}
+		return func() eval.Env {
+			if envs[j] == nil {
+				env := envFor(shapes[i], nsAbsent)
+				envs[j] = &env
+			}
+			return *envs[j]
+		}
+	}
+
+	results := make([]policyResult, 0, len(candidates))
+	for _, p := range candidates {
+		in := e.inputsOf(p)
+		if !readsUnknown(p, in, open, absent) {
+			// Nothing this policy reads is unknown: evaluate it as compiled.
+			env := envAt(0, false)()
+			results = append(results, classify(p, evaluateCompiled(p, env.Entities, principal.UID, action, resourceUID)))
+			continue
+		}
+		nsBoth := ns.applies && !ns.known && readsNamespace(in)
+		exprAt := func(i int) (ast.IsNode, *memoEntry) {
+			expr, memo := e.partialExpr(envAt(i, false), shapes[i].code(), p, in, verb, target.EntityType, principal, attrs)
+			if !nsBoth {
+				return expr, memo
+			}
+			// An unknown namespace may also not exist: split on its presence.
+			other, _ := e.partialExpr(envAt(i, true), shapes[i].code(), p, in, verb, target.EntityType, principal, attrsNoNS)
+			if ast.Equal(ast.NewNode(expr), ast.NewNode(other)) {
+				return expr, memo
+			}
+			return simplify(ast.NodeTypeIfThenElse{
+				If:   ast.NodeTypeHas{StrOpNode: ast.StrOpNode{Arg: ast.NodeTypeVariable{Name: "resource"}, Value: schemagen.AttrNamespaceObject}},
+				Then: expr, Else: other,
+			}), nil
+		}
+		expr, memo := exprAt(0)
+		if p.UsesObjects && len(shapes) == 2 {
+			// The first shape has the stored object, the second does not
+			// (update or patch that creates): split on its presence.
+			other, _ := exprAt(1)
+			if !ast.Equal(ast.NewNode(expr), ast.NewNode(other)) {
+				memo = nil
+				expr = simplify(ast.NodeTypeIfThenElse{
+					If:   ast.NodeTypeHas{StrOpNode: ast.StrOpNode{Arg: ast.NodeTypeVariable{Name: "resource"}, Value: schemagen.AttrOldObject}},
+					Then: expr, Else: other,
+				})
+			}
+		}
+		if sel != nil && p.UsesObjects {
+			expr, memo = sel.decide(p, expr, envAt(0, false)(), unknownAttrs(attrs)), nil
+		}
+		r := classify(p, expr)
+		r.memo = memo
+		results = append(results, r)
+	}
+	d := decide(results, target.EntityType)
+	if d.IsConditional() && !admission {
+		// Nothing will evaluate conditions for this request: fold now.
+		return d.FailureDecision(), true
+	}
+	return d, true
+}
+
+// readsUnknown reports whether p reads something unknown in this world: the
+// objects, or an open attribute that is not absent.
+func readsUnknown(p *cedarlang.Policy, in *policyInputs, open, absent map[string]bool) bool {
+	if p.UsesObjects || in.resourceWhole {
+		return true
+	}
+	for _, attr := range in.resourceAttrs {
+		if open[attr] && !absent[attr] {
+			return true
+		}
+	}
+	return false
+}
+
+// evaluateCompiled evaluates p on known values with the compiled evaluator:
+// true, false, or a partial error.
+func evaluateCompiled(p *cedarlang.Policy, entities types.EntityGetter, principal, action, resource types.EntityUID) ast.IsNode {
+	holds, err := cedarlang.EvaluatePolicy(p, entities, principal, action, resource)
+	if err != nil {
+		return eval.PartialError(err)
+	}
+	return ast.NodeValue{Value: types.Boolean(holds)}
+}
+
+// partialExpr is partialEval memoized by the request values p's residual
+// depends on.
+func (e *Engine) partialExpr(env func() eval.Env, shapeIdx int, p *cedarlang.Policy, in *policyInputs, verb string, target types.EntityType, principal types.Entity, resourceAttrs types.RecordMap) (ast.IsNode, *memoEntry) {
+	if e.residuals == nil {
+		return partialEval(env(), in.partialAST), nil
+	}
+	k := memoEntryKey{policy: p, key: memoKey(in, shapeIdx, verb, target, principal, resourceAttrs)}
+	if m, ok := e.residuals.get(k); ok {
+		return m.expr, m
+	}
+	m := &memoEntry{expr: partialEval(env(), in.partialAST)}
+	e.residuals.put(k, m)
+	return m.expr, m
+}
+
+// partialEval partially evaluates p and returns its simplified condition: a
+// boolean value when decided, a partial error when it fails whatever the
+// unknowns are, else the residual expression.
+func partialEval(env eval.Env, p *ast.Policy) ast.IsNode {
+	rp, keep := eval.PartialPolicy(env, p)
+	if !keep {
+		return ast.NodeValue{Value: types.False}
+	}
+	node := eval.PolicyToNode(rp).AsIsNode()
+	return simplify(node)
+}
+
+// errorOf is the error of an expression that always fails.
+func errorOf(n ast.IsNode) error {
+	for {
+		switch v := n.(type) {
+		case ast.NodeTypeAnd:
+			n = v.Left
+			continue
+		case ast.NodeTypeOr:
+			n = v.Left
+			continue
+		}
+		break
+	}
+	if err, ok := eval.ToPartialError(n); ok {
+		return err
+	}
+	return errorf("evaluation error")
+}

@@ -1,0 +1,292 @@
+package engine
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	cedarast "github.com/cedar-policy/cedar-go/ast"
+	"github.com/cedar-policy/cedar-go/types"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/wire"
+)
+
+// ConditionType names kcedar's condition language and its version: a Cedar
+// expression over `resource`, evaluated against the admission data.
+const ConditionType = "kcedar.dev/cedar-residual-v1"
+
+// MaxConditionBytes bounds an encoded condition: upstream's limit. A permit
+// residual that does not fit is dropped (it can then only fail to allow); a
+// forbid residual that does not fit denies outright. Callers of the seed
+// draft's shape take at most wire.DraftMaxConditionBytes; the server folds
+// the decision for them when a condition is longer.
+const MaxConditionBytes = wire.MaxConditionBytes
+
+// A condition string is "kc1;<key id>;<mac>;<entity type>;<Cedar expression>".
+// The MAC (HMAC-SHA256, 128 bits) covers the effect, id and type of the
+// condition too, so moving a condition between lists or renaming it breaks it.
+const conditionPrefix = "kc1"
+
+// errorEntity stands for an evaluation error partial evaluation found: reading
+// an attribute of an entity that never exists fails at callback time, as the
+// original expression would have.
+const errorEntity types.EntityType = "k8s::EvaluationError"
+
+// Codec encodes residuals into conditions and decodes and verifies them.
+// Decoded conditions are cached (bounded), so a callback parses each
+// condition once.
+type Codec struct {
+	Keys *Keyring
+
+	mu    sync.Mutex
+	cache map[string]*decoded
+}
+
+// NewCodec returns a codec that signs with keys.
+func NewCodec(keys *Keyring) *Codec {
+	return &Codec{Keys: keys, cache: map[string]*decoded{}}
+}
+
+// Encoded conditions are cached: the same policy leaves the same residual
+// for many requests (the known values folded into it are the same).
+type encodeKey struct {
+	policy     *cedarlang.Policy
+	effect     DecisionType
+	entityType types.EntityType
+	hash       uint64
+	keyID      string
+}
+
+type encodedEntry struct {
+	expr  ast.IsNode
+	keyID string // Key.cacheID of the signing key
+	cond  wire.Condition
+	err   error
+}
+
+// maxCachedConditions bounds the decoded-condition cache.
+const maxCachedConditions = 8192
+
+type decoded struct {
+	entityType        types.EntityType
+	expr              ast.IsNode
+	object, oldObject *cedarlang.Paths // what expr reads of the objects
+}
+
+// ConditionIDPrefix is the prefix of every condition id kcedar writes:
+// upstream validates Condition.id as a prefixed label key.
+const ConditionIDPrefix = "kcedar.dev/"
+
+// ConditionID derives a condition id from a policy id: "kcedar.dev/<id>"
+// when the id is a valid label-key name (at most 63 characters,
+// alphanumerics, '-', '_' and '.', starting and ending alphanumeric), else
+// a sanitized prefix of it and a hash of the whole id, so distinct policy ids
+// give distinct condition ids.
+func ConditionID(policyID string) string {
+	return ConditionIDPrefix + conditionName(policyID)
+}
+
+func conditionName(policyID string) string {
+	var b strings.Builder
+	for _, r := range policyID {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	id := strings.Trim(b.String(), "-_.")
+	if id == policyID && len(id) <= 63 && id != "" {
+		return id
+	}
+	sum := sha256.Sum256([]byte(policyID))
+	if len(id) > 54 {
+		id = strings.TrimRight(id[:54], "-_.")
+	}
+	if id == "" {
+		return "policy-" + hex.EncodeToString(sum[:4])
+	}
+	return id + "-" + hex.EncodeToString(sum[:4])
+}
+
+// Describe is the human-readable description of a policy's condition.
+func Describe(p *cedarlang.Policy) string {
+	return truncateUTF8(p.Describe(), wire.MaxDescriptionBytes)
+}
+
+// encodeResidual turns a residual into a condition with the given effect,
+// cached in the engine. It fails when the condition would be longer than
+// MaxConditionBytes.
+func (e *Engine) encodeResidual(r Residual, effect DecisionType) (wire.Condition, error) {
+	key := e.codec.Keys.signing()
+	if r.memo != nil {
+		mk := effect.String() + "\x00" + string(r.EntityType) + "\x00" + key.cacheID()
+		r.memo.mu.Lock()
+		ent, ok := r.memo.encoded[mk]
+		r.memo.mu.Unlock()
+		if !ok {
+			cond, err := e.codec.encode(r, effect, key)
+			ent = encodedEntry{cond: cond, err: err}
+			r.memo.mu.Lock()
+			if r.memo.encoded == nil {
+				r.memo.encoded = map[string]encodedEntry{}
+			}
+			r.memo.encoded[mk] = ent
+			r.memo.mu.Unlock()
+		}
+		return ent.cond, ent.err
+	}
+	if e.encoded == nil {
+		return e.codec.encode(r, effect, key)
+	}
+	ck := encodeKey{policy: r.Policy, effect: effect, entityType: r.EntityType, hash: hashExpr(r.Expr), keyID: key.cacheID()}
+	if ent, ok := e.encoded.get(ck); ok && ast.Equal(ast.NewNode(ent.expr), ast.NewNode(r.Expr)) {
+		return ent.cond, ent.err
+	}
+	cond, err := e.codec.encode(r, effect, key)
+	e.encoded.put(ck, encodedEntry{expr: r.Expr, keyID: key.cacheID(), cond: cond, err: err})
+	return cond, err
+}
+
+func (c *Codec) encode(r Residual, effect DecisionType, key Key) (wire.Condition, error) {
+	text, err := exprText(r.Expr)
+	if err != nil {
+		return wire.Condition{}, err
+	}
+	cond := wire.Condition{ID: ConditionID(r.Policy.ID), Type: ConditionType, Description: Describe(r.Policy)}
+	body := string(r.EntityType) + ";" + text
+	cond.Condition = conditionPrefix + ";" + key.ID + ";" + mac(key, effect, cond.ID, cond.Type, body) + ";" + body
+	if len(cond.Condition) > MaxConditionBytes {
+		return wire.Condition{}, fmt.Errorf("condition of policy %s is %d bytes, over the limit of %d", r.Policy.ID, len(cond.Condition), MaxConditionBytes)
+	}
+	return cond, nil
+}
+
+func mac(key Key, effect DecisionType, id, typ, body string) string {
+	h := hmac.New(sha256.New, key.Secret)
+	for _, part := range []string{conditionPrefix, effect.String(), id, typ, body} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
+}
+
+// ErrForeignCondition marks a condition kcedar did not write or that was altered.
+var ErrForeignCondition = errors.New("condition was not written by kcedar or was altered")
+
+// Decode verifies a condition written by Encode with the given effect and
+// returns its entity type and expression.
+func (c *Codec) Decode(cond wire.Condition, effect DecisionType) (types.EntityType, ast.IsNode, error) {
+	d, err := c.decode(cond, effect)
+	if err != nil {
+		return "", nil, err
+	}
+	return d.entityType, d.expr, nil
+}
+
+func (c *Codec) decode(cond wire.Condition, effect DecisionType) (*decoded, error) {
+	if cond.Type != ConditionType {
+		return nil, fmt.Errorf("condition %q: type %q is not kcedar's (%s)", cond.ID, cond.Type, ConditionType)
+	}
+	if len(cond.Condition) > MaxConditionBytes {
+		return nil, fmt.Errorf("condition %q: longer than %d bytes", cond.ID, MaxConditionBytes)
+	}
+	parts := strings.SplitN(cond.Condition, ";", 5)
+	if len(parts) != 5 || parts[0] != conditionPrefix {
+		return nil, fmt.Errorf("condition %q: %w (malformed)", cond.ID, ErrForeignCondition)
+	}
+	key, ok := c.Keys.lookup(parts[1])
+	if !ok {
+		return nil, fmt.Errorf("condition %q: %w (unknown key %q)", cond.ID, ErrForeignCondition, parts[1])
+	}
+	body := parts[3] + ";" + parts[4]
+	want := mac(key, effect, cond.ID, cond.Type, body)
+	if !hmac.Equal([]byte(want), []byte(parts[2])) {
+		return nil, fmt.Errorf("condition %q: %w", cond.ID, ErrForeignCondition)
+	}
+	cacheKey := effect.String() + "\x00" + cond.Condition
+	c.mu.Lock()
+	d, ok := c.cache[cacheKey]
+	c.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	expr, err := parseExpr(parts[4])
+	if err != nil {
+		return nil, fmt.Errorf("condition %q: %v", cond.ID, err)
+	}
+	d = &decoded{entityType: types.EntityType(parts[3]), expr: expr}
+	d.object, d.oldObject = objectPaths(expr)
+	c.mu.Lock()
+	if len(c.cache) >= maxCachedConditions {
+		for k := range c.cache { // evict an arbitrary entry
+			delete(c.cache, k)
+			break
+		}
+	}
+	c.cache[cacheKey] = d
+	c.mu.Unlock()
+	return d, nil
+}
+
+const policyHead = "permit ( principal, action, resource )\nwhen { "
+
+// exprText prints a residual expression as Cedar text.
+func exprText(n ast.IsNode) (string, error) {
+	n = replaceErrors(n)
+	p := ast.Permit().When(ast.NewNode(n))
+	text := string((*cedarast.Policy)(p).MarshalCedar())
+	if !strings.HasPrefix(text, policyHead) || !strings.HasSuffix(text, " };") {
+		return "", fmt.Errorf("unexpected policy text %q", text)
+	}
+	return text[len(policyHead) : len(text)-len(" };")], nil
+}
+
+// parseExpr parses an expression printed by exprText.
+func parseExpr(text string) (ast.IsNode, error) {
+	src := []byte(policyHead + text + " };")
+	policies, err := cedarlang.ParsePolicies("condition", src)
+	if err != nil {
+		return nil, err
+	}
+	if len(policies) != 1 || len(policies[0].AST.Conditions) != 1 || len(policies[0].AST.Annotations) != 0 {
+		return nil, fmt.Errorf("condition is not a single expression")
+	}
+	return policies[0].AST.Conditions[0].Body, nil
+}
+
+// replaceErrors rewrites partial errors (which Cedar cannot parse) into an
+// expression that fails the same way when evaluated.
+func replaceErrors(n ast.IsNode) ast.IsNode {
+	return rewrite(n, func(n ast.IsNode) (ast.IsNode, bool) {
+		if err, ok := eval.ToPartialError(n); ok {
+			msg := err.Error()
+			if len(msg) > 120 {
+				msg = msg[:120]
+			}
+			return ast.NodeTypeAccess{StrOpNode: ast.StrOpNode{Arg: ast.NodeValue{Value: types.NewEntityUID(errorEntity, types.String(msg))}, Value: "failed"}}, true
+		}
+		return nil, false
+	})
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,5 @@
+// Package residual decides requests whose values are partly unknown: it
+// partially evaluates the policies, turns what remains (residuals) into
+// integrity-protected conditions, and evaluates those conditions against the
+// admission data when the API server calls back.
+package engine

@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/kcedar/kcedar/internal/wire"
+)
+
+// Encode renders d for a caller that handles conditions: a concrete decision
+// as it is, a Conditional one as a ConditionsMap of signed conditions (deny
+// conditions from forbid residuals, allow conditions from permit residuals).
+// A forbid residual that cannot be encoded denies outright; a permit residual
+// that cannot be encoded is dropped (it can then only fail to allow). The
+// result always satisfies upstream's validation of a ConditionsAwareDecision.
+func (e *Engine) Encode(d Decision) wire.ConditionsAwareDecision {
+	if !d.IsConditional() {
+		return WireDecision(d)
+	}
+	errs := append([]error(nil), d.Errors()...)
+	m := &wire.ConditionsMap{}
+	for _, r := range d.DenyConditions() {
+		cond, err := e.encodeResidual(r, DecisionDeny)
+		if err != nil {
+			errs = append(errs, err)
+			return WireDecision(Denied(nil, errs).WithReason("kcedar: denied by policy " + r.Policy.ID + ": its condition cannot be sent to the API server, so it applies unconditionally"))
+		}
+		m.DenyConditions = append(m.DenyConditions, cond)
+	}
+	if len(m.DenyConditions) > wire.MaxConditions {
+		return WireDecision(Denied(nil, errs).WithReason("kcedar: denied: more deny conditions than the API server takes"))
+	}
+	for _, r := range d.AllowConditions() {
+		if len(m.DenyConditions)+len(m.AllowConditions) >= wire.MaxConditions {
+			errs = append(errs, &PolicyError{PolicyID: r.Policy.ID, Err: fmt.Errorf("dropped, more than %d conditions", wire.MaxConditions)})
+			continue
+		}
+		cond, err := e.encodeResidual(r, DecisionAllow)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w; the policy cannot allow this request", err))
+			continue
+		}
+		m.AllowConditions = append(m.AllowConditions, cond)
+	}
+	if len(m.DenyConditions) == 0 && len(m.AllowConditions) == 0 {
+		return WireDecision(NoOpinion(errs))
+	}
+	return wire.ConditionsAwareDecision{Type: wire.DecisionTypeConditionsMap, ConditionsMap: m}
+}
+
+// WireDecision renders a concrete decision (a Conditional one folded by
+// FailureDecision) as a ConditionsAwareDecision.
+func WireDecision(d Decision) wire.ConditionsAwareDecision {
+	d = d.FailureDecision()
+	details := &wire.DecisionDetails{Reason: d.Reason(), EvaluationError: d.EvaluationError()}
+	switch d.Type() {
+	case DecisionAllow:
+		return wire.ConditionsAwareDecision{Type: wire.DecisionTypeAllow, Allow: details}
+	case DecisionNoOpinion:
+		return wire.ConditionsAwareDecision{Type: wire.DecisionTypeNoOpinion, NoOpinion: details}
+	}
+	return wire.ConditionsAwareDecision{Type: wire.DecisionTypeDeny, Deny: details}
+}

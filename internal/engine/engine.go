@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/wire"
+	"github.com/kcedar/kcedar/internal/schemagen"
+)
+
+// Authorizer is kcedar's authorizer contract, after k8s.io/apiserver's
+// authorizer.Authorizer and KEP-5681's conditions-aware authorizer. Every
+// caller goes through it: the SubjectAccessReview handler, the conditions
+// callback, the admission webhook, `kcedar authorize` and `kcedar test`.
+type Authorizer interface {
+	// Authorize decides req. Open values (an empty name or namespace, a "*"
+	// group, resource or verb) stand for every value: the request is allowed
+	// only if it is allowed whatever they are, and denied if some value is
+	// denied. For a request admission will see, the objects are unknown too,
+	// so the decision may be Conditional; a caller that cannot evaluate
+	// conditions uses Decision.FailureDecision.
+	Authorize(req *cedarlang.Request) Decision
+	// EvaluateConditions evaluates a decision this authorizer returned (as
+	// encoded on the wire) against the admission data, with KEP-5681's rules.
+	// It uses only the decision and the data, never the current policies.
+	// The result is never Conditional; malformed or foreign input is a Deny.
+	EvaluateConditions(d *wire.ConditionsAwareDecision, data *AdmissionData) Decision
+}
+
+// Engine is the Authorizer of one schema and one policy set (a generation of
+// the store). It owns every cache built from that set: decisions, residuals,
+// policy analyses and encoded conditions, so replacing the engine when the
+// set is reloaded frees them all. An Engine is safe for concurrent use.
+type Engine struct {
+	schema   *schemagen.Schema
+	policies *cedarlang.PolicySet
+	codec    *Codec
+	eval     *Evaluator
+
+	// Caches; nil when caching is off.
+	decisions *boundedCache[string, Decision]
+	residuals *boundedCache[memoEntryKey, *memoEntry]
+	encoded   *boundedCache[encodeKey, encodedEntry]
+	// namespaces fills namespaceObject (nil: always unknown); nsObjects
+	// caches converted Namespace objects by name and resourceVersion.
+	namespaces cedarlang.NamespaceLookup
+	nsObjects  *boundedCache[string, *nsConverted]
+	// inputs analyses each policy once (what its residual depends on).
+	inputs sync.Map // *cedarlang.Policy -> *policyInputs, for policies of this set only
+}
+
+var _ Authorizer = (*Engine)(nil)
+
+// EngineOptions configure an Engine.
+type EngineOptions struct {
+	// CacheSize bounds each of the engine's caches (decisions, residuals,
+	// encoded conditions); 0 turns caching off.
+	CacheSize int
+	// Namespaces looks up the Namespace objects that fill namespaceObject,
+	// for SubjectAccessReviews, the conditions callback and admission alike.
+	// nil: namespaceObject is always unknown.
+	Namespaces cedarlang.NamespaceLookup
+}
+
+// nsObjectCacheSize bounds the converted-namespace cache (kept even with
+// caching off: a conversion per request would be the cost of a decision).
+func nsObjectCacheSize(n int) int { return max(n, 1024) }
+
+// DefaultCacheSize is the cache bound the server uses.
+const DefaultCacheSize = 16384
+
+// NewEngine returns the authorizer of schema and policies. codec signs and
+// verifies conditions; it may be shared by the engines of successive
+// generations (its keys rotate on their own).
+func NewEngine(schema *schemagen.Schema, policies *cedarlang.PolicySet, codec *Codec, opts EngineOptions) *Engine {
+	e := &Engine{schema: schema, policies: policies, codec: codec, eval: &Evaluator{Schema: schema, Codec: codec, Namespaces: opts.Namespaces},
+		namespaces: opts.Namespaces, nsObjects: newBoundedCache[string, *nsConverted](nsObjectCacheSize(opts.CacheSize))}
+	if opts.CacheSize > 0 {
+		e.decisions = newBoundedCache[string, Decision](opts.CacheSize)
+		e.residuals = newBoundedCache[memoEntryKey, *memoEntry](opts.CacheSize)
+		e.encoded = newBoundedCache[encodeKey, encodedEntry](opts.CacheSize)
+	}
+	return e
+}
+
+// Schema and Policies are what the engine decides with.
+func (e *Engine) Schema() *schemagen.Schema  { return e.schema }
+func (e *Engine) Policies() *cedarlang.PolicySet { return e.policies }
+func (e *Engine) Codec() *Codec              { return e.codec }
+func (e *Engine) Evaluator() *Evaluator      { return e.eval }
+func (e *Engine) Generation() uint64         { return e.policies.Generation }
+func (e *Engine) CacheStats() (entries, evictions int64) {
+	for _, s := range []cacheStats{e.decisions.stats(), e.residuals.stats(), e.encoded.stats()} {
+		entries += s.entries
+		evictions += s.evictions
+	}
+	return entries, evictions
+}
+
+// EvaluateConditions implements Authorizer.
+func (e *Engine) EvaluateConditions(d *wire.ConditionsAwareDecision, data *AdmissionData) Decision {
+	return e.eval.EvaluateDecision(d, data)
+}
+
+// boundedCache is a map with a size limit: when full it is emptied (entries
+// are cheap to recompute; emptying is O(1) amortized and never grows).
+type boundedCache[K comparable, V any] struct {
+	mu        sync.Mutex
+	m         map[K]V
+	max       int
+	evictions atomic.Int64
+}
+
+type cacheStats struct{ entries, evictions int64 }
+
+func newBoundedCache[K comparable, V any](max int) *boundedCache[K, V] {
+	return &boundedCache[K, V]{m: make(map[K]V), max: max}
+}
+
+func (c *boundedCache[K, V]) get(k K) (V, bool) {
+	var zero V
+	if c == nil {
+		return zero, false
+	}
+	c.mu.Lock()
+	v, ok := c.m[k]
+	c.mu.Unlock()
+	return v, ok
+}
+
+func (c *boundedCache[K, V]) put(k K, v V) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	if len(c.m) >= c.max {
+		c.evictions.Add(int64(len(c.m)))
+		clear(c.m)
+	}
+	c.m[k] = v
+	c.mu.Unlock()
+}
+
+func (c *boundedCache[K, V]) stats() cacheStats {
+	if c == nil {
+		return cacheStats{}
+	}
+	c.mu.Lock()
+	n := len(c.m)
+	c.mu.Unlock()
+	return cacheStats{entries: int64(n), evictions: c.evictions.Load()}
+}

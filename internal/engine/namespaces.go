@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"slices"
+
+	"github.com/cedar-policy/cedar-go/types"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/schemagen"
+)
+
+// nsValue is what a request's namespaceObject is in one world.
+//
+// Soundness: a namespace the lookup does not know (the request's namespace
+// is open, the lookup has not seen it yet, it is being created, or no lookup
+// is configured) is unknown, never "a namespace without labels". A policy
+// that reads it is then partially evaluated twice, with namespaceObject an
+// unknown value and with it absent, and its residual is
+// `if resource has namespaceObject then <present> else <absent>`: a permit
+// that needs it cannot allow, a forbid that could need it denies (or, where
+// admission will see the request, both become conditions, evaluated with
+// the namespace as the callback's lookup knows it).
+type nsValue struct {
+	applies bool // the entity has the attribute in this world
+	known   bool
+	rec     types.Record
+	maps    map[types.EntityUID]types.Entity
+}
+
+type nsConverted struct {
+	rec  types.Record
+	maps map[types.EntityUID]types.Entity
+}
+
+// namespaceValue finds namespaceObject for req in the world where the
+// attributes in absent are absent.
+func (e *Engine) namespaceValue(target cedarlang.Target, req *cedarlang.Request, absent map[string]bool) nsValue {
+	if !target.HasNamespaceObject() || absent[schemagen.AttrNamespace] {
+		return nsValue{}
+	}
+	if req.Namespace == "" || e.namespaces == nil {
+		return nsValue{applies: true}
+	}
+	obj, ok := e.namespaces.Namespace(req.Namespace)
+	if !ok || obj == nil {
+		return nsValue{applies: true}
+	}
+	rv := cedarlang.NamespaceVersion(obj)
+	key := req.Namespace + "\x00" + rv
+	if rv != "" {
+		if c, ok := e.nsObjects.get(key); ok {
+			return nsValue{applies: true, known: true, rec: c.rec, maps: c.maps}
+		}
+	}
+	conv := cedarlang.NewObjectConverter(e.schema)
+	c := &nsConverted{rec: conv.NamespaceObject(obj), maps: conv.Maps}
+	if rv != "" {
+		e.nsObjects.put(key, c)
+	}
+	return nsValue{applies: true, known: true, rec: c.rec, maps: c.maps}
+}
+
+// namespaceKey is what the decision cache adds to a request's key: the
+// version of its namespace's object, so a relabel changes the answer.
+// cacheable is false when the object has no resourceVersion to tell
+// versions apart.
+func (e *Engine) namespaceKey(req *cedarlang.Request) (key string, cacheable bool) {
+	if e.namespaces == nil || !req.ResourceRequest || req.Namespace == "" {
+		return "", true
+	}
+	obj, ok := e.namespaces.Namespace(req.Namespace)
+	if !ok || obj == nil {
+		return "\x03unknown", true
+	}
+	rv := cedarlang.NamespaceVersion(obj)
+	return "\x03rv:" + rv, rv != ""
+}
+
+// readsNamespace reports whether p's residual may depend on namespaceObject.
+func readsNamespace(in *policyInputs) bool {
+	return in.resourceWhole || slices.Contains(in.resourceAttrs, schemagen.AttrNamespaceObject)
+}
+
+// anyReadsNamespace reports whether a candidate reads namespaceObject: only
+// then is the namespace looked up (or left unknown).
+func (e *Engine) anyReadsNamespace(candidates []*cedarlang.Policy) bool {
+	for _, p := range candidates {
+		if readsNamespace(e.inputsOf(p)) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,828 @@
+package rbacconvert
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/cedar-policy/cedar-go/types"
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/schemagen"
+)
+
+const (
+	kindRoleBinding        = "RoleBinding"
+	kindClusterRoleBinding = "ClusterRoleBinding"
+)
+
+// binding is a RoleBinding or ClusterRoleBinding.
+type binding struct {
+	kind      string
+	namespace string // "" for ClusterRoleBindings
+	name      string
+	roleRef   rbacv1.RoleRef
+	subjects  []rbacv1.Subject
+}
+
+func (b binding) describe() string {
+	if b.kind == kindRoleBinding {
+		return b.kind + "/" + b.namespace + "/" + b.name
+	}
+	return b.kind + "/" + b.name
+}
+
+// bindingsOf lists the bindings of in: ClusterRoleBindings by name, then
+// RoleBindings by namespace and name.
+func bindingsOf(in *Input) []binding {
+	var out []binding
+	for _, b := range in.ClusterRoleBindings {
+		out = append(out, binding{kind: kindClusterRoleBinding, name: b.Name, roleRef: b.RoleRef, subjects: b.Subjects})
+	}
+	for _, b := range in.RoleBindings {
+		out = append(out, binding{kind: kindRoleBinding, namespace: b.Namespace, name: b.Name, roleRef: b.RoleRef, subjects: b.Subjects})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.kind != b.kind {
+			return a.kind == kindClusterRoleBinding
+		}
+		if a.namespace != b.namespace {
+			return a.namespace < b.namespace
+		}
+		return a.name < b.name
+	})
+	return out
+}
+
+type roleIndex struct {
+	roles        map[string]*rbacv1.Role // namespace/name
+	clusterRoles map[string]*rbacv1.ClusterRole
+}
+
+func newRoleIndex(in *Input) *roleIndex {
+	idx := &roleIndex{roles: map[string]*rbacv1.Role{}, clusterRoles: map[string]*rbacv1.ClusterRole{}}
+	for i := range in.Roles {
+		r := &in.Roles[i]
+		idx.roles[r.Namespace+"/"+r.Name] = r
+	}
+	for i := range in.ClusterRoles {
+		r := &in.ClusterRoles[i]
+		idx.clusterRoles[r.Name] = r
+	}
+	return idx
+}
+
+// rules resolves a binding's role as the RBAC authorizer does: a Role in the
+// binding's namespace, or a ClusterRole.
+func (idx *roleIndex) rules(b binding) ([]rbacv1.PolicyRule, string, bool) {
+	switch b.roleRef.Kind {
+	case "Role":
+		if b.namespace == "" {
+			return nil, "Role/" + b.roleRef.Name, false
+		}
+		r, ok := idx.roles[b.namespace+"/"+b.roleRef.Name]
+		if !ok {
+			return nil, "Role/" + b.namespace + "/" + b.roleRef.Name, false
+		}
+		return r.Rules, "Role/" + b.namespace + "/" + b.roleRef.Name, true
+	case "ClusterRole":
+		r, ok := idx.clusterRoles[b.roleRef.Name]
+		if !ok {
+			return nil, "ClusterRole/" + b.roleRef.Name, false
+		}
+		return r.Rules, "ClusterRole/" + b.roleRef.Name, true
+	}
+	return nil, b.roleRef.Kind + "/" + b.roleRef.Name, false
+}
+
+// Result is a conversion's output.
+type Result struct {
+	// Policies is the Cedar text: deterministic for the same input and schema.
+	Policies []byte
+	// Count is the number of policies.
+	Count int
+	// Bindings is the number of bindings converted (missing roles excluded).
+	Bindings int
+	// Warnings lists what was skipped or cannot be expressed, sorted.
+	Warnings []string
+}
+
+// Convert turns in into Cedar permits against s. See the package doc.
+//
+// Verbs the schema declares are action scopes (`action in [...]`); verbs it
+// does not declare (custom verbs only RBAC rules mention) are matched through
+// the context, in policies of their own: an unconstrained `action` with
+// `when { context.verb == "frobnicate" }`. Resources of the form
+// `<resource>/*` and `*/*` match, as in RBAC, only requests whose subresource
+// is literally "*" (which land on k8s::Resource).
+//
+// RBAC's string-level corners convert exactly: a RoleBinding grants in the
+// namespace the request names, for cluster-scoped resources too (their
+// entities carry the request's namespace when it names one); "" in
+// resourceNames matches requests that name no object (`!resource.named`),
+// and other names only requests that do; a rule's resource "pods/exec" also
+// matches a request whose resource is literally "pods/exec" (every split of
+// the entry at a "/" is tried, on k8s::Resource).
+//
+// What is not converted, with a warning:
+//   - bindings whose role does not exist (RBAC grants nothing for them either);
+//   - subjects of unknown kinds, and ServiceAccount subjects of a
+//     ClusterRoleBinding without a namespace (RBAC never matches them).
+//
+// Converted, with a warning: verbs and resources the schema does not know
+// (custom verbs, CRDs not installed yet, typos such as "pod" or "lst": each
+// is matched literally, as RBAC would), and rules that list every verb kcedar
+// expands "*" into but not "*": kcedar allows a request for verb "*" by them
+// (it decides every verb), RBAC does not.
+//
+// And silently: non-resource rules reached through RoleBindings (RBAC never
+// applies them).
+func Convert(s *schemagen.Schema, in *Input) (*Result, error) {
+	c := &converter{schema: s, idx: newRoleIndex(in), warned: map[string]bool{}, declared: map[string]bool{}}
+	for _, v := range s.Verbs {
+		c.declared[v] = true
+	}
+	for _, k := range s.SortedResourceKeys() {
+		c.keys = append(c.keys, k)
+	}
+	for _, w := range in.Warnings {
+		c.warn("%s", w)
+	}
+	fmt.Fprintf(&c.out, "// RBAC converted by kcedar rbac convert: %d ClusterRoleBindings, %d RoleBindings,\n// %d ClusterRoles, %d Roles. One permit per binding, subject, rule and target type.\n",
+		len(in.ClusterRoleBindings), len(in.RoleBindings), len(in.ClusterRoles), len(in.Roles))
+	for _, b := range bindingsOf(in) {
+		c.binding(b)
+	}
+	sort.Strings(c.warnings)
+	return &Result{Policies: c.out.Bytes(), Count: c.count, Bindings: c.bindings, Warnings: c.warnings}, nil
+}
+
+type converter struct {
+	schema   *schemagen.Schema
+	keys     []schemagen.ResourceKey
+	idx      *roleIndex
+	declared map[string]bool
+	out      bytes.Buffer
+	count    int
+	bindings int
+	warnings []string
+	warned   map[string]bool
+}
+
+func (c *converter) warn(format string, args ...any) {
+	w := fmt.Sprintf(format, args...)
+	if !c.warned[w] {
+		c.warned[w] = true
+		c.warnings = append(c.warnings, w)
+	}
+}
+
+type principal struct {
+	scope string // principal scope
+	desc  string // Kind/name
+}
+
+func (c *converter) principals(b binding) []principal {
+	var out []principal
+	for _, s := range b.subjects {
+		switch s.Kind {
+		case rbacv1.UserKind:
+			out = append(out, principal{scope: "principal == " + entityUID(cedarlang.PrincipalUID(s.Name)), desc: "User/" + s.Name})
+		case rbacv1.GroupKind:
+			out = append(out, principal{scope: "principal in " + entityUID(types.NewEntityUID(schemagen.GroupType, types.String(s.Name))), desc: "Group/" + s.Name})
+		case rbacv1.ServiceAccountKind:
+			ns := s.Namespace
+			if ns == "" {
+				ns = b.namespace
+			}
+			if ns == "" {
+				c.warn("%s: ServiceAccount subject %q has no namespace; RBAC never matches it, skipped", b.describe(), s.Name)
+				continue
+			}
+			user := schemagen.ServiceAccountUserPrefix + ns + ":" + s.Name
+			out = append(out, principal{scope: "principal == " + entityUID(cedarlang.PrincipalUID(user)), desc: "ServiceAccount/" + ns + "/" + s.Name})
+		default:
+			c.warn("%s: subject of unknown kind %q (%q) skipped", b.describe(), s.Kind, s.Name)
+		}
+	}
+	return out
+}
+
+// target is one policy's action, resource scope and conditions.
+type target struct {
+	action   string // action scope
+	resource string // resource scope
+	name     string // the entity type, or "any"
+	conds    []string
+	idSuffix string // "/<name>" when a rule has several targets, "/custom-verbs" for undeclared verbs
+}
+
+func (c *converter) binding(b binding) {
+	rules, roleDesc, ok := c.idx.rules(b)
+	fmt.Fprintf(&c.out, "\n// ============================================================================\n")
+	fmt.Fprintf(&c.out, "// %s -> %s\n", b.describe(), roleDesc)
+	if !ok {
+		c.warn("%s: %s not found; binding skipped (it grants nothing)", b.describe(), roleDesc)
+		fmt.Fprintf(&c.out, "// skipped: %s not found (RBAC grants nothing for this binding)\n", roleDesc)
+		return
+	}
+	if b.kind == kindClusterRoleBinding && b.roleRef.Kind != "ClusterRole" {
+		c.warn("%s: refers to %s; skipped", b.describe(), roleDesc)
+		return
+	}
+	c.bindings++
+	prins := c.principals(b)
+	descs := make([]string, len(prins))
+	for i, p := range prins {
+		descs[i] = strings.ReplaceAll(p.desc, "/", " ")
+	}
+	fmt.Fprintf(&c.out, "// subjects: %s\n", strings.Join(descs, ", "))
+	if len(prins) == 0 {
+		fmt.Fprintf(&c.out, "// skipped: no subjects\n")
+		return
+	}
+	if cr, ok := c.idx.clusterRoles[b.roleRef.Name]; ok && b.roleRef.Kind == "ClusterRole" && cr.AggregationRule != nil {
+		fmt.Fprintf(&c.out, "// %s is aggregated: its rules as stored (filled in by the aggregation controller) are converted\n", roleDesc)
+	}
+	if len(rules) == 0 {
+		fmt.Fprintf(&c.out, "// no rules\n")
+	}
+	for i := range rules {
+		targets := c.ruleTargets(b, roleDesc, i, &rules[i])
+		if len(targets) == 0 {
+			fmt.Fprintf(&c.out, "// rule %d grants nothing here: %s\n", i, compactRule(rules[i]))
+			continue
+		}
+		base := fmt.Sprintf("rbac/%s/%s/%s/%s/%d", b.kind, b.namespace, b.name, b.roleRef.Name, i)
+		for si, p := range prins {
+			for _, t := range targets {
+				id := base
+				if len(prins) > 1 {
+					id += "/s" + strconv.Itoa(si)
+				}
+				id += t.idSuffix
+				c.writePolicy(id, b, roleDesc, i, p, t)
+			}
+		}
+	}
+}
+
+func (c *converter) writePolicy(id string, b binding, roleDesc string, rule int, p principal, t target) {
+	c.count++
+	w := &c.out
+	fmt.Fprintf(w, "\n@id(%s)\n", quote(id))
+	fmt.Fprintf(w, "@binding(%s)\n", quote(b.describe()))
+	fmt.Fprintf(w, "@role(%s)\n", quote(roleDesc))
+	fmt.Fprintf(w, "@rule(%s)\n", quote(strconv.Itoa(rule)))
+	fmt.Fprintf(w, "@subject(%s)\n", quote(p.desc))
+	fmt.Fprintf(w, "permit (\n  %s,\n  %s,\n  %s\n)", p.scope, t.action, t.resource)
+	if len(t.conds) > 0 {
+		fmt.Fprintf(w, "\nwhen {\n  %s\n}", strings.Join(t.conds, " &&\n  "))
+	}
+	w.WriteString(";\n")
+}
+
+// pattern is one entry of a rule's resources.
+type pattern struct {
+	anyResource bool // "*/sub"
+	resource    string
+	sub         string
+}
+
+func (c *converter) ruleTargets(b binding, roleDesc string, ruleIdx int, rule *rbacv1.PolicyRule) []target {
+	where := fmt.Sprintf("%s rule %d", roleDesc, ruleIdx)
+	var declared, custom verbSel
+	declared.all = slices.Contains(rule.Verbs, rbacv1.VerbAll)
+	if !declared.all {
+		for _, v := range rule.Verbs {
+			switch {
+			case slices.Contains(declared.verbs, v) || slices.Contains(custom.custom, v):
+			case c.declared[v]:
+				declared.verbs = append(declared.verbs, v)
+			default:
+				custom.custom = append(custom.custom, v)
+			}
+		}
+	}
+	if !declared.all {
+		// kcedar decides a request for verb "*" as every verb the schema
+		// declares (the non-resource verbs for non-resource requests); RBAC
+		// only with a "*" rule.
+		covers := func(all []string) bool {
+			for _, v := range all {
+				if !slices.Contains(declared.verbs, v) {
+					return false
+				}
+			}
+			return true
+		}
+		if len(rule.Resources) > 0 && len(rule.APIGroups) > 0 && covers(c.schema.Verbs) ||
+			len(rule.NonResourceURLs) > 0 && b.kind == kindClusterRoleBinding && covers(schemagen.NonResourceVerbs) {
+			c.warn("%s: lists every verb kcedar expands \"*\" into but not \"*\": kcedar allows a SubjectAccessReview for verb \"*\" that RBAC denies", where)
+		}
+	}
+	var out []target
+	for _, vs := range []verbSel{declared, custom} {
+		if vs.empty() {
+			continue
+		}
+		var ts []target
+		if len(rule.Resources) > 0 && len(rule.APIGroups) > 0 {
+			ts = append(ts, c.resourceTargets(b, where, rule, vs)...)
+		}
+		if len(rule.NonResourceURLs) > 0 && b.kind == kindClusterRoleBinding {
+			ts = append(ts, c.nonResourceTarget(rule, vs))
+		}
+		// Ids: the declared verbs' policies are named as if the undeclared
+		// ones did not exist, so their ids do not change with them.
+		for i := range ts {
+			if len(ts) > 1 {
+				ts[i].idSuffix = "/" + ts[i].name
+			}
+			if len(vs.custom) > 0 {
+				ts[i].idSuffix += "/custom-verbs"
+			}
+		}
+		out = append(out, ts...)
+	}
+	return out
+}
+
+// verbSel is the verbs of a rule one policy covers: every verb, verbs the
+// schema declares (an action scope), or verbs it does not declare (a
+// condition on context.verb).
+type verbSel struct {
+	all    bool
+	verbs  []string // declared verbs
+	custom []string // undeclared verbs
+}
+
+func (v verbSel) empty() bool { return !v.all && len(v.verbs) == 0 && len(v.custom) == 0 }
+
+// actionScope returns the action scope for vs on a target whose applicable
+// verbs are applies (nil: all declared verbs apply), and a condition: on the
+// context's verb for undeclared verbs, on the action when no listed verb
+// applies to the target by the schema (the schema's actions apply to the verbs
+// discovery lists; RBAC grants any verb).
+func actionScope(vs verbSel, applies func(string) bool) (string, string) {
+	switch {
+	case vs.all:
+		return "action", ""
+	case len(vs.custom) > 0:
+		return "action", inList("context."+schemagen.AttrVerb, vs.custom)
+	}
+	verbs := vs.verbs
+	list := actionList(verbs)
+	for _, v := range verbs {
+		if applies == nil || applies(v) {
+			if len(verbs) == 1 {
+				return "action == " + list[0], ""
+			}
+			return "action in [" + strings.Join(list, ", ") + "]", ""
+		}
+	}
+	if len(verbs) == 1 {
+		return "action", "action == " + list[0]
+	}
+	return "action", "action in [" + strings.Join(list, ", ") + "]"
+}
+
+func actionList(verbs []string) []string {
+	out := make([]string, len(verbs))
+	for i, v := range verbs {
+		out[i] = entityUID(schemagen.ActionUID(v))
+	}
+	return out
+}
+
+func (c *converter) nonResourceTarget(rule *rbacv1.PolicyRule, vs verbSel) target {
+	nonRes := map[string]bool{}
+	for _, v := range schemagen.NonResourceVerbs {
+		nonRes[v] = true
+	}
+	act, actCond := actionScope(vs, func(v string) bool { return nonRes[v] })
+	t := target{action: act, resource: "resource is " + string(schemagen.NonResourceURLType), name: string(schemagen.NonResourceURLType)}
+	if actCond != "" {
+		t.conds = append(t.conds, actCond)
+	}
+	var exact []string
+	var alts []string
+	for _, u := range rule.NonResourceURLs {
+		switch {
+		case u == rbacv1.NonResourceAll:
+			return t
+		case strings.HasSuffix(u, "*"):
+			alts = append(alts, "resource.path like "+likePattern(strings.TrimRight(u, "*")))
+		default:
+			exact = append(exact, u)
+		}
+	}
+	if len(exact) > 0 {
+		alts = append([]string{inList("resource.path", exact)}, alts...)
+	}
+	t.conds = append(t.conds, or(alts))
+	return t
+}
+
+func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.PolicyRule, vs verbSel) []target {
+	groupsAll := slices.Contains(rule.APIGroups, rbacv1.APIGroupAll)
+	groupMatch := func(g string) bool { return groupsAll || slices.Contains(rule.APIGroups, g) }
+	var pats []pattern
+	var literal []string // the rule's resources other than "*", as RBAC compares them
+	all := false
+	for _, r := range rule.Resources {
+		if r == rbacv1.ResourceAll {
+			all = true
+			continue
+		}
+		if !slices.Contains(literal, r) {
+			literal = append(literal, r)
+		}
+		res, sub, _ := strings.Cut(r, "/")
+		switch {
+		case sub == "":
+			// "pods", or "pods/": RBAC compares the whole string.
+			pats = append(pats, pattern{resource: r})
+		case res == "*":
+			// "*/scale"; also "*/*": any resource whose requested subresource
+			// is literally "*".
+			pats = append(pats, pattern{anyResource: true, sub: sub})
+		default:
+			pats = append(pats, pattern{resource: res, sub: sub})
+		}
+	}
+	// resourceNames: RBAC matches a request whose name is one of them; ""
+	// matches a request that names no object (resource.named is false).
+	var names []string
+	emptyName := false
+	for _, n := range rule.ResourceNames {
+		switch {
+		case n == "":
+			emptyName = true
+		case !slices.Contains(names, n):
+			names = append(names, n)
+		}
+	}
+	nameCond := func(optional bool) string {
+		if len(rule.ResourceNames) == 0 {
+			return ""
+		}
+		var alts []string
+		if emptyName {
+			alts = append(alts, "!resource."+schemagen.AttrNamed)
+		}
+		if len(names) > 0 {
+			c := inList("resource.name", names)
+			if optional {
+				c = "resource has name && " + c
+			}
+			if !emptyName {
+				// RBAC matches no request without a name with them (a
+				// create, a list with a field selector on the name).
+				c = "resource." + schemagen.AttrNamed + " && " + c
+			}
+			alts = append(alts, c)
+		}
+		return or(alts)
+	}
+	var groups []string
+	for _, g := range rule.APIGroups {
+		if !slices.Contains(groups, g) {
+			groups = append(groups, g)
+		}
+	}
+	// A RoleBinding grants in its namespace: the namespace the request names,
+	// for namespaced and cluster-scoped resources alike (RBAC looks up the
+	// RoleBindings of the request's namespace). Cluster-scoped entities and
+	// k8s::Resource have it when the request names one.
+	nsCond := func(optional bool) string {
+		c := "resource.namespace == " + quote(b.namespace)
+		if optional {
+			return "resource has namespace && " + c
+		}
+		return c
+	}
+	c.warnUnknown(where, rule, groups, groupsAll, pats)
+
+	if all {
+		act, actCond := actionScope(vs, nil)
+		t := target{action: act, resource: "resource", name: "any"}
+		if actCond != "" {
+			t.conds = append(t.conds, actCond)
+		}
+		if groupsAll {
+			t.conds = append(t.conds, "!(resource is "+string(schemagen.NonResourceURLType)+")")
+		} else {
+			t.conds = append(t.conds, "resource has apiGroup", inList("resource.apiGroup", groups))
+		}
+		if b.kind == kindRoleBinding {
+			t.conds = append(t.conds, nsCond(true))
+		}
+		if len(rule.ResourceNames) > 0 {
+			t.conds = append(t.conds, "resource has "+schemagen.AttrNamed, nameCond(true))
+		}
+		return []target{t}
+	}
+	if len(pats) == 0 {
+		return nil
+	}
+
+	var out []target
+	// Typed resources the rule matches.
+	for _, k := range c.keys {
+		r := c.schema.Resources[k]
+		if !groupMatch(k.Group) {
+			continue
+		}
+		var subConds []string // AnySubresource: allowed values of the subresource attribute
+		matched := false
+		for _, p := range pats {
+			switch {
+			case p.sub == rbacv1.ResourceAll:
+				// A request for the subresource "*" is never typed.
+			case r.AnySubresource:
+				if p.resource == k.Resource || p.anyResource {
+					if !slices.Contains(subConds, p.sub) {
+						subConds = append(subConds, p.sub)
+					}
+					matched = true
+				}
+			case p.anyResource:
+				matched = matched || k.Subresource != "" && k.Subresource == p.sub
+			default:
+				matched = matched || p.resource == k.Resource && p.sub == k.Subresource
+			}
+		}
+		if !matched {
+			continue
+		}
+		act, actCond := actionScope(vs, func(v string) bool { return slices.Contains(r.Verbs, v) })
+		t := target{action: act, resource: "resource is " + string(r.EntityType), name: string(r.EntityType)}
+		if actCond != "" {
+			t.conds = append(t.conds, actCond)
+		}
+		if b.kind == kindRoleBinding {
+			t.conds = append(t.conds, nsCond(!r.Namespaced))
+		}
+		if len(subConds) > 0 {
+			t.conds = append(t.conds, inList("resource.subresource", subConds))
+		}
+		if nc := nameCond(false); nc != "" {
+			t.conds = append(t.conds, nc)
+		}
+		out = append(out, t)
+	}
+
+	// k8s::Resource: wildcard requests, resources the schema does not know,
+	// and a "/" inside a request's resource (RBAC compares resource +
+	// "/" + subresource with the rule's entry as strings).
+	needed := groupsAll
+	for _, p := range pats {
+		if p.anyResource || p.sub != "" {
+			needed = true
+		}
+		for _, g := range groups {
+			if _, ok := c.schema.Lookup(g, p.resource, p.sub); !ok {
+				needed = true
+			}
+		}
+	}
+	if !needed {
+		return out
+	}
+	t := target{resource: "resource is " + string(schemagen.ResourceType), name: string(schemagen.ResourceType)}
+	act, actCond := actionScope(vs, nil)
+	t.action = act
+	if actCond != "" {
+		t.conds = append(t.conds, actCond)
+	}
+	if !groupsAll {
+		t.conds = append(t.conds, inList("resource.apiGroup", groups))
+	}
+	t.conds = append(t.conds, or(resourceAlts(literal)))
+	if b.kind == kindRoleBinding {
+		t.conds = append(t.conds, nsCond(true))
+	}
+	if nc := nameCond(true); nc != "" {
+		t.conds = append(t.conds, nc)
+	}
+	return append(out, t)
+}
+
+// resourceAlts returns conditions on a k8s::Resource entity that hold exactly
+// when RBAC's combined string (the resource, plus "/" and the subresource when
+// there is one) equals one of entries: every way of splitting an entry at a
+// "/" into a resource and a non-empty subresource, the whole entry as a
+// resource without subresource, and for "*/<sub>" any resource with that
+// subresource.
+func resourceAlts(entries []string) []string {
+	var plain, anySub []string
+	var prefixes []string
+	subsOf := map[string][]string{}
+	for _, e := range entries {
+		if !slices.Contains(plain, e) {
+			plain = append(plain, e)
+		}
+		for i := 0; i < len(e)-1; i++ {
+			if e[i] != '/' {
+				continue
+			}
+			prefix, suffix := e[:i], e[i+1:]
+			if i == 1 && prefix == rbacv1.ResourceAll {
+				if !slices.Contains(anySub, suffix) {
+					anySub = append(anySub, suffix)
+				}
+				continue
+			}
+			if _, ok := subsOf[prefix]; !ok {
+				prefixes = append(prefixes, prefix)
+			}
+			if !slices.Contains(subsOf[prefix], suffix) {
+				subsOf[prefix] = append(subsOf[prefix], suffix)
+			}
+		}
+	}
+	var alts []string
+	if len(plain) > 0 {
+		alts = append(alts, "!(resource has subresource) && "+inList("resource.resource", plain))
+	}
+	if len(anySub) > 0 {
+		alts = append(alts, "resource has subresource && "+inList("resource.subresource", anySub))
+	}
+	for _, p := range prefixes {
+		var subs []string
+		for _, s := range subsOf[p] {
+			if !slices.Contains(anySub, s) { // covered by "*/<s>"
+				subs = append(subs, s)
+			}
+		}
+		if len(subs) > 0 {
+			alts = append(alts, "resource.resource == "+quote(p)+" && resource has subresource && "+inList("resource.subresource", subs))
+		}
+	}
+	return alts
+}
+
+// or joins alternatives, parenthesized when there are several (one per line
+// when they are long).
+func or(alts []string) string {
+	if len(alts) == 1 {
+		return alts[0]
+	}
+	parts := make([]string, len(alts))
+	for i, a := range alts {
+		if strings.Contains(a, "&&") {
+			a = "(" + a + ")"
+		}
+		parts[i] = a
+	}
+	line := "(" + strings.Join(parts, " || ") + ")"
+	if len(line) <= 100 {
+		return line
+	}
+	return "(\n    " + strings.Join(parts, " ||\n    ") + "\n  )"
+}
+
+// inList is `x == "a"` or `["a", "b"].contains(x)`.
+func inList(x string, vals []string) string {
+	if len(vals) == 1 {
+		return x + " == " + quote(vals[0])
+	}
+	q := make([]string, len(vals))
+	for i, v := range vals {
+		q[i] = quote(v)
+	}
+	return "[" + strings.Join(q, ", ") + "].contains(" + x + ")"
+}
+
+func entityUID(uid types.EntityUID) string {
+	return string(uid.Type) + "::" + quote(string(uid.ID))
+}
+
+// quote is a Cedar string literal.
+func quote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u{%x}`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// likePattern is a Cedar like pattern matching every string that starts
+// with prefix: the prefix's own `*` are escaped.
+func likePattern(prefix string) string {
+	q := quote(prefix)
+	q = strings.ReplaceAll(q[:len(q)-1], "*", `\*`)
+	return q + `*"`
+}
+
+// compactRule describes a rule for comments.
+func compactRule(r rbacv1.PolicyRule) string {
+	var parts []string
+	add := func(k string, v []string) {
+		if len(v) > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%q", k, v))
+		}
+	}
+	add("apiGroups", r.APIGroups)
+	add("resources", r.Resources)
+	add("resourceNames", r.ResourceNames)
+	add("nonResourceURLs", r.NonResourceURLs)
+	add("verbs", r.Verbs)
+	return strings.ReplaceAll(strings.Join(parts, " "), "\n", " ")
+}
+
+// warnUnknown warns about a rule's verbs and resources the schema does not
+// know: they are converted literally (verbs through context.verb, resources
+// onto k8s::Resource) and match what RBAC would match, but a typo such as
+// "pod" or "lst" grants nothing in RBAC either, and is worth a look.
+func (c *converter) warnUnknown(where string, rule *rbacv1.PolicyRule, groups []string, groupsAll bool, pats []pattern) {
+	for _, v := range rule.Verbs {
+		if v == rbacv1.VerbAll || c.declared[v] {
+			continue
+		}
+		hint := ""
+		if m := schemagen.Closest(v, c.schema.Verbs); m != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", m)
+		}
+		c.warn("%s: verb %q is not a verb the schema declares%s; converted as context.verb == %q", where, v, hint, v)
+	}
+	if groupsAll {
+		groups = nil
+		for _, k := range c.keys {
+			if !slices.Contains(groups, k.Group) {
+				groups = append(groups, k.Group)
+			}
+		}
+	}
+	for _, p := range pats {
+		if p.anyResource {
+			continue
+		}
+		sub := p.sub
+		if sub == rbacv1.ResourceAll {
+			sub = ""
+		}
+		found := false
+		var near []string
+		for _, g := range groups {
+			if _, ok := c.schema.Lookup(g, p.resource, sub); ok {
+				found = true
+				break
+			}
+		}
+		if found {
+			continue
+		}
+		for _, k := range c.keys {
+			if !slices.Contains(groups, k.Group) {
+				continue
+			}
+			if sub == "" && k.Subresource == "" {
+				near = append(near, k.Resource)
+			} else if sub != "" && k.Resource == p.resource && k.Subresource != "" {
+				near = append(near, k.Resource+"/"+k.Subresource)
+			} else if sub != "" && k.Subresource == sub {
+				near = append(near, k.Resource+"/"+k.Subresource)
+			}
+		}
+		name := p.resource
+		if p.sub != "" {
+			name += "/" + p.sub
+		}
+		hint := ""
+		if m := schemagen.Closest(name, near); m != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", m)
+		}
+		gs := "any group"
+		if !groupsAll {
+			q := make([]string, len(groups))
+			for i, g := range groups {
+				q[i] = strconv.Quote(g)
+			}
+			gs = "group " + strings.Join(q, ", ")
+		}
+		c.warn("%s: resource %q is not in the schema for %s%s; converted onto %s (it matches only requests for that literal resource)", where, name, gs, hint, schemagen.ResourceType)
+	}
+}

@@ -1,0 +1,201 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/engine"
+)
+
+// Access reviews: who can make a request (ResourceAccessReview, from the
+// "Enhance Pluggable Policy" design) and what a principal can do (a
+// SelfSubjectRulesReview for any subject), answered by the engine of the
+// policy set serving now. They reveal the policies: serve them only to
+// trusted clients (--require-client-cert applies to them as to /v1/authorize).
+
+// ReviewAPIVersion is the apiVersion of the review kinds.
+const ReviewAPIVersion = "authorization.kubernetes.io/v1"
+
+// AuthorizationAttributes are the action of a ResourceAccessReview. Path
+// (kcedar's addition) asks about a non-resource URL instead of a resource.
+type AuthorizationAttributes struct {
+	Namespace       string `json:"namespace,omitempty"`
+	Verb            string `json:"verb"`
+	ResourceGroup   string `json:"resourceGroup,omitempty"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	Resource        string `json:"resource,omitempty"`
+	ResourceName    string `json:"resourceName,omitempty"`
+	Subresource     string `json:"subresource,omitempty"`
+	Path            string `json:"path,omitempty"`
+}
+
+// Request is the attributes as a request without a user. An empty name or
+// namespace is open, as in a SubjectAccessReview.
+func (a AuthorizationAttributes) Request() (*cedarlang.Request, error) {
+	if a.Verb == "" {
+		return nil, fmt.Errorf("authorizationAttributes.verb is empty")
+	}
+	if a.Path != "" {
+		if a.Resource != "" || a.ResourceGroup != "" || a.Subresource != "" || a.ResourceName != "" || a.Namespace != "" {
+			return nil, fmt.Errorf("authorizationAttributes has both a path and resource attributes")
+		}
+		return &cedarlang.Request{Verb: a.Verb, Path: a.Path}, nil
+	}
+	if a.Resource == "" {
+		return nil, fmt.Errorf("authorizationAttributes has neither a resource nor a path")
+	}
+	return &cedarlang.Request{
+		ResourceRequest: true, Verb: a.Verb,
+		APIGroup: a.ResourceGroup, APIVersion: a.ResourceVersion, Resource: a.Resource, Subresource: a.Subresource,
+		Namespace: a.Namespace, Name: a.ResourceName,
+	}, nil
+}
+
+// ResourceAccessReview asks who can perform an action. A
+// LocalResourceAccessReview (or a top-level namespace) asks within one
+// namespace.
+type ResourceAccessReview struct {
+	APIVersion              string                  `json:"apiVersion"`
+	Kind                    string                  `json:"kind"`
+	Namespace               string                  `json:"namespace,omitempty"`
+	AuthorizationAttributes AuthorizationAttributes `json:"authorizationAttributes"`
+}
+
+// ResourceAccessReviewResponse is the design's response (namespace, users,
+// groups) plus kcedar's entries.
+type ResourceAccessReviewResponse struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	engine.AccessReview
+}
+
+// Request is the review's question: the top-level namespace wins.
+func (r *ResourceAccessReview) Request() (*cedarlang.Request, error) {
+	a := r.AuthorizationAttributes
+	if r.Namespace != "" {
+		if a.Namespace != "" && a.Namespace != r.Namespace {
+			return nil, fmt.Errorf("namespace %q and authorizationAttributes.namespace %q differ", r.Namespace, a.Namespace)
+		}
+		a.Namespace = r.Namespace
+	}
+	return a.Request()
+}
+
+// WhoCan answers a ResourceAccessReview with az.
+func WhoCan(az *engine.Engine, r *ResourceAccessReview) (*ResourceAccessReviewResponse, error) {
+	req, err := r.Request()
+	if err != nil {
+		return nil, err
+	}
+	kind := "ResourceAccessReviewResponse"
+	if r.Kind == "LocalResourceAccessReview" {
+		kind = "LocalResourceAccessReviewResponse"
+	}
+	return &ResourceAccessReviewResponse{APIVersion: ReviewAPIVersion, Kind: kind, Namespace: req.Namespace, AccessReview: az.WhoCan(req)}, nil
+}
+
+// SubjectRulesReview asks what a subject can do in a namespace (all
+// namespaces when empty): a SelfSubjectRulesReview for any subject.
+type SubjectRulesReview struct {
+	APIVersion string                 `json:"apiVersion"`
+	Kind       string                 `json:"kind"`
+	Spec       SubjectRulesReviewSpec `json:"spec"`
+	Status     *engine.RulesReview  `json:"status,omitempty"`
+}
+
+// SubjectRulesReviewSpec is the subject and the namespace.
+type SubjectRulesReviewSpec struct {
+	User      string              `json:"user"`
+	Groups    []string            `json:"groups,omitempty"`
+	UID       string              `json:"uid,omitempty"`
+	Extra     map[string][]string `json:"extra,omitempty"`
+	Namespace string              `json:"namespace,omitempty"`
+}
+
+// WhatCan answers a SubjectRulesReview with az.
+func WhatCan(az *engine.Engine, r *SubjectRulesReview) (*SubjectRulesReview, error) {
+	if r.Spec.User == "" && len(r.Spec.Groups) == 0 {
+		return nil, fmt.Errorf("spec.user and spec.groups are empty")
+	}
+	u := cedarlang.UserInfo{Name: r.Spec.User, UID: r.Spec.UID, Groups: r.Spec.Groups, Extra: r.Spec.Extra}
+	st := az.WhatCan(u, r.Spec.Namespace)
+	return &SubjectRulesReview{APIVersion: ReviewAPIVersion, Kind: "SubjectRulesReview", Spec: r.Spec, Status: &st}, nil
+}
+
+// reviewEngine is an engine without caches on the serving engine's schema
+// and policy set: a review asks thousands of questions once (every verb x
+// resource for a rules review), which would only evict the decisions the
+// SubjectAccessReview path reuses.
+func reviewEngine(az *engine.Engine) *engine.Engine {
+	return engine.NewEngine(az.Schema(), az.Policies(), az.Codec(), engine.EngineOptions{})
+}
+
+// registerReviews adds the review endpoints.
+func (s *Server) registerReviews(webhook func(string, http.HandlerFunc) http.Handler) {
+	s.mux.Handle("POST /v1/resourceaccessreview", webhook("resourceaccessreview", s.handleResourceAccessReview))
+	s.mux.Handle("POST /v1/rulesreview", webhook("rulesreview", s.handleRulesReview))
+}
+
+func (s *Server) handleResourceAccessReview(w http.ResponseWriter, r *http.Request) {
+	const endpoint = "resourceaccessreview"
+	body, err := readBody(w, r)
+	if err != nil {
+		s.writeError(w, endpoint, err)
+		return
+	}
+	var rar ResourceAccessReview
+	if err := decodeJSON(body, &rar); err != nil {
+		s.writeError(w, endpoint, err)
+		return
+	}
+	if rar.Kind != "ResourceAccessReview" && rar.Kind != "LocalResourceAccessReview" || rar.APIVersion != ReviewAPIVersion {
+		s.writeError(w, endpoint, badRequest("apiVersion %q kind %q is not accepted here; send %s ResourceAccessReview or LocalResourceAccessReview", rar.APIVersion, rar.Kind, ReviewAPIVersion))
+		return
+	}
+	if rar.Kind == "LocalResourceAccessReview" && rar.Namespace == "" && rar.AuthorizationAttributes.Namespace == "" {
+		s.writeError(w, endpoint, badRequest("a LocalResourceAccessReview needs a namespace"))
+		return
+	}
+	az := s.Authorizer()
+	if az == nil {
+		http.Error(w, "no valid policy set is loaded", http.StatusServiceUnavailable)
+		return
+	}
+	resp, err := WhoCan(reviewEngine(az), &rar)
+	if err != nil {
+		s.writeError(w, endpoint, badRequest("invalid %s: %v", rar.Kind, err))
+		return
+	}
+	writeJSON(w, resp)
+}
+
+func (s *Server) handleRulesReview(w http.ResponseWriter, r *http.Request) {
+	const endpoint = "rulesreview"
+	body, err := readBody(w, r)
+	if err != nil {
+		s.writeError(w, endpoint, err)
+		return
+	}
+	var srr SubjectRulesReview
+	if err := decodeJSON(body, &srr); err != nil {
+		s.writeError(w, endpoint, err)
+		return
+	}
+	if err := checkType(typeMeta{APIVersion: srr.APIVersion, Kind: srr.Kind}, typeMeta{APIVersion: ReviewAPIVersion, Kind: "SubjectRulesReview"}); err != nil {
+		s.writeError(w, endpoint, err)
+		return
+	}
+	az := s.Authorizer()
+	if az == nil {
+		http.Error(w, "no valid policy set is loaded", http.StatusServiceUnavailable)
+		return
+	}
+	resp, err := WhatCan(reviewEngine(az), &srr)
+	if err != nil {
+		s.writeError(w, endpoint, badRequest("invalid SubjectRulesReview: %v", err))
+		return
+	}
+	writeJSON(w, resp)
+}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package residual
-
-const raceEnabled = false
