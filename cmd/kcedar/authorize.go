@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/engine/offline"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
@@ -129,7 +129,7 @@ func runAuthorize(w, errw io.Writer, checker *lint.Checker, o *authorizeOptions)
 }
 
 // request builds the cedar request and admission data from the flags.
-func (o *authorizeOptions) request() (*cedarlang.Request, *offline.Admission, error) {
+func (o *authorizeOptions) request() (*entities.Request, *offline.Admission, error) {
 	tc := offline.TestCase{Operation: o.operation}
 	stdins := 0
 	for _, f := range []string{o.sarFile, o.object, o.oldObject} {

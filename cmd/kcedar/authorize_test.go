@@ -23,9 +23,11 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/engine/offline"
-	"github.com/kcedar/kcedar/internal/wire"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/server"
+	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/internal/wire"
 )
 
 var (
@@ -85,7 +87,7 @@ func TestAuthorizeMatchesServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		store := cedarlang.NewStore(paths, validator, quiet)
+		store := store.NewStore(paths, validator, quiet)
 		if err := store.Load(); err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
@@ -226,7 +228,7 @@ func callback(t *testing.T, h http.Handler, dec *wire.ConditionsAwareDecision, t
 	if err != nil || adm == nil {
 		t.Fatalf("test %d: %v", i, err)
 	}
-	target := cedarlang.ResolveTarget(testChecker(t).Schema, req)
+	target := entities.ResolveTarget(testChecker(t).Schema, req)
 	ar := &admissionv1.AdmissionRequest{
 		UID:         k8stypes.UID("uid"),
 		Operation:   admissionv1.Operation(adm.Operation),

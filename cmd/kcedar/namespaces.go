@@ -7,17 +7,17 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine/offline"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/server"
 )
 
 // readNamespaceObjects reads --namespace-object files (nil without any).
-func readNamespaceObjects(files []string) (cedarlang.NamespaceLookup, error) {
+func readNamespaceObjects(files []string) (entities.NamespaceLookup, error) {
 	if len(files) == 0 {
 		return nil, nil
 	}
-	out := cedarlang.StaticNamespaces{}
+	out := entities.StaticNamespaces{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -40,7 +40,7 @@ func readNamespaceObjects(files []string) (cedarlang.NamespaceLookup, error) {
 // namespaceInformer builds the informer that fills namespaceObject for
 // kcedar serve (nil, nil when it is off). It uses the schema source's
 // cluster (or client-go's default loading rules, in-cluster included).
-func namespaceInformer(src schemaSource, on bool, maxStaleness time.Duration) (*server.NamespaceInformer, cedarlang.NamespaceLookup, error) {
+func namespaceInformer(src schemaSource, on bool, maxStaleness time.Duration) (*server.NamespaceInformer, entities.NamespaceLookup, error) {
 	if !on {
 		return nil, nil, nil
 	}

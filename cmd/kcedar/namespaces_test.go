@@ -6,23 +6,23 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine/offline"
+	"github.com/kcedar/kcedar/internal/entities"
 )
 
 // namespacesOf is the Namespace objects a test case decides with (the
 // file's, and the case's own namespaceObject), written as a List for
 // --namespace-object; nil when there are none.
-func namespacesOf(t *testing.T, dir string, tf *offline.TestFile, tc offline.TestCase) (string, cedarlang.NamespaceLookup) {
+func namespacesOf(t *testing.T, dir string, tf *offline.TestFile, tc offline.TestCase) (string, entities.NamespaceLookup) {
 	t.Helper()
-	ns := cedarlang.StaticNamespaces{}
+	ns := entities.StaticNamespaces{}
 	for _, raw := range tf.Namespaces {
 		if err := offline.AddNamespaceObject(ns, raw); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if len(tc.NamespaceObject) > 0 {
-		one := cedarlang.StaticNamespaces{}
+		one := entities.StaticNamespaces{}
 		if err := offline.AddNamespaceObject(one, tc.NamespaceObject); err != nil {
 			t.Fatal(err)
 		}

@@ -17,11 +17,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/cluster/schemarefresh"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/server"
+	"github.com/kcedar/kcedar/internal/store"
 )
 
 func init() { rootCmd.AddCommand(newServeCmd()) }
@@ -203,7 +203,7 @@ listener closes after --shutdown-delay and in-flight requests get
 	f.StringVar(&tlsOpts.WriteCA, "write-ca", "", "without --tls-cert-file: write the self-signed serving CA here")
 	f.StringArrayVar(&tlsOpts.Hosts, "tls-san", nil, "extra host name or IP for the self-signed certificate (repeatable)")
 	f.DurationVar(&reloadInterval, "reload-interval", 2*time.Second, "how often to check the policy, key and certificate files for changes when no file system event says so (events are watched too)")
-	f.DurationVar(&settle, "policy-settle", cedarlang.DefaultSettle, "load changed policy files only once they read the same twice this far apart (a file renamed into place or a ConfigMap update loads at once); 0 loads what is read")
+	f.DurationVar(&settle, "policy-settle", store.DefaultSettle, "load changed policy files only once they read the same twice this far apart (a file renamed into place or a ConfigMap update loads at once); 0 loads what is read")
 	f.BoolVar(&allowEmpty, "allow-empty-policy-set", false, "accept a policy set with no policies (it answers NoOpinion to everything); by default an empty set is a load error and the last good set keeps serving")
 	f.Float64Var(&maxPolicyLoss, "max-policy-loss", 0, "refuse a reload that removes more than this share of the serving policies (e.g. 0.5); 0 turns the check off")
 	f.BoolVar(&keepForbids, "keep-forbids", false, "refuse a reload that removes any forbid policy (by id)")

@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
+	"github.com/kcedar/kcedar/internal/store"
 )
 
 // objectOptions are serve's flags for policies stored as API objects.
@@ -66,7 +66,7 @@ type policyObjects struct {
 
 // newPolicyObjects prepares the source, the admission handler and the status
 // writer; nothing runs until start.
-func newPolicyObjects(o *objectOptions, lintChecker *lint.Checker, store *cedarlang.Store, logger *slog.Logger) (*policyObjects, error) {
+func newPolicyObjects(o *objectOptions, lintChecker *lint.Checker, store *store.Store, logger *slog.Logger) (*policyObjects, error) {
 	checker := policyobjects.NewCheckerFrom(lintChecker)
 	po := &policyObjects{admission: &policyobjects.AdmissionHandler{Checker: checker, Current: store.Current, Logger: logger}}
 	if !o.enabled {

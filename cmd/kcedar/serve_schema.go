@@ -8,18 +8,18 @@ import (
 
 	"k8s.io/client-go/metadata"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
 	"github.com/kcedar/kcedar/internal/cluster/schemarefresh"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/store"
 )
 
 // schemaTarget moves serve to a refreshed schema (schemarefresh.Target): the
 // policy store, with the policy objects when there are any, and the checker
 // of the policy admission webhook.
 type schemaTarget struct {
-	store     *cedarlang.Store
+	store     *store.Store
 	source    *policyobjects.Source // nil without --policy-objects
 	admission *policyobjects.AdmissionHandler
 	notify    func() // asks for a status pass; nil without a status writer
@@ -36,7 +36,7 @@ func (t *schemaTarget) Apply(s *schemagen.Schema) error {
 	if err != nil {
 		return err
 	}
-	sc := cedarlang.SchemaCheck{Schema: s, Validator: l.Validator(), Checker: l}
+	sc := store.SchemaCheck{Schema: s, Validator: l.Validator(), Checker: l}
 	checker := policyobjects.NewCheckerFrom(l)
 	t.admission.SetChecker(checker)
 	if t.source != nil {
@@ -73,8 +73,8 @@ func (t *schemaTarget) DropPending() {
 // interval, and a retry of a refused schema whenever the policies change.
 // It returns the refresher (for metrics and readiness); nothing runs until
 // run is called.
-func startSchemaRefresh(src schemaSource, schema *schemagen.Schema, fingerprint string, interval time.Duration, store *cedarlang.Store, po *policyObjects, logger *slog.Logger) (*schemarefresh.Refresher, func(context.Context) error) {
-	target := &schemaTarget{store: store, source: po.source, admission: po.admission, serving: po.admission.Checker}
+func startSchemaRefresh(src schemaSource, schema *schemagen.Schema, fingerprint string, interval time.Duration, policies *store.Store, po *policyObjects, logger *slog.Logger) (*schemarefresh.Refresher, func(context.Context) error) {
+	target := &schemaTarget{store: policies, source: po.source, admission: po.admission, serving: po.admission.Checker}
 	if po.status != nil {
 		target.notify = po.status.Notify
 	}
@@ -82,8 +82,8 @@ func startSchemaRefresh(src schemaSource, schema *schemagen.Schema, fingerprint 
 	r.Interval = interval
 	// The policies changed: a refused schema may validate now. Set before
 	// server.New, which chains OnReload.
-	prev := store.OnReload
-	store.OnReload = func(res cedarlang.ReloadResult) {
+	prev := policies.OnReload
+	policies.OnReload = func(res store.ReloadResult) {
 		if res.Changed && !res.Repeat {
 			r.Retry()
 		}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
-	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
 // The glue between schema refresh and serve's parts: the store moves (or

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/server"
+	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
 // syncBuffer collects the JSON log.
@@ -61,7 +61,7 @@ func TestGracefulShutdown(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "p.cedar"), []byte(`@id("all") permit(principal, action, resource);`), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			store := cedarlang.NewStore([]string{dir}, nil, nil)
+			store := store.NewStore([]string{dir}, nil, nil)
 			if err := store.Load(); err != nil {
 				t.Fatal(err)
 			}

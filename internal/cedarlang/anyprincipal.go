@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	"github.com/cedar-policy/cedar-go/types"
+
+	"github.com/kcedar/kcedar/internal/entities"
 )
 
 // CandidatesAnyPrincipal returns, in policy order, the policies that may
@@ -18,7 +20,7 @@ func (ps *PolicySet) CandidatesAnyPrincipal(verb string, resourceType types.Enti
 	}
 	ix := ps.index
 	verbIDs := []uint64{ix.hash(verb), anyID}
-	if verb == Wildcard {
+	if verb == entities.Wildcard {
 		verbIDs = append(slices.Clone(ix.verbs), anyID)
 	}
 	var found []int32

@@ -1,4 +1,6 @@
-// Package cedar is kcedar's policy engine: it loads, validates and indexes Cedar
-// policy sets (with atomic hot reload), builds the Cedar entities of a Kubernetes
-// request and its objects, and decides fully known requests.
+// Package cedarlang is the Cedar policy language as kcedar uses it: strict
+// parsing (ids, positions, nesting limits), validation against the typed
+// schema, namespace confinement of delegated policies, and the index that
+// narrows a policy set to the candidates of one request. It evaluates
+// nothing: the decision engine (internal/engine) does.
 package cedarlang

@@ -7,9 +7,10 @@ import (
 	"strings"
 
 	"github.com/cedar-policy/cedar-go/types"
+
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 	"github.com/kcedar/kcedar/internal/lib/parallel"
-
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -513,11 +514,11 @@ func known(v string) QueryValue { return QueryValue{Value: v, Has: true} }
 var openValue = QueryValue{Has: true, Open: true}
 
 // NewCandidateQuery describes req, landing on t, for verb.
-func NewCandidateQuery(req *Request, t Target, verb string) CandidateQuery {
-	q := CandidateQuery{Principal: PrincipalUID(req.User.Name), Groups: req.User.Groups, Verb: verb, ResourceType: t.EntityType}
+func NewCandidateQuery(req *entities.Request, t entities.Target, verb string) CandidateQuery {
+	q := CandidateQuery{Principal: entities.PrincipalUID(req.User.Name), Groups: req.User.Groups, Verb: verb, ResourceType: t.EntityType}
 	switch q.Principal.Type {
 	case schemagen.ServiceAccountType:
-		ns, name, _ := serviceAccountName(req.User.Name)
+		ns, name, _ := entities.ServiceAccountName(req.User.Name)
 		q.PrincipalNamespace, q.PrincipalName = known(ns), known(name)
 	case schemagen.NodeType:
 		q.PrincipalName = known(strings.TrimPrefix(req.User.Name, schemagen.NodeUserPrefix))
@@ -542,7 +543,7 @@ func NewCandidateQuery(req *Request, t Target, verb string) CandidateQuery {
 		}
 		q.Name = orOpen(req.Name, "")
 	default:
-		q.APIGroup, q.Resource = orOpen(req.APIGroup, Wildcard), orOpen(req.Resource, Wildcard)
+		q.APIGroup, q.Resource = orOpen(req.APIGroup, entities.Wildcard), orOpen(req.Resource, entities.Wildcard)
 		q.Namespace, q.Name = orOpen(req.Namespace, ""), orOpen(req.Name, "")
 		q.Namespace.MayBeAbsent = q.Namespace.Open && t.OptionalWhenOpen(schemagen.AttrNamespace)
 		q.Name.MayBeAbsent = q.Name.Open && t.OptionalWhenOpen(schemagen.AttrName)
@@ -594,7 +595,7 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 	}
 
 	verbIDs := []uint64{ix.hash(q.Verb), anyID}
-	if q.Verb == Wildcard {
+	if q.Verb == entities.Wildcard {
 		verbIDs = append(slices.Clone(ix.verbs), anyID)
 	}
 	var found []int32

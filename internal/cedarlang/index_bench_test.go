@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 )
@@ -21,7 +22,7 @@ func benchCandidates(b *testing.B, n int) {
 	reqs := zoo.Requests(n, 4096, 2)
 	qs := make([]cedarlang.CandidateQuery, len(reqs))
 	for i, r := range reqs {
-		qs[i] = cedarlang.NewCandidateQuery(r, cedarlang.ResolveTarget(s, r), cedarlang.Verbs(s, r)[0])
+		qs[i] = cedarlang.NewCandidateQuery(r, entities.ResolveTarget(s, r), entities.Verbs(s, r)[0])
 	}
 	durations := make([]time.Duration, 0, b.N)
 	// Steady state: the set-up's garbage (parsing a large set) collected

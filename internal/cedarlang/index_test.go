@@ -1,6 +1,7 @@
 package cedarlang
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -9,6 +10,8 @@ import (
 
 	cedarlib "github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
+
+	"github.com/kcedar/kcedar/internal/entities"
 )
 
 // The index is an optimization only: for any policy set and request, the
@@ -263,11 +266,11 @@ func checkCandidatesProperty(t *testing.T, build func([]*Policy) *index) {
 					groups = append(groups, g)
 				}
 			}
-			user := UserInfo{Name: pick(rng, genUsers), Groups: groups}
+			user := entities.UserInfo{Name: pick(rng, genUsers), Groups: groups}
 			if rng.IntN(2) == 0 {
 				user.UID = "uid-1"
 			}
-			principal := PrincipalEntity(user)
+			principal := entities.PrincipalEntity(user)
 			verb := pick(rng, genVerbs)
 			rtype := types.EntityType(pick(rng, append(slices.Clone(genTypes), "io::k8s::networking::ingresses")))
 			attrs := types.RecordMap{}
@@ -281,7 +284,7 @@ func checkCandidatesProperty(t *testing.T, build func([]*Policy) *index) {
 				attrs["apiGroup"] = types.String([]string{"apps", ""}[n-1])
 			}
 			resource := types.Entity{UID: types.NewEntityUID(rtype, ""), Attributes: types.NewRecord(attrs)}
-			ents := &Entities{Principal: principal, Resource: resource}
+			ents := &entities.Entities{Principal: principal, Resource: resource}
 			act := types.NewEntityUID("k8s::Action", types.String(verb))
 
 			q := CandidateQuery{Principal: principal.UID, Groups: groups, Verb: verb, ResourceType: rtype}
@@ -292,7 +295,7 @@ func checkCandidatesProperty(t *testing.T, build func([]*Policy) *index) {
 			}
 			switch principal.UID.Type {
 			case "k8s::ServiceAccount":
-				ns, name, _ := serviceAccountName(user.Name)
+				ns, name, _ := entities.ServiceAccountName(user.Name)
 				q.PrincipalNamespace, q.PrincipalName = known(ns), known(name)
 			case "k8s::Node":
 				q.PrincipalName = known(strings.TrimPrefix(user.Name, "system:node:"))
@@ -318,7 +321,7 @@ func checkCandidatesProperty(t *testing.T, build func([]*Policy) *index) {
 			// Superset of the policies that match, and of the forbids that
 			// fail (kcedar counts them as denying).
 			for _, p := range set.Policies {
-				holds, err := EvaluatePolicy(p, ents, principal.UID, act, resource.UID)
+				holds, err := evaluateOne(p, ents, principal.UID, act, resource.UID)
 				if !holds && (err == nil || p.Effect != types.Forbid) {
 					continue
 				}
@@ -355,7 +358,7 @@ func checkCandidatesProperty(t *testing.T, build func([]*Policy) *index) {
 			for _, p := range set.Policies {
 				cs.Add(types.PolicyID(p.ID), p.Compiled)
 			}
-			dec, diag := cedarlib.Authorize(cs, ents, cedarlib.Request{Principal: principal.UID, Action: act, Resource: resource.UID, Context: ContextFor(act)})
+			dec, diag := cedarlib.Authorize(cs, ents, cedarlib.Request{Principal: principal.UID, Action: act, Resource: resource.UID, Context: entities.ContextFor(act)})
 			erroringForbid := false
 			for _, e := range diag.Errors {
 				if p, _ := set.Get(string(e.PolicyID)); p.Effect == types.Forbid {
@@ -406,8 +409,8 @@ func TestIndexBuckets(t *testing.T) {
 		{"system:serviceaccount:a:b", nil, "get", "core::pods", nil},
 		{"system:node:n1", nil, "list", "core::pods", nil},
 	} {
-		req := &Request{User: UserInfo{Name: tc.user, Groups: tc.groups}, Verb: tc.verb, ResourceRequest: true}
-		got := policyIDs(set.Candidates(NewCandidateQuery(req, Target{EntityType: tc.rtype}, tc.verb)))
+		req := &entities.Request{User: entities.UserInfo{Name: tc.user, Groups: tc.groups}, Verb: tc.verb, ResourceRequest: true}
+		got := policyIDs(set.Candidates(NewCandidateQuery(req, entities.Target{EntityType: tc.rtype}, tc.verb)))
 		if !slices.Equal(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
 			t.Errorf("%s %v %s %s: candidates %v, want %v", tc.user, tc.groups, tc.verb, tc.rtype, got, tc.want)
 		}
@@ -460,4 +463,14 @@ func TestUnnarrowedIsTheIndexRest(t *testing.T) {
 			t.Fatalf("set %d: Unnarrowed %v, index rest %v", s, got, want)
 		}
 	}
+}
+
+// evaluateOne evaluates one policy on a fully known request with the test
+// oracle: whether it holds, or the error that stopped it.
+func evaluateOne(p *Policy, ents types.EntityGetter, principal, action, resource types.EntityUID) (bool, error) {
+	r := evaluate([]*Policy{p}, ents, principal, action, resource)
+	if len(r.Errors) > 0 {
+		return false, errors.New(r.Errors[0])
+	}
+	return len(r.Policies) > 0, nil
 }

@@ -10,9 +10,9 @@ import (
 
 	cedarlib "github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 
 	"github.com/kcedar/kcedar/internal/lib/cedarlex"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 

@@ -9,12 +9,12 @@ import (
 	"sync"
 
 	"github.com/cedar-policy/cedar-go/types"
+
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 	cedarschema "github.com/kcedar/kcedar/internal/lib/cedarx/schema"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/resolved"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/validate"
 	"github.com/kcedar/kcedar/internal/lib/parallel"
-
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 

@@ -1,12 +1,12 @@
 package cedarlang
 
 import (
-	"github.com/cedar-policy/cedar-go/types"
-
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cedar-policy/cedar-go/types"
 
 	"github.com/kcedar/kcedar/internal/schemagen"
 )

@@ -7,10 +7,11 @@ import (
 	"strings"
 
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -78,8 +79,8 @@ func (s Subject) String() string {
 
 // Matches reports whether the subject selects the principal u, exactly as
 // the principal scope it came from does.
-func (s Subject) Matches(u cedarlang.UserInfo) bool {
-	uid := cedarlang.PrincipalUID(u.Name)
+func (s Subject) Matches(u entities.UserInfo) bool {
+	uid := entities.PrincipalUID(u.Name)
 	if s.PrincipalType != "" && string(uid.Type) != s.PrincipalType {
 		return false
 	}
@@ -87,7 +88,7 @@ func (s Subject) Matches(u cedarlang.UserInfo) bool {
 	case SubjectAll:
 		return true
 	case SubjectUser, SubjectServiceAccount, SubjectNode:
-		want := cedarlang.PrincipalUID(s.Name)
+		want := entities.PrincipalUID(s.Name)
 		return uid == want && subjectKindOf(want.Type) == s.Kind
 	case SubjectGroup:
 		return slices.Contains(u.Groups, s.Name)
@@ -164,7 +165,7 @@ type AccessReview struct {
 type accessCase struct {
 	label      string
 	verb       string
-	target     cedarlang.Target
+	target     entities.Target
 	attrs      types.RecordMap
 	shapes     []shape
 	admission  bool
@@ -174,9 +175,9 @@ type accessCase struct {
 
 // WhoCan answers who may make req (whose user is ignored): see the rule
 // above. Open values are handled as Authorize handles them.
-func (e *Engine) WhoCan(req *cedarlang.Request) AccessReview {
+func (e *Engine) WhoCan(req *entities.Request) AccessReview {
 	var rv AccessReview
-	target := cedarlang.ResolveTarget(e.schema, req)
+	target := entities.ResolveTarget(e.schema, req)
 	open := target.Open(req)
 	var optional []string
 	for _, attr := range []string{schemagen.AttrNamespace, schemagen.AttrName} {
@@ -184,7 +185,7 @@ func (e *Engine) WhoCan(req *cedarlang.Request) AccessReview {
 			optional = append(optional, attr)
 		}
 	}
-	for _, verb := range cedarlang.Verbs(e.schema, req) {
+	for _, verb := range entities.Verbs(e.schema, req) {
 		for mask := 0; mask < 1<<len(optional); mask++ {
 			absent := map[string]bool{}
 			label := verb
@@ -201,7 +202,7 @@ func (e *Engine) WhoCan(req *cedarlang.Request) AccessReview {
 	return rv
 }
 
-func (e *Engine) whoCanCase(req *cedarlang.Request, verb, label string, target cedarlang.Target, open, absent map[string]bool, rv *AccessReview) accessCase {
+func (e *Engine) whoCanCase(req *entities.Request, verb, label string, target entities.Target, open, absent map[string]bool, rv *AccessReview) accessCase {
 	c := accessCase{label: label, verb: verb, target: target, resourceID: target.EntityUID(req)}
 	c.attrs = target.Attributes(req, open, func(attr string) types.Value {
 		if absent[attr] {
@@ -266,8 +267,8 @@ func (c *accessCase) residual(q *ast.Policy, usesObjects bool, principal types.V
 			m[schemagen.AttrOldObject] = eval.Variable(schemagen.AttrOldObject)
 		}
 		action := schemagen.ActionUID(c.verb)
-		ents := &cedarlang.Entities{Principal: principalEntity, Resource: types.Entity{UID: c.resourceID, Attributes: types.NewRecord(m)}}
-		return eval.Env{Entities: ents, Principal: principal, Action: action, Resource: c.resourceID, Context: cedarlang.ContextFor(action)}
+		ents := &entities.Entities{Principal: principalEntity, Resource: types.Entity{UID: c.resourceID, Attributes: types.NewRecord(m)}}
+		return eval.Env{Entities: ents, Principal: principal, Action: action, Resource: c.resourceID, Context: entities.ContextFor(action)}
 	}
 	expr := partialEval(env(c.shapes[0]), q)
 	if usesObjects && len(c.shapes) == 2 {
@@ -287,7 +288,7 @@ func (c *accessCase) residual(q *ast.Policy, usesObjects bool, principal types.V
 func scopeSubject(s ast.IsPrincipalScopeNode) (Subject, bool) {
 	single := func(uid types.EntityUID) (Subject, bool) {
 		kind := subjectKindOf(uid.Type)
-		if kind == "" || cedarlang.PrincipalUID(string(uid.ID)) != uid {
+		if kind == "" || entities.PrincipalUID(string(uid.ID)) != uid {
 			// Not a principal type, or a username Kubernetes gives another
 			// type (k8s::User::"system:node:n1" is never a principal).
 			return Subject{}, false
@@ -329,7 +330,7 @@ func scopeSubject(s ast.IsPrincipalScopeNode) (Subject, bool) {
 			sub.PrincipalType = string(v.Type)
 			return sub, true
 		}
-		if string(v.Type) != string(cedarlang.PrincipalUID(sub.Name).Type) {
+		if string(v.Type) != string(entities.PrincipalUID(sub.Name).Type) {
 			return Subject{}, false
 		}
 		return sub, true
@@ -442,7 +443,7 @@ func refineWith(sub Subject, n ast.IsNode) (Subject, bool) {
 		return Subject{Kind: SubjectUsernamePattern, Name: string(v.Value.MarshalCedar()), PrincipalType: typ}, true
 	case ast.NodeTypeEquals:
 		if name, ok := principalAttrEquals(v, schemagen.AttrUsername); ok && (sub.Kind == SubjectAll || sub.Kind == SubjectPrincipalType) {
-			uid := cedarlang.PrincipalUID(name)
+			uid := entities.PrincipalUID(name)
 			if typ != "" && string(uid.Type) != typ {
 				return sub, false
 			}
@@ -456,9 +457,9 @@ func refineWith(sub Subject, n ast.IsNode) (Subject, bool) {
 			// principal.name of a ServiceAccount or a Node never fails.
 			switch {
 			case sub.Kind == SubjectServiceAccounts && !strings.Contains(name, ":"):
-				return scopeSubject(ast.ScopeTypeEq{Entity: cedarlang.PrincipalUID(schemagen.ServiceAccountUserPrefix + sub.Namespace + ":" + name)})
+				return scopeSubject(ast.ScopeTypeEq{Entity: entities.PrincipalUID(schemagen.ServiceAccountUserPrefix + sub.Namespace + ":" + name)})
 			case sub.Kind == SubjectPrincipalType && typ == string(schemagen.NodeType):
-				return scopeSubject(ast.ScopeTypeEq{Entity: cedarlang.PrincipalUID(schemagen.NodeUserPrefix + name)})
+				return scopeSubject(ast.ScopeTypeEq{Entity: entities.PrincipalUID(schemagen.NodeUserPrefix + name)})
 			}
 		}
 	}
@@ -566,8 +567,8 @@ func lessAccess(a, b SubjectAccess) bool {
 // Authorize would return for the request made by u, computed only from the
 // entries (their subjects and their printed conditions). It is how the
 // review is tested against Authorize.
-func (rv *AccessReview) Decide(u cedarlang.UserInfo, policies *cedarlang.PolicySet) Decision {
-	principal := cedarlang.PrincipalEntity(u)
+func (rv *AccessReview) Decide(u entities.UserInfo, policies *cedarlang.PolicySet) Decision {
+	principal := entities.PrincipalEntity(u)
 	var all everyCase
 	var single Decision
 	for _, c := range rv.cases {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -34,8 +34,8 @@ func realSchema(t testing.TB) *schemagen.Schema {
 	return realSchemaVal
 }
 
-func whoCanReq(verb, group, resource, sub, ns, name string) *cedarlang.Request {
-	return &cedarlang.Request{ResourceRequest: true, Verb: verb, APIGroup: group, Resource: resource, Subresource: sub, Namespace: ns, Name: name}
+func whoCanReq(verb, group, resource, sub, ns, name string) *entities.Request {
+	return &entities.Request{ResourceRequest: true, Verb: verb, APIGroup: group, Resource: resource, Subresource: sub, Namespace: ns, Name: name}
 }
 
 func TestWhoCanHandPicked(t *testing.T) {
@@ -88,8 +88,8 @@ when { resource has oldObject };
 	if len(rv.Denied) != 1 || rv.Denied[0].Name != "contractors" || rv.Denied[0].Condition == "" {
 		t.Errorf("every namespace: denied = %+v", rv.Denied)
 	}
-	for _, u := range []cedarlang.UserInfo{{Name: "bob", Groups: []string{"team-a"}}, {Name: "alice", Groups: []string{"contractors"}}} {
-		if got, want := rv.Decide(u, ps).Type(), az.Authorize(&cedarlang.Request{User: u, ResourceRequest: true, Verb: "get", Resource: "pods"}).Type(); got != want {
+	for _, u := range []entities.UserInfo{{Name: "bob", Groups: []string{"team-a"}}, {Name: "alice", Groups: []string{"contractors"}}} {
+		if got, want := rv.Decide(u, ps).Type(), az.Authorize(&entities.Request{User: u, ResourceRequest: true, Verb: "get", Resource: "pods"}).Type(); got != want {
 			t.Errorf("%s: rule says %v, Authorize %v", u.Name, got, want)
 		}
 	}
@@ -240,10 +240,10 @@ func genPrincipalPolicies(rng *rand.Rand, n int) string {
 	return b.String()
 }
 
-func genUniverse(rng *rand.Rand) []cedarlang.UserInfo {
-	var out []cedarlang.UserInfo
+func genUniverse(rng *rand.Rand) []entities.UserInfo {
+	var out []entities.UserInfo
 	for _, name := range wcUsers {
-		u := cedarlang.UserInfo{Name: name}
+		u := entities.UserInfo{Name: name}
 		for _, g := range wcGroups {
 			if rng.Intn(3) == 0 {
 				u.Groups = append(u.Groups, g)
@@ -263,7 +263,7 @@ func genUniverse(rng *rand.Rand) []cedarlang.UserInfo {
 	return out
 }
 
-func genWhoCanQuestion(rng *rand.Rand) *cedarlang.Request {
+func genWhoCanQuestion(rng *rand.Rand) *entities.Request {
 	r := pick(rng, [][3]string{{"", "pods", ""}, {"", "nodes", ""}, {"apps", "deployments", ""}, {"", "pods", "exec"}, {"example.com", "foos", ""}, {"*", "*", ""}})
 	verb := pick(rng, []string{"get", "list", "create", "update", "delete", "get", "create", "update"})
 	if rng.Intn(25) == 0 {
@@ -271,7 +271,7 @@ func genWhoCanQuestion(rng *rand.Rand) *cedarlang.Request {
 	}
 	q := whoCanReq(verb, r[0], r[1], r[2], "", "")
 	if rng.Intn(15) == 0 {
-		return &cedarlang.Request{Verb: pick(rng, []string{"get", "post", "*"}), Path: pick(rng, []string{"/healthz", "/metrics"})}
+		return &entities.Request{Verb: pick(rng, []string{"get", "post", "*"}), Path: pick(rng, []string{"/healthz", "/metrics"})}
 	}
 	if rng.Intn(2) == 0 {
 		q.Namespace = pick(rng, []string{"team-a", "team-b", "kube-system"})
@@ -296,7 +296,7 @@ when { resource has object && resource.object.metadata has labels && resource.ob
 @id("other") permit(principal in k8s::Group::"ops", action, resource);
 `)
 	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
-	rv := az.WhatCan(cedarlang.UserInfo{Name: "bob", Groups: []string{"dev"}}, "team-a")
+	rv := az.WhatCan(entities.UserInfo{Name: "bob", Groups: []string{"dev"}}, "team-a")
 	find := func(res string, verb string) *ResourceRule {
 		for i, r := range rv.ResourceRules {
 			if slices.Contains(r.Resources, res) && slices.Contains(r.Verbs, verb) {
@@ -332,14 +332,14 @@ when { resource has object && resource.object.metadata has labels && resource.ob
 		for _, v := range r.Verbs {
 			for _, res := range r.Resources {
 				resource, sub, _ := strings.Cut(res, "/")
-				d := az.Authorize(&cedarlang.Request{User: cedarlang.UserInfo{Name: "bob", Groups: []string{"dev"}}, ResourceRequest: true, Verb: v, APIGroup: r.APIGroups[0], Resource: resource, Subresource: sub, Namespace: "team-a"})
+				d := az.Authorize(&entities.Request{User: entities.UserInfo{Name: "bob", Groups: []string{"dev"}}, ResourceRequest: true, Verb: v, APIGroup: r.APIGroups[0], Resource: resource, Subresource: sub, Namespace: "team-a"})
 				if !d.IsAllowed() {
 					t.Errorf("rule %+v: %s is %v", r, v, d.Type())
 				}
 			}
 		}
 	}
-	ops := az.WhatCan(cedarlang.UserInfo{Name: "carol", Groups: []string{"ops"}}, "")
+	ops := az.WhatCan(entities.UserInfo{Name: "carol", Groups: []string{"ops"}}, "")
 	n := 0
 	for _, r := range ops.ResourceRules {
 		n += len(r.Resources)
@@ -389,7 +389,7 @@ func TestWhatCanAgreesWithAuthorize(t *testing.T) {
 							if tr, ok := az.Schema().Lookup(r.APIGroups[0], resource, sub); ok && !tr.Namespaced {
 								reqNS = ""
 							}
-							req := &cedarlang.Request{User: u, ResourceRequest: true, Verb: v, APIGroup: r.APIGroups[0], Resource: resource, Subresource: sub, Namespace: reqNS, Name: name}
+							req := &entities.Request{User: u, ResourceRequest: true, Verb: v, APIGroup: r.APIGroups[0], Resource: resource, Subresource: sub, Namespace: reqNS, Name: name}
 							if d := az.Authorize(req); !d.IsAllowed() {
 								t.Fatalf("set %d %s: rule %+v lists it, Authorize says %v\npolicies:\n%s", i, req, r, d.Type(), src)
 							}
@@ -407,7 +407,7 @@ func TestWhatCanAgreesWithAuthorize(t *testing.T) {
 					res += "/" + k.Subresource
 				}
 				for _, v := range []string{"get", "list", "create", "update", "delete"} {
-					req := &cedarlang.Request{User: u, ResourceRequest: true, Verb: v, APIGroup: k.Group, Resource: k.Resource, Subresource: k.Subresource}
+					req := &entities.Request{User: u, ResourceRequest: true, Verb: v, APIGroup: k.Group, Resource: k.Resource, Subresource: k.Subresource}
 					if r.Namespaced {
 						req.Namespace = ns
 					}

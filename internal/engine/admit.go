@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
@@ -49,9 +49,9 @@ func (e *Engine) Admit(data *AdmissionData, optionsKind string) Decision {
 	if data.User == nil {
 		return Denied(nil, nil).WithReason("kcedar: the admission request has no user")
 	}
-	base := cedarlang.Request{User: *data.User, ResourceRequest: true, APIGroup: data.APIGroup, APIVersion: data.APIVersion,
+	base := entities.Request{User: *data.User, ResourceRequest: true, APIGroup: data.APIGroup, APIVersion: data.APIVersion,
 		Resource: data.Resource, Subresource: data.Subresource, Namespace: data.Namespace}
-	if cedarlang.ResolveTarget(e.schema, &base).Resource == nil {
+	if entities.ResolveTarget(e.schema, &base).Resource == nil {
 		return Allowed(nil, nil).WithReason("kcedar: not a resource kcedar types")
 	}
 	for _, verb := range AdmissionVerbs(data.Operation, optionsKind) {

@@ -4,10 +4,11 @@ import (
 	"maps"
 
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -25,7 +26,7 @@ type Residual struct {
 // Authorize implements Authorizer. A "*" verb is decided for every verb: Deny
 // if any is denied, Allow if all are allowed. Decisions that needed partial
 // evaluation are cached (they are the expensive ones).
-func (e *Engine) Authorize(req *cedarlang.Request) Decision {
+func (e *Engine) Authorize(req *entities.Request) Decision {
 	if e.decisions == nil {
 		d, _ := e.authorize(req)
 		return d
@@ -48,8 +49,8 @@ func (e *Engine) Authorize(req *cedarlang.Request) Decision {
 
 // authorize decides req; partial reports whether that needed partial
 // evaluation or several cases (worth caching).
-func (e *Engine) authorize(req *cedarlang.Request) (Decision, bool) {
-	verbs := cedarlang.Verbs(e.schema, req)
+func (e *Engine) authorize(req *entities.Request) (Decision, bool) {
+	verbs := entities.Verbs(e.schema, req)
 	if len(verbs) == 1 {
 		return e.authorizeVerb(req, verbs[0])
 	}
@@ -66,8 +67,8 @@ func (e *Engine) authorize(req *cedarlang.Request) (Decision, bool) {
 // anyForbid reports whether a forbid is a candidate for req with any of verbs:
 // without one, no case can be denied, and the first case that is not allowed
 // settles the answer.
-func (e *Engine) anyForbid(req *cedarlang.Request, verbs []string) bool {
-	target := cedarlang.ResolveTarget(e.schema, req)
+func (e *Engine) anyForbid(req *entities.Request, verbs []string) bool {
+	target := entities.ResolveTarget(e.schema, req)
 	for _, verb := range verbs {
 		for _, p := range e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, verb)) {
 			if p.Effect == types.Forbid {
@@ -135,8 +136,8 @@ func (s shape) code() int {
 // AdmissionShapes lists the object shapes admission can see for a request, or
 // nil when admission never sees it (reads, and anything not on a concrete,
 // typed resource). update and patch may arrive as CREATE (no stored object).
-func AdmissionShapes(t cedarlang.Target, req *cedarlang.Request, verb string) []shape {
-	if t.Resource == nil || req.APIGroup == cedarlang.Wildcard || req.Resource == cedarlang.Wildcard {
+func AdmissionShapes(t entities.Target, req *entities.Request, verb string) []shape {
+	if t.Resource == nil || req.APIGroup == entities.Wildcard || req.Resource == entities.Wildcard {
 		return nil
 	}
 	switch verb {
@@ -157,8 +158,8 @@ func AdmissionShapes(t cedarlang.Target, req *cedarlang.Request, verb string) []
 	return nil
 }
 
-func (e *Engine) authorizeVerb(req *cedarlang.Request, verb string) (Decision, bool) {
-	target := cedarlang.ResolveTarget(e.schema, req)
+func (e *Engine) authorizeVerb(req *entities.Request, verb string) (Decision, bool) {
+	target := entities.ResolveTarget(e.schema, req)
 	open := target.Open(req)
 	var optional []string
 	for _, attr := range []string{schemagen.AttrNamespace, schemagen.AttrName} {
@@ -273,12 +274,12 @@ func decide(results []policyResult, entityType types.EntityType) Decision {
 	return Conditional(deny, allow, errs)
 }
 
-func (e *Engine) authorizeWorld(req *cedarlang.Request, verb string, target cedarlang.Target, open, absent map[string]bool) (Decision, bool) {
+func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool) (Decision, bool) {
 	candidates := e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, verb))
 	if len(candidates) == 0 {
 		return NoOpinion(nil), false
 	}
-	principal := cedarlang.PrincipalEntity(req.User)
+	principal := entities.PrincipalEntity(req.User)
 	action := schemagen.ActionUID(verb)
 	resourceUID := target.EntityUID(req)
 	shapes := AdmissionShapes(target, req, verb)
@@ -299,7 +300,7 @@ func (e *Engine) authorizeWorld(req *cedarlang.Request, verb string, target ceda
 		if ns.known {
 			known[schemagen.AttrNamespaceObject] = ns.rec
 		}
-		ents := &cedarlang.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(known)}, Maps: ns.maps}
+		ents := &entities.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(known)}, Maps: ns.maps}
 		results := make([]policyResult, len(candidates))
 		for i, p := range candidates {
 			results[i] = classify(p, evaluateCompiled(p, ents, principal.UID, action, resourceUID))
@@ -337,8 +338,8 @@ func (e *Engine) authorizeWorld(req *cedarlang.Request, verb string, target ceda
 		if sh.oldObject {
 			m[schemagen.AttrOldObject] = eval.Variable(schemagen.AttrOldObject)
 		}
-		ents := &cedarlang.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(m)}, Maps: ns.maps}
-		return eval.Env{Entities: ents, Principal: principal.UID, Action: action, Resource: resourceUID, Context: cedarlang.ContextFor(action)}
+		ents := &entities.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(m)}, Maps: ns.maps}
+		return eval.Env{Entities: ents, Principal: principal.UID, Action: action, Resource: resourceUID, Context: entities.ContextFor(action)}
 	}
 	admission := len(shapes) > 0
 	if !admission {
@@ -434,7 +435,7 @@ func readsUnknown(p *cedarlang.Policy, in *policyInputs, open, absent map[string
 // evaluateCompiled evaluates p on known values with the compiled evaluator:
 // true, false, or a partial error.
 func evaluateCompiled(p *cedarlang.Policy, entities types.EntityGetter, principal, action, resource types.EntityUID) ast.IsNode {
-	holds, err := cedarlang.EvaluatePolicy(p, entities, principal, action, resource)
+	holds, err := evaluatePolicy(p, entities, principal, action, resource)
 	if err != nil {
 		return eval.PartialError(err)
 	}

@@ -9,10 +9,11 @@ import (
 	"github.com/cedar-policy/cedar-go/types"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/wire"
-	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 func mustPolicies(t testing.TB, src string) *cedarlang.PolicySet {
@@ -28,8 +29,8 @@ func mustPolicies(t testing.TB, src string) *cedarlang.PolicySet {
 	return set
 }
 
-func resReq(user string, groups []string, verb, group, resource, sub, ns, name string) *cedarlang.Request {
-	return &cedarlang.Request{User: cedarlang.UserInfo{Name: user, Groups: groups}, Verb: verb, ResourceRequest: true,
+func resReq(user string, groups []string, verb, group, resource, sub, ns, name string) *entities.Request {
+	return &entities.Request{User: entities.UserInfo{Name: user, Groups: groups}, Verb: verb, ResourceRequest: true,
 		APIGroup: group, Resource: resource, Subresource: sub, Namespace: ns, Name: name}
 }
 
@@ -88,7 +89,7 @@ permit(principal == k8s::User::"mallory", action, resource);
 	sa := "system:serviceaccount:team-a:builder"
 	cases := []struct {
 		name     string
-		req      *cedarlang.Request
+		req      *entities.Request
 		want     DecisionType
 		policies string
 	}{
@@ -96,7 +97,7 @@ permit(principal == k8s::User::"mallory", action, resource);
 		{"list pods across namespaces", resReq("alice", nil, "list", "", "pods", "", "", ""), DecisionNoOpinion, ""},
 		{"list pods in another namespace", resReq("alice", nil, "list", "", "pods", "", "team-b", ""), DecisionNoOpinion, ""},
 		{"delete not granted", resReq("alice", nil, "delete", "", "pods", "", "team-a", "p"), DecisionNoOpinion, ""},
-		{"field selector narrows namespace", func() *cedarlang.Request {
+		{"field selector narrows namespace", func() *entities.Request {
 			r := resReq("alice", nil, "list", "", "pods", "", "", "")
 			r.Namespace = "team-a"
 			return r
@@ -114,10 +115,10 @@ permit(principal == k8s::User::"mallory", action, resource);
 		{"node own", resReq("system:node:n1", nil, "get", "", "nodes", "", "", "n1"), DecisionAllow, "node-own"},
 		{"node other", resReq("system:node:n1", nil, "get", "", "nodes", "", "", "n2"), DecisionNoOpinion, ""},
 		{"node any name", resReq("system:node:n1", nil, "get", "", "nodes", "", "", ""), DecisionNoOpinion, ""},
-		{"healthz", &cedarlang.Request{User: cedarlang.UserInfo{Name: "x"}, Verb: "get", Path: "/healthz"}, DecisionAllow, "healthz"},
-		{"healthz sub", &cedarlang.Request{User: cedarlang.UserInfo{Name: "x"}, Verb: "get", Path: "/healthz/etcd"}, DecisionAllow, "healthz"},
-		{"other url", &cedarlang.Request{User: cedarlang.UserInfo{Name: "x"}, Verb: "get", Path: "/metrics"}, DecisionNoOpinion, ""},
-		{"post healthz", &cedarlang.Request{User: cedarlang.UserInfo{Name: "x"}, Verb: "post", Path: "/healthz"}, DecisionNoOpinion, ""},
+		{"healthz", &entities.Request{User: entities.UserInfo{Name: "x"}, Verb: "get", Path: "/healthz"}, DecisionAllow, "healthz"},
+		{"healthz sub", &entities.Request{User: entities.UserInfo{Name: "x"}, Verb: "get", Path: "/healthz/etcd"}, DecisionAllow, "healthz"},
+		{"other url", &entities.Request{User: entities.UserInfo{Name: "x"}, Verb: "get", Path: "/metrics"}, DecisionNoOpinion, ""},
+		{"post healthz", &entities.Request{User: entities.UserInfo{Name: "x"}, Verb: "post", Path: "/healthz"}, DecisionNoOpinion, ""},
 		{"impersonate bob", resReq("carol", nil, "impersonate", "", "users", "", "", "bob"), DecisionAllow, "impersonate-bob"},
 		{"impersonate eve", resReq("carol", nil, "impersonate", "", "users", "", "", "eve"), DecisionNoOpinion, ""},
 		{"impersonate anyone", resReq("carol", nil, "impersonate", "", "users", "", "", ""), DecisionNoOpinion, ""},
@@ -275,7 +276,7 @@ func genPolicies(rng *rand.Rand, n int) string {
 	return b.String()
 }
 
-func genRequest(rng *rand.Rand) *cedarlang.Request {
+func genRequest(rng *rand.Rand) *entities.Request {
 	r := pick(rng, genResources)
 	req := resReq(pick(rng, genUsers), nil, pick(rng, genVerbs), r[0], r[1], r[2], "", "")
 	for _, g := range genGroups {
@@ -294,12 +295,12 @@ func genRequest(rng *rand.Rand) *cedarlang.Request {
 
 // enumerate decides req by enumeration, with oracle.Evaluate on fully known
 // requests. singleCover reports whether one permit alone allows every world.
-func enumerate(s *schemagen.Schema, ps *cedarlang.PolicySet, req *cedarlang.Request) (_ DecisionType, singleCover bool) {
+func enumerate(s *schemagen.Schema, ps *cedarlang.PolicySet, req *entities.Request) (_ DecisionType, singleCover bool) {
 	type world struct {
 		verb  string
 		attrs types.RecordMap
 	}
-	target := cedarlang.ResolveTarget(s, req)
+	target := entities.ResolveTarget(s, req)
 	open := target.Open(req)
 	// values lists what an attribute may be: itself when known, else every
 	// literal the generator uses, a fresh value, and absent where optional.
@@ -318,7 +319,7 @@ func enumerate(s *schemagen.Schema, ps *cedarlang.PolicySet, req *cedarlang.Requ
 	}
 	absent := func(v *string) bool { return v != nil && *v == "" }
 	var worlds []world
-	for _, verb := range cedarlang.Verbs(s, req) {
+	for _, verb := range entities.Verbs(s, req) {
 		for _, g := range values(schemagen.AttrAPIGroup, []string{"x", "apps", "example.com"}) {
 			for _, r := range values(schemagen.AttrResource, []string{"pods", "foos", "nodes"}) {
 				for _, ns := range values(schemagen.AttrNamespace, genNamespaces) {
@@ -341,10 +342,10 @@ func enumerate(s *schemagen.Schema, ps *cedarlang.PolicySet, req *cedarlang.Requ
 	}
 	result := DecisionAllow
 	var cover map[string]bool
-	principal := cedarlang.PrincipalEntity(req.User)
+	principal := entities.PrincipalEntity(req.User)
 	uid := target.EntityUID(req)
 	for _, w := range worlds {
-		ents := &cedarlang.Entities{Principal: principal, Resource: types.Entity{UID: uid, Attributes: types.NewRecord(w.attrs)}}
+		ents := &entities.Entities{Principal: principal, Resource: types.Entity{UID: uid, Attributes: types.NewRecord(w.attrs)}}
 		// Every policy, unindexed: the oracle shares nothing with the engine.
 		res := oracle.Evaluate(oraclePolicies(ps.Policies), ents, principal.UID, schemagen.ActionUID(w.verb), uid)
 		allowing := map[string]bool{}
@@ -452,7 +453,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 	body := parts[3] + ";" + parts[4]
 	legacy := wire.Condition{ID: "bob-n1", Type: cond.Type, Description: cond.Description,
 		Condition: strings.Join([]string{conditionPrefix, key.ID, mac(key, DecisionAllow, "bob-n1", cond.Type, body), body}, ";")}
-	user := cedarlang.UserInfo{Name: "bob"}
+	user := entities.UserInfo{Name: "bob"}
 	data := &AdmissionData{Operation: "CREATE", Resource: "pods", APIVersion: "v1", Namespace: "a", Name: "p", User: &user,
 		Object: []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a"},"spec":{"nodeName":"n1"}}`)}
 	eval := func(c wire.Condition) Decision {

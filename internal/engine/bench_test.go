@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 )
 
-func benchAuthorize(b *testing.B, n int, req *cedarlang.Request) {
+func benchAuthorize(b *testing.B, n int, req *entities.Request) {
 	ps := mustPolicies(b, testgen.RBACLike(n))
 	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{})
 	durations := make([]time.Duration, 0, b.N)

@@ -5,11 +5,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
 )
 
 // requestKey encodes every attribute a decision depends on.
-func requestKey(req *cedarlang.Request) string {
+func requestKey(req *entities.Request) string {
 	var b strings.Builder
 	w := func(s string) {
 		b.WriteString(s)

@@ -13,10 +13,11 @@ import (
 
 	cedarast "github.com/cedar-policy/cedar-go/ast"
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
@@ -79,7 +80,7 @@ const maxCachedConditions = 8192
 type decoded struct {
 	entityType        types.EntityType
 	expr              ast.IsNode
-	object, oldObject *cedarlang.Paths // what expr reads of the objects
+	object, oldObject *entities.Paths // what expr reads of the objects
 }
 
 // ConditionIDPrefix is the prefix of every condition id kcedar writes:

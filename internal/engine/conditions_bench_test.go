@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/wire"
-	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 var benchSchema *schemagen.Schema
@@ -85,7 +85,7 @@ func BenchmarkCallbackPod(b *testing.B) {
 	var back wire.ConditionsAwareDecision
 	json.Unmarshal(raw, &back)
 	ev := az.Evaluator()
-	user := cedarlang.UserInfo{Name: "alice"}
+	user := entities.UserInfo{Name: "alice"}
 	data := &AdmissionData{Operation: "CREATE", Resource: "pods", APIVersion: "v1", Namespace: "team-a", Name: "web-7d4b9c6f5-x2v9k", User: &user, Object: benchPod}
 	if v := ev.EvaluateDecision(&back, data); v.Type() != DecisionAllow {
 		b.Fatalf("callback: %+v", v)
@@ -119,7 +119,7 @@ func BenchmarkSARConditional1000Cached(b *testing.B) {
 // so the outcome cache never hits), with the residual memo shared.
 func BenchmarkSARConditional1000Distinct(b *testing.B) {
 	az := benchAuthorizer(b, 1<<16)
-	reqs := make([]*cedarlang.Request, 4096)
+	reqs := make([]*entities.Request, 4096)
 	for i := range reqs {
 		reqs[i] = resReq("alice", []string{fmt.Sprintf("team-%d", i%200), "system:authenticated"}, "create", "", "pods", "", fmt.Sprintf("ns-%d", i), "")
 	}
@@ -136,7 +136,7 @@ func BenchmarkSARConditional1000Distinct(b *testing.B) {
 // the same users, groups and namespaces, reading instead of creating.
 func BenchmarkSARUnconditional1000Distinct(b *testing.B) {
 	az := benchAuthorizer(b, 1<<16)
-	reqs := make([]*cedarlang.Request, 4096)
+	reqs := make([]*entities.Request, 4096)
 	for i := range reqs {
 		reqs[i] = resReq("alice", []string{fmt.Sprintf("team-%d", i%200), "system:authenticated"}, "get", "", "pods", "", fmt.Sprintf("ns-%d", i), "web-1")
 	}

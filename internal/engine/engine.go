@@ -5,8 +5,9 @@ import (
 	"sync/atomic"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/wire"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/wire"
 )
 
 // Authorizer is kcedar's authorizer contract, after k8s.io/apiserver's
@@ -20,7 +21,7 @@ type Authorizer interface {
 	// denied. For a request admission will see, the objects are unknown too,
 	// so the decision may be Conditional; a caller that cannot evaluate
 	// conditions uses Decision.FailureDecision.
-	Authorize(req *cedarlang.Request) Decision
+	Authorize(req *entities.Request) Decision
 	// EvaluateConditions evaluates a decision this authorizer returned (as
 	// encoded on the wire) against the admission data, with KEP-5681's rules.
 	// It uses only the decision and the data, never the current policies.
@@ -44,7 +45,7 @@ type Engine struct {
 	encoded   *boundedCache[encodeKey, encodedEntry]
 	// namespaces fills namespaceObject (nil: always unknown); nsObjects
 	// caches converted Namespace objects by name and resourceVersion.
-	namespaces cedarlang.NamespaceLookup
+	namespaces entities.NamespaceLookup
 	nsObjects  *boundedCache[string, *nsConverted]
 	// inputs analyses each policy once (what its residual depends on).
 	inputs sync.Map // *cedarlang.Policy -> *policyInputs, for policies of this set only
@@ -60,7 +61,7 @@ type EngineOptions struct {
 	// Namespaces looks up the Namespace objects that fill namespaceObject,
 	// for SubjectAccessReviews, the conditions callback and admission alike.
 	// nil: namespaceObject is always unknown.
-	Namespaces cedarlang.NamespaceLookup
+	Namespaces entities.NamespaceLookup
 }
 
 // nsObjectCacheSize bounds the converted-namespace cache (kept even with
@@ -85,11 +86,11 @@ func NewEngine(schema *schemagen.Schema, policies *cedarlang.PolicySet, codec *C
 }
 
 // Schema and Policies are what the engine decides with.
-func (e *Engine) Schema() *schemagen.Schema  { return e.schema }
+func (e *Engine) Schema() *schemagen.Schema      { return e.schema }
 func (e *Engine) Policies() *cedarlang.PolicySet { return e.policies }
-func (e *Engine) Codec() *Codec              { return e.codec }
-func (e *Engine) Evaluator() *Evaluator      { return e.eval }
-func (e *Engine) Generation() uint64         { return e.policies.Generation }
+func (e *Engine) Codec() *Codec                  { return e.codec }
+func (e *Engine) Evaluator() *Evaluator          { return e.eval }
+func (e *Engine) Generation() uint64             { return e.policies.Generation }
 func (e *Engine) CacheStats() (entries, evictions int64) {
 	for _, s := range []cacheStats{e.decisions.stats(), e.residuals.stats(), e.encoded.stats()} {
 		entries += s.entries

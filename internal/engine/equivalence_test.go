@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/wire"
-	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 // KEP requirement 1, as a property: for generated policies x requests x
@@ -80,7 +81,7 @@ func newEquivalenceHarness(t testing.TB) *equivalenceHarness {
 
 // admissionCase is a SubjectAccessReview and what admission then sees.
 type admissionCase struct {
-	req  *cedarlang.Request
+	req  *entities.Request
 	data *AdmissionData
 }
 
@@ -108,15 +109,15 @@ func (h *equivalenceHarness) check(src string, c admissionCase) (string, error) 
 	}
 
 	// One phase: everything known, every policy evaluated.
-	target := cedarlang.ResolveTarget(h.schema, c.req)
+	target := entities.ResolveTarget(h.schema, c.req)
 	env, err := h.ev.Env(target.EntityType, c.data)
 	if err != nil {
 		return "", fmt.Errorf("building the one-phase env: %v", err)
 	}
 	known := *c.req
 	known.Name, known.Namespace = c.data.Name, c.data.Namespace
-	ents := env.Entities.(*cedarlang.Entities)
-	ents.Principal = cedarlang.PrincipalEntity(c.req.User)
+	ents := env.Entities.(*entities.Entities)
+	ents.Principal = entities.PrincipalEntity(c.req.User)
 	h.last = oracle.Evaluate(oraclePolicies(az.Policies().Policies), ents, ents.Principal.UID, schemagen.ActionUID(c.req.Verb), ents.Resource.UID)
 	one := h.last.Decision
 
@@ -267,13 +268,13 @@ func genPod(rng *rand.Rand, name, ns string) []byte {
 }
 
 func genAdmissionCase(rng *rand.Rand) admissionCase {
-	user := cedarlang.UserInfo{Name: pick(rng, []string{"alice", "bob"})}
+	user := entities.UserInfo{Name: pick(rng, []string{"alice", "bob"})}
 	if rng.Intn(2) == 0 {
 		user.Groups = []string{"dev"}
 	}
 	verb := pick(rng, []string{"create", "update", "patch", "delete", "deletecollection", "exec-get", "exec-create"})
 	name, ns := pick(rng, eqNames), pick(rng, eqNamespaces)
-	req := &cedarlang.Request{User: user, ResourceRequest: true, Resource: "pods", APIVersion: "v1", Namespace: ns, Name: name}
+	req := &entities.Request{User: user, ResourceRequest: true, Resource: "pods", APIVersion: "v1", Namespace: ns, Name: name}
 	data := &AdmissionData{APIVersion: "v1", Resource: "pods", Namespace: ns, Name: name, User: &user}
 	if rng.Intn(3) == 0 || verb == "deletecollection" {
 		req.Name = "" // open name: all names, or not known yet

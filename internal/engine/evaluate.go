@@ -9,11 +9,11 @@ import (
 	"sync"
 
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/wire"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/wire"
 )
 
 // AdmissionData is what the API server knows in admission and the conditions
@@ -22,7 +22,7 @@ type AdmissionData struct {
 	Operation                                   string // CREATE, UPDATE, DELETE or CONNECT
 	APIGroup, APIVersion, Resource, Subresource string // empty when the caller does not say
 	Namespace, Name                             string
-	User                                        *cedarlang.UserInfo
+	User                                        *entities.UserInfo
 	Object, OldObject                           []byte
 }
 
@@ -35,7 +35,7 @@ type Evaluator struct {
 	// Namespaces fills namespaceObject (nil: absent, so a condition that
 	// reads it fails: a deny condition denies, an allow condition does not
 	// allow).
-	Namespaces cedarlang.NamespaceLookup
+	Namespaces entities.NamespaceLookup
 
 	once   sync.Once
 	byType map[types.EntityType]*schemagen.Resource
@@ -149,7 +149,7 @@ func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Deci
 		return out
 	}
 	deny, noOp, allow := decodeAll(m.DenyConditions, DecisionDeny), decodeAll(m.NoOpinionConditions, DecisionNoOpinion), decodeAll(m.AllowConditions, DecisionAllow)
-	envs := &envCache{e: e, data: data, need: map[types.EntityType][2]*cedarlang.Paths{}}
+	envs := &envCache{e: e, data: data, need: map[types.EntityType][2]*entities.Paths{}}
 	for _, list := range [][]pending{deny, noOp, allow} {
 		for _, p := range list {
 			if p.d == nil {
@@ -157,7 +157,7 @@ func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Deci
 			}
 			need := envs.need[p.d.entityType]
 			if need[0] == nil {
-				need = [2]*cedarlang.Paths{{}, {}}
+				need = [2]*entities.Paths{{}, {}}
 			}
 			need[0].Merge(p.d.object)
 			need[1].Merge(p.d.oldObject)
@@ -252,7 +252,7 @@ type envCache struct {
 	e    *Evaluator
 	data *AdmissionData
 	envs map[types.EntityType]envOrErr
-	need map[types.EntityType][2]*cedarlang.Paths // object, oldObject paths read
+	need map[types.EntityType][2]*entities.Paths // object, oldObject paths read
 }
 
 type envOrErr struct {
@@ -282,7 +282,7 @@ func (e *Evaluator) Env(t types.EntityType, data *AdmissionData) (eval.Env, erro
 
 // env is Env converting only the object paths in objectNeed and
 // oldObjectNeed (nil: everything).
-func (e *Evaluator) env(t types.EntityType, data *AdmissionData, objectNeed, oldObjectNeed *cedarlang.Paths) (eval.Env, error) {
+func (e *Evaluator) env(t types.EntityType, data *AdmissionData, objectNeed, oldObjectNeed *entities.Paths) (eval.Env, error) {
 	res, ok := e.resourceFor(t)
 	if !ok {
 		return eval.Env{}, fmt.Errorf("the schema has no resource entity %s", t)
@@ -290,8 +290,8 @@ func (e *Evaluator) env(t types.EntityType, data *AdmissionData, objectNeed, old
 	if data.Resource != "" && (data.Resource != res.Key.Resource || data.APIGroup != res.Key.Group || data.Subresource != res.Key.Subresource) {
 		return eval.Env{}, fmt.Errorf("the condition is for %s but the admission request is for %s", t, describeResource(data))
 	}
-	req := &cedarlang.Request{ResourceRequest: true, APIGroup: res.Key.Group, Resource: res.Key.Resource, Subresource: res.Key.Subresource, Namespace: data.Namespace, Name: data.Name}
-	conv := cedarlang.NewObjectConverter(e.Schema)
+	req := &entities.Request{ResourceRequest: true, APIGroup: res.Key.Group, Resource: res.Key.Resource, Subresource: res.Key.Subresource, Namespace: data.Namespace, Name: data.Name}
+	conv := entities.NewObjectConverter(e.Schema)
 	var object, oldObject map[string]any
 	var err error
 	if object, err = decodeObject(data.Object); err != nil {
@@ -311,7 +311,7 @@ func (e *Evaluator) env(t types.EntityType, data *AdmissionData, objectNeed, old
 			req.Namespace = metadataString(oldObject, "namespace")
 		}
 	}
-	target := cedarlang.Target{EntityType: t, Resource: res}
+	target := entities.Target{EntityType: t, Resource: res}
 	attrs := target.Attributes(req, nil, nil)
 	if object != nil {
 		attrs[schemagen.AttrObject] = conv.ObjectPaths(res, object, objectNeed)
@@ -324,12 +324,12 @@ func (e *Evaluator) env(t types.EntityType, data *AdmissionData, objectNeed, old
 			attrs[schemagen.AttrNamespaceObject] = conv.NamespaceObject(ns)
 		}
 	}
-	ents := &cedarlang.Entities{Maps: conv.Maps}
+	ents := &entities.Entities{Maps: conv.Maps}
 	uid := target.EntityUID(req)
 	ents.Resource = types.Entity{UID: uid, Attributes: types.NewRecord(attrs)}
 	var principal types.EntityUID
 	if data.User != nil {
-		ents.Principal = cedarlang.PrincipalEntity(*data.User)
+		ents.Principal = entities.PrincipalEntity(*data.User)
 		principal = ents.Principal.UID
 	}
 	return eval.Env{Entities: ents, Principal: principal, Action: schemagen.AllVerbsAction, Resource: uid, Context: types.NewRecord(nil)}, nil

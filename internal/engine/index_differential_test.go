@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 )
 
 var (
@@ -84,8 +85,8 @@ when { ["ns-5", "ns-6"].contains(resource.namespace) && principal.username == "u
 			kind = "conditional"
 		}
 		stats[kind]++
-		target := cedarlang.ResolveTarget(s, req)
-		if n := len(indexed.Candidates(cedarlang.NewCandidateQuery(req, target, cedarlang.Verbs(s, req)[0]))); n < policies/10 {
+		target := entities.ResolveTarget(s, req)
+		if n := len(indexed.Candidates(cedarlang.NewCandidateQuery(req, target, entities.Verbs(s, req)[0]))); n < policies/10 {
 			narrowed++
 		}
 	}

@@ -7,10 +7,10 @@ import (
 	"sync"
 
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 

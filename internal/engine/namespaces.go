@@ -6,6 +6,7 @@ import (
 	"github.com/cedar-policy/cedar-go/types"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -34,7 +35,7 @@ type nsConverted struct {
 
 // namespaceValue finds namespaceObject for req in the world where the
 // attributes in absent are absent.
-func (e *Engine) namespaceValue(target cedarlang.Target, req *cedarlang.Request, absent map[string]bool) nsValue {
+func (e *Engine) namespaceValue(target entities.Target, req *entities.Request, absent map[string]bool) nsValue {
 	if !target.HasNamespaceObject() || absent[schemagen.AttrNamespace] {
 		return nsValue{}
 	}
@@ -45,14 +46,14 @@ func (e *Engine) namespaceValue(target cedarlang.Target, req *cedarlang.Request,
 	if !ok || obj == nil {
 		return nsValue{applies: true}
 	}
-	rv := cedarlang.NamespaceVersion(obj)
+	rv := entities.NamespaceVersion(obj)
 	key := req.Namespace + "\x00" + rv
 	if rv != "" {
 		if c, ok := e.nsObjects.get(key); ok {
 			return nsValue{applies: true, known: true, rec: c.rec, maps: c.maps}
 		}
 	}
-	conv := cedarlang.NewObjectConverter(e.schema)
+	conv := entities.NewObjectConverter(e.schema)
 	c := &nsConverted{rec: conv.NamespaceObject(obj), maps: conv.Maps}
 	if rv != "" {
 		e.nsObjects.put(key, c)
@@ -64,7 +65,7 @@ func (e *Engine) namespaceValue(target cedarlang.Target, req *cedarlang.Request,
 // version of its namespace's object, so a relabel changes the answer.
 // cacheable is false when the object has no resourceVersion to tell
 // versions apart.
-func (e *Engine) namespaceKey(req *cedarlang.Request) (key string, cacheable bool) {
+func (e *Engine) namespaceKey(req *entities.Request) (key string, cacheable bool) {
 	if e.namespaces == nil || !req.ResourceRequest || req.Namespace == "" {
 		return "", true
 	}
@@ -72,7 +73,7 @@ func (e *Engine) namespaceKey(req *cedarlang.Request) (key string, cacheable boo
 	if !ok || obj == nil {
 		return "\x03unknown", true
 	}
-	rv := cedarlang.NamespaceVersion(obj)
+	rv := entities.NamespaceVersion(obj)
 	return "\x03rv:" + rv, rv != ""
 }
 

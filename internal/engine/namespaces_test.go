@@ -9,10 +9,10 @@ import (
 
 	"github.com/cedar-policy/cedar-go/types"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
-	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 // nsObject is a Namespace object with labels (nil: no labels field).
@@ -43,7 +43,7 @@ when { resource has namespaceObject && resource.namespaceObject.metadata has lab
 
 func TestNamespaceObjectDecisions(t *testing.T) {
 	s := schematest.Schema()
-	lookup := cedarlang.StaticNamespaces{
+	lookup := entities.StaticNamespaces{
 		"a":     nsObject("a", "1", map[string]string{"team": "a"}),
 		"b":     nsObject("b", "1", map[string]string{"team": "b"}),
 		"plain": nsObject("plain", "1", nil),
@@ -171,7 +171,7 @@ func TestNamespaceObjectProperty(t *testing.T) {
 		ps := mustPolicies(t, src)
 		orc := oraclePolicies(ps.Policies)
 		// The lookup knows some of the names.
-		known := cedarlang.StaticNamespaces{}
+		known := entities.StaticNamespaces{}
 		for i, n := range names {
 			if rng.Intn(3) > 0 {
 				known[n] = universe[rng.Intn(len(universe))](n, fmt.Sprint(i+1))
@@ -242,7 +242,7 @@ func TestNamespaceObjectProperty(t *testing.T) {
 			checked["conditional"]++
 			enc := e.Encode(d)
 			for _, w := range worlds {
-				at := cedarlang.StaticNamespaces{}
+				at := entities.StaticNamespaces{}
 				if w.obj != nil {
 					at[w.ns] = w.obj
 				}
@@ -273,7 +273,7 @@ func TestNamespaceObjectProperty(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func admissionData(req *cedarlang.Request) *AdmissionData {
+func admissionData(req *entities.Request) *AdmissionData {
 	op := map[string]string{"create": "CREATE", "delete": "DELETE"}[req.Verb]
 	name := req.Name
 	if name == "" {
@@ -291,14 +291,14 @@ func admissionData(req *cedarlang.Request) *AdmissionData {
 
 // namespaceOracle is the one-phase decision of req with namespaceObject obj
 // (nil: absent).
-func namespaceOracle(s *schemagen.Schema, orc *oracle.Policies, req *cedarlang.Request, obj map[string]any) string {
-	target := cedarlang.ResolveTarget(s, req)
+func namespaceOracle(s *schemagen.Schema, orc *oracle.Policies, req *entities.Request, obj map[string]any) string {
+	target := entities.ResolveTarget(s, req)
 	attrs := target.Attributes(req, nil, nil)
-	conv := cedarlang.NewObjectConverter(s)
+	conv := entities.NewObjectConverter(s)
 	if obj != nil {
 		attrs[schemagen.AttrNamespaceObject] = conv.NamespaceObject(roundTrip(obj))
 	}
-	ents := &cedarlang.Entities{Principal: cedarlang.PrincipalEntity(req.User), Resource: types.Entity{UID: target.EntityUID(req), Attributes: types.NewRecord(attrs)}, Maps: conv.Maps}
+	ents := &entities.Entities{Principal: entities.PrincipalEntity(req.User), Resource: types.Entity{UID: target.EntityUID(req), Attributes: types.NewRecord(attrs)}, Maps: conv.Maps}
 	return oracle.Evaluate(orc, ents, ents.Principal.UID, schemagen.ActionUID(req.Verb), target.EntityUID(req)).Decision
 }
 
@@ -379,7 +379,7 @@ func namespaceLeaf(rng *rand.Rand) string {
 // the namespace's name, and a list confined by a label selector.
 func BenchmarkNamespaceObject(b *testing.B) {
 	s := schematest.Schema()
-	lookup := cedarlang.StaticNamespaces{"a": nsObject("a", "1", map[string]string{"team": "a"})}
+	lookup := entities.StaticNamespaces{"a": nsObject("a", "1", map[string]string{"team": "a"})}
 	byName := `permit(principal in k8s::Group::"team-a", action == k8s::Action::"list", resource is core::pods) when { resource.namespace == "a" };`
 	for _, bc := range []struct{ name, policies string }{{"by-name", byName}, {"by-label", teamPolicies}} {
 		e := NewEngine(s, mustPolicies(b, bc.policies), NewCodec(RandomKeyring()), EngineOptions{Namespaces: lookup})

@@ -1,9 +1,8 @@
 package engine
 
 import (
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
-
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -11,8 +10,8 @@ import (
 // resource.oldObject, so the callback converts only that. A chain of
 // attribute reads used as a value needs the whole value at its end; a `has`
 // at the end needs only the presence of its attribute.
-func objectPaths(n ast.IsNode) (object, oldObject *cedarlang.Paths) {
-	object, oldObject = &cedarlang.Paths{}, &cedarlang.Paths{}
+func objectPaths(n ast.IsNode) (object, oldObject *entities.Paths) {
+	object, oldObject = &entities.Paths{}, &entities.Paths{}
 	var visit func(n ast.IsNode)
 	visit = func(n ast.IsNode) {
 		if root, path, presence, ok := chainOf(n); ok {

@@ -7,10 +7,11 @@ import (
 	"strings"
 
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -59,9 +60,9 @@ type RulesReview struct {
 
 // WhatCan lists the rules user may use in namespace ("" for every
 // namespace; cluster-scoped resources are always asked).
-func (e *Engine) WhatCan(user cedarlang.UserInfo, namespace string) RulesReview {
+func (e *Engine) WhatCan(user entities.UserInfo, namespace string) RulesReview {
 	rv := RulesReview{ResourceRules: []ResourceRule{}, NonResourceRules: []NonResourceRule{}}
-	principal := cedarlang.PrincipalEntity(user)
+	principal := entities.PrincipalEntity(user)
 	var errs []string
 	type ruleKey struct{ group, resource, names, conds, policies string }
 	merged := map[ruleKey]*ResourceRule{}
@@ -91,8 +92,8 @@ func (e *Engine) WhatCan(user cedarlang.UserInfo, namespace string) RulesReview 
 		}
 		return a.Subresource < b.Subresource
 	})
-	ask := func(req *cedarlang.Request, resourceName string) {
-		target := cedarlang.ResolveTarget(e.schema, req)
+	ask := func(req *entities.Request, resourceName string) {
+		target := entities.ResolveTarget(e.schema, req)
 		if len(e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, req.Verb))) == 0 {
 			return
 		}
@@ -132,7 +133,7 @@ func (e *Engine) WhatCan(user cedarlang.UserInfo, namespace string) RulesReview 
 			if r.AnySubresource {
 				continue // free-form subresources: asked as k8s::Resource below
 			}
-			req := &cedarlang.Request{User: user, ResourceRequest: true, Verb: verb, APIGroup: k.Group, Resource: k.Resource, Subresource: k.Subresource}
+			req := &entities.Request{User: user, ResourceRequest: true, Verb: verb, APIGroup: k.Group, Resource: k.Resource, Subresource: k.Subresource}
 			if r.Namespaced {
 				req.Namespace = namespace
 			}
@@ -143,7 +144,7 @@ func (e *Engine) WhatCan(user cedarlang.UserInfo, namespace string) RulesReview 
 			ask(req, name)
 		}
 		// Every group and resource: k8s::Resource policies.
-		ask(&cedarlang.Request{User: user, ResourceRequest: true, Verb: verb, APIGroup: cedarlang.Wildcard, Resource: cedarlang.Wildcard, Namespace: namespace}, cedarlang.Wildcard)
+		ask(&entities.Request{User: user, ResourceRequest: true, Verb: verb, APIGroup: entities.Wildcard, Resource: entities.Wildcard, Namespace: namespace}, entities.Wildcard)
 	}
 	// Then, as RBAC writes them, one rule per group for the resources that
 	// share verbs, names, conditions and policies.
@@ -170,7 +171,7 @@ func (e *Engine) WhatCan(user cedarlang.UserInfo, namespace string) RulesReview 
 
 // openDecision is req's decision with its open values left as residuals
 // (not folded, as Authorize folds a request admission never sees).
-func (e *Engine) openDecision(req *cedarlang.Request, principal types.Entity, target cedarlang.Target) Decision {
+func (e *Engine) openDecision(req *entities.Request, principal types.Entity, target entities.Target) Decision {
 	open := target.Open(req)
 	c := accessCase{verb: req.Verb, target: target, resourceID: target.EntityUID(req)}
 	c.attrs = target.Attributes(req, open, func(attr string) types.Value { return eval.Variable(types.String(attr)) })
@@ -293,14 +294,14 @@ func policyIDs(ps []*cedarlang.Policy) []string {
 // nonResourceRules asks every non-resource verb with the path open: paths
 // named by `resource.path == "/x"` become nonResourceURLs, `like "/x*"`
 // patterns too (RBAC writes a trailing *), anything else a condition.
-func (e *Engine) nonResourceRules(user cedarlang.UserInfo, principal types.Entity, errs *[]string) []NonResourceRule {
+func (e *Engine) nonResourceRules(user entities.UserInfo, principal types.Entity, errs *[]string) []NonResourceRule {
 	out := []NonResourceRule{}
 	type key struct{ urls, conds, policies string }
 	merged := map[key]*NonResourceRule{}
 	var order []key
-	target := cedarlang.Target{EntityType: schemagen.NonResourceURLType}
+	target := entities.Target{EntityType: schemagen.NonResourceURLType}
 	for _, verb := range schemagen.NonResourceVerbs {
-		cands := e.policies.Candidates(cedarlang.NewCandidateQuery(&cedarlang.Request{User: user, Verb: verb}, target, verb))
+		cands := e.policies.Candidates(cedarlang.NewCandidateQuery(&entities.Request{User: user, Verb: verb}, target, verb))
 		if len(cands) == 0 {
 			continue
 		}

@@ -2,11 +2,12 @@ package engine
 
 import (
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -35,7 +36,7 @@ const maxSelectorCombinations = 256
 // verb, or nil when it does not confine the objects (not a list or watch of
 // a typed resource with objects, or no selector). A selector of only
 // negative requirements still makes the objects unknown (unconstrained).
-func selectorConstraints(req *cedarlang.Request, verb string, target cedarlang.Target) *labelConstraints {
+func selectorConstraints(req *entities.Request, verb string, target entities.Target) *labelConstraints {
 	if verb != "list" && verb != "watch" || target.Resource == nil || len(target.Resource.Versions) == 0 || len(req.LabelSelector) == 0 {
 		return nil
 	}

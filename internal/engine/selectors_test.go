@@ -9,10 +9,10 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
-	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 const agentPolicies = `
@@ -22,13 +22,13 @@ when { resource has object && resource.object.metadata has labels &&
        resource.object.metadata.labels.hasTag("app") && resource.object.metadata.labels.getTag("app") == "agent" };
 `
 
-func listWithSelector(user, ns string, sel ...metav1.LabelSelectorRequirement) *cedarlang.Request {
+func listWithSelector(user, ns string, sel ...metav1.LabelSelectorRequirement) *entities.Request {
 	spec := &authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
 		Verb: "list", Version: "v1", Resource: "pods", Namespace: ns}}
 	if len(sel) > 0 {
 		spec.ResourceAttributes.LabelSelector = &authorizationv1.LabelSelectorAttributes{Requirements: sel}
 	}
-	req, err := cedarlang.RequestFromSAR(spec)
+	req, err := entities.RequestFromSAR(spec)
 	if err != nil {
 		panic(err)
 	}
@@ -102,7 +102,7 @@ func TestLabelSelectorProperty(t *testing.T) {
 		}
 	}
 	nsObj := nsObject("ns", "1", map[string]string{"team": "a"})
-	lookup := cedarlang.StaticNamespaces{"ns": nsObj}
+	lookup := entities.StaticNamespaces{"ns": nsObj}
 	counts := map[string]int{}
 	for c := 0; c < cases; c++ {
 		src := randomSelectorPolicies(rng)
@@ -173,13 +173,13 @@ func selectorAdmits(sel []metav1.LabelSelectorRequirement, labels map[string]str
 }
 
 // objectOracle is the one-phase decision of req for one listed object.
-func objectOracle(s *schemagen.Schema, orc *oracle.Policies, req *cedarlang.Request, labels map[string]string, ns map[string]any) string {
+func objectOracle(s *schemagen.Schema, orc *oracle.Policies, req *entities.Request, labels map[string]string, ns map[string]any) string {
 	named := *req // the listed object's name
 	named.Name = "p"
 	req = &named
-	target := cedarlang.ResolveTarget(s, req)
+	target := entities.ResolveTarget(s, req)
 	attrs := target.Attributes(req, nil, nil)
-	conv := cedarlang.NewObjectConverter(s)
+	conv := entities.NewObjectConverter(s)
 	md := map[string]any{"name": "p", "namespace": req.Namespace}
 	if labels != nil {
 		l := map[string]any{}
@@ -190,7 +190,7 @@ func objectOracle(s *schemagen.Schema, orc *oracle.Policies, req *cedarlang.Requ
 	}
 	attrs[schemagen.AttrObject] = conv.Object(target.Resource, map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": md})
 	attrs[schemagen.AttrNamespaceObject] = conv.NamespaceObject(roundTrip(ns))
-	ents := &cedarlang.Entities{Principal: cedarlang.PrincipalEntity(req.User), Resource: types.Entity{UID: target.EntityUID(req), Attributes: types.NewRecord(attrs)}, Maps: conv.Maps}
+	ents := &entities.Entities{Principal: entities.PrincipalEntity(req.User), Resource: types.Entity{UID: target.EntityUID(req), Attributes: types.NewRecord(attrs)}, Maps: conv.Maps}
 	return oracle.Evaluate(orc, ents, ents.Principal.UID, schemagen.ActionUID(req.Verb), target.EntityUID(req)).Decision
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/cedar-policy/cedar-go/types"
+
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 )

@@ -3,15 +3,15 @@ package rbacconvert
 import (
 	"testing"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
 // benchWorkload is the realistic RBAC workload: the bootstrap roles and
 // bindings plus a generated configuration (50 roles, 100 bindings), converted,
 // and generated SubjectAccessReviews.
-func benchWorkload(b *testing.B) (*engine.Engine, []*cedarlang.Request) {
+func benchWorkload(b *testing.B) (*engine.Engine, []*entities.Request) {
 	b.Helper()
 	s := defaultSchema(b)
 	in := readInput(b, "testdata/bootstrap")
@@ -26,9 +26,9 @@ func benchWorkload(b *testing.B) (*engine.Engine, []*cedarlang.Request) {
 	}
 	authz := compile(b, s, res)
 	specs := testgen.SubjectAccessReviews(20261121, 4096)
-	reqs := make([]*cedarlang.Request, len(specs))
+	reqs := make([]*entities.Request, len(specs))
 	for i := range specs {
-		if reqs[i], err = cedarlang.RequestFromSAR(&specs[i]); err != nil {
+		if reqs[i], err = entities.RequestFromSAR(&specs[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -43,7 +43,7 @@ func benchWorkload(b *testing.B) (*engine.Engine, []*cedarlang.Request) {
 // its own requests; each "*" verb is decided for all 19 verbs).
 func BenchmarkAuthorizeConverted(b *testing.B) {
 	authz, reqs := benchWorkload(b)
-	var concrete []*cedarlang.Request
+	var concrete []*entities.Request
 	for _, r := range reqs {
 		if r.Verb != "*" && r.APIGroup != "*" && r.Resource != "*" && r.Subresource != "*" {
 			concrete = append(concrete, r)
@@ -51,7 +51,7 @@ func BenchmarkAuthorizeConverted(b *testing.B) {
 	}
 	for _, bc := range []struct {
 		name string
-		reqs []*cedarlang.Request
+		reqs []*entities.Request
 	}{{"all", reqs}, {"concrete", concrete}} {
 		b.Run(bc.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {

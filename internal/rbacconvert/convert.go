@@ -11,7 +11,7 @@ import (
 	"github.com/cedar-policy/cedar-go/types"
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -192,7 +192,7 @@ func (c *converter) principals(b binding) []principal {
 	for _, s := range b.subjects {
 		switch s.Kind {
 		case rbacv1.UserKind:
-			out = append(out, principal{scope: "principal == " + entityUID(cedarlang.PrincipalUID(s.Name)), desc: "User/" + s.Name})
+			out = append(out, principal{scope: "principal == " + entityUID(entities.PrincipalUID(s.Name)), desc: "User/" + s.Name})
 		case rbacv1.GroupKind:
 			out = append(out, principal{scope: "principal in " + entityUID(types.NewEntityUID(schemagen.GroupType, types.String(s.Name))), desc: "Group/" + s.Name})
 		case rbacv1.ServiceAccountKind:
@@ -205,7 +205,7 @@ func (c *converter) principals(b binding) []principal {
 				continue
 			}
 			user := schemagen.ServiceAccountUserPrefix + ns + ":" + s.Name
-			out = append(out, principal{scope: "principal == " + entityUID(cedarlang.PrincipalUID(user)), desc: "ServiceAccount/" + ns + "/" + s.Name})
+			out = append(out, principal{scope: "principal == " + entityUID(entities.PrincipalUID(user)), desc: "ServiceAccount/" + ns + "/" + s.Name})
 		default:
 			c.warn("%s: subject of unknown kind %q (%q) skipped", b.describe(), s.Kind, s.Name)
 		}

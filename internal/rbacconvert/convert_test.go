@@ -18,9 +18,10 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
-	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -245,7 +246,7 @@ func TestOfflineParity(t *testing.T) {
 		var allowed, customVerb, starSub, bad int
 		var nsCluster, slash, emptyName int // allowed by RBAC through the corners
 		for i := range specs {
-			req, err := cedarlang.RequestFromSAR(&specs[i])
+			req, err := entities.RequestFromSAR(&specs[i])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -255,12 +256,12 @@ func TestOfflineParity(t *testing.T) {
 			if want {
 				allowed++
 				switch {
-				case req.Verb != cedarlang.Wildcard && !slices.Contains(s.Verbs, req.Verb):
+				case req.Verb != entities.Wildcard && !slices.Contains(s.Verbs, req.Verb):
 					customVerb++
-				case req.ResourceRequest && req.Subresource == cedarlang.Wildcard:
+				case req.ResourceRequest && req.Subresource == entities.Wildcard:
 					starSub++
 				}
-				if tg := cedarlang.ResolveTarget(s, req); tg.Resource != nil && !tg.Resource.Namespaced && req.Namespace != "" {
+				if tg := entities.ResolveTarget(s, req); tg.Resource != nil && !tg.Resource.Namespaced && req.Namespace != "" {
 					nsCluster++
 				}
 				if strings.Contains(req.Resource, "/") {
@@ -378,7 +379,7 @@ func TestEdgePatterns(t *testing.T) {
 		if r.IntN(2) == 0 {
 			user += "-ns"
 		}
-		req := &cedarlang.Request{User: cedarlang.UserInfo{Name: user}, Verb: pick(r, []string{"get", "use", "frobnicate", "custom", "other", "*"}), ResourceRequest: true,
+		req := &entities.Request{User: entities.UserInfo{Name: user}, Verb: pick(r, []string{"get", "use", "frobnicate", "custom", "other", "*"}), ResourceRequest: true,
 			APIGroup: pick(r, groupVals), Resource: pick(r, resVals), Subresource: pick(r, subVals),
 			Namespace: pick(r, []string{"", "ns", "other"}), Name: pick(r, []string{"", "x", "ns"})}
 		if rule := in.ClusterRoles[k].Rules[0]; r.IntN(2) == 0 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cedar-policy/cedar-go/types"
+
 	cedarschema "github.com/kcedar/kcedar/internal/lib/cedarx/schema"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/ast"
 )

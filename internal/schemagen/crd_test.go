@@ -8,11 +8,11 @@ import (
 	"testing"
 
 	"github.com/cedar-policy/cedar-go"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 	xast "github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/resolved"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/validate"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-
 	"github.com/kcedar/kcedar/internal/testing/crdtest"
 )
 

@@ -18,7 +18,7 @@
 //     the CLI's business (cmd/kcedar).
 //
 // The model is the single source of truth: the printed schema is derived from it,
-// and the cedar package converts Kubernetes objects into Cedar values by walking
+// and the entities package (internal/entities) converts Kubernetes objects into Cedar values by walking
 // the same model, so values always conform to the schema. The names are kcedar's
 // contract with policy authors (names.go, docs/schema.md).
 package schemagen

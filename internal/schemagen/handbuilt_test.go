@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	cedarschema "github.com/kcedar/kcedar/internal/lib/cedarx/schema"
-
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 

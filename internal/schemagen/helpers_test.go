@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	"github.com/cedar-policy/cedar-go/types"
-	cedarschema "github.com/kcedar/kcedar/internal/lib/cedarx/schema"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/resolved"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cedarschema "github.com/kcedar/kcedar/internal/lib/cedarx/schema"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/resolved"
 )
 
 var (

@@ -7,10 +7,10 @@ import (
 	"strings"
 
 	"github.com/cedar-policy/cedar-go/types"
-	cedarschema "github.com/kcedar/kcedar/internal/lib/cedarx/schema"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/ast"
 
 	"github.com/kcedar/kcedar/internal/lib/cedarlex"
+	cedarschema "github.com/kcedar/kcedar/internal/lib/cedarx/schema"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/ast"
 )
 
 // Bounds on the schema files ParseSchema accepts: Cedar's parsers have no

@@ -12,11 +12,12 @@ import (
 
 	"github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
+	"k8s.io/client-go/rest"
+
 	xast "github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 	cedarschema "github.com/kcedar/kcedar/internal/lib/cedarx/schema"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/resolved"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/validate"
-	"k8s.io/client-go/rest"
 )
 
 // Every resource and subresource of the embedded discovery has its entity type,

@@ -9,9 +9,10 @@ import (
 	"testing/fstest"
 
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/resolved"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/resolved"
 )
 
 var widgetKey = ResourceKey{Group: "example.com", Resource: "widgets"}

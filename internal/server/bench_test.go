@@ -10,8 +10,9 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
 var embeddedSchema *schemagen.Schema
@@ -42,7 +43,7 @@ func benchHandler(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	store := cedarlang.NewStore([]string{dir}, v, quietLogger())
+	store := store.NewStore([]string{dir}, v, quietLogger())
 	store.AllowEmpty = n == 0 // the floor: no policies at all
 	if err := store.Load(); err != nil {
 		b.Fatal(err)

@@ -9,8 +9,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
@@ -128,7 +128,7 @@ func admissionData(a *admissionv1.AdmissionRequest) *engine.AdmissionData {
 		APIGroup:  a.Resource.Group, APIVersion: a.Resource.Version, Resource: a.Resource.Resource, Subresource: a.SubResource,
 		Namespace: a.Namespace, Name: a.Name,
 		Object: a.Object.Raw, OldObject: a.OldObject.Raw,
-		User: &cedarlang.UserInfo{Name: a.UserInfo.Username, UID: a.UserInfo.UID, Groups: a.UserInfo.Groups},
+		User: &entities.UserInfo{Name: a.UserInfo.Username, UID: a.UserInfo.UID, Groups: a.UserInfo.Groups},
 	}
 	if len(a.UserInfo.Extra) > 0 {
 		d.User.Extra = make(map[string][]string, len(a.UserInfo.Extra))

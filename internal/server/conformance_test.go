@@ -24,10 +24,12 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/testing/oracle"
 	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/wire"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/internal/testing/oracle"
+	"github.com/kcedar/kcedar/internal/wire"
 )
 
 const kepTestdata = "testdata/admission"
@@ -64,7 +66,7 @@ func kepServer(t testing.TB, keys *engine.Keyring) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := cedarlang.NewStore([]string{filepath.Join(kepTestdata, "policies.cedar")}, validator, quietLogger())
+	store := store.NewStore([]string{filepath.Join(kepTestdata, "policies.cedar")}, validator, quietLogger())
 	if err := store.Load(); err != nil {
 		t.Fatalf("the shared policies do not load: %v", err)
 	}
@@ -332,9 +334,9 @@ func kepUpstreamReview(t testing.TB, h http.Handler, decision json.RawMessage, c
 func kepOnePhase(t testing.TB, s *Server, a *admissionv1.AdmissionRequest, verb string) string {
 	t.Helper()
 	data := admissionData(a)
-	req := &cedarlang.Request{User: *data.User, Verb: verb, ResourceRequest: true, APIGroup: data.APIGroup, APIVersion: data.APIVersion,
+	req := &entities.Request{User: *data.User, Verb: verb, ResourceRequest: true, APIGroup: data.APIGroup, APIVersion: data.APIVersion,
 		Resource: data.Resource, Subresource: data.Subresource, Namespace: data.Namespace, Name: data.Name}
-	target := cedarlang.ResolveTarget(s.Schema(), req)
+	target := entities.ResolveTarget(s.Schema(), req)
 	if target.Resource == nil {
 		t.Fatalf("%s is not a typed resource", req)
 	}
@@ -343,8 +345,8 @@ func kepOnePhase(t testing.TB, s *Server, a *admissionv1.AdmissionRequest, verb 
 	if err != nil {
 		t.Fatalf("one-phase environment: %v", err)
 	}
-	ents := env.Entities.(*cedarlang.Entities)
-	ents.Principal = cedarlang.PrincipalEntity(*data.User)
+	ents := env.Entities.(*entities.Entities)
+	ents.Principal = entities.PrincipalEntity(*data.User)
 	in := &oracle.Policies{}
 	for _, p := range s.store.Current().Policies {
 		in.Add(p.ID, p.Compiled)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
@@ -91,7 +92,7 @@ func (l *DecisionLog) Log(rec DecisionRecord) {
 }
 
 // logDecision is the hook handleAuthorize calls.
-func (s *Server) logDecision(req *cedarlang.Request, label string, d engine.Decision, status wire.SubjectAccessReviewStatus, ps *cedarlang.PolicySet, took time.Duration) {
+func (s *Server) logDecision(req *entities.Request, label string, d engine.Decision, status wire.SubjectAccessReviewStatus, ps *cedarlang.PolicySet, took time.Duration) {
 	if s.decisionLog == nil {
 		return
 	}

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
@@ -49,7 +49,7 @@ func logServer(t *testing.T, log *DecisionLog) *Server {
 @id("alice-pods") permit(principal == k8s::User::"alice", action, resource is core::pods);
 @id("no-secrets") forbid(principal == k8s::User::"mallory", action, resource is core::secrets);
 `), 0o644)
-	store := cedarlang.NewStore([]string{dir}, nil, quietLogger())
+	store := store.NewStore([]string{dir}, nil, quietLogger())
 	if err := store.Load(); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestDecisionLogRateLimit(t *testing.T) {
 
 func TestUnauthenticatedIsWarned(t *testing.T) {
 	var logs syncBuffer
-	srv := New(schematest.Schema(), cedarlang.NewStore(nil, nil, quietLogger()), Options{Logger: newJSONLogger(&logs), RequireClientCert: true})
+	srv := New(schematest.Schema(), store.NewStore(nil, nil, quietLogger()), Options{Logger: newJSONLogger(&logs), RequireClientCert: true})
 	for i := 0; i < 50; i++ {
 		rec := httptest.NewRecorder()
 		srv.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/authorize", strings.NewReader("{}")))

@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/store"
 )
 
 // metrics are kcedar's Prometheus metrics, on a registry of their own.
@@ -94,7 +94,7 @@ func newMetrics() *metrics {
 // observeReload records a store reload. Failures and successes count once
 // per distinct content: a poll that reads the same bad files again (Repeat)
 // or the serving files (not Changed) updates the gauges only.
-func (m *metrics) observeReload(r cedarlang.ReloadResult, generation uint64) {
+func (m *metrics) observeReload(r store.ReloadResult, generation uint64) {
 	if r.Changed && !r.Repeat {
 		status := "success"
 		if r.Err != nil {

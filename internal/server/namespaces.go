@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
 )
 
 // DefaultNamespaceMaxStaleness is how long NamespaceInformer keeps answering
@@ -22,7 +22,7 @@ import (
 // unknown.
 const DefaultNamespaceMaxStaleness = 30 * time.Second
 
-// NamespaceInformer is the cedarlang.NamespaceLookup kcedar serve uses against a
+// NamespaceInformer is the entities.NamespaceLookup kcedar serve uses against a
 // cluster: a client-go shared informer on Namespaces.
 //
 // Staleness. The informer sees a change after the API server's watch
@@ -52,7 +52,7 @@ type NamespaceInformer struct {
 	errors      prometheus.CounterFunc
 }
 
-var _ cedarlang.NamespaceLookup = (*NamespaceInformer)(nil)
+var _ entities.NamespaceLookup = (*NamespaceInformer)(nil)
 
 // NewNamespaceInformer returns an informer on client's Namespaces; Run it.
 func NewNamespaceInformer(client kubernetes.Interface) *NamespaceInformer {
@@ -134,7 +134,7 @@ func (n *NamespaceInformer) fresh() bool {
 	return n.now().Sub(time.Unix(0, lastErr)) <= n.MaxStaleness
 }
 
-// Namespace implements cedarlang.NamespaceLookup.
+// Namespace implements entities.NamespaceLookup.
 func (n *NamespaceInformer) Namespace(name string) (map[string]any, bool) {
 	if !n.fresh() {
 		return nil, false
@@ -159,7 +159,7 @@ func (n *NamespaceInformer) store(obj any) {
 	}
 }
 
-// NamespaceObject is ns as a cedarlang.NamespaceLookup returns it: JSON decoded
+// NamespaceObject is ns as a entities.NamespaceLookup returns it: JSON decoded
 // with UseNumber, with its apiVersion and kind (informers drop them).
 func NamespaceObject(ns *corev1.Namespace) (map[string]any, bool) {
 	c := ns.DeepCopy()

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
 )
 
 // Access reviews: who can make a request (ResourceAccessReview, from the
@@ -32,7 +32,7 @@ type AuthorizationAttributes struct {
 
 // Request is the attributes as a request without a user. An empty name or
 // namespace is open, as in a SubjectAccessReview.
-func (a AuthorizationAttributes) Request() (*cedarlang.Request, error) {
+func (a AuthorizationAttributes) Request() (*entities.Request, error) {
 	if a.Verb == "" {
 		return nil, fmt.Errorf("authorizationAttributes.verb is empty")
 	}
@@ -40,12 +40,12 @@ func (a AuthorizationAttributes) Request() (*cedarlang.Request, error) {
 		if a.Resource != "" || a.ResourceGroup != "" || a.Subresource != "" || a.ResourceName != "" || a.Namespace != "" {
 			return nil, fmt.Errorf("authorizationAttributes has both a path and resource attributes")
 		}
-		return &cedarlang.Request{Verb: a.Verb, Path: a.Path}, nil
+		return &entities.Request{Verb: a.Verb, Path: a.Path}, nil
 	}
 	if a.Resource == "" {
 		return nil, fmt.Errorf("authorizationAttributes has neither a resource nor a path")
 	}
-	return &cedarlang.Request{
+	return &entities.Request{
 		ResourceRequest: true, Verb: a.Verb,
 		APIGroup: a.ResourceGroup, APIVersion: a.ResourceVersion, Resource: a.Resource, Subresource: a.Subresource,
 		Namespace: a.Namespace, Name: a.ResourceName,
@@ -72,7 +72,7 @@ type ResourceAccessReviewResponse struct {
 }
 
 // Request is the review's question: the top-level namespace wins.
-func (r *ResourceAccessReview) Request() (*cedarlang.Request, error) {
+func (r *ResourceAccessReview) Request() (*entities.Request, error) {
 	a := r.AuthorizationAttributes
 	if r.Namespace != "" {
 		if a.Namespace != "" && a.Namespace != r.Namespace {
@@ -102,7 +102,7 @@ type SubjectRulesReview struct {
 	APIVersion string                 `json:"apiVersion"`
 	Kind       string                 `json:"kind"`
 	Spec       SubjectRulesReviewSpec `json:"spec"`
-	Status     *engine.RulesReview  `json:"status,omitempty"`
+	Status     *engine.RulesReview    `json:"status,omitempty"`
 }
 
 // SubjectRulesReviewSpec is the subject and the namespace.
@@ -119,7 +119,7 @@ func WhatCan(az *engine.Engine, r *SubjectRulesReview) (*SubjectRulesReview, err
 	if r.Spec.User == "" && len(r.Spec.Groups) == 0 {
 		return nil, fmt.Errorf("spec.user and spec.groups are empty")
 	}
-	u := cedarlang.UserInfo{Name: r.Spec.User, UID: r.Spec.UID, Groups: r.Spec.Groups, Extra: r.Spec.Extra}
+	u := entities.UserInfo{Name: r.Spec.User, UID: r.Spec.UID, Groups: r.Spec.Groups, Extra: r.Spec.Extra}
 	st := az.WhatCan(u, r.Spec.Namespace)
 	return &SubjectRulesReview{APIVersion: ReviewAPIVersion, Kind: "SubjectRulesReview", Spec: r.Spec, Status: &st}, nil
 }

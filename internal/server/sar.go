@@ -8,6 +8,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
@@ -46,7 +47,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "authorize", err)
 		return
 	}
-	req, err := cedarlang.RequestFromSAR(&sar.Spec.SubjectAccessReviewSpec)
+	req, err := entities.RequestFromSAR(&sar.Spec.SubjectAccessReviewSpec)
 	if err != nil {
 		s.writeError(w, "authorize", badRequest("invalid SubjectAccessReview: %v", err))
 		return

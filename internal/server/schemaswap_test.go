@@ -11,23 +11,24 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
-// A schema refresh (cedarlang.Store.Rebase) swaps the set and the schema it was
+// A schema refresh (store.Store.Rebase) swaps the set and the schema it was
 // validated against together: decisions follow the new schema at once, and
 // requests served during the swap see one pair or the other, never a mix.
 func TestDecisionsFollowARebasedSchema(t *testing.T) {
 	withCM := schematest.Schema()
 	withoutCM := schematest.Schema()
 	delete(withoutCM.Resources, schemagen.ResourceKey{Resource: "configmaps"})
-	check := func(s *schemagen.Schema) cedarlang.SchemaCheck {
+	check := func(s *schemagen.Schema) store.SchemaCheck {
 		v, err := cedarlang.NewSchemaValidator(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return cedarlang.SchemaCheck{Schema: s, Validator: v}
+		return store.SchemaCheck{Schema: s, Validator: v}
 	}
 	dir := t.TempDir()
 	// Untyped resources only: configmaps are typed (core::configmaps) while
@@ -36,7 +37,7 @@ func TestDecisionsFollowARebasedSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := check(withCM)
-	store := cedarlang.NewStore([]string{dir}, old.Validator, quietLogger())
+	store := store.NewStore([]string{dir}, old.Validator, quietLogger())
 	store.Schema = old.Schema
 	if err := store.Load(); err != nil {
 		t.Fatal(err)

@@ -17,9 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/store"
 )
 
 // MaxBodyBytes bounds every request body.
@@ -59,14 +60,14 @@ type Options struct {
 	// Namespaces fills resource.namespaceObject (for SubjectAccessReviews,
 	// the conditions callback and the admission webhook alike); nil leaves
 	// it unknown. See NamespaceInformer.
-	Namespaces cedarlang.NamespaceLookup
+	Namespaces entities.NamespaceLookup
 }
 
 // Server answers kube-apiserver's webhook calls from one schema and the
 // policy store.
 type Server struct {
 	schema  atomic.Pointer[schemagen.Schema]
-	store   *cedarlang.Store
+	store   *store.Store
 	logger  *slog.Logger
 	metrics *metrics
 	mux     *http.ServeMux
@@ -85,16 +86,16 @@ type Server struct {
 	// draining: shutting down; /readyz answers 503 so load balancers and
 	// kube-apiserver's endpoints stop sending new requests.
 	draining   atomic.Bool
-	namespaces cedarlang.NamespaceLookup
+	namespaces entities.NamespaceLookup
 }
 
 // Drain makes /readyz answer 503 from now on: the first step of a graceful
 // shutdown, before the listener closes.
 func (s *Server) Drain() { s.draining.Store(true) }
 
-// New returns a server deciding with schema and the policies in store.
+// New returns a server deciding with schema and the policies in the store.
 // It hooks the store's reloads into the metrics.
-func New(schema *schemagen.Schema, store *cedarlang.Store, opts Options) *Server {
+func New(schema *schemagen.Schema, policies *store.Store, opts Options) *Server {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -103,7 +104,7 @@ func New(schema *schemagen.Schema, store *cedarlang.Store, opts Options) *Server
 	if keys == nil {
 		keys = engine.RandomKeyring()
 	}
-	s := &Server{store: store, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: engine.NewCodec(keys), enforce: opts.AdmissionEnforcement}
+	s := &Server{store: policies, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: engine.NewCodec(keys), enforce: opts.AdmissionEnforcement}
 	s.schema.Store(schema)
 	s.ready = opts.Ready
 	s.degraded = opts.Degraded
@@ -114,11 +115,11 @@ func New(schema *schemagen.Schema, store *cedarlang.Store, opts Options) *Server
 	s.metrics.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "kcedar_policy_file_reads_total",
 		Help: "Reads of the policy files. A poll that finds every file's status (size, times, inode) as the serving set's read left it reads nothing.",
-	}, func() float64 { return float64(store.FileReads()) }))
-	prev := store.OnReload
-	store.OnReload = func(r cedarlang.ReloadResult) {
+	}, func() float64 { return float64(policies.FileReads()) }))
+	prev := policies.OnReload
+	policies.OnReload = func(r store.ReloadResult) {
 		var gen uint64
-		if cur := store.Current(); cur != nil {
+		if cur := policies.Current(); cur != nil {
 			gen = cur.Generation
 		}
 		s.metrics.observeReload(r, gen)
@@ -129,9 +130,9 @@ func New(schema *schemagen.Schema, store *cedarlang.Store, opts Options) *Server
 			prev(r)
 		}
 	}
-	if cur := store.Current(); cur != nil {
-		s.metrics.observeServing(store.Hash(), cur.Len(), cur.Generation)
-		if store.LastError() != nil {
+	if cur := policies.Current(); cur != nil {
+		s.metrics.observeServing(policies.Hash(), cur.Len(), cur.Generation)
+		if policies.LastError() != nil {
 			s.metrics.loadError.Set(1)
 		}
 	}
@@ -172,7 +173,7 @@ func (s *Server) releaseReplacedSet() {
 }
 
 // Schema is the schema decisions use: the serving set's (a schema refresh
-// swaps the set and its schema together, cedarlang.Store.Rebase), else the one
+// swaps the set and its schema together, store.Store.Rebase), else the one
 // the server was made with.
 func (s *Server) Schema() *schemagen.Schema {
 	if ps := s.store.Current(); ps != nil && ps.Schema != nil {

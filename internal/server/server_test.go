@@ -19,7 +19,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
@@ -31,7 +31,7 @@ func newTestServer(t testing.TB, policies string) (*Server, string) {
 	if err := os.WriteFile(filepath.Join(dir, "p.cedar"), []byte(policies), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	store := cedarlang.NewStore([]string{dir}, nil, quietLogger())
+	store := store.NewStore([]string{dir}, nil, quietLogger())
 	if err := store.Load(); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestReadyzAndMetrics(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "p.cedar")
 	os.WriteFile(file, []byte(`permit(principal, action, resource) garbage`), 0o644)
-	store := cedarlang.NewStore([]string{dir}, nil, quietLogger())
+	store := store.NewStore([]string{dir}, nil, quietLogger())
 	s := New(schematest.Schema(), store, Options{Logger: quietLogger()})
 	if err := store.Load(); err == nil {
 		t.Fatal("invalid policies loaded")

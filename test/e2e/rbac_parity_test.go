@@ -21,10 +21,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/testing/testgen"
-	"github.com/kcedar/kcedar/internal/rbacconvert"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/rbacconvert"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/test/e2e/framework"
 )
 
@@ -172,7 +173,7 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 			}
 			continue
 		}
-		req, err := cedarlang.RequestFromSAR(&specs[i])
+		req, err := entities.RequestFromSAR(&specs[i])
 		if err != nil {
 			t.Fatalf("SAR %d: %v", i, err)
 		}
@@ -184,12 +185,12 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 		if a.allowed {
 			allowed++
 			switch {
-			case req.Verb != cedarlang.Wildcard && !slices.Contains(s.Verbs, req.Verb):
+			case req.Verb != entities.Wildcard && !slices.Contains(s.Verbs, req.Verb):
 				customVerb++
-			case req.ResourceRequest && req.Subresource == cedarlang.Wildcard:
+			case req.ResourceRequest && req.Subresource == entities.Wildcard:
 				starSub++
 			}
-			if tg := cedarlang.ResolveTarget(s, req); tg.Resource != nil && !tg.Resource.Namespaced && req.Namespace != "" {
+			if tg := entities.ResolveTarget(s, req); tg.Resource != nil && !tg.Resource.Namespaced && req.Namespace != "" {
 				nsCluster++
 			}
 			if strings.Contains(req.Resource, "/") {

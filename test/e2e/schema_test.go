@@ -24,8 +24,8 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/openapi"
 
-	"github.com/kcedar/kcedar/internal/testing/crdtest"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/crdtest"
 	"github.com/kcedar/kcedar/test/e2e/framework"
 )
 

@@ -17,8 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/rbacconvert"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/rbacconvert"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/test/e2e/framework"
 )
@@ -69,23 +70,23 @@ func TestWhoCanRBACParity(t *testing.T) {
 	// authenticator would present it.
 	type subject struct {
 		desc string
-		user cedarlang.UserInfo
+		user entities.UserInfo
 	}
 	seen := map[string]bool{}
 	var subjects []subject
 	addSubject := func(sub rbacv1.Subject, bindingNS string) {
-		var u cedarlang.UserInfo
+		var u entities.UserInfo
 		switch sub.Kind {
 		case rbacv1.UserKind:
-			u = cedarlang.UserInfo{Name: sub.Name}
+			u = entities.UserInfo{Name: sub.Name}
 		case rbacv1.GroupKind:
-			u = cedarlang.UserInfo{Name: "wc-member-of:" + sub.Name, Groups: []string{sub.Name}}
+			u = entities.UserInfo{Name: "wc-member-of:" + sub.Name, Groups: []string{sub.Name}}
 		case rbacv1.ServiceAccountKind:
 			ns := sub.Namespace
 			if ns == "" {
 				ns = bindingNS
 			}
-			u = cedarlang.UserInfo{Name: schemagen.ServiceAccountUserPrefix + ns + ":" + sub.Name, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+			u = entities.UserInfo{Name: schemagen.ServiceAccountUserPrefix + ns + ":" + sub.Name, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
 		default:
 			return
 		}
@@ -106,7 +107,7 @@ func TestWhoCanRBACParity(t *testing.T) {
 		}
 	}
 	// A user in no group, and one in two of the fixture's groups.
-	subjects = append(subjects, subject{"nobody", cedarlang.UserInfo{Name: "wc-nobody"}}, subject{"two groups", cedarlang.UserInfo{Name: "wc-two", Groups: []string{"wc-readers", "wc-devs"}}})
+	subjects = append(subjects, subject{"nobody", entities.UserInfo{Name: "wc-nobody"}}, subject{"two groups", entities.UserInfo{Name: "wc-two", Groups: []string{"wc-readers", "wc-devs"}}})
 	t.Logf("%d policies converted from %d ClusterRoleBindings and %d RoleBindings; %d subjects", set.Len(), len(in.ClusterRoleBindings), len(in.RoleBindings), len(subjects))
 
 	questions := []authorizationv1.ResourceAttributes{
@@ -126,7 +127,7 @@ func TestWhoCanRBACParity(t *testing.T) {
 	}
 	sars, allowedCount := 0, 0
 	for _, q := range questions {
-		req := &cedarlang.Request{ResourceRequest: true, Verb: q.Verb, APIGroup: q.Group, Resource: q.Resource, Subresource: q.Subresource, Namespace: q.Namespace, Name: q.Name}
+		req := &entities.Request{ResourceRequest: true, Verb: q.Verb, APIGroup: q.Group, Resource: q.Resource, Subresource: q.Subresource, Namespace: q.Namespace, Name: q.Name}
 		rv := az.WhoCan(req)
 		if len(rv.Errors) > 0 {
 			t.Fatalf("%s: %v", req, rv.Errors)

@@ -34,10 +34,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kcedar/kcedar/internal/testing/testgen"
-	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 	"github.com/kcedar/kcedar/internal/rbacconvert"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
+	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 	"github.com/kcedar/kcedar/test/e2e/framework"
 )
 

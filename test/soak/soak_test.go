@@ -39,9 +39,10 @@ import (
 	"time"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/server"
+	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
 var (
@@ -323,7 +324,7 @@ func expected(t *testing.T, set string, bodies [][]byte) []string {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := cedarlang.NewStore([]string{file}, v, quiet)
+	store := store.NewStore([]string{file}, v, quiet)
 	if err := store.Load(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,11 +15,12 @@ import (
 	"strings"
 
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/resolved"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/resolved"
 	"github.com/kcedar/kcedar/internal/lib/parallel"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/store"
 )
 
 // Severity of a diagnostic.
@@ -103,10 +104,10 @@ func (d Diagnostic) LogValue() slog.Value {
 	return slog.GroupValue(attrs...)
 }
 
-// CheckFiles is Check for cedarlang.Store (cedarlang.FileChecker): the policies, or
+// CheckFiles is Check for store.Store (store.FileChecker): the policies, or
 // the error diagnostics. Serve's store then reports exactly what validate
 // reports.
-func (c *Checker) CheckFiles(files []cedarlang.SourceFile) ([]*cedarlang.Policy, []error) {
+func (c *Checker) CheckFiles(files []store.SourceFile) ([]*cedarlang.Policy, []error) {
 	in := make([]File, len(files))
 	for i, f := range files {
 		in[i] = File{Name: f.Name, Data: f.Data}
@@ -131,7 +132,7 @@ type File struct {
 type Result struct {
 	Files       int
 	Policies    []*cedarlang.Policy // every policy that parsed
-	Diagnostics []Diagnostic    // sorted by file, position
+	Diagnostics []Diagnostic        // sorted by file, position
 }
 
 // Errors counts the error diagnostics.

@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	cedarast "github.com/cedar-policy/cedar-go/ast"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
 var (
@@ -63,7 +64,7 @@ type target struct {
 }
 
 var (
-	users = []cedarlang.UserInfo{
+	users = []entities.UserInfo{
 		{Name: "alice", Groups: []string{"dev", "system:authenticated"}},
 		{Name: "bob"},
 		{Name: "system:serviceaccount:b:sa", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:b"}},
@@ -101,11 +102,11 @@ var (
 	}()
 )
 
-func (t target) request(u cedarlang.UserInfo, verb string) *cedarlang.Request {
+func (t target) request(u entities.UserInfo, verb string) *entities.Request {
 	if !t.resource {
-		return &cedarlang.Request{User: u, Verb: verb, Path: t.path}
+		return &entities.Request{User: u, Verb: verb, Path: t.path}
 	}
-	return &cedarlang.Request{User: u, Verb: verb, ResourceRequest: true, APIGroup: t.group, Resource: t.res, Subresource: t.sub, Namespace: t.ns, Name: t.name}
+	return &entities.Request{User: u, Verb: verb, ResourceRequest: true, APIGroup: t.group, Resource: t.res, Subresource: t.sub, Namespace: t.ns, Name: t.name}
 }
 
 // A NamespacedCedarPolicy confined to namespace "a" never allows a request
@@ -125,10 +126,10 @@ func TestNamespacedPoliciesNeverReachOutside(t *testing.T) {
 	allowedInside := 0
 	for i := 0; i < texts; i++ {
 		text := randomPolicies(r, i)
-		confinedStore := cedarlang.NewStore(nil, nil, quiet)
-		confinedStore.SetSources([]cedarlang.Source{{Name: "NamespacedCedarPolicy/a/p", Namespace: "a", Data: []byte(text)}})
-		plainStore := cedarlang.NewStore(nil, nil, quiet)
-		plainStore.SetSources([]cedarlang.Source{{Name: "NamespacedCedarPolicy/a/p", Data: []byte(text)}})
+		confinedStore := store.NewStore(nil, nil, quiet)
+		confinedStore.SetSources([]store.Source{{Name: "NamespacedCedarPolicy/a/p", Namespace: "a", Data: []byte(text)}})
+		plainStore := store.NewStore(nil, nil, quiet)
+		plainStore.SetSources([]store.Source{{Name: "NamespacedCedarPolicy/a/p", Data: []byte(text)}})
 		if err := confinedStore.Load(); err != nil {
 			t.Fatalf("text %d: %v\n%s", i, err, text)
 		}

@@ -11,9 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/testing/promtest"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
-	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 // schemaWithoutConfigMaps is schematest's schema after configmaps went away
@@ -24,7 +25,7 @@ func schemaWithoutConfigMaps() *schemagen.Schema {
 	return s
 }
 
-func schemaChecks(t *testing.T, s *schemagen.Schema) (cedarlang.SchemaCheck, *Checker) {
+func schemaChecks(t *testing.T, s *schemagen.Schema) (store.SchemaCheck, *Checker) {
 	t.Helper()
 	v, err := cedarlang.NewSchemaValidator(s)
 	if err != nil {
@@ -34,7 +35,7 @@ func schemaChecks(t *testing.T, s *schemagen.Schema) (cedarlang.SchemaCheck, *Ch
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cedarlang.SchemaCheck{Schema: s, Validator: v}, c
+	return store.SchemaCheck{Schema: s, Validator: v}, c
 }
 
 func accepted(t *testing.T, src *Source, name string) metav1.Condition {
@@ -60,7 +61,7 @@ func TestRebaseRefusedKeepsTheSetAndMarksTheObjects(t *testing.T) {
 		object(KindCluster, "", "pods", podsText, 1),
 		object(KindCluster, "", "cm", cmText, 1),
 	)
-	store := cedarlang.NewStore(nil, oldCheck.Validator, quietLogger())
+	store := store.NewStore(nil, oldCheck.Validator, quietLogger())
 	store.Schema = oldCheck.Schema
 	src := &Source{Store: store, Checker: oldChecker, Client: client, Logger: quietLogger()}
 	reg := prometheus.NewPedanticRegistry()
@@ -154,7 +155,7 @@ func TestRebaseKeepsTheLastValidVersionThatStillValidates(t *testing.T) {
 	oldCheck, oldChecker := schemaChecks(t, schematest.Schema())
 	newCheck, newChecker := schemaChecks(t, schemaWithoutConfigMaps())
 	client := fakeClient(object(KindCluster, "", "p", podsText, 1))
-	store := cedarlang.NewStore(nil, oldCheck.Validator, quietLogger())
+	store := store.NewStore(nil, oldCheck.Validator, quietLogger())
 	store.Schema = oldCheck.Schema
 	src := &Source{Store: store, Checker: oldChecker, Client: client, Logger: quietLogger()}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -182,7 +183,7 @@ func TestRebaseKeepsTheLastValidVersionThatStillValidates(t *testing.T) {
 func TestOnObjectsChangedIgnoresStatusUpdates(t *testing.T) {
 	check, checker := schemaChecks(t, schematest.Schema())
 	client := fakeClient(object(KindCluster, "", "p", podsText, 1))
-	store := cedarlang.NewStore(nil, check.Validator, quietLogger())
+	store := store.NewStore(nil, check.Validator, quietLogger())
 	src := &Source{Store: store, Checker: checker, Client: client, Logger: quietLogger()}
 	var mu sync.Mutex
 	changes, offers := 0, 0

@@ -21,11 +21,11 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/store"
 )
 
 // Source watches CedarPolicy and NamespacedCedarPolicy objects with
-// informers and feeds their policies to a cedarlang.Store as extra sources, so
+// informers and feeds their policies to a store.Store as extra sources, so
 // objects and policy files load as one set with the store's validation, last
 // good semantics and atomic swap. Every replica runs its own Source: the API
 // server (and etcd behind it) replicates the objects.
@@ -36,7 +36,7 @@ import (
 // serving in this process, or serves nothing if it never had one; its status
 // says so. So one bad object never blocks the others' updates.
 type Source struct {
-	Store *cedarlang.Store
+	Store *store.Store
 	// Checker checks each object against the serving schema; Rebase
 	// replaces it when the schema changes.
 	Checker *Checker
@@ -197,20 +197,20 @@ func stateOf(u *unstructured.Unstructured) (string, objectState) {
 }
 
 // sourcesOf is what serves of states, in a stable order, and its hash.
-func sourcesOf(states map[string]objectState) ([]cedarlang.Source, string) {
+func sourcesOf(states map[string]objectState) ([]store.Source, string) {
 	keys := make([]string, 0, len(states))
 	for k := range states {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	srcs := make([]cedarlang.Source, 0, len(keys))
+	srcs := make([]store.Source, 0, len(keys))
 	h := sha256.New()
 	for _, k := range keys {
 		st := states[k]
 		if st.serving == "" {
 			continue
 		}
-		srcs = append(srcs, cedarlang.Source{Name: k, Data: []byte(st.serving), Namespace: st.namespace})
+		srcs = append(srcs, store.Source{Name: k, Data: []byte(st.serving), Namespace: st.namespace})
 		fmt.Fprintf(h, "%d:%s%d:%s", len(k), k, len(st.serving), st.serving)
 	}
 	return srcs, hex.EncodeToString(h.Sum(nil))[:16]
@@ -271,13 +271,13 @@ func (s *Source) offer() {
 // text is invalid there but whose last valid text is fine keeps serving that,
 // as in an offer. If the text of some object that serves now does not
 // validate against the new schema, or the set as a whole does not
-// (cedarlang.Store.RebaseSources: the files too), nothing changes: the last good
+// (store.Store.RebaseSources: the files too), nothing changes: the last good
 // set keeps serving with the schema it was checked against, those objects
 // report Accepted=False (reason SchemaChanged, with what `kcedar validate`
 // prints against the new schema) until a Rebase succeeds or DropPending,
 // and the error lists every problem. Offers go on meanwhile against the
 // serving schema. Call Rebase again after the objects change to retry.
-func (s *Source) Rebase(sc cedarlang.SchemaCheck, checker *Checker) error {
+func (s *Source) Rebase(sc store.SchemaCheck, checker *Checker) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if !s.offered {

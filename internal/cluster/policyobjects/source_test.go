@@ -16,6 +16,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
@@ -51,7 +52,7 @@ func testChecker(t testing.TB) *Checker {
 	return c
 }
 
-func storeIDs(s *cedarlang.Store) []string {
+func storeIDs(s *store.Store) []string {
 	var out []string
 	if cur := s.Current(); cur != nil {
 		for _, p := range cur.Policies {
@@ -83,7 +84,7 @@ func TestSourceServesObjectsWithLastGoodPerObject(t *testing.T) {
 		object(KindCluster, "", "ops", `@id("ops") permit(principal in k8s::Group::"ops", action, resource);`, 1),
 		object(KindNamespaced, "team", "dev", `@id("dev") permit(principal in k8s::Group::"dev", action, resource is core::pods);`, 1),
 	)
-	store := cedarlang.NewStore(nil, v, quietLogger())
+	store := store.NewStore(nil, v, quietLogger())
 	src := &Source{Store: store, Checker: checker, Client: client, Logger: quietLogger()}
 	if src.Ready() == nil {
 		t.Fatal("ready before syncing")

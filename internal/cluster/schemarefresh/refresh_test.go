@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	metadatafake "k8s.io/client-go/metadata/fake"
 
+	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/promtest"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
-	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 // cluster is a fake cluster: what Read returns. Its documents'

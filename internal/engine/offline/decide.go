@@ -7,8 +7,9 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/wire"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/wire"
 )
 
 // Decider answers one request offline the way `kcedar serve` does: through
@@ -70,7 +71,7 @@ type Condition struct {
 }
 
 // Decide answers req; adm may be nil.
-func (d *Decider) Decide(req *cedarlang.Request, adm *Admission) Report {
+func (d *Decider) Decide(req *entities.Request, adm *Admission) Report {
 	out := d.engine.Authorize(req)
 	dec := d.engine.Encode(out)
 	res := Report{WithoutConditions: out.FailureDecision().Type().String()}
@@ -106,7 +107,7 @@ func (d *Decider) Decide(req *cedarlang.Request, adm *Admission) Report {
 			User:   &req.User,
 			Object: adm.Object, OldObject: adm.OldObject,
 		}
-		if t := cedarlang.ResolveTarget(d.engine.Schema(), req); t.Resource != nil {
+		if t := entities.ResolveTarget(d.engine.Schema(), req); t.Resource != nil {
 			// The admission request names the resource the target resolved to.
 			data.APIGroup, data.Resource, data.Subresource = t.Resource.Key.Group, t.Resource.Key.Resource, t.Resource.Key.Subresource
 		}

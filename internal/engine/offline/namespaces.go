@@ -10,6 +10,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -19,12 +20,12 @@ const MaxNamespaceObjectsBytes = 8 << 20
 // NewDeciderWithNamespaces is NewDecider with the Namespace objects that
 // fill namespaceObject, as kcedar serve's informer does (nil: unknown, as
 // for a namespace the informer has not seen).
-func NewDeciderWithNamespaces(s *schemagen.Schema, ps *cedarlang.PolicySet, ns cedarlang.NamespaceLookup) *Decider {
+func NewDeciderWithNamespaces(s *schemagen.Schema, ps *cedarlang.PolicySet, ns entities.NamespaceLookup) *Decider {
 	return &Decider{engine: engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: ns})}
 }
 
 // WithNamespaces is d deciding with the Namespace objects ns.
-func (d *Decider) WithNamespaces(ns cedarlang.NamespaceLookup) *Decider {
+func (d *Decider) WithNamespaces(ns entities.NamespaceLookup) *Decider {
 	return NewDeciderWithNamespaces(d.engine.Schema(), d.engine.Policies(), ns)
 }
 
@@ -33,11 +34,11 @@ var yamlDocSep = regexp.MustCompile(`(?m)^---[ \t]*$`)
 // ParseNamespaceObjects reads Namespace objects (YAML or JSON): one object,
 // several YAML documents, or a List/NamespaceList. Every item must be a
 // Namespace with a name.
-func ParseNamespaceObjects(data []byte) (cedarlang.StaticNamespaces, error) {
+func ParseNamespaceObjects(data []byte) (entities.StaticNamespaces, error) {
 	if len(data) > MaxNamespaceObjectsBytes {
 		return nil, fmt.Errorf("%d bytes is over the limit of %d", len(data), MaxNamespaceObjectsBytes)
 	}
-	out := cedarlang.StaticNamespaces{}
+	out := entities.StaticNamespaces{}
 	for _, doc := range yamlDocSep.Split(string(data), -1) {
 		if len(bytes.TrimSpace([]byte(doc))) == 0 {
 			continue
@@ -57,11 +58,11 @@ func ParseNamespaceObjects(data []byte) (cedarlang.StaticNamespaces, error) {
 }
 
 // AddNamespaceObject adds one Namespace object (JSON) to ns.
-func AddNamespaceObject(ns cedarlang.StaticNamespaces, raw []byte) error {
+func AddNamespaceObject(ns entities.StaticNamespaces, raw []byte) error {
 	return addNamespaceObjects(ns, raw)
 }
 
-func addNamespaceObjects(out cedarlang.StaticNamespaces, raw []byte) error {
+func addNamespaceObjects(out entities.StaticNamespaces, raw []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var obj map[string]any
@@ -102,11 +103,11 @@ func addNamespaceObjects(out cedarlang.StaticNamespaces, raw []byte) error {
 }
 
 // namespaces are the file's Namespace objects (nil when it has none).
-func (tf *TestFile) namespaces() (cedarlang.StaticNamespaces, error) {
+func (tf *TestFile) namespaces() (entities.StaticNamespaces, error) {
 	if len(tf.Namespaces) == 0 {
 		return nil, nil
 	}
-	out := cedarlang.StaticNamespaces{}
+	out := entities.StaticNamespaces{}
 	for _, raw := range tf.Namespaces {
 		if err := addNamespaceObjects(out, raw); err != nil {
 			return nil, err
@@ -125,12 +126,12 @@ func (tf *TestFile) deciderFor(d *Decider, tc *TestCase) (*Decider, error) {
 	if err != nil {
 		return nil, err
 	}
-	one := cedarlang.StaticNamespaces{}
+	one := entities.StaticNamespaces{}
 	if err := addNamespaceObjects(one, tc.NamespaceObject); err != nil {
 		return nil, err
 	}
 	if ns == nil {
-		ns = cedarlang.StaticNamespaces{}
+		ns = entities.StaticNamespaces{}
 	}
 	for name, obj := range one {
 		ns[name] = obj

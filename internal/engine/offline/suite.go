@@ -13,8 +13,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/wire"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/wire"
 )
 
 // MaxTestFileBytes bounds a decision test file.
@@ -127,14 +128,14 @@ func ParseTestFile(data []byte) (*TestFile, error) {
 
 // Request builds the cedar request and admission data of a test case, the
 // way the server reads a SubjectAccessReview.
-func (tc *TestCase) Build() (*cedarlang.Request, *Admission, error) {
+func (tc *TestCase) Build() (*entities.Request, *Admission, error) {
 	var spec *authorizationv1.SubjectAccessReviewSpec
 	if tc.SAR != nil {
 		spec = &tc.SAR.Spec.SubjectAccessReviewSpec
 	} else {
 		spec = tc.Request.SAR()
 	}
-	req, err := cedarlang.RequestFromSAR(spec)
+	req, err := entities.RequestFromSAR(spec)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,7 +6,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
 )
 
 // A reference RBAC authorizer, written from the RBAC authorizer's matching
@@ -74,7 +74,7 @@ func nonResourceURLMatches(rule *rbacv1.PolicyRule, path string) bool {
 }
 
 // RuleAllows reports whether one RBAC rule allows req.
-func RuleAllows(req *cedarlang.Request, rule *rbacv1.PolicyRule) bool {
+func RuleAllows(req *entities.Request, rule *rbacv1.PolicyRule) bool {
 	if req.ResourceRequest {
 		combined := req.Resource
 		if req.Subresource != "" {
@@ -86,7 +86,7 @@ func RuleAllows(req *cedarlang.Request, rule *rbacv1.PolicyRule) bool {
 	return verbMatches(rule, req.Verb) && nonResourceURLMatches(rule, req.Path)
 }
 
-func subjectApplies(u cedarlang.UserInfo, s rbacv1.Subject, namespace string) bool {
+func subjectApplies(u entities.UserInfo, s rbacv1.Subject, namespace string) bool {
 	switch s.Kind {
 	case rbacv1.UserKind:
 		return u.Name == s.Name
@@ -117,7 +117,7 @@ func subjectApplies(u cedarlang.UserInfo, s rbacv1.Subject, namespace string) bo
 // namespace, and a binding to a missing role grants nothing. The privileged
 // group system:masters is not special here (the apiserver lets it through
 // before RBAC).
-func (o *RBACObjects) Allows(req *cedarlang.Request) (bool, []string) {
+func (o *RBACObjects) Allows(req *entities.Request) (bool, []string) {
 	var why []string
 	grant := func(binding, namespace string, subjects []rbacv1.Subject, role string, rules []rbacv1.PolicyRule) {
 		applies := false

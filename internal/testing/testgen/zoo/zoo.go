@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
 )
 
 // World is the cluster a policy set of a given size describes: the number of
@@ -207,10 +208,10 @@ func nearDuplicate(rng *rand.Rand, w World, body string) string {
 // Requests returns count requests against the world of an n-policy set: users
 // of its teams, ServiceAccounts and nodes, verbs (some "*"), typed resources
 // and subresources, unknown and "*" resources, and open namespaces and names.
-func Requests(n, count int, seed uint64) []*cedarlang.Request {
+func Requests(n, count int, seed uint64) []*entities.Request {
 	w := WorldFor(n)
 	rng := rand.New(rand.NewPCG(seed, 0x300))
-	out := make([]*cedarlang.Request, 0, count)
+	out := make([]*entities.Request, 0, count)
 	for len(out) < count {
 		out = append(out, request(rng, w))
 	}
@@ -219,8 +220,8 @@ func Requests(n, count int, seed uint64) []*cedarlang.Request {
 
 var reqVerbs = []string{"get", "get", "list", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 
-func request(rng *rand.Rand, w World) *cedarlang.Request {
-	r := &cedarlang.Request{ResourceRequest: true, Verb: pick(rng, reqVerbs)}
+func request(rng *rand.Rand, w World) *entities.Request {
+	r := &entities.Request{ResourceRequest: true, Verb: pick(rng, reqVerbs)}
 	nsI := rng.IntN(w.Namespaces)
 	switch p := rng.IntN(100); {
 	case p < 60:
@@ -249,13 +250,13 @@ func request(rng *rand.Rand, w World) *cedarlang.Request {
 		r.User.Groups = []string{w.team(rng.IntN(w.Teams)), "system:authenticated"}
 	}
 	if rng.IntN(30) == 0 {
-		r.Verb = cedarlang.Wildcard
+		r.Verb = entities.Wildcard
 	}
 	switch k := rng.IntN(100); {
 	case k < 4:
 		r.ResourceRequest = false
 		r.Path = pick(rng, []string{"/api", "/apis/apps", "/version", "/healthz", "/metrics"})
-		if r.Verb != cedarlang.Wildcard {
+		if r.Verb != entities.Wildcard {
 			r.Verb = "get"
 		}
 		return r
@@ -287,9 +288,9 @@ func request(rng *rand.Rand, w World) *cedarlang.Request {
 	case k < 94:
 		r.APIGroup, r.Resource = "example.com", fmt.Sprintf("widgets-%d", rng.IntN(w.Teams))
 	case k < 97:
-		r.APIGroup, r.Resource = cedarlang.Wildcard, cedarlang.Wildcard
+		r.APIGroup, r.Resource = entities.Wildcard, entities.Wildcard
 	default:
-		r.APIGroup, r.Resource = pick(rng, []string{"", "apps", cedarlang.Wildcard}), pick(rng, []string{cedarlang.Wildcard, "pods"})
+		r.APIGroup, r.Resource = pick(rng, []string{"", "apps", entities.Wildcard}), pick(rng, []string{entities.Wildcard, "pods"})
 	}
 	switch k := rng.IntN(100); {
 	case k < 15:

@@ -1,4 +1,4 @@
-package cedarlang
+package store
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
@@ -37,7 +38,7 @@ func policy(id string) string {
 	return fmt.Sprintf("@id(%q)\npermit(principal, action, resource is core::pods);\n", id)
 }
 
-func ids(ps *PolicySet) []string {
+func ids(ps *cedarlang.PolicySet) []string {
 	if ps == nil {
 		return nil
 	}
@@ -462,7 +463,7 @@ func TestStoreFirstLoadFailures(t *testing.T) {
 	}
 
 	big := filepath.Join(t.TempDir(), "big.cedar")
-	writeFile(t, big, strings.Repeat(" ", MaxPolicyFileBytes+1))
+	writeFile(t, big, strings.Repeat(" ", cedarlang.MaxPolicyFileBytes+1))
 	for _, tc := range []struct {
 		paths []string
 		want  string
@@ -482,7 +483,7 @@ func TestStoreValidatorErrorsFailTheLoad(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "p.cedar")
 	writeFile(t, file, `@id("ok") permit(principal, action == k8s::Action::"get", resource is core::pods) when { resource.namespace == "a" };`)
-	sv, err := NewSchemaValidator(schematest.Schema())
+	sv, err := cedarlang.NewSchemaValidator(schematest.Schema())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,7 +503,7 @@ func TestStoreValidatorErrorsFailTheLoad(t *testing.T) {
 	}
 
 	// Any Validator's errors fail the load.
-	s2, _ := newStore(t, []string{dir}, validatorFunc(func(ps []*Policy) []error {
+	s2, _ := newStore(t, []string{dir}, validatorFunc(func(ps []*cedarlang.Policy) []error {
 		return []error{errors.New("first"), errors.New("second")}
 	}))
 	if err := s2.Load(); err == nil || !strings.Contains(err.Error(), "first") || !strings.Contains(err.Error(), "second") || s2.Current() != nil {
@@ -554,7 +555,7 @@ func TestStoreWatchPicksUpChanges(t *testing.T) {
 type countingValidator struct{ calls atomic.Int64 }
 
 // Validate refuses policies whose id starts with "bad".
-func (v *countingValidator) Validate(ps []*Policy) []error {
+func (v *countingValidator) Validate(ps []*cedarlang.Policy) []error {
 	v.calls.Add(1)
 	var errs []error
 	for _, p := range ps {
@@ -565,9 +566,9 @@ func (v *countingValidator) Validate(ps []*Policy) []error {
 	return errs
 }
 
-type validatorFunc func([]*Policy) []error
+type validatorFunc func([]*cedarlang.Policy) []error
 
-func (f validatorFunc) Validate(ps []*Policy) []error { return f(ps) }
+func (f validatorFunc) Validate(ps []*cedarlang.Policy) []error { return f(ps) }
 
 // A poll that finds every file as the serving read left it reads nothing;
 // every kind of change is still seen: an in-place rewrite of the same size

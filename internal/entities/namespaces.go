@@ -1,4 +1,4 @@
-package cedarlang
+package entities
 
 import (
 	"github.com/cedar-policy/cedar-go/types"

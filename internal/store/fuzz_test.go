@@ -1,10 +1,11 @@
-package cedarlang
+package store
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
@@ -21,7 +22,7 @@ func FuzzLoadPolicies(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	v, err := NewSchemaValidator(schematest.Schema())
+	v, err := cedarlang.NewSchemaValidator(schematest.Schema())
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -31,12 +32,12 @@ func FuzzLoadPolicies(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ps, err := ParsePolicies("fuzz.cedar", data)
+		ps, err := cedarlang.ParsePolicies("fuzz.cedar", data)
 		if err != nil && len(ps) > 0 {
 			t.Fatalf("ParsePolicies returned %d policies with an error", len(ps))
 		}
 		if err == nil {
-			if set, err := NewPolicySet(ps); err == nil {
+			if set, err := cedarlang.NewPolicySet(ps); err == nil {
 				_ = v.Validate(set.Policies)
 			}
 		}

@@ -1,8 +1,10 @@
-package cedarlang
+package store
 
 import (
 	"crypto/sha256"
 	"strings"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
 )
 
 // Source is policy text that does not come from a file, such as a policy
@@ -44,10 +46,10 @@ func (s *Store) extraSources() (files []policyFile, generation uint64, set bool)
 
 // parseFile parses one policy file or source, confining a namespaced
 // source's policies to its namespace.
-func parseFile(f policyFile) ([]*Policy, error) {
-	ps, err := ParsePolicies(f.name, f.data)
+func parseFile(f policyFile) ([]*cedarlang.Policy, error) {
+	ps, err := cedarlang.ParsePolicies(f.name, f.data)
 	if err != nil || f.namespace == "" {
 		return ps, err
 	}
-	return ConfineToNamespace(ps, f.namespace, strings.TrimSuffix(f.name, "/")+"/")
+	return cedarlang.ConfineToNamespace(ps, f.namespace, strings.TrimSuffix(f.name, "/")+"/")
 }

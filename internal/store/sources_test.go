@@ -1,4 +1,4 @@
-package cedarlang
+package store
 
 import (
 	"os"
@@ -7,11 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
 func TestSourcesAloneLoadOnlyOnceSet(t *testing.T) {
-	v, err := NewSchemaValidator(schematest.Schema())
+	v, err := cedarlang.NewSchemaValidator(schematest.Schema())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +92,11 @@ func TestSourcesCombineWithFiles(t *testing.T) {
 // parseChecker is a FileChecker for tests: ParsePolicies and a Validator.
 type parseChecker struct{ v Validator }
 
-func (c parseChecker) CheckFiles(files []SourceFile) ([]*Policy, []error) {
-	var all []*Policy
+func (c parseChecker) CheckFiles(files []SourceFile) ([]*cedarlang.Policy, []error) {
+	var all []*cedarlang.Policy
 	var errs []error
 	for _, f := range files {
-		ps, err := ParsePolicies(f.Name, f.Data)
+		ps, err := cedarlang.ParsePolicies(f.Name, f.Data)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -111,7 +112,7 @@ func (c parseChecker) CheckFiles(files []SourceFile) ([]*Policy, []error) {
 // With a Checker (serve's cedar/lint), namespaced sources are still confined
 // to their namespace and validated, and a namespaced forbid is refused.
 func TestSourcesConfinedWithChecker(t *testing.T) {
-	v, err := NewSchemaValidator(schematest.Schema())
+	v, err := cedarlang.NewSchemaValidator(schematest.Schema())
 	if err != nil {
 		t.Fatal(err)
 	}

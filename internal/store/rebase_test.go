@@ -1,4 +1,4 @@
-package cedarlang
+package store
 
 import (
 	"path/filepath"
@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kcedar/kcedar/internal/testing/schematest"
+	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
 // withoutConfigMaps is schematest's schema after its configmaps resource went
@@ -25,7 +26,7 @@ func withoutConfigMaps(t *testing.T) *schemagen.Schema {
 
 func schemaCheck(t *testing.T, s *schemagen.Schema) SchemaCheck {
 	t.Helper()
-	v, err := NewSchemaValidator(s)
+	v, err := cedarlang.NewSchemaValidator(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,11 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
 func embedded(t *testing.T) *schemagen.Schema {
@@ -67,16 +69,16 @@ func TestExamplesValidate(t *testing.T) {
 
 func TestQuickstartDecisions(t *testing.T) {
 	s := embedded(t)
-	store := cedarlang.NewStore([]string{"quickstart"}, nil, nil)
+	store := store.NewStore([]string{"quickstart"}, nil, nil)
 	if err := store.Load(); err != nil {
 		t.Fatal(err)
 	}
 	az := engine.NewEngine(s, store.Current(), engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
-	req := func(user string, groups []string, verb, resource, ns, name string) *cedarlang.Request {
-		return &cedarlang.Request{User: cedarlang.UserInfo{Name: user, Groups: groups}, Verb: verb, ResourceRequest: true, Resource: resource, Namespace: ns, Name: name}
+	req := func(user string, groups []string, verb, resource, ns, name string) *entities.Request {
+		return &entities.Request{User: entities.UserInfo{Name: user, Groups: groups}, Verb: verb, ResourceRequest: true, Resource: resource, Namespace: ns, Name: name}
 	}
 	cases := []struct {
-		req  *cedarlang.Request
+		req  *entities.Request
 		want engine.DecisionType
 	}{
 		{req("jane", []string{"dev"}, "list", "pods", "dev", ""), engine.DecisionAllow},

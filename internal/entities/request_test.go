@@ -1,4 +1,4 @@
-package cedarlang
+package entities
 
 import (
 	"reflect"

@@ -1,4 +1,4 @@
-package cedarlang
+package entities
 
 import (
 	"encoding/json"
@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	cedarlib "github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
 
-	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/oracle"
+	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
 func TestPrincipalUID(t *testing.T) {
@@ -97,20 +99,17 @@ func TestPrincipalEntity(t *testing.T) {
 
 	// The contract, end to end: groups as parents and as a set, extra as tags.
 	ents := &Entities{Principal: alice, Resource: types.Entity{UID: types.NewEntityUID("core::pods", "")}}
-	ps, err := NewPolicySet(mustParse(t, "e.cedar", `
+	ps := parseWithIDs(t, `
 @id("in-group") permit(principal in k8s::Group::"dev", action, resource);
 @id("groups-set") permit(principal, action, resource) when { principal.groups.contains("dev") };
 @id("tag") permit(principal, action, resource) when { principal.hasTag("scopes") && principal.getTag("scopes").contains("write") };
 @id("any-verb") permit(principal, action in k8s::Action::"*", resource);
 @id("not-in-other") permit(principal in k8s::Group::"other", action, resource);
 @id("no-tag") permit(principal, action, resource) when { principal.hasTag("nope") };
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := evaluate(ps.Policies, ents, alice.UID, schemagen.ActionUID("frob"), ents.Resource.UID)
-	if res.Decision != "Allow" || strings.Join(policyIDs(res.Policies), ",") != "any-verb,groups-set,in-group,tag" || len(res.Errors) != 0 {
-		t.Fatalf("got %v %v %v", res.Decision, policyIDs(res.Policies), res.Errors)
+`)
+	res := oracle.Evaluate(ps, ents, alice.UID, schemagen.ActionUID("frob"), ents.Resource.UID)
+	if res.Decision != "Allow" || strings.Join(res.Policies, ",") != "any-verb,groups-set,in-group,tag" || len(res.Errors) != 0 {
+		t.Fatalf("got %v %v %v", res.Decision, res.Policies, res.Errors)
 	}
 }
 
@@ -319,18 +318,31 @@ func TestObjectConverterPod(t *testing.T) {
 		Resource:  types.Entity{UID: types.NewEntityUID(pods.EntityType, ""), Attributes: types.NewRecord(types.RecordMap{"object": obj})},
 		Maps:      c.Maps,
 	}
-	ps, err := NewPolicySet(mustParse(t, "o.cedar", `
+	ps := parseWithIDs(t, `
 @id("label") permit(principal, action, resource) when {
   resource.object.metadata.labels.hasTag("app") && resource.object.metadata.labels.getTag("app") == "web" };
 @id("same-maps") permit(principal, action, resource) when { resource.object.metadata.labels == resource.object.v1.spec.nodeSelector };
 @id("time") permit(principal, action, resource) when { resource.object.metadata.creationTimestamp < datetime("2025-01-01T00:00:00Z") };
 @id("missing") permit(principal, action, resource) when { resource.object.v1.spec.priority > 0 };
-`))
+`)
+	res := oracle.Evaluate(ps, ents, ents.Principal.UID, schemagen.ActionUID("create"), ents.Resource.UID)
+	if res.Decision != "Allow" || strings.Join(res.Policies, ",") != "label,same-maps,time" || len(res.Errors) != 1 || !strings.Contains(res.Errors[0], "policy missing") {
+		t.Fatalf("got %v %v %v", res.Decision, res.Policies, res.Errors)
+	}
+}
+
+// parseWithIDs parses policies named by their @id annotations for the
+// one-phase oracle (plain cedar-go: these tests check the entities, not the
+// policy language).
+func parseWithIDs(t *testing.T, src string) *oracle.Policies {
+	t.Helper()
+	list, err := cedarlib.NewPolicyListFromBytes("test.cedar", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := evaluate(ps.Policies, ents, ents.Principal.UID, schemagen.ActionUID("create"), ents.Resource.UID)
-	if res.Decision != "Allow" || strings.Join(policyIDs(res.Policies), ",") != "label,same-maps,time" || len(res.Errors) != 1 || !strings.Contains(res.Errors[0], "policy missing") {
-		t.Fatalf("got %v %v %v", res.Decision, policyIDs(res.Policies), res.Errors)
+	ps := &oracle.Policies{}
+	for _, p := range list {
+		ps.Add(string(p.Annotations()["id"]), p)
 	}
+	return ps
 }

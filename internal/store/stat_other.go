@@ -1,6 +1,6 @@
 //go:build !linux
 
-package cedarlang
+package store
 
 import "os"
 

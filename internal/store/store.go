@@ -1,4 +1,4 @@
-package cedarlang
+package store
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/cedar-policy/cedar-go/types"
 
+	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/lib/parallel"
 	"github.com/kcedar/kcedar/internal/lib/watch"
 	"github.com/kcedar/kcedar/internal/schemagen"
@@ -26,7 +27,7 @@ import (
 // Validator checks parsed policies against a schema. It returns one error per
 // invalid policy (nil when all are valid).
 type Validator interface {
-	Validate(policies []*Policy) []error
+	Validate(policies []*cedarlang.Policy) []error
 }
 
 // SourceFile is one policy file as read.
@@ -42,7 +43,7 @@ type SourceFile struct {
 // replaces the Store's own parsing and Validator, so serve and validate
 // report the same findings.
 type FileChecker interface {
-	CheckFiles(files []SourceFile) ([]*Policy, []error)
+	CheckFiles(files []SourceFile) ([]*cedarlang.Policy, []error)
 }
 
 // LoadError is a failed load's findings, one per problem.
@@ -122,7 +123,7 @@ type Store struct {
 	hash           atomic.Pointer[string]
 	lastFail       atomic.Pointer[failure]
 
-	current     atomic.Pointer[PolicySet]
+	current     atomic.Pointer[cedarlang.PolicySet]
 	mu          sync.Mutex // serializes loads
 	fingerprint [32]byte
 	lastErr     atomic.Pointer[error]
@@ -195,7 +196,7 @@ func (s *Store) LastFailure() (error, time.Time) {
 func (s *Store) FileReads() uint64 { return s.fileReads.Load() }
 
 // Current is the policy set serving now; nil before the first good load.
-func (s *Store) Current() *PolicySet { return s.current.Load() }
+func (s *Store) Current() *cedarlang.PolicySet { return s.current.Load() }
 
 // LastError is the error of the latest load attempt, nil if it succeeded.
 func (s *Store) LastError() error {
@@ -240,7 +241,7 @@ func (s *Store) Load() error {
 		s.report(res)
 		return err
 	}
-	var ps *PolicySet
+	var ps *cedarlang.PolicySet
 	err := c.err
 	if err == nil {
 		ps, err = s.build(c.files)
@@ -281,7 +282,7 @@ func (s *Store) Load() error {
 }
 
 // swapIn makes ps (built from the read c) the serving set; s.mu is held.
-func (s *Store) swapIn(ps *PolicySet, c candidate, res ReloadResult, msg string) {
+func (s *Store) swapIn(ps *cedarlang.PolicySet, c candidate, res ReloadResult, msg string) {
 	s.fingerprint, s.failedErr, s.serving = c.fp, nil, c.meta
 	s.servingRead, s.servingSources = c.readAt, c.sourcesGen
 	hash := hex.EncodeToString(c.fp[:])
@@ -367,7 +368,7 @@ func (s *Store) rebase(sc SchemaCheck) error {
 // checkShrink refuses a set with no policies (unless AllowEmpty) and, with
 // MaxPolicyLoss or KeepForbids, a reload that removes too many policies or
 // any forbid, naming the ids that would disappear.
-func (s *Store) checkShrink(cur, next *PolicySet) error {
+func (s *Store) checkShrink(cur, next *cedarlang.PolicySet) error {
 	if _, _, objects := s.extraSources(); next.Len() == 0 && !s.AllowEmpty && !objects {
 		return fmt.Errorf("no policies in %s: an empty set answers NoOpinion to every request; add policies (or pass --allow-empty-policy-set if this is intended)", strings.Join(s.paths, ", "))
 	}
@@ -748,12 +749,12 @@ func readLimited(path, name string) (policyFile, error) {
 	}
 	defer f.Close()
 	before, errBefore := statOf(f)
-	data, err := io.ReadAll(io.LimitReader(f, MaxPolicyFileBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, cedarlang.MaxPolicyFileBytes+1))
 	if err != nil {
 		return policyFile{}, fmt.Errorf("%s: %w", name, err)
 	}
-	if len(data) > MaxPolicyFileBytes {
-		return policyFile{}, fmt.Errorf("%s: larger than %d bytes", name, MaxPolicyFileBytes)
+	if len(data) > cedarlang.MaxPolicyFileBytes {
+		return policyFile{}, fmt.Errorf("%s: larger than %d bytes", name, cedarlang.MaxPolicyFileBytes)
 	}
 	after, errAfter := statOf(f)
 	meta := fileMeta{stat: after, hash: sha256.Sum256(data),
@@ -772,8 +773,8 @@ func fingerprint(files []policyFile) [32]byte {
 	return out
 }
 
-func (s *Store) build(files []policyFile) (*PolicySet, error) {
-	var all []*Policy
+func (s *Store) build(files []policyFile) (*cedarlang.PolicySet, error) {
+	var all []*cedarlang.Policy
 	var errs []error
 	rest := files
 	if s.Checker != nil {
@@ -796,10 +797,10 @@ func (s *Store) build(files []policyFile) (*PolicySet, error) {
 		}
 	}
 	// Files are parsed in parallel (a large set spans many files).
-	parsed := make([][]*Policy, len(rest))
+	parsed := make([][]*cedarlang.Policy, len(rest))
 	perr := make([]error, len(rest))
 	parallel.For(len(rest), func(i int) { parsed[i], perr[i] = parseFile(rest[i]) })
-	var parsedAll []*Policy
+	var parsedAll []*cedarlang.Policy
 	for i := range rest {
 		if perr[i] != nil {
 			errs = append(errs, perr[i])
@@ -816,5 +817,5 @@ func (s *Store) build(files []policyFile) (*PolicySet, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
-	return NewPolicySet(append(all, parsedAll...))
+	return cedarlang.NewPolicySet(append(all, parsedAll...))
 }

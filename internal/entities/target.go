@@ -1,28 +1,13 @@
-package cedarlang
+package entities
 
 import (
-	"errors"
-	"iter"
 	"sync"
 	"sync/atomic"
 
-	cedarlib "github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
 
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
-
-type candidateList []*Policy
-
-func (l candidateList) All() iter.Seq2[types.PolicyID, *cedarlib.Policy] {
-	return func(yield func(types.PolicyID, *cedarlib.Policy) bool) {
-		for _, p := range l {
-			if !yield(types.PolicyID(p.ID), p.Compiled) {
-				return
-			}
-		}
-	}
-}
 
 // Target is where a request lands in the schema.
 type Target struct {
@@ -156,18 +141,6 @@ func Verbs(s *schemagen.Schema, req *Request) []string {
 		return schemagen.NonResourceVerbs
 	}
 	return s.Verbs
-}
-
-// EvaluatePolicy evaluates one policy on a fully known request: whether its
-// scope and conditions hold, or the error that stopped it.
-func EvaluatePolicy(p *Policy, entities types.EntityGetter, principal, action, resource types.EntityUID) (bool, error) {
-	_, diag := cedarlib.Authorize(candidateList{p}, entities, cedarlib.Request{
-		Principal: principal, Action: action, Resource: resource, Context: ContextFor(action),
-	})
-	if len(diag.Errors) > 0 {
-		return false, errors.New(diag.Errors[0].Message)
-	}
-	return len(diag.Reasons) > 0, nil
 }
 
 // ContextFor is the context of a request for action: {verb: "<verb>"}.

@@ -1,4 +1,4 @@
-package cedarlang
+package entities
 
 import (
 	authorizationv1 "k8s.io/api/authorization/v1"

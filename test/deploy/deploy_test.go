@@ -1,4 +1,4 @@
-// Package deploy holds kcedar's kustomize manifests; this test renders them
+// Package deploy tests kcedar's kustomize manifests (deploy/): it renders them
 // with kustomize (the library kubectl apply -k uses) and checks the result.
 package deploy
 

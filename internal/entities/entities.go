@@ -1,4 +1,4 @@
-package cedarlang
+package entities
 
 import (
 	"strings"
@@ -11,7 +11,7 @@ import (
 // PrincipalUID tells Users, ServiceAccounts and Nodes apart by username, as
 // Kubernetes does: system:serviceaccount:<ns>:<name> and system:node:<name>.
 func PrincipalUID(username string) types.EntityUID {
-	if ns, name, ok := serviceAccountName(username); ok && ns != "" && name != "" {
+	if ns, name, ok := ServiceAccountName(username); ok && ns != "" && name != "" {
 		return types.NewEntityUID(schemagen.ServiceAccountType, types.String(username))
 	}
 	if name, ok := strings.CutPrefix(username, schemagen.NodeUserPrefix); ok && name != "" {
@@ -20,7 +20,7 @@ func PrincipalUID(username string) types.EntityUID {
 	return types.NewEntityUID(schemagen.UserType, types.String(username))
 }
 
-func serviceAccountName(username string) (ns, name string, ok bool) {
+func ServiceAccountName(username string) (ns, name string, ok bool) {
 	rest, ok := strings.CutPrefix(username, schemagen.ServiceAccountUserPrefix)
 	if !ok {
 		return "", "", false
@@ -51,7 +51,7 @@ func PrincipalEntity(u UserInfo) types.Entity {
 	}
 	switch uid.Type {
 	case schemagen.ServiceAccountType:
-		ns, name, _ := serviceAccountName(u.Name)
+		ns, name, _ := ServiceAccountName(u.Name)
 		attrs[schemagen.AttrNamespace] = types.String(ns)
 		attrs[schemagen.AttrName] = types.String(name)
 	case schemagen.NodeType:
