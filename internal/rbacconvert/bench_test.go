@@ -1,6 +1,7 @@
 package rbacconvert
 
 import (
+	"context"
 	"testing"
 
 	"github.com/kcedar/kcedar/internal/engine"
@@ -55,7 +56,7 @@ func BenchmarkAuthorizeConverted(b *testing.B) {
 	}{{"all", reqs}, {"concrete", concrete}} {
 		b.Run(bc.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				authz.Authorize(bc.reqs[i%len(bc.reqs)]).FailureDecision()
+				authz.Authorize(context.Background(), bc.reqs[i%len(bc.reqs)]).FailureDecision()
 			}
 		})
 	}
@@ -68,7 +69,7 @@ func BenchmarkAuthorizeConvertedCached(b *testing.B) {
 	authz = engine.NewEngine(authz.Schema(), authz.Policies(), authz.Codec(), engine.EngineOptions{CacheSize: engine.DefaultCacheSize})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		authz.Authorize(reqs[i%len(reqs)]).FailureDecision()
+		authz.Authorize(context.Background(), reqs[i%len(reqs)]).FailureDecision()
 	}
 }
 

@@ -405,11 +405,7 @@ func (c *converter) nonResourceTarget(rule *rbacv1.PolicyRule, vs verbSel) targe
 	for _, v := range schemagen.NonResourceVerbs {
 		nonRes[v] = true
 	}
-	act, actCond := actionScope(vs, func(v string) bool { return nonRes[v] })
-	t := target{action: act, resource: "resource is " + string(schemagen.NonResourceURLType), name: string(schemagen.NonResourceURLType)}
-	if actCond != "" {
-		t.conds = append(t.conds, actCond)
-	}
+	t := newTarget(vs, func(v string) bool { return nonRes[v] }, string(schemagen.NonResourceURLType))
 	var exact []string
 	var alts []string
 	for _, u := range rule.NonResourceURLs {
@@ -429,189 +425,249 @@ func (c *converter) nonResourceTarget(rule *rbacv1.PolicyRule, vs verbSel) targe
 	return t
 }
 
+// newTarget is the target of the entity type name for the verbs vs, with the action scope and condition of actionScope (see
+// there for applies) and the resource scope `resource is <name>`.
+func newTarget(vs verbSel, applies func(string) bool, name string) target {
+	act, actCond := actionScope(vs, applies)
+	t := target{action: act, resource: "resource is " + name, name: name}
+	if actCond != "" {
+		t.conds = append(t.conds, actCond)
+	}
+	return t
+}
+
+// resourceTargets converts the resource part of a rule of b: one target per
+// typed resource it matches, plus one on k8s::Resource for what no typed
+// resource covers, or a single target for any resource when the rule lists
+// "*".
 func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.PolicyRule, vs verbSel) []target {
-	groupsAll := slices.Contains(rule.APIGroups, rbacv1.APIGroupAll)
-	groupMatch := func(g string) bool { return groupsAll || slices.Contains(rule.APIGroups, g) }
-	var pats []pattern
-	var literal []string // the rule's resources other than "*", as RBAC compares them
-	all := false
-	for _, r := range rule.Resources {
-		if r == rbacv1.ResourceAll {
-			all = true
-			continue
-		}
-		if !slices.Contains(literal, r) {
-			literal = append(literal, r)
-		}
-		res, sub, _ := strings.Cut(r, "/")
-		switch {
-		case sub == "":
-			// "pods", or "pods/": RBAC compares the whole string.
-			pats = append(pats, pattern{resource: r})
-		case res == "*":
-			// "*/scale"; also "*/*": any resource whose requested subresource
-			// is literally "*".
-			pats = append(pats, pattern{anyResource: true, sub: sub})
-		default:
-			pats = append(pats, pattern{resource: res, sub: sub})
+	rr := newResourceRule(b, rule)
+	c.warnUnknown(where, rule, rr.groups, rr.groupsAll, rr.pats)
+	if rr.all {
+		return []target{rr.anyResourceTarget(vs)}
+	}
+	if len(rr.pats) == 0 {
+		return nil
+	}
+	var out []target
+	for _, k := range c.keys {
+		if t, ok := rr.typedTarget(c.schema.Resources[k], vs); ok {
+			out = append(out, t)
 		}
 	}
-	// resourceNames: RBAC matches a request whose name is one of them; ""
-	// matches a request that names no object (resource.named is false).
-	var names []string
-	emptyName := false
+	if !c.needsGenericResource(rr) {
+		return out
+	}
+	return append(out, rr.genericResourceTarget(vs))
+}
+
+// resourceRule is a resource rule of one binding, taken apart for
+// conversion.
+type resourceRule struct {
+	b    binding
+	rule *rbacv1.PolicyRule
+	// groups are the rule's apiGroups without duplicates; groupsAll is
+	// whether they include "*".
+	groups    []string
+	groupsAll bool
+	// pats are the rule's resources other than "*"; literal the same
+	// entries as RBAC compares them (strings, without duplicates); all is
+	// whether the resources include "*".
+	pats    []pattern
+	literal []string
+	all     bool
+	// names are the rule's resourceNames other than "", without duplicates;
+	// emptyName is whether they include "".
+	names     []string
+	emptyName bool
+}
+
+// newResourceRule takes rule of b apart.
+func newResourceRule(b binding, rule *rbacv1.PolicyRule) *resourceRule {
+	rr := &resourceRule{b: b, rule: rule, groupsAll: slices.Contains(rule.APIGroups, rbacv1.APIGroupAll)}
+	for _, g := range rule.APIGroups {
+		if !slices.Contains(rr.groups, g) {
+			rr.groups = append(rr.groups, g)
+		}
+	}
+	for _, r := range rule.Resources {
+		if r == rbacv1.ResourceAll {
+			rr.all = true
+			continue
+		}
+		if !slices.Contains(rr.literal, r) {
+			rr.literal = append(rr.literal, r)
+		}
+		rr.pats = append(rr.pats, parsePattern(r))
+	}
 	for _, n := range rule.ResourceNames {
 		switch {
 		case n == "":
-			emptyName = true
-		case !slices.Contains(names, n):
-			names = append(names, n)
+			rr.emptyName = true
+		case !slices.Contains(rr.names, n):
+			rr.names = append(rr.names, n)
 		}
 	}
-	nameCond := func(optional bool) string {
-		if len(rule.ResourceNames) == 0 {
-			return ""
-		}
-		var alts []string
-		if emptyName {
-			alts = append(alts, "!resource."+schemagen.AttrNamed)
-		}
-		if len(names) > 0 {
-			c := inList("resource.name", names)
-			if optional {
-				c = "resource has name && " + c
-			}
-			if !emptyName {
-				// RBAC matches no request without a name with them (a
-				// create, a list with a field selector on the name).
-				c = "resource." + schemagen.AttrNamed + " && " + c
-			}
-			alts = append(alts, c)
-		}
-		return or(alts)
+	return rr
+}
+
+// parsePattern reads one entry of a rule's resources (not "*").
+func parsePattern(r string) pattern {
+	res, sub, _ := strings.Cut(r, "/")
+	switch {
+	case sub == "":
+		// "pods", or "pods/": RBAC compares the whole string.
+		return pattern{resource: r}
+	case res == "*":
+		// "*/scale"; also "*/*": any resource whose requested subresource
+		// is literally "*".
+		return pattern{anyResource: true, sub: sub}
+	default:
+		return pattern{resource: res, sub: sub}
 	}
-	var groups []string
-	for _, g := range rule.APIGroups {
-		if !slices.Contains(groups, g) {
-			groups = append(groups, g)
-		}
+}
+
+// nameCond is the condition of the rule's resourceNames ("" without them):
+// RBAC matches a request whose name is one of them; "" matches a request
+// that names no object (resource.named is false). optional: the entity may
+// lack a name attribute.
+func (rr *resourceRule) nameCond(optional bool) string {
+	if len(rr.rule.ResourceNames) == 0 {
+		return ""
 	}
-	// A RoleBinding grants in its namespace: the namespace the request names,
-	// for namespaced and cluster-scoped resources alike (RBAC looks up the
-	// RoleBindings of the request's namespace). Cluster-scoped entities and
-	// k8s::Resource have it when the request names one.
-	nsCond := func(optional bool) string {
-		c := "resource.namespace == " + quote(b.namespace)
+	var alts []string
+	if rr.emptyName {
+		alts = append(alts, "!resource."+schemagen.AttrNamed)
+	}
+	if len(rr.names) > 0 {
+		c := inList("resource.name", rr.names)
 		if optional {
-			return "resource has namespace && " + c
+			c = "resource has name && " + c
 		}
-		return c
+		if !rr.emptyName {
+			// RBAC matches no request without a name with them (a
+			// create, a list with a field selector on the name).
+			c = "resource." + schemagen.AttrNamed + " && " + c
+		}
+		alts = append(alts, c)
 	}
-	c.warnUnknown(where, rule, groups, groupsAll, pats)
+	return or(alts)
+}
 
-	if all {
-		act, actCond := actionScope(vs, nil)
-		t := target{action: act, resource: "resource", name: "any"}
-		if actCond != "" {
-			t.conds = append(t.conds, actCond)
-		}
-		if groupsAll {
-			t.conds = append(t.conds, "!(resource is "+string(schemagen.NonResourceURLType)+")")
-		} else {
-			t.conds = append(t.conds, "resource has apiGroup", inList("resource.apiGroup", groups))
-		}
-		if b.kind == kindRoleBinding {
-			t.conds = append(t.conds, nsCond(true))
-		}
-		if len(rule.ResourceNames) > 0 {
-			t.conds = append(t.conds, "resource has "+schemagen.AttrNamed, nameCond(true))
-		}
-		return []target{t}
+// nsCond is the condition of a RoleBinding's namespace. A RoleBinding grants
+// in its namespace: the namespace the request names, for namespaced and
+// cluster-scoped resources alike (RBAC looks up the RoleBindings of the
+// request's namespace). Cluster-scoped entities and k8s::Resource have it
+// (optional) when the request names one.
+func (rr *resourceRule) nsCond(optional bool) string {
+	c := "resource.namespace == " + quote(rr.b.namespace)
+	if optional {
+		return "resource has namespace && " + c
 	}
-	if len(pats) == 0 {
-		return nil
-	}
+	return c
+}
 
-	var out []target
-	// Typed resources the rule matches.
-	for _, k := range c.keys {
-		r := c.schema.Resources[k]
-		if !groupMatch(k.Group) {
-			continue
-		}
-		var subConds []string // AnySubresource: allowed values of the subresource attribute
-		matched := false
-		for _, p := range pats {
-			switch {
-			case p.sub == rbacv1.ResourceAll:
-				// A request for the subresource "*" is never typed.
-			case r.AnySubresource:
-				if p.resource == k.Resource || p.anyResource {
-					if !slices.Contains(subConds, p.sub) {
-						subConds = append(subConds, p.sub)
-					}
-					matched = true
+// anyResourceTarget is the target of a rule whose resources include "*":
+// any resource of its groups.
+func (rr *resourceRule) anyResourceTarget(vs verbSel) target {
+	t := newTarget(vs, nil, "any")
+	t.resource = "resource" // every entity type
+	if rr.groupsAll {
+		t.conds = append(t.conds, "!(resource is "+string(schemagen.NonResourceURLType)+")")
+	} else {
+		t.conds = append(t.conds, "resource has apiGroup", inList("resource.apiGroup", rr.groups))
+	}
+	if rr.b.kind == kindRoleBinding {
+		t.conds = append(t.conds, rr.nsCond(true))
+	}
+	if len(rr.rule.ResourceNames) > 0 {
+		t.conds = append(t.conds, "resource has "+schemagen.AttrNamed, rr.nameCond(true))
+	}
+	return t
+}
+
+// typedTarget is the target of the typed resource r, and whether the rule
+// matches r at all.
+func (rr *resourceRule) typedTarget(r *schemagen.Resource, vs verbSel) (target, bool) {
+	k := r.Key
+	if !rr.groupsAll && !slices.Contains(rr.rule.APIGroups, k.Group) {
+		return target{}, false
+	}
+	matched, subConds := rr.matchTyped(r)
+	if !matched {
+		return target{}, false
+	}
+	t := newTarget(vs, func(v string) bool { return slices.Contains(r.Verbs, v) }, string(r.EntityType))
+	if rr.b.kind == kindRoleBinding {
+		t.conds = append(t.conds, rr.nsCond(!r.Namespaced))
+	}
+	if len(subConds) > 0 {
+		t.conds = append(t.conds, inList("resource.subresource", subConds))
+	}
+	if nc := rr.nameCond(false); nc != "" {
+		t.conds = append(t.conds, nc)
+	}
+	return t, true
+}
+
+// matchTyped reports whether a pattern of the rule matches the typed
+// resource r and, when r has AnySubresource, the subresources they allow.
+func (rr *resourceRule) matchTyped(r *schemagen.Resource) (matched bool, subs []string) {
+	k := r.Key
+	for _, p := range rr.pats {
+		switch {
+		case p.sub == rbacv1.ResourceAll:
+			// A request for the subresource "*" is never typed.
+		case r.AnySubresource:
+			if p.resource == k.Resource || p.anyResource {
+				if !slices.Contains(subs, p.sub) {
+					subs = append(subs, p.sub)
 				}
-			case p.anyResource:
-				matched = matched || k.Subresource != "" && k.Subresource == p.sub
-			default:
-				matched = matched || p.resource == k.Resource && p.sub == k.Subresource
+				matched = true
 			}
+		case p.anyResource:
+			matched = matched || k.Subresource != "" && k.Subresource == p.sub
+		default:
+			matched = matched || p.resource == k.Resource && p.sub == k.Subresource
 		}
-		if !matched {
-			continue
-		}
-		act, actCond := actionScope(vs, func(v string) bool { return slices.Contains(r.Verbs, v) })
-		t := target{action: act, resource: "resource is " + string(r.EntityType), name: string(r.EntityType)}
-		if actCond != "" {
-			t.conds = append(t.conds, actCond)
-		}
-		if b.kind == kindRoleBinding {
-			t.conds = append(t.conds, nsCond(!r.Namespaced))
-		}
-		if len(subConds) > 0 {
-			t.conds = append(t.conds, inList("resource.subresource", subConds))
-		}
-		if nc := nameCond(false); nc != "" {
-			t.conds = append(t.conds, nc)
-		}
-		out = append(out, t)
 	}
+	return matched, subs
+}
 
-	// k8s::Resource: wildcard requests, resources the schema does not know,
-	// and a "/" inside a request's resource (RBAC compares resource +
-	// "/" + subresource with the rule's entry as strings).
-	needed := groupsAll
-	for _, p := range pats {
+// needsGenericResource reports whether the rule needs a target on
+// k8s::Resource: for wildcard requests, resources the schema does not know,
+// and a "/" inside a request's resource (RBAC compares resource + "/" +
+// subresource with the rule's entry as strings).
+func (c *converter) needsGenericResource(rr *resourceRule) bool {
+	needed := rr.groupsAll
+	for _, p := range rr.pats {
 		if p.anyResource || p.sub != "" {
 			needed = true
 		}
-		for _, g := range groups {
+		for _, g := range rr.groups {
 			if _, ok := c.schema.Lookup(g, p.resource, p.sub); !ok {
 				needed = true
 			}
 		}
 	}
-	if !needed {
-		return out
+	return needed
+}
+
+// genericResourceTarget is the rule's target on k8s::Resource, matching the
+// rule's resources as RBAC compares strings.
+func (rr *resourceRule) genericResourceTarget(vs verbSel) target {
+	t := newTarget(vs, nil, string(schemagen.ResourceType))
+	if !rr.groupsAll {
+		t.conds = append(t.conds, inList("resource.apiGroup", rr.groups))
 	}
-	t := target{resource: "resource is " + string(schemagen.ResourceType), name: string(schemagen.ResourceType)}
-	act, actCond := actionScope(vs, nil)
-	t.action = act
-	if actCond != "" {
-		t.conds = append(t.conds, actCond)
+	t.conds = append(t.conds, or(resourceAlts(rr.literal)))
+	if rr.b.kind == kindRoleBinding {
+		t.conds = append(t.conds, rr.nsCond(true))
 	}
-	if !groupsAll {
-		t.conds = append(t.conds, inList("resource.apiGroup", groups))
-	}
-	t.conds = append(t.conds, or(resourceAlts(literal)))
-	if b.kind == kindRoleBinding {
-		t.conds = append(t.conds, nsCond(true))
-	}
-	if nc := nameCond(true); nc != "" {
+	if nc := rr.nameCond(true); nc != "" {
 		t.conds = append(t.conds, nc)
 	}
-	return append(out, t)
+	return t
 }
 
 // resourceAlts returns conditions on a k8s::Resource entity that hold exactly

@@ -2,6 +2,7 @@ package rbacconvert
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -250,7 +251,7 @@ func TestOfflineParity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := authz.Authorize(req).FailureDecision()
+			out := authz.Authorize(context.Background(), req).FailureDecision()
 			got := out.IsAllowed()
 			want, why := reference(in).Allows(req)
 			if want {
@@ -395,7 +396,7 @@ func TestEdgePatterns(t *testing.T) {
 		// resources, "" in resourceNames and "/" in a request's resource
 		// included.
 		checked++
-		got := authz.Authorize(req).FailureDecision().IsAllowed()
+		got := authz.Authorize(context.Background(), req).FailureDecision().IsAllowed()
 		want, why := ref[user].Allows(req)
 		if want {
 			allowed++

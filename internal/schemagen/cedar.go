@@ -3,6 +3,7 @@ package schemagen
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -37,54 +38,92 @@ var principalTypes = []types.EntityType{NodeType, ServiceAccountType, UserType}
 
 // CedarAST builds the Cedar schema of s (a new AST on every call).
 func (s *Schema) CedarAST() *ast.Schema {
-	out := &ast.Schema{Namespaces: ast.Namespaces{}}
-	ns := func(path string) *ast.Namespace {
-		n, ok := out.Namespaces[types.Path(path)]
-		if !ok {
-			n = ast.Namespace{}
-		}
-		if n.Entities == nil {
-			n.Entities = ast.Entities{}
-		}
-		out.Namespaces[types.Path(path)] = n
-		return &n
+	b := &astBuilder{
+		s:           s,
+		out:         &ast.Schema{Namespaces: ast.Namespaces{}},
+		objectNames: s.objectTypeNames(),
+		objectTypes: map[string]bool{},
 	}
-	// Namespaces are values in the map: update through these helpers.
-	addEntity := func(et types.EntityType, e ast.Entity) {
-		p, name := splitPath(string(et))
-		n := ns(p)
-		n.Entities[ast.Ident(name)] = e
-		out.Namespaces[types.Path(p)] = *n
-	}
-	addCommon := func(path string, ct ast.CommonType) {
-		p, name := splitPath(path)
-		n := ns(p)
-		if n.CommonTypes == nil {
-			n.CommonTypes = ast.CommonTypes{}
-		}
-		n.CommonTypes[ast.Ident(name)] = ct
-		out.Namespaces[types.Path(p)] = *n
-	}
+	b.addBuiltinEntities()
+	b.addMaps()
+	b.addDefinitions()
+	b.addResources()
+	b.annotateGroupNamespaces()
+	b.addActions()
+	return b.out
+}
 
-	// Principals and the built-in entity types.
-	principalShape := func(extra ...string) ast.RecordType {
-		r := ast.RecordType{
-			AttrUsername: {Type: ast.String()},
-			AttrGroups:   {Type: ast.Set(ast.String())},
-			AttrUID:      {Type: ast.String(), Optional: true},
-		}
-		for _, a := range extra {
-			r[types.String(a)] = ast.Attribute{Type: ast.String()}
-		}
-		return r
+// astBuilder accumulates the Cedar schema AST of one Schema. Namespaces are
+// values in out's map, so every change goes through its add methods, which
+// write the updated namespace back.
+type astBuilder struct {
+	s   *Schema
+	out *ast.Schema
+	// objectNames names the common type of each object version.
+	objectNames map[*ObjectVersion]string
+	// objectTypes records the object common types already added.
+	objectTypes map[string]bool
+}
+
+// namespace returns a copy of the namespace at path, creating it (with an
+// Entities map) if needed; callers store their changes with setNamespace.
+func (b *astBuilder) namespace(path string) ast.Namespace {
+	n := b.out.Namespaces[types.Path(path)]
+	if n.Entities == nil {
+		n.Entities = ast.Entities{}
 	}
+	b.setNamespace(path, n)
+	return n
+}
+
+// setNamespace stores n as the namespace at path.
+func (b *astBuilder) setNamespace(path string, n ast.Namespace) {
+	b.out.Namespaces[types.Path(path)] = n
+}
+
+// addEntity declares the entity type et in its namespace.
+func (b *astBuilder) addEntity(et types.EntityType, e ast.Entity) {
+	p, name := splitPath(string(et))
+	n := b.namespace(p)
+	n.Entities[ast.Ident(name)] = e
+	b.setNamespace(p, n)
+}
+
+// addCommon declares the common type at the full path in its namespace.
+func (b *astBuilder) addCommon(path string, ct ast.CommonType) {
+	p, name := splitPath(path)
+	n := b.namespace(p)
+	if n.CommonTypes == nil {
+		n.CommonTypes = ast.CommonTypes{}
+	}
+	n.CommonTypes[ast.Ident(name)] = ct
+	b.setNamespace(p, n)
+}
+
+// principalShape is the record of a principal: username, groups, an optional
+// uid, and a string attribute for each of extra.
+func principalShape(extra ...string) ast.RecordType {
+	r := ast.RecordType{
+		AttrUsername: {Type: ast.String()},
+		AttrGroups:   {Type: ast.Set(ast.String())},
+		AttrUID:      {Type: ast.String(), Optional: true},
+	}
+	for _, a := range extra {
+		r[types.String(a)] = ast.Attribute{Type: ast.String()}
+	}
+	return r
+}
+
+// addBuiltinEntities declares the principals (members of groups, with their
+// user extras as tags), Group, the generic Resource and NonResourceURL.
+func (b *astBuilder) addBuiltinEntities() {
 	inGroup := []ast.EntityTypeRef{ast.EntityTypeRef(GroupType)}
 	extraTags := ast.Set(ast.String())
-	addEntity(UserType, ast.Entity{ParentTypes: inGroup, Shape: principalShape(), Tags: extraTags})
-	addEntity(ServiceAccountType, ast.Entity{ParentTypes: inGroup, Shape: principalShape(AttrNamespace, AttrName), Tags: extraTags})
-	addEntity(NodeType, ast.Entity{ParentTypes: inGroup, Shape: principalShape(AttrName), Tags: extraTags})
-	addEntity(GroupType, ast.Entity{Shape: ast.RecordType{}})
-	addEntity(ResourceType, ast.Entity{Shape: ast.RecordType{
+	b.addEntity(UserType, ast.Entity{ParentTypes: inGroup, Shape: principalShape(), Tags: extraTags})
+	b.addEntity(ServiceAccountType, ast.Entity{ParentTypes: inGroup, Shape: principalShape(AttrNamespace, AttrName), Tags: extraTags})
+	b.addEntity(NodeType, ast.Entity{ParentTypes: inGroup, Shape: principalShape(AttrName), Tags: extraTags})
+	b.addEntity(GroupType, ast.Entity{Shape: ast.RecordType{}})
+	b.addEntity(ResourceType, ast.Entity{Shape: ast.RecordType{
 		AttrAPIGroup:    {Type: ast.String()},
 		AttrResource:    {Type: ast.String()},
 		AttrSubresource: {Type: ast.String(), Optional: true},
@@ -92,143 +131,166 @@ func (s *Schema) CedarAST() *ast.Schema {
 		AttrName:        {Type: ast.String(), Optional: true},
 		AttrNamed:       {Type: ast.Bool()},
 	}})
-	addEntity(NonResourceURLType, ast.Entity{Shape: ast.RecordType{AttrPath: {Type: ast.String()}}})
+	b.addEntity(NonResourceURLType, ast.Entity{Shape: ast.RecordType{AttrPath: {Type: ast.String()}}})
+}
 
-	// Maps: content-addressed entities whose tags are the values.
-	maps := s.allMaps()
+// addMaps declares the map types: content-addressed entities whose tags are
+// the values.
+func (b *astBuilder) addMaps() {
+	maps := b.s.allMaps()
 	for _, et := range sortedEntityTypes(maps) {
-		addEntity(et, ast.Entity{
+		b.addEntity(et, ast.Entity{
 			Annotations: ast.Annotations{AnnotationMap: ""},
 			Shape:       ast.RecordType{},
 			Tags:        typeAST(maps[et].Value),
 		})
 	}
+}
 
-	// OpenAPI definitions.
-	for _, name := range sortedKeys(s.Definitions) {
-		ct := ast.CommonType{Type: typeAST(s.Definitions[name])}
-		if o := s.OpenAPINames[name]; o != "" {
+// addDefinitions declares the OpenAPI definitions as common types.
+func (b *astBuilder) addDefinitions() {
+	for _, name := range sortedKeys(b.s.Definitions) {
+		ct := ast.CommonType{Type: typeAST(b.s.Definitions[name])}
+		if o := b.s.OpenAPINames[name]; o != "" {
 			ct.Annotations = ast.Annotations{AnnotationOpenAPI: types.String(o)}
 		}
-		addCommon(name, ct)
+		b.addCommon(name, ct)
 	}
+}
 
-	// Resources and their objects.
-	objectNames := s.objectTypeNames()
-	objectTypes := map[string]bool{}
-	objectRecord := func(r *Resource) ast.RecordType {
-		obj := ast.RecordType{
-			AttrAPIVersion: {Type: ast.String()},
-			AttrKind:       {Type: ast.String()},
-			AttrMetadata:   {Type: typeAST(s.ObjectMeta)},
-		}
-		for _, v := range sortedKeys(r.Versions) {
-			ov := r.Versions[v]
-			name := objectNames[ov]
-			obj[types.String(v)] = ast.Attribute{Type: ast.TypeRef(types.Path(name)), Optional: true}
-			if !objectTypes[name] {
-				objectTypes[name] = true
-				addCommon(name, ast.CommonType{
-					Annotations: ast.Annotations{
-						AnnotationAPIVersion: types.String(ov.APIVersion),
-						AnnotationKind:       types.String(ov.Kind),
-					},
-					Type: typeAST(fieldsOrEmpty(ov.Fields)),
-				})
-			}
-		}
-		return obj
+// objectRecord is the type of r's object (and oldObject): apiVersion, kind,
+// metadata and one optional attribute per version, typed by that version's
+// object common type, which it declares the first time it is used.
+func (b *astBuilder) objectRecord(r *Resource) ast.RecordType {
+	obj := ast.RecordType{
+		AttrAPIVersion: {Type: ast.String()},
+		AttrKind:       {Type: ast.String()},
+		AttrMetadata:   {Type: typeAST(b.s.ObjectMeta)},
 	}
+	for _, v := range sortedKeys(r.Versions) {
+		ov := r.Versions[v]
+		name := b.objectNames[ov]
+		obj[types.String(v)] = ast.Attribute{Type: ast.TypeRef(types.Path(name)), Optional: true}
+		if !b.objectTypes[name] {
+			b.objectTypes[name] = true
+			b.addCommon(name, ast.CommonType{
+				Annotations: ast.Annotations{
+					AnnotationAPIVersion: types.String(ov.APIVersion),
+					AnnotationKind:       types.String(ov.Kind),
+				},
+				Type: typeAST(fieldsOrEmpty(ov.Fields)),
+			})
+		}
+	}
+	return obj
+}
+
+// addResources declares one entity type per resource and subresource, and
+// types namespaceObject on the generic Resource.
+func (b *astBuilder) addResources() {
 	// namespaceObject: the Namespace object of a namespaced request, typed as
 	// the Namespace resource's objects (see NamespaceObjectResource).
-	nsObject := objectRecord(s.NamespaceObjectResource())
-	rt := out.Namespaces[Namespace].Entities[ast.Ident(strings.TrimPrefix(string(ResourceType), Namespace+"::"))]
+	nsObject := b.objectRecord(b.s.NamespaceObjectResource())
+	rt := b.out.Namespaces[Namespace].Entities[ast.Ident(strings.TrimPrefix(string(ResourceType), Namespace+"::"))]
 	rt.Shape[AttrNamespaceObject] = ast.Attribute{Type: nsObject, Optional: true}
-	for _, key := range s.sortedResourceKeys() {
-		r := s.Resources[key]
-		ann := ast.Annotations{
-			AnnotationAPIGroup: types.String(key.Group),
-			AnnotationResource: types.String(key.Resource),
-		}
-		if key.Subresource != "" {
-			ann[AnnotationSubresource] = types.String(key.Subresource)
-		}
-		if r.Virtual {
-			ann[AnnotationVirtual] = ""
-		}
-		if r.AnySubresource {
-			ann[AnnotationAnySubresource] = ""
-		}
-		if n := r.Names; n.Singular != "" {
-			ann[AnnotationSingular] = types.String(n.Singular)
-		}
-		if n := r.Names; len(n.ShortNames) > 0 {
-			ann[AnnotationShortNames] = types.String(strings.Join(n.ShortNames, ","))
-		}
-		if n := r.Names; n.Kind != "" {
-			ann[AnnotationKind] = types.String(n.Kind)
-		}
-		if n := r.Names; n.Version != "" {
-			ann[AnnotationVersion] = types.String(n.Version)
-		}
-		shape := ast.RecordType{
-			AttrAPIGroup: {Type: ast.String()},
-			AttrResource: {Type: ast.String()},
-			AttrName:     {Type: ast.String()},
-			AttrNamed:    {Type: ast.Bool()},
-		}
-		if r.Namespaced {
-			shape[AttrNamespace] = ast.Attribute{Type: ast.String()}
-			shape[AttrNamespaceObject] = ast.Attribute{Type: nsObject, Optional: true}
-		} else {
-			// The namespace a request names for a cluster-scoped resource: a
-			// namespaces request names its own, a SubjectAccessReview may
-			// name any (RBAC then applies that namespace's RoleBindings).
-			shape[AttrNamespace] = ast.Attribute{Type: ast.String(), Optional: true}
-		}
-		if r.HasSubresourceAttr() {
-			shape[AttrSubresource] = ast.Attribute{Type: ast.String()}
-		}
-		if len(r.Versions) > 0 {
-			obj := objectRecord(r)
-			shape[AttrObject] = ast.Attribute{Type: obj, Optional: true}
-			shape[AttrOldObject] = ast.Attribute{Type: obj, Optional: true}
-		}
-		addEntity(r.EntityType, ast.Entity{Annotations: ann, Shape: shape})
+	for _, key := range b.s.SortedResourceKeys() {
+		r := b.s.Resources[key]
+		b.addEntity(r.EntityType, ast.Entity{
+			Annotations: resourceAnnotations(key, r),
+			Shape:       b.resourceShape(r, nsObject),
+		})
 	}
-	// Group namespaces carry their API group.
-	for _, key := range s.sortedResourceKeys() {
-		p, _ := splitPath(string(s.Resources[key].EntityType))
-		n := out.Namespaces[types.Path(p)]
+}
+
+// resourceAnnotations are the annotations of the entity type of the resource
+// r at key: what maps it back to Kubernetes, and the names kubectl resolves.
+func resourceAnnotations(key ResourceKey, r *Resource) ast.Annotations {
+	ann := ast.Annotations{
+		AnnotationAPIGroup: types.String(key.Group),
+		AnnotationResource: types.String(key.Resource),
+	}
+	if r.Virtual {
+		ann[AnnotationVirtual] = ""
+	}
+	if r.AnySubresource {
+		ann[AnnotationAnySubresource] = ""
+	}
+	if len(r.Names.ShortNames) > 0 {
+		ann[AnnotationShortNames] = types.String(strings.Join(r.Names.ShortNames, ","))
+	}
+	// Strings: present when not empty.
+	for _, a := range []struct{ name, value string }{
+		{AnnotationSubresource, key.Subresource},
+		{AnnotationSingular, r.Names.Singular},
+		{AnnotationKind, r.Names.Kind},
+		{AnnotationVersion, r.Names.Version},
+	} {
+		if a.value != "" {
+			ann[types.AnnotationKey(a.name)] = types.String(a.value)
+		}
+	}
+	return ann
+}
+
+// resourceShape is the record of the entity type of the resource r;
+// nsObject is the type of namespaceObject.
+func (b *astBuilder) resourceShape(r *Resource, nsObject ast.RecordType) ast.RecordType {
+	shape := ast.RecordType{
+		AttrAPIGroup: {Type: ast.String()},
+		AttrResource: {Type: ast.String()},
+		AttrName:     {Type: ast.String()},
+		AttrNamed:    {Type: ast.Bool()},
+	}
+	if r.Namespaced {
+		shape[AttrNamespace] = ast.Attribute{Type: ast.String()}
+		shape[AttrNamespaceObject] = ast.Attribute{Type: nsObject, Optional: true}
+	} else {
+		// The namespace a request names for a cluster-scoped resource: a
+		// namespaces request names its own, a SubjectAccessReview may
+		// name any (RBAC then applies that namespace's RoleBindings).
+		shape[AttrNamespace] = ast.Attribute{Type: ast.String(), Optional: true}
+	}
+	if r.HasSubresourceAttr() {
+		shape[AttrSubresource] = ast.Attribute{Type: ast.String()}
+	}
+	if len(r.Versions) > 0 {
+		obj := b.objectRecord(r)
+		shape[AttrObject] = ast.Attribute{Type: obj, Optional: true}
+		shape[AttrOldObject] = ast.Attribute{Type: obj, Optional: true}
+	}
+	return shape
+}
+
+// annotateGroupNamespaces gives each namespace of resource entity types the
+// API group of its first resource.
+func (b *astBuilder) annotateGroupNamespaces() {
+	for _, key := range b.s.SortedResourceKeys() {
+		p, _ := splitPath(string(b.s.Resources[key].EntityType))
+		n := b.out.Namespaces[types.Path(p)]
 		if n.Annotations == nil {
 			n.Annotations = ast.Annotations{AnnotationAPIGroup: types.String(key.Group)}
-			out.Namespaces[types.Path(p)] = n
+			b.setNamespace(p, n)
 		}
 	}
+}
 
-	// Actions.
-	k8s := out.Namespaces[Namespace]
-	k8s.Actions = ast.Actions{AllVerbs: {}}
+// addActions declares "*" and one action per verb (a member of "*"), for
+// every principal type and the resource types that have the verb.
+func (b *astBuilder) addActions() {
 	principals := make([]ast.EntityTypeRef, len(principalTypes))
 	for i, p := range principalTypes {
 		principals[i] = ast.EntityTypeRef(p)
 	}
-	byVerb := map[string][]ast.EntityTypeRef{}
-	for _, r := range s.Resources {
-		for _, v := range r.Verbs {
-			byVerb[v] = append(byVerb[v], ast.EntityTypeRef(r.EntityType))
-		}
-	}
-	nonResource := map[string]bool{}
-	for _, v := range NonResourceVerbs {
-		nonResource[v] = true
-	}
-	for _, v := range s.allVerbs() {
+	byVerb := b.s.resourceTypesByVerb()
+	nonResource := toSet(NonResourceVerbs)
+	k8s := b.out.Namespaces[Namespace]
+	k8s.Actions = ast.Actions{AllVerbs: {}}
+	for _, v := range b.s.allVerbs() {
 		res := append(byVerb[v], ast.EntityTypeRef(ResourceType))
 		if nonResource[v] {
 			res = append(res, ast.EntityTypeRef(NonResourceURLType))
 		}
-		sort.Slice(res, func(i, j int) bool { return res[i] < res[j] })
+		slices.Sort(res)
 		k8s.Actions[types.String(v)] = ast.Action{
 			Parents: []ast.ParentRef{ast.ParentRefFromID(AllVerbs)},
 			AppliesTo: &ast.AppliesTo{
@@ -238,8 +300,19 @@ func (s *Schema) CedarAST() *ast.Schema {
 			},
 		}
 	}
-	out.Namespaces[Namespace] = k8s
-	return out
+	b.setNamespace(Namespace, k8s)
+}
+
+// resourceTypesByVerb lists, for each verb, the entity types of the resources
+// that have it (in no particular order).
+func (s *Schema) resourceTypesByVerb() map[string][]ast.EntityTypeRef {
+	byVerb := map[string][]ast.EntityTypeRef{}
+	for _, r := range s.Resources {
+		for _, v := range r.Verbs {
+			byVerb[v] = append(byVerb[v], ast.EntityTypeRef(r.EntityType))
+		}
+	}
+	return byVerb
 }
 
 // allMaps returns s.Maps plus every map type the model's types use, so that
@@ -291,7 +364,7 @@ func (s *Schema) allMaps() map[types.EntityType]*MapType {
 func (s *Schema) objectTypeNames() map[*ObjectVersion]string {
 	out := map[*ObjectVersion]string{}
 	byName := map[string]string{} // name -> typeKey of its fields
-	for _, key := range s.sortedResourceKeys() {
+	for _, key := range s.SortedResourceKeys() {
 		r := s.Resources[key]
 		for _, v := range sortedKeys(r.Versions) {
 			ov := r.Versions[v]
@@ -340,24 +413,6 @@ func (s *Schema) allVerbs() []string {
 	}
 	delete(set, AllVerbs)
 	return sortedSet(set)
-}
-
-func (s *Schema) sortedResourceKeys() []ResourceKey {
-	keys := make([]ResourceKey, 0, len(s.Resources))
-	for k := range s.Resources {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.Group != b.Group {
-			return a.Group < b.Group
-		}
-		if a.Resource != b.Resource {
-			return a.Resource < b.Resource
-		}
-		return a.Subresource < b.Subresource
-	})
-	return keys
 }
 
 func sortedEntityTypes[V any](m map[types.EntityType]V) []types.EntityType {

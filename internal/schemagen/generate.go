@@ -87,79 +87,121 @@ func Generate(docs *Documents) (*Schema, error) {
 		return nil, err
 	}
 	c := newConverter(idx)
-	s := &Schema{Resources: map[ResourceKey]*Resource{}}
-
 	meta, _, reason := c.ref(objectMetaDef)
 	if meta == nil {
 		return nil, fmt.Errorf("OpenAPI documents: cannot type object metadata from %s: %s", objectMetaDef, reason)
 	}
-	s.ObjectMeta = meta
-
 	found, order, err := collectDiscovery(groups, &c.warnings)
 	if err != nil {
 		return nil, err
 	}
-	objects := map[schema.GroupVersionKind]*ObjectVersion{}
-	untyped := map[schema.GroupVersionKind]bool{}
-	entityOwners := map[types.EntityType]ResourceKey{}
+	g := &generator{
+		c:            c,
+		s:            &Schema{Resources: map[ResourceKey]*Resource{}, ObjectMeta: meta},
+		objects:      map[schema.GroupVersionKind]*ObjectVersion{},
+		untyped:      map[schema.GroupVersionKind]bool{},
+		entityOwners: map[types.EntityType]ResourceKey{},
+	}
 	for _, key := range order {
-		d := found[key]
-		r := &Resource{
-			Key:        key,
-			EntityType: ResourceEntityType(key.Group, key.Resource, key.Subresource),
-			Namespaced: d.namespaced,
-			Verbs:      sortedSet(d.verbs),
-			Versions:   map[string]*ObjectVersion{},
-			Names:      d.names,
-		}
-		if other, dup := entityOwners[r.EntityType]; dup {
-			c.warnings = append(c.warnings, fmt.Sprintf("%s: entity type %s is already used by %s: resource skipped", keyString(key), r.EntityType, keyString(other)))
+		g.addDiscovered(key, found[key])
+	}
+	g.addVirtualResources()
+	g.addExtraVerbs()
+	return g.finish(), nil
+}
+
+// generator holds the state of one Generate: the OpenAPI converter and the
+// schema being built.
+type generator struct {
+	c *converter
+	s *Schema
+	// objects caches the object version of each kind; untyped records the
+	// kinds that could not be typed.
+	objects map[schema.GroupVersionKind]*ObjectVersion
+	untyped map[schema.GroupVersionKind]bool
+	// entityOwners maps each entity type to the resource that has it.
+	entityOwners map[types.EntityType]ResourceKey
+}
+
+// claimEntityType gives et to the resource key, or warns (the resource, of the
+// kind what, is skipped) and returns false when another resource has it.
+func (g *generator) claimEntityType(key ResourceKey, et types.EntityType, what string) bool {
+	if other, dup := g.entityOwners[et]; dup {
+		g.c.warnings = append(g.c.warnings, fmt.Sprintf("%s: entity type %s is already used by %s: %s skipped", keyString(key), et, keyString(other), what))
+		return false
+	}
+	g.entityOwners[et] = key
+	return true
+}
+
+// addDiscovered adds the resource d found in discovery at key, typed by the
+// object versions of its kinds.
+func (g *generator) addDiscovered(key ResourceKey, d *discovered) {
+	r := &Resource{
+		Key:        key,
+		EntityType: ResourceEntityType(key.Group, key.Resource, key.Subresource),
+		Namespaced: d.namespaced,
+		Verbs:      sortedSet(d.verbs),
+		Versions:   map[string]*ObjectVersion{},
+		Names:      d.names,
+	}
+	if !g.claimEntityType(key, r.EntityType, "resource") {
+		return
+	}
+	for _, v := range d.noKind {
+		g.c.warnings = append(g.c.warnings, fmt.Sprintf("%s %s: discovery gives no responseKind: no object type", keyString(key), v))
+	}
+	for _, v := range sortedKeys(d.versions) {
+		if v == AttrAPIVersion || v == AttrKind || v == AttrMetadata {
+			g.c.warnings = append(g.c.warnings, fmt.Sprintf("%s: version %q clashes with the object's %s attribute: no object type", keyString(key), v, v))
 			continue
 		}
-		entityOwners[r.EntityType] = key
-		for _, v := range d.noKind {
-			c.warnings = append(c.warnings, fmt.Sprintf("%s %s: discovery gives no responseKind: no object type", keyString(key), v))
+		if ov := g.objectVersion(d.versions[v]); ov != nil {
+			r.Versions[v] = ov
 		}
-		for _, v := range sortedKeys(d.versions) {
-			if v == AttrAPIVersion || v == AttrKind || v == AttrMetadata {
-				c.warnings = append(c.warnings, fmt.Sprintf("%s: version %q clashes with the object's %s attribute: no object type", keyString(key), v, v))
-				continue
-			}
-			gvk := d.versions[v]
-			ov, ok := objects[gvk]
-			if !ok && !untyped[gvk] {
-				ov = c.objectVersion(gvk)
-				if ov == nil {
-					untyped[gvk] = true
-				} else {
-					objects[gvk] = ov
-				}
-			}
-			if ov != nil {
-				r.Versions[v] = ov
-			}
-		}
-		s.Resources[key] = r
 	}
+	g.s.Resources[key] = r
+}
+
+// objectVersion types the objects of gvk once, and returns the same object
+// version for every resource version of that kind (nil when it cannot be
+// typed).
+func (g *generator) objectVersion(gvk schema.GroupVersionKind) *ObjectVersion {
+	if ov, ok := g.objects[gvk]; ok || g.untyped[gvk] {
+		return ov
+	}
+	ov := g.c.objectVersion(gvk)
+	if ov == nil {
+		g.untyped[gvk] = true
+	} else {
+		g.objects[gvk] = ov
+	}
+	return ov
+}
+
+// addVirtualResources adds the virtualResources discovery did not list.
+func (g *generator) addVirtualResources() {
 	for _, vr := range virtualResources {
-		if _, ok := s.Resources[vr.key]; ok {
+		if _, ok := g.s.Resources[vr.key]; ok {
 			continue
 		}
 		et := ResourceEntityType(vr.key.Group, vr.key.Resource, vr.key.Subresource)
-		if other, dup := entityOwners[et]; dup {
-			c.warnings = append(c.warnings, fmt.Sprintf("%s: entity type %s is already used by %s: virtual resource skipped", keyString(vr.key), et, keyString(other)))
+		if !g.claimEntityType(vr.key, et, "virtual resource") {
 			continue
 		}
-		entityOwners[et] = vr.key
 		verbs := append([]string(nil), vr.verbs...)
 		sort.Strings(verbs)
-		s.Resources[vr.key] = &Resource{
+		g.s.Resources[vr.key] = &Resource{
 			Key: vr.key, EntityType: et, Namespaced: vr.namespaced, Verbs: verbs,
 			Versions: map[string]*ObjectVersion{}, Virtual: true, AnySubresource: vr.anySubresource,
 		}
 	}
+}
+
+// addExtraVerbs adds the extraVerbs to the resources that have them.
+func (g *generator) addExtraVerbs() {
 	for _, ev := range extraVerbs {
-		if r, ok := s.Resources[ev.key]; ok {
+		if r, ok := g.s.Resources[ev.key]; ok {
 			set := map[string]bool{}
 			for _, v := range append(append([]string(nil), r.Verbs...), ev.verbs...) {
 				set[v] = true
@@ -167,22 +209,13 @@ func Generate(docs *Documents) (*Schema, error) {
 			r.Verbs = sortedSet(set)
 		}
 	}
+}
 
-	verbs := map[string]bool{}
-	for _, v := range StandardVerbs {
-		verbs[v] = true
-	}
-	for _, v := range NonResourceVerbs {
-		verbs[v] = true
-	}
-	for _, r := range s.Resources {
-		for _, v := range r.Verbs {
-			verbs[v] = true
-		}
-	}
-	delete(verbs, AllVerbs)
-	s.Verbs = sortedSet(verbs)
-
+// finish declares the verbs, trims the converted definitions to those the
+// resources use, and moves them, the maps and the warnings into the schema.
+func (g *generator) finish() *Schema {
+	s, c := g.s, g.c
+	s.Verbs = declaredVerbs(s.Resources)
 	c.cutCycles()
 	c.prune(s)
 	s.Definitions = c.defs
@@ -192,7 +225,26 @@ func Generate(docs *Documents) (*Schema, error) {
 	}
 	s.Maps = c.maps
 	s.Warnings = sortedSet(toSet(c.warnings))
-	return s, nil
+	return s
+}
+
+// declaredVerbs are the standard and non-resource verbs plus every verb of
+// the resources, sorted, without "*".
+func declaredVerbs(resources map[ResourceKey]*Resource) []string {
+	verbs := map[string]bool{}
+	for _, v := range StandardVerbs {
+		verbs[v] = true
+	}
+	for _, v := range NonResourceVerbs {
+		verbs[v] = true
+	}
+	for _, r := range resources {
+		for _, v := range r.Verbs {
+			verbs[v] = true
+		}
+	}
+	delete(verbs, AllVerbs)
+	return sortedSet(verbs)
 }
 
 func keyString(k ResourceKey) string {

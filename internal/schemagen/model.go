@@ -1,6 +1,7 @@
 package schemagen
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -9,7 +10,7 @@ import (
 )
 
 // Type is kcedar's model of a Cedar attribute type. The Cedar schema AST is printed
-// from it, and the cedar package converts Kubernetes objects into Cedar values by
+// from it, and internal/entities converts Kubernetes objects into Cedar values by
 // walking it, so the schema and the values can never disagree.
 //
 // Implementations: *RecordType, *SetType, *MapType, *RefType and the scalars.
@@ -69,6 +70,16 @@ type ResourceKey struct {
 	Group       string
 	Resource    string
 	Subresource string
+}
+
+// Compare orders resource keys by group, then resource, then subresource; it
+// returns -1, 0 or +1 like cmp.Compare, for slices.SortFunc.
+func (k ResourceKey) Compare(o ResourceKey) int {
+	return cmp.Or(
+		cmp.Compare(k.Group, o.Group),
+		cmp.Compare(k.Resource, o.Resource),
+		cmp.Compare(k.Subresource, o.Subresource),
+	)
 }
 
 // Resource is one resource or subresource from discovery, as kcedar types it.
@@ -193,7 +204,14 @@ func (r *Resource) IsConnect() bool {
 
 // SortedResourceKeys lists the schema's resources by group, resource and
 // subresource.
-func (s *Schema) SortedResourceKeys() []ResourceKey { return s.sortedResourceKeys() }
+func (s *Schema) SortedResourceKeys() []ResourceKey {
+	keys := make([]ResourceKey, 0, len(s.Resources))
+	for k := range s.Resources {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, ResourceKey.Compare)
+	return keys
+}
 
 // NamespaceResourceKey is the Namespace resource: namespaceObject is typed as
 // its objects.

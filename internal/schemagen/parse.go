@@ -93,36 +93,74 @@ func FromCedarAST(a *ast.Schema) (*Schema, error) {
 	return p.parse()
 }
 
+// astParser rebuilds a Schema (s) from the AST a of a schema kcedar printed.
 type astParser struct {
-	a       *ast.Schema
-	common  map[string]ast.CommonType
+	a *ast.Schema
+	// common holds every common type of a, by full name.
+	common map[string]ast.CommonType
+	// objects holds the parsed object types, by full name.
 	objects map[string]*ObjectVersion
 	s       *Schema
 }
 
+// builtinEntityTypes are the entity types every kcedar schema declares in its
+// k8s namespace.
+var builtinEntityTypes = []types.EntityType{UserType, ServiceAccountType, NodeType, GroupType, ResourceType, NonResourceURLType}
+
+// parse rebuilds the model in passes: maps and common types first, so that
+// references resolve, then their types, then resources and actions.
 func (p *astParser) parse() (*Schema, error) {
-	a, s := p.a, p.s
-	if len(a.Entities) > 0 || len(a.CommonTypes) > 0 || len(a.Actions) > 0 || len(a.Enums) > 0 {
-		return nil, fmt.Errorf("not a kcedar schema: declarations outside a namespace")
+	k8s, err := p.k8sNamespace()
+	if err != nil {
+		return nil, err
 	}
-	k8s, ok := a.Namespaces[Namespace]
-	if !ok {
-		return nil, fmt.Errorf("not a kcedar schema: no %s namespace", Namespace)
-	}
-	for _, et := range []types.EntityType{UserType, ServiceAccountType, NodeType, GroupType, ResourceType, NonResourceURLType} {
-		if _, ok := k8s.Entities[ast.Ident(strings.TrimPrefix(string(et), Namespace+"::"))]; !ok {
-			return nil, fmt.Errorf("not a kcedar schema: %s is missing", et)
-		}
-	}
-	nsNames := make([]string, 0, len(a.Namespaces))
-	for n := range a.Namespaces {
+	nsNames := make([]string, 0, len(p.a.Namespaces))
+	for n := range p.a.Namespaces {
 		nsNames = append(nsNames, string(n))
 	}
 	sort.Strings(nsNames)
 
-	// Pass 1: declare maps and common types, so references resolve.
+	steps := []func() error{
+		func() error { return p.declare(nsNames) },
+		p.parseMapValues,
+		p.parseCommonTypes,
+		func() error { return p.parseResources(nsNames) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	p.defaultObjectMeta()
+	p.parseActions(k8s)
+	return p.s, nil
+}
+
+// k8sNamespace checks that p.a looks like a kcedar schema (everything in
+// namespaces, the built-in entity types present) and returns its k8s
+// namespace.
+func (p *astParser) k8sNamespace() (ast.Namespace, error) {
+	a := p.a
+	if len(a.Entities) > 0 || len(a.CommonTypes) > 0 || len(a.Actions) > 0 || len(a.Enums) > 0 {
+		return ast.Namespace{}, fmt.Errorf("not a kcedar schema: declarations outside a namespace")
+	}
+	k8s, ok := a.Namespaces[Namespace]
+	if !ok {
+		return ast.Namespace{}, fmt.Errorf("not a kcedar schema: no %s namespace", Namespace)
+	}
+	for _, et := range builtinEntityTypes {
+		if _, ok := k8s.Entities[ast.Ident(strings.TrimPrefix(string(et), Namespace+"::"))]; !ok {
+			return ast.Namespace{}, fmt.Errorf("not a kcedar schema: %s is missing", et)
+		}
+	}
+	return k8s, nil
+}
+
+// declare records every common type in p.common and declares every map
+// entity type (its value type still unset) in p.s.Maps.
+func (p *astParser) declare(nsNames []string) error {
 	for _, n := range nsNames {
-		ns := a.Namespaces[types.Path(n)]
+		ns := p.a.Namespaces[types.Path(n)]
 		for name, ct := range ns.CommonTypes {
 			p.common[n+"::"+string(name)] = ct
 		}
@@ -130,56 +168,85 @@ func (p *astParser) parse() (*Schema, error) {
 			if _, isMap := e.Annotations[AnnotationMap]; isMap {
 				et := types.EntityType(n + "::" + string(name))
 				if e.Tags == nil {
-					return nil, fmt.Errorf("map entity type %s has no tags", et)
+					return fmt.Errorf("map entity type %s has no tags", et)
 				}
-				s.Maps[et] = &MapType{EntityType: et}
+				p.s.Maps[et] = &MapType{EntityType: et}
 			}
 		}
 	}
-	// Pass 2: types.
-	for _, et := range sortedEntityTypes(s.Maps) {
+	return nil
+}
+
+// parseMapValues sets each map type's value type from its entity's tags.
+func (p *astParser) parseMapValues() error {
+	for _, et := range sortedEntityTypes(p.s.Maps) {
 		ns, name := splitPath(string(et))
-		v, err := p.typ(a.Namespaces[types.Path(ns)].Entities[ast.Ident(name)].Tags, string(et)+" tags")
+		v, err := p.typ(p.a.Namespaces[types.Path(ns)].Entities[ast.Ident(name)].Tags, string(et)+" tags")
 		if err != nil {
-			return nil, err
+			return err
 		}
-		s.Maps[et].Value = v
+		p.s.Maps[et].Value = v
 	}
+	return nil
+}
+
+// parseCommonTypes parses the common types: OpenAPI definitions into
+// p.s.Definitions, object types into p.objects.
+func (p *astParser) parseCommonTypes() error {
 	for _, name := range sortedKeys(p.common) {
 		ct := p.common[name]
+		var err error
 		switch {
 		case strings.HasPrefix(name, OpenAPINamespace+"::"):
-			t, err := p.typ(ct.Type, name)
-			if err != nil {
-				return nil, err
-			}
-			s.Definitions[name] = t
-			if o, ok := ct.Annotations[AnnotationOpenAPI]; ok {
-				s.OpenAPINames[name] = string(o)
-			}
+			err = p.parseDefinition(name, ct)
 		case strings.HasPrefix(name, ObjectsNamespace+"::"):
-			t, err := p.typ(ct.Type, name)
-			if err != nil {
-				return nil, err
-			}
-			rec, ok := t.(*RecordType)
-			if !ok {
-				return nil, fmt.Errorf("object type %s is not a record", name)
-			}
-			p.objects[name] = &ObjectVersion{
-				APIVersion: string(ct.Annotations[AnnotationAPIVersion]),
-				Kind:       string(ct.Annotations[AnnotationKind]),
-				Fields:     rec,
-				Name:       name,
-			}
+			err = p.parseObjectType(name, ct)
 		default:
-			return nil, fmt.Errorf("not a kcedar schema: unexpected common type %s", name)
+			err = fmt.Errorf("not a kcedar schema: unexpected common type %s", name)
+		}
+		if err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	// Resources.
+// parseDefinition parses the OpenAPI definition name.
+func (p *astParser) parseDefinition(name string, ct ast.CommonType) error {
+	t, err := p.typ(ct.Type, name)
+	if err != nil {
+		return err
+	}
+	p.s.Definitions[name] = t
+	if o, ok := ct.Annotations[AnnotationOpenAPI]; ok {
+		p.s.OpenAPINames[name] = string(o)
+	}
+	return nil
+}
+
+// parseObjectType parses the object type name (a record).
+func (p *astParser) parseObjectType(name string, ct ast.CommonType) error {
+	t, err := p.typ(ct.Type, name)
+	if err != nil {
+		return err
+	}
+	rec, ok := t.(*RecordType)
+	if !ok {
+		return fmt.Errorf("object type %s is not a record", name)
+	}
+	p.objects[name] = &ObjectVersion{
+		APIVersion: string(ct.Annotations[AnnotationAPIVersion]),
+		Kind:       string(ct.Annotations[AnnotationKind]),
+		Fields:     rec,
+		Name:       name,
+	}
+	return nil
+}
+
+// parseResources parses every entity type annotated @resource.
+func (p *astParser) parseResources(nsNames []string) error {
 	for _, n := range nsNames {
-		ns := a.Namespaces[types.Path(n)]
+		ns := p.a.Namespaces[types.Path(n)]
 		for name, e := range ns.Entities {
 			res, ok := e.Annotations[AnnotationResource]
 			if !ok {
@@ -187,23 +254,34 @@ func (p *astParser) parse() (*Schema, error) {
 			}
 			r, err := p.resource(types.EntityType(n+"::"+string(name)), e, string(res))
 			if err != nil {
-				return nil, err
+				return err
 			}
-			if _, dup := s.Resources[r.Key]; dup {
-				return nil, fmt.Errorf("resource %s is declared twice", keyString(r.Key))
+			if _, dup := p.s.Resources[r.Key]; dup {
+				return fmt.Errorf("resource %s is declared twice", keyString(r.Key))
 			}
-			s.Resources[r.Key] = r
+			p.s.Resources[r.Key] = r
 		}
 	}
-	if s.ObjectMeta == nil {
-		for name, o := range s.OpenAPINames {
-			if o == objectMetaDef {
-				s.ObjectMeta = &RefType{Name: name}
-			}
-		}
-	}
+	return nil
+}
 
-	// Actions: the verbs, and which resources take them.
+// defaultObjectMeta sets ObjectMeta, when no resource's object type gave it
+// (no resource has objects), to the OpenAPI definition of ObjectMeta.
+func (p *astParser) defaultObjectMeta() {
+	if p.s.ObjectMeta != nil {
+		return
+	}
+	for name, o := range p.s.OpenAPINames {
+		if o == objectMetaDef {
+			p.s.ObjectMeta = &RefType{Name: name}
+		}
+	}
+}
+
+// parseActions reads the verbs from k8s's actions (all but "*"), and each
+// resource's verbs from the actions that apply to it.
+func (p *astParser) parseActions(k8s ast.Namespace) {
+	s := p.s
 	byEntity := map[types.EntityType]*Resource{}
 	for _, r := range s.Resources {
 		byEntity[r.EntityType] = r
@@ -231,9 +309,10 @@ func (p *astParser) parse() (*Schema, error) {
 		}
 		sort.Strings(r.Verbs)
 	}
-	return s, nil
 }
 
+// resource parses the entity type et, annotated @resource(resource), into a
+// Resource (its verbs are filled in later, from the actions).
 func (p *astParser) resource(et types.EntityType, e ast.Entity, resource string) (*Resource, error) {
 	r := &Resource{
 		Key: ResourceKey{

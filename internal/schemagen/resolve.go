@@ -68,67 +68,105 @@ func (s *Schema) ResolveResource(arg, apiGroup string) (*Resolved, error) {
 	if hasSub && (sub == "" || strings.Contains(sub, "/")) && !s.anySubresource(base) {
 		return nil, fmt.Errorf("resource %q: want <resource> or <resource>/<subresource>", arg)
 	}
-	groupFilter := func(g string) bool { return true }
-	if apiGroup != "" {
-		want := apiGroup
-		if want == "core" {
-			want = ""
-		}
-		groupFilter = func(g string) bool { return g == want }
-	}
-	type cand struct {
-		r       *Resource
-		rank    int
-		version string
-	}
-	var cands []cand
-	consider := func(name, group, version string) {
-		lname := strings.ToLower(name)
-		for _, k := range s.sortedResourceKeys() {
-			r := s.Resources[k]
-			if k.Subresource != "" || !groupFilter(k.Group) {
-				continue
-			}
-			if group != "*" && k.Group != group {
-				continue
-			}
-			if version != "" && r.Names.Version != "" && !r.servesVersion(version) {
-				continue
-			}
-			rank := -1
-			switch {
-			case strings.ToLower(k.Resource) == lname:
-				rank = matchPlural
-			case r.Names.Singular != "" && strings.ToLower(r.Names.Singular) == lname:
-				rank = matchSingular
-			case slices.ContainsFunc(r.Names.ShortNames, func(s string) bool { return strings.ToLower(s) == lname }):
-				rank = matchShort
-			case r.Names.Kind != "" && strings.ToLower(r.Names.Kind) == lname:
-				rank = matchKind
-			}
-			if rank >= 0 {
-				v := version
-				if v == "" {
-					v = r.Names.Version
-				}
-				cands = append(cands, cand{r: r, rank: rank, version: v})
-			}
-		}
-	}
-	// kubectl's readings of "a.b.c": resource a.b.c; resource a, version b,
-	// group c; resource a, group b.c.
-	consider(base, "*", "")
-	if first, rest, ok := strings.Cut(base, "."); ok && len(cands) == 0 {
-		if v, g, ok := strings.Cut(rest, "."); ok && looksLikeVersion(v) {
-			consider(first, g, v)
-		}
-		if len(cands) == 0 {
-			consider(first, rest, "")
-		}
-	}
+	cands := s.resolveCandidates(base, groupFilter(apiGroup))
 	if len(cands) == 0 {
 		return nil, s.unknownResource(base, apiGroup)
 	}
+	sortCandidates(cands)
+	best := cands[0]
+	out := &Resolved{Resource: best.r, Version: best.version}
+	for _, c := range cands[1:] {
+		out.Others = append(out.Others, c.r.Key)
+	}
+	if !hasSub {
+		return out, nil
+	}
+	return s.resolveSubresource(out, base, sub)
+}
+
+// candidate is a resource a name matched, how well (rank, a match constant)
+// and in which version.
+type candidate struct {
+	r       *Resource
+	rank    int
+	version string
+}
+
+// groupFilter returns the test for the groups the apiGroup argument of
+// ResolveResource allows: any group for "", the core group for "core".
+func groupFilter(apiGroup string) func(group string) bool {
+	if apiGroup == "" {
+		return func(string) bool { return true }
+	}
+	want := apiGroup
+	if want == "core" {
+		want = ""
+	}
+	return func(g string) bool { return g == want }
+}
+
+// resolveCandidates finds the resources base names, trying kubectl's readings
+// of "a.b.c" in turn until one matches: resource a.b.c; resource a, version
+// b, group c; resource a, group b.c.
+func (s *Schema) resolveCandidates(base string, inGroup func(string) bool) []candidate {
+	cands := s.matchResources(base, "*", "", inGroup)
+	if first, rest, ok := strings.Cut(base, "."); ok && len(cands) == 0 {
+		if v, g, ok := strings.Cut(rest, "."); ok && looksLikeVersion(v) {
+			cands = s.matchResources(first, g, v, inGroup)
+		}
+		if len(cands) == 0 {
+			cands = s.matchResources(first, rest, "", inGroup)
+		}
+	}
+	return cands
+}
+
+// matchResources lists the resources (not subresources) that name matches, in
+// group ("*": any) and, when version is not empty, serving that version.
+func (s *Schema) matchResources(name, group, version string, inGroup func(string) bool) []candidate {
+	lname := strings.ToLower(name)
+	var cands []candidate
+	for _, k := range s.SortedResourceKeys() {
+		r := s.Resources[k]
+		if k.Subresource != "" || !inGroup(k.Group) {
+			continue
+		}
+		if group != "*" && k.Group != group {
+			continue
+		}
+		if version != "" && r.Names.Version != "" && !r.servesVersion(version) {
+			continue
+		}
+		if rank := matchRank(r, lname); rank >= 0 {
+			v := version
+			if v == "" {
+				v = r.Names.Version
+			}
+			cands = append(cands, candidate{r: r, rank: rank, version: v})
+		}
+	}
+	return cands
+}
+
+// matchRank ranks how the lower-cased name lname matches r: a match
+// constant, or -1 when it does not.
+func matchRank(r *Resource, lname string) int {
+	switch {
+	case strings.ToLower(r.Key.Resource) == lname:
+		return matchPlural
+	case r.Names.Singular != "" && strings.ToLower(r.Names.Singular) == lname:
+		return matchSingular
+	case slices.ContainsFunc(r.Names.ShortNames, func(s string) bool { return strings.ToLower(s) == lname }):
+		return matchShort
+	case r.Names.Kind != "" && strings.ToLower(r.Names.Kind) == lname:
+		return matchKind
+	}
+	return -1
+}
+
+// sortCandidates orders candidates best first: by rank, then group priority,
+// then group name (stable, so otherwise in schema order).
+func sortCandidates(cands []candidate) {
 	sort.SliceStable(cands, func(i, j int) bool {
 		a, b := cands[i], cands[j]
 		if a.rank != b.rank {
@@ -139,15 +177,13 @@ func (s *Schema) ResolveResource(arg, apiGroup string) (*Resolved, error) {
 		}
 		return a.r.Key.Group < b.r.Key.Group
 	})
-	best := cands[0]
-	out := &Resolved{Resource: best.r, Version: best.version}
-	for _, c := range cands[1:] {
-		out.Others = append(out.Others, c.r.Key)
-	}
-	if !hasSub {
-		return out, nil
-	}
-	key := best.r.Key
+}
+
+// resolveSubresource narrows out (the resolved resource base) to its
+// subresource sub: exactly, through AnySubresource, or case-insensitively.
+// An unknown subresource is an error listing those the resource has.
+func (s *Schema) resolveSubresource(out *Resolved, base, sub string) (*Resolved, error) {
+	key := out.Key
 	if r, ok := s.Lookup(key.Group, key.Resource, sub); ok {
 		out.Resource = r
 		out.Subresource = sub
@@ -156,9 +192,8 @@ func (s *Schema) ResolveResource(arg, apiGroup string) (*Resolved, error) {
 		}
 		return out, nil
 	}
-	// Subresources compare case-insensitively too.
 	var subs []string
-	for _, k := range s.sortedResourceKeys() {
+	for _, k := range s.SortedResourceKeys() {
 		if k.Group == key.Group && k.Resource == key.Resource && k.Subresource != "" {
 			if strings.EqualFold(k.Subresource, sub) {
 				out.Resource = s.Resources[k]
@@ -223,7 +258,7 @@ func groupPriority(g string) int {
 
 func (s *Schema) unknownResource(base, apiGroup string) error {
 	var names []string
-	for _, k := range s.sortedResourceKeys() {
+	for _, k := range s.SortedResourceKeys() {
 		r := s.Resources[k]
 		if k.Subresource != "" {
 			continue

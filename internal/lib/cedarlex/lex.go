@@ -1,6 +1,6 @@
 // Package cedarlex splits Cedar text into tokens the way cedar-go's scanner
 // does, so that kcedar's own passes over policy source (the parser's nesting
-// guard in package cedar, and lint's searches) agree with cedar-go on what is a
+// guard in package cedarlang, and lint's searches) agree with cedar-go on what is a
 // string, what is a comment and where each token is.
 //
 // What cedar-go (v1.9) accepts, and so what this lexer reads:
@@ -136,87 +136,114 @@ func (l *Lexer) peek(n int) byte {
 // literal or block comment without its end, carries the position where it
 // starts; the lexer then stands at the end of the input.
 func (l *Lexer) Next() (Token, error) {
-	src := l.src
-	for l.off < len(src) { // whitespace (ASCII: one column per byte)
-		switch src[l.off] {
+	l.skipSpace()
+	start := l.pos()
+	if l.off >= len(l.src) {
+		return Token{Kind: EOF, Pos: start, End: l.off}, nil
+	}
+	c := l.src[l.off]
+	switch {
+	case isIdentStart(c):
+		return l.run(start, Ident, IsIdentByte), nil
+	case isDigit(c):
+		return l.run(start, Int, isDigit), nil
+	case c == '"':
+		return l.stringLiteral(start)
+	case c == '/' && l.peek(1) == '/':
+		return l.lineComment(start), nil
+	case c == '/' && l.peek(1) == '*':
+		return l.blockComment(start)
+	}
+	return l.punct(start), nil
+}
+
+// skipSpace moves past whitespace (ASCII: one column per byte).
+func (l *Lexer) skipSpace() {
+	for l.off < len(l.src) {
+		switch l.src[l.off] {
 		case ' ', '\t', '\r':
 			l.off++
 			l.col++
-			continue
 		case '\n':
 			l.off++
 			l.line, l.col = l.line+1, 1
-			continue
+		default:
+			return
 		}
-		break
 	}
-	start := l.pos()
-	if l.off >= len(src) {
-		return Token{Kind: EOF, Pos: start, End: l.off}, nil
+}
+
+// run reads a token of kind whose first byte is at start and whose other
+// bytes are those for which more holds (ASCII).
+func (l *Lexer) run(start Pos, kind Kind, more func(byte) bool) Token {
+	end := l.off + 1
+	for end < len(l.src) && more(l.src[end]) {
+		end++
 	}
-	c := src[l.off]
-	switch {
-	case isIdentStart(c) || c >= '0' && c <= '9':
-		kind, end := Ident, l.off+1
-		if !isIdentStart(c) {
-			kind = Int
-			for end < len(src) && src[end] >= '0' && src[end] <= '9' {
-				end++
-			}
-		} else {
-			for end < len(src) && IsIdentByte(src[end]) {
-				end++
-			}
+	l.col += end - l.off // ASCII
+	l.off = end
+	return Token{Kind: kind, Pos: start, End: end}
+}
+
+// stringLiteral reads a string literal: up to the first unescaped `"`, on
+// one line.
+func (l *Lexer) stringLiteral(start Pos) (Token, error) {
+	src := l.src
+	i := l.off + 1
+	for {
+		if i >= len(src) || src[i] == '\n' {
+			l.col += runes(src[l.off:i])
+			l.off = i
+			l.skipToEnd()
+			return Token{}, fmt.Errorf("%s: string literal not terminated", start)
 		}
-		l.col += end - l.off // ASCII
-		l.off = end
-		return Token{Kind: kind, Pos: start, End: end}, nil
-	case c == '"':
-		i := l.off + 1
-		for {
-			if i >= len(src) || src[i] == '\n' {
-				l.col += runes(src[l.off:i])
-				l.off = i
-				l.skipToEnd()
-				return Token{}, fmt.Errorf("%s: string literal not terminated", start)
-			}
-			b := src[i]
-			i++
-			if b == '"' {
-				break
-			}
-			if b == '\\' && i < len(src) && src[i] != '\n' {
-				i++ // the escaped character (its first byte)
-			}
+		b := src[i]
+		i++
+		if b == '"' {
+			break
 		}
-		l.col += runes(src[l.off:i]) // no newline inside
-		l.off = i
-		return Token{Kind: String, Pos: start, End: i}, nil
-	case c == '/' && l.peek(1) == '/':
-		i := l.off
-		for i < len(src) && src[i] != '\n' {
-			i++
+		if b == '\\' && i < len(src) && src[i] != '\n' {
+			i++ // the escaped character (its first byte)
 		}
-		l.col += runes(src[l.off:i])
-		l.off = i
-		return Token{Kind: LineComment, Pos: start, End: i}, nil
-	case c == '/' && l.peek(1) == '*':
-		l.advance()
-		l.advance()
-		for {
-			if l.off+1 >= len(l.src) {
-				l.skipToEnd()
-				return Token{}, fmt.Errorf("%s: comment not terminated", start)
-			}
-			if l.src[l.off] == '*' && l.src[l.off+1] == '/' {
-				l.advance()
-				l.advance()
-				return Token{Kind: BlockComment, Pos: start, End: l.off}, nil
-			}
+	}
+	l.col += runes(src[l.off:i]) // no newline inside
+	l.off = i
+	return Token{Kind: String, Pos: start, End: i}, nil
+}
+
+// lineComment reads a `//` comment up to (without) the end of the line.
+func (l *Lexer) lineComment(start Pos) Token {
+	i := l.off
+	for i < len(l.src) && l.src[i] != '\n' {
+		i++
+	}
+	l.col += runes(l.src[l.off:i])
+	l.off = i
+	return Token{Kind: LineComment, Pos: start, End: i}
+}
+
+// blockComment reads a `/* */` comment, which ends at the first `*/` after
+// the opening `/*`.
+func (l *Lexer) blockComment(start Pos) (Token, error) {
+	l.advance()
+	l.advance()
+	for {
+		if l.off+1 >= len(l.src) {
+			l.skipToEnd()
+			return Token{}, fmt.Errorf("%s: comment not terminated", start)
+		}
+		if l.src[l.off] == '*' && l.src[l.off+1] == '/' {
 			l.advance()
+			l.advance()
+			return Token{Kind: BlockComment, Pos: start, End: l.off}, nil
 		}
+		l.advance()
 	}
-	// Punctuation, or one invalid rune.
+}
+
+// punct reads punctuation, or one invalid rune.
+func (l *Lexer) punct(start Pos) Token {
+	c := l.src[l.off]
 	l.advance()
 	next := l.peek(0)
 	kind := Punct
@@ -238,11 +265,11 @@ func (l *Lexer) Next() (Token, error) {
 		}
 	default:
 		kind = Invalid
-		for l.off < len(src) && src[l.off]&0xC0 == 0x80 { // the rest of a multi-byte rune
+		for l.off < len(l.src) && l.src[l.off]&0xC0 == 0x80 { // the rest of a multi-byte rune
 			l.advance()
 		}
 	}
-	return Token{Kind: kind, Pos: start, End: l.off}, nil
+	return Token{Kind: kind, Pos: start, End: l.off}
 }
 
 // runes counts the runes of b as cedar-go's columns do (bytes that start a
@@ -267,13 +294,17 @@ func (l *Lexer) skipToEnd() {
 // Pos is the position of the next byte to read.
 func (l *Lexer) Pos() Pos { return l.pos() }
 
+// isDigit reports whether c is an ASCII digit.
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// isIdentStart reports whether c can start an identifier.
 func isIdentStart(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
 // IsIdentByte reports whether c can continue an identifier.
 func IsIdentByte(c byte) bool {
-	return isIdentStart(c) || c >= '0' && c <= '9'
+	return isIdentStart(c) || isDigit(c)
 }
 
 // Tokens returns all tokens of src, comments included, up to and without EOF.
