@@ -193,6 +193,37 @@ func buildIndex(policies []*Policy) *index {
 // every value hash and of printMask of every fingerprint.
 func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 	ix := &index{seed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask, buckets: map[bucketKey]*bucket{}, consAt: make([]uint32, len(policies)+1)}
+	exts, count := ix.extractAll(policies)
+	// keyed collects the postings by slot key: values whose keys collide
+	// share their postings (more candidates, never fewer).
+	keyed := map[uint64][]int32{}
+	verbSeen := map[uint64]bool{}
+	for i := range policies {
+		e := &exts[i]
+		vids := ix.ids(e.values(dVerb))
+		tids := ix.ids(e.values(dRType))
+		primary, secondary := chooseKeys(e.cons, count)
+		for _, v := range vids {
+			if v != anyID && !verbSeen[v] {
+				verbSeen[v] = true
+				ix.verbs = append(ix.verbs, v)
+			}
+			for _, t := range tids {
+				ix.bucketOf(bucketKey{v, t}).addPolicy(keyed, e.cons, int32(i), primary, secondary)
+			}
+		}
+		ix.appendChecks(e.cons)
+		ix.consAt[i+1] = uint32(len(ix.cons))
+	}
+	ix.cons = slices.Clip(ix.cons)
+	ix.fill(keyed)
+	return ix
+}
+
+// extractAll extracts every policy's constraints, fills their hashes, and
+// counts the policies sharing each (dimension, value) other than verb and
+// resource type.
+func (ix *index) extractAll(policies []*Policy) ([]extraction, map[dimKey]int32) {
 	exts := make([]extraction, len(policies))
 	count := map[dimKey]int32{}
 	for i, p := range policies {
@@ -210,91 +241,94 @@ func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 			}
 		}
 	}
-	// keyed collects the postings by slot key: values whose keys collide
-	// share their postings (more candidates, never fewer).
-	keyed := map[uint64][]int32{}
-	verbSeen := map[uint64]bool{}
-	for i := range policies {
-		e := &exts[i]
-		vids := ix.ids(e.values(dVerb))
-		tids := ix.ids(e.values(dRType))
-		// The primary key: the cheapest non-verb, non-type constraint; the
-		// secondary: the cheapest principal constraint that holds whenever
-		// it is read.
-		primary, secondary := -1, -1
-		best, bestP := int64(-1), int64(-1)
-		for ci, c := range e.cons {
-			if c.dim == dVerb || c.dim == dRType {
-				continue
-			}
-			var cost int64
-			for _, part := range c.parts() {
-				for _, h := range part.hashes {
-					cost += int64(count[dimKey{part.dim, h}])
-				}
-			}
-			if !isResourceDim(c.dim) && c.needs == 0 && (bestP < 0 || cost < bestP) {
-				secondary, bestP = ci, cost
-			}
-			if isResourceDim(c.dim) {
-				cost *= 2 // open requests read more
-			}
-			if best < 0 || cost < best {
-				primary, best = ci, cost
+	return exts, count
+}
+
+// chooseKeys picks a policy's keys among cons, by index (-1: none): the
+// primary is the cheapest non-verb, non-type constraint (resource
+// dimensions counting double, since open requests read more); the
+// secondary the cheapest principal constraint that holds whenever it is
+// read. A constraint's cost is how many policies share its values.
+func chooseKeys(cons []constraint, count map[dimKey]int32) (primary, secondary int) {
+	primary, secondary = -1, -1
+	best, bestP := int64(-1), int64(-1)
+	for ci, c := range cons {
+		if c.dim == dVerb || c.dim == dRType {
+			continue
+		}
+		var cost int64
+		for _, part := range c.parts() {
+			for _, h := range part.hashes {
+				cost += int64(count[dimKey{part.dim, h}])
 			}
 		}
-		for _, v := range vids {
-			if v != anyID && !verbSeen[v] {
-				verbSeen[v] = true
-				ix.verbs = append(ix.verbs, v)
-			}
-			for _, t := range tids {
-				k := bucketKey{v, t}
-				b := ix.buckets[k]
-				if b == nil {
-					b = &bucket{id: uint32(len(ix.buckets))}
-					ix.buckets[k] = b
-				}
-				if primary < 0 {
-					b.rest = append(b.rest, int32(i))
-					continue
-				}
-				c := e.cons[primary]
-				b.dims |= c.dimMask()
-				b.keyed = append(b.keyed, int32(i))
-				put(keyed, b, 0, c, int32(i))
-				for d := dUser; d < nDims; d++ {
-					if c.needs&(1<<d) != 0 {
-						b.absentDims |= 1 << d
-						b.absent[d] = append(b.absent[d], int32(i))
-					}
-				}
-				if isResourceDim(c.dim) {
-					if secondary < 0 {
-						b.openRest[c.dim] = append(b.openRest[c.dim], int32(i))
-					} else {
-						sc := e.cons[secondary]
-						b.openDims[c.dim] |= sc.dimMask()
-						put(keyed, b, c.dim+1, sc, int32(i))
-					}
-				}
-			}
+		if !isResourceDim(c.dim) && c.needs == 0 && (bestP < 0 || cost < bestP) {
+			secondary, bestP = ci, cost
 		}
-		// Remaining constraints, checked after the lookup.
-		for _, c := range e.cons {
-			if c.dim == dVerb || c.dim == dRType || c.dim == dAlt {
-				continue
-			}
-			ix.cons = append(ix.cons, uint32(c.dim)|uint32(c.needs)<<4|uint32(len(c.vals))<<16)
-			for _, h := range c.hashes {
-				ix.cons = append(ix.cons, uint32(h))
-			}
+		if isResourceDim(c.dim) {
+			cost *= 2 // open requests read more
 		}
-		ix.consAt[i+1] = uint32(len(ix.cons))
+		if best < 0 || cost < best {
+			primary, best = ci, cost
+		}
 	}
-	ix.cons = slices.Clip(ix.cons)
-	ix.fill(keyed)
-	return ix
+	return primary, secondary
+}
+
+// bucketOf returns the bucket of k, creating it.
+func (ix *index) bucketOf(k bucketKey) *bucket {
+	b := ix.buckets[k]
+	if b == nil {
+		b = &bucket{id: uint32(len(ix.buckets))}
+		ix.buckets[k] = b
+	}
+	return b
+}
+
+// addPolicy files policy i, with constraints cons and keys chosen by chooseKeys,
+// in b: under "rest" without a primary key, else under its primary key (and
+// in absent for the dimensions that key needs), and, when the primary key is
+// on a resource dimension, under its secondary key for requests that leave
+// that dimension open.
+func (b *bucket) addPolicy(keyed map[uint64][]int32, cons []constraint, i int32, primary, secondary int) {
+	if primary < 0 {
+		b.rest = append(b.rest, i)
+		return
+	}
+	c := cons[primary]
+	b.dims |= c.dimMask()
+	b.keyed = append(b.keyed, i)
+	put(keyed, b, 0, c, i)
+	for d := dUser; d < nDims; d++ {
+		if c.needs&(1<<d) != 0 {
+			b.absentDims |= 1 << d
+			b.absent[d] = append(b.absent[d], i)
+		}
+	}
+	if !isResourceDim(c.dim) {
+		return
+	}
+	if secondary < 0 {
+		b.openRest[c.dim] = append(b.openRest[c.dim], i)
+		return
+	}
+	sc := cons[secondary]
+	b.openDims[c.dim] |= sc.dimMask()
+	put(keyed, b, c.dim+1, sc, i)
+}
+
+// appendChecks encodes cons (but verb, resource type and dAlt) into ix.cons,
+// to be checked after the lookup.
+func (ix *index) appendChecks(cons []constraint) {
+	for _, c := range cons {
+		if c.dim == dVerb || c.dim == dRType || c.dim == dAlt {
+			continue
+		}
+		ix.cons = append(ix.cons, uint32(c.dim)|uint32(c.needs)<<4|uint32(len(c.vals))<<16)
+		for _, h := range c.hashes {
+			ix.cons = append(ix.cons, uint32(h))
+		}
+	}
 }
 
 // fill lays the keyed postings out in the slot table.
@@ -1007,65 +1041,11 @@ func literalStrings(n ast.IsNode) ([]string, bool) {
 // implies none the index knows; mayFail when evaluating it may fail (only
 // because a read attribute is absent).
 func (x *extractor) atom(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
-	one := func(dim uint8, vals ...string) []constraint { return []constraint{{dim: dim, vals: vals}} }
 	switch v := n.(type) {
 	case ast.NodeTypeEquals:
-		for _, lr := range [2][2]ast.IsNode{{v.Left, v.Right}, {v.Right, v.Left}} {
-			field, lit := lr[0], lr[1]
-			if e, isEnt := literalEntity(lit); isEnt {
-				switch {
-				case isVar(field, "principal"):
-					return principalIs(e), true, false
-				case isVar(field, "action"):
-					return one(dVerb, actionKey(e)), true, false
-				case isVar(field, "resource"):
-					return one(dRType, string(e.Type)), true, false
-				}
-				continue
-			}
-			s, isStr := literalString(lit)
-			if !isStr {
-				continue
-			}
-			if dim, fail, isAttr := x.attr(field); isAttr {
-				return one(dim, s), true, fail
-			}
-		}
+		return x.atomEquals(v)
 	case ast.NodeTypeIn:
-		if e, isEnt := literalEntity(v.Right); isEnt {
-			switch {
-			case isVar(v.Left, "principal"):
-				return principalIn(e), true, false
-			case isVar(v.Left, "action"):
-				if vs, ok := actionIn([]types.EntityUID{e}); ok {
-					return one(dVerb, vs...), true, false
-				}
-			}
-			return nil, false, false
-		}
-		if isVar(v.Left, "principal") {
-			if els, isSet := literalSet(v.Right); isSet {
-				return principalInSet(els)
-			}
-			return nil, false, false
-		}
-		if isVar(v.Left, "action") {
-			els, isSet := literalSet(v.Right)
-			if !isSet {
-				return nil, false, false
-			}
-			es := make([]types.EntityUID, 0, len(els))
-			for _, el := range els {
-				e, isEnt := literalEntity(el)
-				if !isEnt {
-					return nil, false, false
-				}
-				es = append(es, e)
-			}
-			if vs, ok := actionIn(es); ok {
-				return one(dVerb, vs...), true, false
-			}
-		}
+		return atomIn(v)
 	case ast.NodeTypeIs:
 		switch {
 		case isVar(v.Left, "principal"):
@@ -1078,67 +1058,175 @@ func (x *extractor) atom(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
 			return append(one(dPType, string(v.EntityType)), principalIn(e)...), true, false
 		}
 	case ast.NodeTypeContains:
-		// ["a","b"].contains(<attr>) and principal.groups.contains("g")
-		if vals, isSet := literalStrings(v.Left); isSet {
-			if dim, fail, isAttr := x.attr(v.Right); isAttr {
-				return one(dim, vals...), true, fail
-			}
-		}
-		if isGroups(v.Left) {
-			if s, isStr := literalString(v.Right); isStr {
-				return one(dGroup, s), true, false
-			}
-		}
+		return x.atomContains(v)
 	case ast.NodeTypeContainsAny:
-		// principal.groups.containsAny([...]), [...].containsAny(principal.groups)
-		for _, lr := range [2][2]ast.IsNode{{v.Left, v.Right}, {v.Right, v.Left}} {
-			if isGroups(lr[0]) {
-				if vals, isSet := literalStrings(lr[1]); isSet {
-					return one(dGroup, vals...), true, false
-				}
-			}
-		}
+		return atomContainsAny(v)
 	case ast.NodeTypeContainsAll:
-		// principal.groups.containsAll([...]): each one is needed.
-		if isGroups(v.Left) {
-			if vals, isSet := literalStrings(v.Right); isSet && len(vals) > 0 {
-				cs := make([]constraint, len(vals))
-				for i, g := range vals {
-					cs[i] = constraint{dim: dGroup, vals: []string{g}}
-				}
-				return cs, true, false
-			}
-		}
+		return atomContainsAll(v)
 	case ast.NodeTypeOr:
-		// A disjunction of constraints on one dimension is their union.
-		l, lok, lfail := x.atom(v.Left)
-		r, rok, rfail := x.atom(v.Right)
-		if !lok || !rok {
-			break
-		}
-		if len(l) == 1 && len(r) == 1 && l[0].dim == r[0].dim && l[0].dim != dAlt {
-			return one(l[0].dim, append(slices.Clone(l[0].vals), r[0].vals...)...), true, lfail || rfail
-		}
-		// Across username and group: one alternative per dimension.
-		la, lalt := alternative(l)
-		ra, ralt := alternative(r)
-		if lfail || rfail || !lalt || !ralt {
-			break
-		}
-		var alts []constraint
-		for _, a := range append(la, ra...) {
-			if i := slices.IndexFunc(alts, func(b constraint) bool { return b.dim == a.dim }); i >= 0 {
-				alts[i].vals = append(slices.Clone(alts[i].vals), a.vals...)
-			} else {
-				alts = append(alts, constraint{dim: a.dim, vals: a.vals})
-			}
-		}
-		if len(alts) == 1 {
-			return alts, true, false
-		}
-		return []constraint{{dim: dAlt, alts: alts}}, true, false
+		return x.atomOr(v)
 	}
 	return nil, false, false
+}
+
+// one is a single constraint: dim takes one of vals.
+func one(dim uint8, vals ...string) []constraint { return []constraint{{dim: dim, vals: vals}} }
+
+// atomEquals is atom for `a == b`: a scope variable equal to an entity
+// literal, or a recognized attribute equal to a string literal (either side).
+func (x *extractor) atomEquals(v ast.NodeTypeEquals) (cs []constraint, ok, mayFail bool) {
+	for _, lr := range [2][2]ast.IsNode{{v.Left, v.Right}, {v.Right, v.Left}} {
+		field, lit := lr[0], lr[1]
+		if e, isEnt := literalEntity(lit); isEnt {
+			switch {
+			case isVar(field, "principal"):
+				return principalIs(e), true, false
+			case isVar(field, "action"):
+				return one(dVerb, actionKey(e)), true, false
+			case isVar(field, "resource"):
+				return one(dRType, string(e.Type)), true, false
+			}
+			continue
+		}
+		s, isStr := literalString(lit)
+		if !isStr {
+			continue
+		}
+		if dim, fail, isAttr := x.attr(field); isAttr {
+			return one(dim, s), true, fail
+		}
+	}
+	return nil, false, false
+}
+
+// atomIn is atom for `principal in ...` and `action in ...` on an entity
+// literal or a set literal of them.
+func atomIn(v ast.NodeTypeIn) (cs []constraint, ok, mayFail bool) {
+	if e, isEnt := literalEntity(v.Right); isEnt {
+		switch {
+		case isVar(v.Left, "principal"):
+			return principalIn(e), true, false
+		case isVar(v.Left, "action"):
+			if vs, ok := actionIn([]types.EntityUID{e}); ok {
+				return one(dVerb, vs...), true, false
+			}
+		}
+		return nil, false, false
+	}
+	if isVar(v.Left, "principal") {
+		if els, isSet := literalSet(v.Right); isSet {
+			return principalInSet(els)
+		}
+		return nil, false, false
+	}
+	if isVar(v.Left, "action") {
+		return actionInSet(v.Right)
+	}
+	return nil, false, false
+}
+
+// actionInSet is atom for `action in [...]`: extracted when every element
+// is an entity literal and none is the any-verb action.
+func actionInSet(set ast.IsNode) (cs []constraint, ok, mayFail bool) {
+	els, isSet := literalSet(set)
+	if !isSet {
+		return nil, false, false
+	}
+	es := make([]types.EntityUID, 0, len(els))
+	for _, el := range els {
+		e, isEnt := literalEntity(el)
+		if !isEnt {
+			return nil, false, false
+		}
+		es = append(es, e)
+	}
+	if vs, ok := actionIn(es); ok {
+		return one(dVerb, vs...), true, false
+	}
+	return nil, false, false
+}
+
+// atomContains is atom for ["a","b"].contains(<attr>) and
+// principal.groups.contains("g").
+func (x *extractor) atomContains(v ast.NodeTypeContains) (cs []constraint, ok, mayFail bool) {
+	if vals, isSet := literalStrings(v.Left); isSet {
+		if dim, fail, isAttr := x.attr(v.Right); isAttr {
+			return one(dim, vals...), true, fail
+		}
+	}
+	if isGroups(v.Left) {
+		if s, isStr := literalString(v.Right); isStr {
+			return one(dGroup, s), true, false
+		}
+	}
+	return nil, false, false
+}
+
+// atomContainsAny is atom for principal.groups.containsAny([...]) and
+// [...].containsAny(principal.groups).
+func atomContainsAny(v ast.NodeTypeContainsAny) (cs []constraint, ok, mayFail bool) {
+	for _, lr := range [2][2]ast.IsNode{{v.Left, v.Right}, {v.Right, v.Left}} {
+		if isGroups(lr[0]) {
+			if vals, isSet := literalStrings(lr[1]); isSet {
+				return one(dGroup, vals...), true, false
+			}
+		}
+	}
+	return nil, false, false
+}
+
+// atomContainsAll is atom for principal.groups.containsAll([...]): each
+// group is needed, so each is a constraint of its own.
+func atomContainsAll(v ast.NodeTypeContainsAll) (cs []constraint, ok, mayFail bool) {
+	if !isGroups(v.Left) {
+		return nil, false, false
+	}
+	vals, isSet := literalStrings(v.Right)
+	if !isSet || len(vals) == 0 {
+		return nil, false, false
+	}
+	cs = make([]constraint, len(vals))
+	for i, g := range vals {
+		cs[i] = constraint{dim: dGroup, vals: []string{g}}
+	}
+	return cs, true, false
+}
+
+// atomOr is atom for `a || b`: the union of constraints on one dimension, or
+// a dAlt across username and group (one alternative per dimension).
+func (x *extractor) atomOr(v ast.NodeTypeOr) (cs []constraint, ok, mayFail bool) {
+	l, lok, lfail := x.atom(v.Left)
+	r, rok, rfail := x.atom(v.Right)
+	if !lok || !rok {
+		return nil, false, false
+	}
+	if len(l) == 1 && len(r) == 1 && l[0].dim == r[0].dim && l[0].dim != dAlt {
+		return one(l[0].dim, append(slices.Clone(l[0].vals), r[0].vals...)...), true, lfail || rfail
+	}
+	la, lalt := alternative(l)
+	ra, ralt := alternative(r)
+	if lfail || rfail || !lalt || !ralt {
+		return nil, false, false
+	}
+	alts := mergeAlternatives(append(la, ra...))
+	if len(alts) == 1 {
+		return alts, true, false
+	}
+	return []constraint{{dim: dAlt, alts: alts}}, true, false
+}
+
+// mergeAlternatives unites the alternatives on each dimension, in the order
+// their dimensions first appear.
+func mergeAlternatives(as []constraint) []constraint {
+	var alts []constraint
+	for _, a := range as {
+		if i := slices.IndexFunc(alts, func(b constraint) bool { return b.dim == a.dim }); i >= 0 {
+			alts[i].vals = append(slices.Clone(alts[i].vals), a.vals...)
+		} else {
+			alts = append(alts, constraint{dim: a.dim, vals: a.vals})
+		}
+	}
+	return alts
 }
 
 // principalInSet: `principal in [...]` is in one of them; extracted when

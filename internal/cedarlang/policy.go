@@ -192,30 +192,7 @@ func parseError(fileName string, err error) error {
 // operator tokens plus its deepest nested group, and a group is one deeper than
 // its deepest segment.
 func checkNesting(src []byte) (ends []int, err error) {
-	type frame struct {
-		ops, maxChild, maxSeg int
-	}
-	stack := make([]frame, 1, 16)
-	var policy cedarlex.Pos // where the current top-level segment starts (Line 0: not yet)
-	endSegment := func() error {
-		top := &stack[len(stack)-1]
-		top.maxSeg = max(top.maxSeg, top.ops+top.maxChild)
-		top.ops, top.maxChild = 0, 0
-		if top.maxSeg+1 > MaxExpressionDepth {
-			return fmt.Errorf("%s: the policy starting here is nested too deeply (over %d levels, counting every operator); split it into several policies or use sets such as [\"a\", \"b\"].contains(x)", policy, MaxExpressionDepth)
-		}
-		return nil
-	}
-	closeGroup := func() error {
-		if err := endSegment(); err != nil {
-			return err
-		}
-		d := stack[len(stack)-1].maxSeg + 1
-		stack = stack[:len(stack)-1]
-		parent := &stack[len(stack)-1]
-		parent.maxChild = max(parent.maxChild, d)
-		return nil
-	}
+	n := &nestingCounter{src: src, stack: make([]nestingFrame, 1, 16)}
 	lx := cedarlex.New(src)
 	for {
 		tok, err := lx.Next()
@@ -228,51 +205,105 @@ func checkNesting(src []byte) (ends []int, err error) {
 		if tok.Kind.IsComment() {
 			continue
 		}
-		c := src[tok.Pos.Offset]
-		if len(stack) == 1 && policy.Line == 0 && c != ';' {
-			policy = tok.Pos
-		}
-		switch tok.Kind {
-		case cedarlex.Ident:
-			switch string(src[tok.Pos.Offset:tok.End]) {
-			case "if", "in", "has", "like", "is":
-				stack[len(stack)-1].ops++
-			}
-		case cedarlex.Punct, cedarlex.Invalid:
-			switch c {
-			case '(', '[', '{':
-				if len(stack) > MaxNesting {
-					return nil, fmt.Errorf("%s: nesting deeper than %d", tok.Pos, MaxNesting)
-				}
-				stack = append(stack, frame{})
-			case ')', ']', '}':
-				// An unbalanced closer is a syntax error cedar-go reports; never
-				// let it lower the count.
-				if len(stack) > 1 {
-					if err := closeGroup(); err != nil {
-						return nil, err
-					}
-				}
-			case ',', ';':
-				if err := endSegment(); err != nil {
-					return nil, err
-				}
-				if c == ';' && len(stack) == 1 {
-					stack[0] = frame{}
-					policy = cedarlex.Pos{}
-					ends = append(ends, tok.End)
-				}
-			case '|', '&', '=', '!', '<', '>', '+', '-', '*', '.':
-				stack[len(stack)-1].ops++
-			}
-		}
-	}
-	for len(stack) > 1 {
-		if err := closeGroup(); err != nil {
+		if err := n.token(tok); err != nil {
 			return nil, err
 		}
 	}
-	return ends, endSegment()
+	for len(n.stack) > 1 {
+		if err := n.closeGroup(); err != nil {
+			return nil, err
+		}
+	}
+	return n.ends, n.endSegment()
+}
+
+// nestingFrame is one open bracket group: the operator tokens of its current
+// segment, the depth of the deepest group nested in that segment, and the
+// depth of its deepest segment so far.
+type nestingFrame struct {
+	ops, maxChild, maxSeg int
+}
+
+// nestingCounter is checkNesting's state: the open groups (the first is the
+// top level), where the current policy starts (Line 0: not yet), and the
+// offsets after each policy's closing ';'.
+type nestingCounter struct {
+	src    []byte
+	stack  []nestingFrame
+	policy cedarlex.Pos
+	ends   []int
+}
+
+// token counts one token that is not a comment.
+func (n *nestingCounter) token(tok cedarlex.Token) error {
+	c := n.src[tok.Pos.Offset]
+	if len(n.stack) == 1 && n.policy.Line == 0 && c != ';' {
+		n.policy = tok.Pos
+	}
+	switch tok.Kind {
+	case cedarlex.Ident:
+		switch string(n.src[tok.Pos.Offset:tok.End]) {
+		case "if", "in", "has", "like", "is":
+			n.stack[len(n.stack)-1].ops++
+		}
+	case cedarlex.Punct, cedarlex.Invalid:
+		return n.punct(c, tok)
+	}
+	return nil
+}
+
+// punct counts a punctuation token starting with byte c.
+func (n *nestingCounter) punct(c byte, tok cedarlex.Token) error {
+	switch c {
+	case '(', '[', '{':
+		if len(n.stack) > MaxNesting {
+			return fmt.Errorf("%s: nesting deeper than %d", tok.Pos, MaxNesting)
+		}
+		n.stack = append(n.stack, nestingFrame{})
+	case ')', ']', '}':
+		// An unbalanced closer is a syntax error cedar-go reports; never
+		// let it lower the count.
+		if len(n.stack) > 1 {
+			return n.closeGroup()
+		}
+	case ',', ';':
+		if err := n.endSegment(); err != nil {
+			return err
+		}
+		if c == ';' && len(n.stack) == 1 {
+			n.stack[0] = nestingFrame{}
+			n.policy = cedarlex.Pos{}
+			n.ends = append(n.ends, tok.End)
+		}
+	case '|', '&', '=', '!', '<', '>', '+', '-', '*', '.':
+		n.stack[len(n.stack)-1].ops++
+	}
+	return nil
+}
+
+// endSegment closes the innermost group's current segment, failing when the
+// policy gets too deep.
+func (n *nestingCounter) endSegment() error {
+	top := &n.stack[len(n.stack)-1]
+	top.maxSeg = max(top.maxSeg, top.ops+top.maxChild)
+	top.ops, top.maxChild = 0, 0
+	if top.maxSeg+1 > MaxExpressionDepth {
+		return fmt.Errorf("%s: the policy starting here is nested too deeply (over %d levels, counting every operator); split it into several policies or use sets such as [\"a\", \"b\"].contains(x)", n.policy, MaxExpressionDepth)
+	}
+	return nil
+}
+
+// closeGroup closes the innermost group, which counts in its parent's
+// current segment.
+func (n *nestingCounter) closeGroup() error {
+	if err := n.endSegment(); err != nil {
+		return err
+	}
+	d := n.stack[len(n.stack)-1].maxSeg + 1
+	n.stack = n.stack[:len(n.stack)-1]
+	parent := &n.stack[len(n.stack)-1]
+	parent.maxChild = max(parent.maxChild, d)
+	return nil
 }
 
 // mentionsObjects reports whether the policy reads resource.object or

@@ -161,101 +161,35 @@ func (c *ObjectConverter) convertPaths(t schemagen.Type, v any, path string, nee
 	}
 	switch tt := t.(type) {
 	case schemagen.StringType:
-		switch x := v.(type) {
-		case string:
-			return types.String(x), true
-		case json.Number: // int-or-string, quantities written as numbers
-			return types.String(x.String()), true
-		case float64:
-			return types.String(strconv.FormatFloat(x, 'f', -1, 64)), true
+		if s, ok := stringValue(v); ok {
+			return s, true
 		}
 	case schemagen.LongType:
-		switch x := v.(type) {
-		case json.Number:
-			if i, err := x.Int64(); err == nil {
-				return types.Long(i), true
-			}
-			if f, err := x.Float64(); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
-				return types.Long(int64(f)), true
-			}
-		case float64:
-			if x == math.Trunc(x) && math.Abs(x) < 1<<63 {
-				return types.Long(int64(x)), true
-			}
+		if l, ok := longValue(v); ok {
+			return l, true
 		}
 	case schemagen.BoolType:
 		if b, ok := v.(bool); ok {
 			return types.Boolean(b), true
 		}
 	case schemagen.DecimalType:
-		var f float64
-		var err error
-		switch x := v.(type) {
-		case json.Number:
-			f, err = x.Float64()
-		case float64:
-			f = x
-		default:
-			err = fmt.Errorf("not a number")
-		}
-		if err == nil {
-			if d, derr := types.NewDecimalFromFloat(f); derr == nil {
-				return d, true
-			} else {
-				err = derr
-			}
-		}
-		c.warn(path, "%v", err)
-		return nil, false
+		return c.decimalValue(v, path)
 	case schemagen.DatetimeType:
-		if s, ok := v.(string); ok {
-			if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
-				return types.NewDatetime(ts), true
-			}
+		if d, ok := datetimeValue(v); ok {
+			return d, true
 		}
 	case *schemagen.RecordType:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			break
+		if obj, ok := v.(map[string]any); ok {
+			return c.record(tt, obj, path, need), true
 		}
-		m := make(types.RecordMap, len(tt.Attributes))
-		for name, attr := range tt.Attributes {
-			childNeed, wanted := need.next(name)
-			if !wanted {
-				continue
-			}
-			if fv, present := obj[name]; present && fv != nil {
-				if cv, ok := c.convertPaths(attr.Type, fv, path+"."+name, childNeed); ok {
-					m[types.String(name)] = cv
-					continue
-				}
-			}
-			if !attr.Optional {
-				// A required field the object lacks (or that does not fit)
-				// reads as its zero value, so the record conforms and a
-				// validated policy never fails on it.
-				m[types.String(name)] = c.zero(attr.Type)
-			}
-		}
-		return types.NewRecord(m), true
 	case *schemagen.SetType:
-		arr, ok := v.([]any)
-		if !ok {
-			break
+		if arr, ok := v.([]any); ok {
+			return c.set(tt, arr, path), true
 		}
-		vals := make([]types.Value, 0, len(arr))
-		for i, el := range arr {
-			if cv, ok := c.convert(tt.Element, el, path+"["+strconv.Itoa(i)+"]"); ok {
-				vals = append(vals, cv)
-			}
-		}
-		return types.NewSet(vals...), true
 	case *schemagen.MapType:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			break
+		if obj, ok := v.(map[string]any); ok {
+			return c.mapEntity(tt, obj, path), true
 		}
-		return c.mapEntity(tt, obj, path), true
 	case *schemagen.RefType:
 		def, ok := c.Schema.Definitions[tt.Name]
 		if !ok {
@@ -269,6 +203,109 @@ func (c *ObjectConverter) convertPaths(t schemagen.Type, v any, path string, nee
 	}
 	c.warn(path, "%T value does not fit %s", v, typeName(t))
 	return nil, false
+}
+
+// stringValue is v as a String: a string, or a number (int-or-string,
+// quantities written as numbers) in its decimal form.
+func stringValue(v any) (types.String, bool) {
+	switch x := v.(type) {
+	case string:
+		return types.String(x), true
+	case json.Number:
+		return types.String(x.String()), true
+	case float64:
+		return types.String(strconv.FormatFloat(x, 'f', -1, 64)), true
+	}
+	return "", false
+}
+
+// longValue is v as a Long: a number that is a whole int64.
+func longValue(v any) (types.Long, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return types.Long(i), true
+		}
+		if f, err := x.Float64(); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+			return types.Long(int64(f)), true
+		}
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<63 {
+			return types.Long(int64(x)), true
+		}
+	}
+	return 0, false
+}
+
+// decimalValue is v as a Decimal, warning (at path) when v is not a number
+// a Decimal holds.
+func (c *ObjectConverter) decimalValue(v any, path string) (types.Value, bool) {
+	var f float64
+	var err error
+	switch x := v.(type) {
+	case json.Number:
+		f, err = x.Float64()
+	case float64:
+		f = x
+	default:
+		err = fmt.Errorf("not a number")
+	}
+	if err == nil {
+		d, derr := types.NewDecimalFromFloat(f)
+		if derr == nil {
+			return d, true
+		}
+		err = derr
+	}
+	c.warn(path, "%v", err)
+	return nil, false
+}
+
+// datetimeValue is v as a Datetime: an RFC 3339 string.
+func datetimeValue(v any) (types.Datetime, bool) {
+	if s, ok := v.(string); ok {
+		if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return types.NewDatetime(ts), true
+		}
+	}
+	return types.Datetime{}, false
+}
+
+// record converts obj to record type t, keeping the attributes in need. A
+// required attribute obj lacks (or whose value does not fit) is its zero
+// value.
+func (c *ObjectConverter) record(t *schemagen.RecordType, obj map[string]any, path string, need *Paths) types.Record {
+	m := make(types.RecordMap, len(t.Attributes))
+	for name, attr := range t.Attributes {
+		childNeed, wanted := need.next(name)
+		if !wanted {
+			continue
+		}
+		if fv, present := obj[name]; present && fv != nil {
+			if cv, ok := c.convertPaths(attr.Type, fv, path+"."+name, childNeed); ok {
+				m[types.String(name)] = cv
+				continue
+			}
+		}
+		if !attr.Optional {
+			// A required field the object lacks (or that does not fit)
+			// reads as its zero value, so the record conforms and a
+			// validated policy never fails on it.
+			m[types.String(name)] = c.zero(attr.Type)
+		}
+	}
+	return types.NewRecord(m)
+}
+
+// set converts arr to set type t, dropping the elements that do not fit.
+func (c *ObjectConverter) set(t *schemagen.SetType, arr []any, path string) types.Set {
+	vals := make([]types.Value, 0, len(arr))
+	for i, el := range arr {
+		if cv, ok := c.convert(t.Element, el, path+"["+strconv.Itoa(i)+"]"); ok {
+			vals = append(vals, cv)
+		}
+	}
+	return types.NewSet(vals...)
 }
 
 // zero is the zero value of t: "", 0, false, an empty set, record or map

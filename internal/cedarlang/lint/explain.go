@@ -37,94 +37,24 @@ const notApplicable = "unable to find an applicable action given the policy scop
 // deduplicated (cedar-go repeats a complaint for every principal, action
 // and resource type it checked), positioned and with hints.
 func (c *Checker) explain(ps *policySource, errs []error) []Diagnostic {
-	type group struct {
-		code, key string
-		msgs      []string
-		types     []string
-	}
-	var order []string
-	groups := map[string]*group{}
-	add := func(code, key, msg, typ string) {
-		g, ok := groups[code+"\x00"+key]
-		if !ok {
-			g = &group{code: code, key: key}
-			groups[code+"\x00"+key] = g
-			order = append(order, code+"\x00"+key)
-		}
-		g.msgs = append(g.msgs, msg)
-		if typ != "" && !slices.Contains(g.types, typ) {
-			g.types = append(g.types, typ)
-		}
-	}
-	unknownType := false
+	cs := &complaints{groups: map[string]*complaintGroup{}}
 	for _, e := range errs {
-		msg := rePolicyPrefix.ReplaceAllString(e.Error(), "")
-		switch {
-		case reUnknownType.MatchString(msg):
-			unknownType = true
-			add(CodeUnknownType, reUnknownType.FindStringSubmatch(msg)[1], msg, "")
-		case reUnknownAction.MatchString(msg):
-			unknownType = true
-			add(CodeUnknownAction, reUnknownAction.FindStringSubmatch(msg)[1], msg, "")
-		case reAttrNotFound.MatchString(msg):
-			m := reAttrNotFound.FindStringSubmatch(msg)
-			add(CodeUnknownAttr, m[1], msg, m[2])
-		case reAttrInContext.MatchString(msg):
-			// cedar-go names the context when an attribute is missing on a
-			// record; it is a missing attribute of whatever was accessed.
-			add(CodeUnknownAttr, reAttrInContext.FindStringSubmatch(msg)[1], msg, "")
-		case reOptional.MatchString(msg):
-			m := reOptional.FindStringSubmatch(msg)
-			add(CodeOptionalAttr, m[1], msg, m[2])
-		case reOptionalCtx.MatchString(msg):
-			add(CodeOptionalAttr, reOptionalCtx.FindStringSubmatch(msg)[1], msg, "")
-		case reTag.MatchString(msg):
-			m := reTag.FindStringSubmatch(msg)
-			add(CodeUnguardedTag, m[1], msg, m[2])
-		case reIncompatible.MatchString(msg), reUnexpected.MatchString(msg):
-			add(CodeTypeMismatch, msg, msg, "")
-		case reExtParse.MatchString(msg):
-			add(CodeExtension, reExtParse.FindStringSubmatch(msg)[1], msg, "")
-		case msg == notApplicable:
-			add(CodeNotApplicable, "", msg, "")
-		case strings.HasPrefix(msg, "empty set literals are forbidden"):
-			unknownType = true // the scope is empty: no action applies, of course
-			add(CodeInvalid, msg, msg, "")
-		default:
-			add(CodeInvalid, msg, msg, "")
-		}
+		cs.classify(rePolicyPrefix.ReplaceAllString(e.Error(), ""))
 	}
-	// An optional-attribute complaint about a path is implied by one about
-	// its prefix: report the shortest unguarded path, guard the longest.
-	longest := map[string]string{}
-	for _, k := range order {
-		g := groups[k]
-		if g.code != CodeOptionalAttr {
-			continue
-		}
-		for _, k2 := range order {
-			g2 := groups[k2]
-			if g2.code == CodeOptionalAttr && strings.HasPrefix(g.key, g2.key+".") {
-				if len(g.key) > len(longest[g2.key]) {
-					longest[g2.key] = g.key
-				}
-				g.code = "" // dropped
-			}
-		}
-	}
+	longest := cs.dropImpliedOptional()
 	mismatch := false
-	for _, g := range groups {
+	for _, g := range cs.groups {
 		mismatch = mismatch || g.code == CodeTypeMismatch
 	}
 	var out []Diagnostic
-	for _, k := range order {
-		g := groups[k]
+	for _, k := range cs.order {
+		g := cs.groups[k]
 		switch {
 		case g.code == "":
 			continue
 		case g.code == CodeOptionalAttr && mismatch:
 			continue // cedar-go loses the has guards of an ill-typed expression
-		case g.code == CodeNotApplicable && unknownType:
+		case g.code == CodeNotApplicable && cs.unknownType:
 			continue // a consequence of the unknown type or action
 		}
 		sort.Strings(g.types) // cedar-go's order is a map's
@@ -133,18 +63,107 @@ func (c *Checker) explain(ps *policySource, errs []error) []Diagnostic {
 	return out
 }
 
+// complaintGroup is cedar-go's complaints with one code about one thing (an
+// attribute, a type...): their messages and the entity types they name.
+type complaintGroup struct {
+	code, key string
+	msgs      []string
+	types     []string
+}
+
+// complaints groups one policy's complaints, in the order first seen.
+type complaints struct {
+	order  []string // code + "\x00" + key
+	groups map[string]*complaintGroup
+	// unknownType: a complaint about an unknown type or action (or an empty
+	// scope), which makes "no applicable action" a mere consequence.
+	unknownType bool
+}
+
+// add files a complaint under (code, key), noting entity type typ if any.
+func (cs *complaints) add(code, key, msg, typ string) {
+	g, ok := cs.groups[code+"\x00"+key]
+	if !ok {
+		g = &complaintGroup{code: code, key: key}
+		cs.groups[code+"\x00"+key] = g
+		cs.order = append(cs.order, code+"\x00"+key)
+	}
+	g.msgs = append(g.msgs, msg)
+	if typ != "" && !slices.Contains(g.types, typ) {
+		g.types = append(g.types, typ)
+	}
+}
+
+// classify recognizes one of cedar-go's messages (without the policy prefix)
+// and adds it under its code and key.
+func (cs *complaints) classify(msg string) {
+	switch {
+	case reUnknownType.MatchString(msg):
+		cs.unknownType = true
+		cs.add(CodeUnknownType, reUnknownType.FindStringSubmatch(msg)[1], msg, "")
+	case reUnknownAction.MatchString(msg):
+		cs.unknownType = true
+		cs.add(CodeUnknownAction, reUnknownAction.FindStringSubmatch(msg)[1], msg, "")
+	case reAttrNotFound.MatchString(msg):
+		m := reAttrNotFound.FindStringSubmatch(msg)
+		cs.add(CodeUnknownAttr, m[1], msg, m[2])
+	case reAttrInContext.MatchString(msg):
+		// cedar-go names the context when an attribute is missing on a
+		// record; it is a missing attribute of whatever was accessed.
+		cs.add(CodeUnknownAttr, reAttrInContext.FindStringSubmatch(msg)[1], msg, "")
+	case reOptional.MatchString(msg):
+		m := reOptional.FindStringSubmatch(msg)
+		cs.add(CodeOptionalAttr, m[1], msg, m[2])
+	case reOptionalCtx.MatchString(msg):
+		cs.add(CodeOptionalAttr, reOptionalCtx.FindStringSubmatch(msg)[1], msg, "")
+	case reTag.MatchString(msg):
+		m := reTag.FindStringSubmatch(msg)
+		cs.add(CodeUnguardedTag, m[1], msg, m[2])
+	case reIncompatible.MatchString(msg), reUnexpected.MatchString(msg):
+		cs.add(CodeTypeMismatch, msg, msg, "")
+	case reExtParse.MatchString(msg):
+		cs.add(CodeExtension, reExtParse.FindStringSubmatch(msg)[1], msg, "")
+	case msg == notApplicable:
+		cs.add(CodeNotApplicable, "", msg, "")
+	case strings.HasPrefix(msg, "empty set literals are forbidden"):
+		cs.unknownType = true // the scope is empty: no action applies, of course
+		cs.add(CodeInvalid, msg, msg, "")
+	default:
+		cs.add(CodeInvalid, msg, msg, "")
+	}
+}
+
+// dropImpliedOptional drops the optional-attribute complaints that one about
+// a prefix of their path implies (their code becomes ""): the shortest
+// unguarded path is reported, and the longest guarded. It returns, by kept
+// path, the longest path it implied.
+func (cs *complaints) dropImpliedOptional() map[string]string {
+	longest := map[string]string{}
+	for _, k := range cs.order {
+		g := cs.groups[k]
+		if g.code != CodeOptionalAttr {
+			continue
+		}
+		for _, k2 := range cs.order {
+			g2 := cs.groups[k2]
+			if g2.code == CodeOptionalAttr && strings.HasPrefix(g.key, g2.key+".") {
+				if len(g.key) > len(longest[g2.key]) {
+					longest[g2.key] = g.key
+				}
+				g.code = "" // dropped
+			}
+		}
+	}
+	return longest
+}
+
+// explainGroup is the diagnostic of one group of complaints: code and key
+// as grouped, msg the first message, typs the entity types named, and
+// longestPath the longest optional path the group implies.
 func (c *Checker) explainGroup(ps *policySource, code, key, msg string, typs []string, longestPath string) Diagnostic {
 	switch code {
 	case CodeUnknownType:
-		at := ps.find(key)
-		hint := ""
-		if m := c.closestType(key); m != "" {
-			hint = "did you mean " + m + "?"
-		}
-		if strings.HasSuffix(key, "::Group") || key == "k8s::Groups" {
-			hint = `groups are k8s::Group::"<name>" entities: principal in k8s::Group::"dev"`
-		}
-		return ps.diag(Error, code, fmt.Sprintf("unknown entity type %s", key), hint, at)
+		return c.explainUnknownType(ps, key)
 	case CodeUnknownAction:
 		verb := key
 		if i := strings.Index(key, `::"`); i >= 0 {
@@ -155,56 +174,11 @@ func (c *Checker) explainGroup(ps *policySource, code, key, msg string, typs []s
 	case CodeUnknownAttr:
 		return c.explainUnknownAttr(ps, key, typs, msg)
 	case CodeOptionalAttr:
-		segs := strings.Split(key, ".")
-		root := c.rootVar(typs)
-		at := ps.find(root + "." + key)
-		if at >= 0 {
-			at += len(root) + 1 + len(key) - len(segs[len(segs)-1])
-		} else if at = ps.find("." + segs[len(segs)-1]); at >= 0 {
-			at++
-		}
-		full := key
-		if longestPath != "" {
-			full = longestPath
-		}
-		where := ""
-		if len(typs) == 1 {
-			where = " on " + typs[0]
-		} else if len(typs) > 1 {
-			where = fmt.Sprintf(" on %d entity types", len(typs))
-		}
-		hint := "guard it: " + c.guard(root, full, typs)
-		if root == "resource" && key == schemagen.AttrNamespace && len(typs) == 1 {
-			if res := c.byType[types.EntityType(typs[0])]; res != nil && !res.Namespaced {
-				hint = fmt.Sprintf("%s is cluster-scoped: it has a namespace only when a request names one (a namespaces request, or a SubjectAccessReview, for which RBAC applies that namespace's RoleBindings); %s", typs[0], hint)
-			}
-		}
-		return ps.diag(Error, code, fmt.Sprintf("%s.%s%s is optional and is read without a `has` guard", root, key, where), hint, at)
+		return c.explainOptionalAttr(ps, key, typs, longestPath)
 	case CodeUnguardedTag:
-		at := ps.find("getTag(" + key + ")")
-		if at < 0 {
-			at = ps.find("getTag(")
-		} else {
-			at += len("getTag(")
-		}
-		expr := "X"
-		if at >= 0 {
-			expr = ps.exprBefore(ps.find("getTag(" + key + ")"))
-		}
-		return ps.diag(Error, code, fmt.Sprintf("tag %s is read with getTag without a hasTag guard", key),
-			fmt.Sprintf("guard it: %s.hasTag(%s) && %s.getTag(%s)", expr, key, expr, key), at)
+		return explainUnguardedTag(ps, key)
 	case CodeTypeMismatch:
-		hint := ""
-		if strings.Contains(msg, "Set<") && strings.Contains(msg, "String") {
-			hint = `to test whether a set holds a value use .contains("v"), e.g. principal.groups.contains("dev")`
-		}
-		if strings.Contains(msg, "expected Set") {
-			hint = "contains, containsAll and containsAny work on sets; for strings use like \"*x*\""
-		}
-		if strings.Contains(msg, "Long") && strings.Contains(msg, "String") {
-			hint = "compare like with like: quote strings (\"3\"), leave numbers bare (3); check the field's type with `kcedar schema export`"
-		}
-		return ps.diag(Error, code, msg, hint, ps.mismatchAt(msg))
+		return ps.diag(Error, code, msg, typeMismatchHint(msg), ps.mismatchAt(msg))
 	case CodeExtension:
 		return ps.diag(Error, code, msg, "the literal is checked when the policy loads: fix its syntax (ip(\"10.0.0.0/8\"), decimal(\"1.5\"), datetime(\"2024-01-01\"))", ps.find(key))
 	case CodeNotApplicable:
@@ -221,6 +195,82 @@ func (c *Checker) explainGroup(ps *policySource, code, key, msg string, typs []s
 	return ps.diag(Error, code, msg, "", ps.condStart())
 }
 
+// explainUnknownType is the diagnostic of an unknown entity type name.
+func (c *Checker) explainUnknownType(ps *policySource, name string) Diagnostic {
+	at := ps.find(name)
+	hint := ""
+	if m := c.closestType(name); m != "" {
+		hint = "did you mean " + m + "?"
+	}
+	if strings.HasSuffix(name, "::Group") || name == "k8s::Groups" {
+		hint = `groups are k8s::Group::"<name>" entities: principal in k8s::Group::"dev"`
+	}
+	return ps.diag(Error, CodeUnknownType, fmt.Sprintf("unknown entity type %s", name), hint, at)
+}
+
+// explainOptionalAttr is the diagnostic of optional attribute path key read
+// without a guard, on entity types typs; the hint guards longestPath (or
+// key).
+func (c *Checker) explainOptionalAttr(ps *policySource, key string, typs []string, longestPath string) Diagnostic {
+	segs := strings.Split(key, ".")
+	root := c.rootVar(typs)
+	at := ps.find(root + "." + key)
+	if at >= 0 {
+		at += len(root) + 1 + len(key) - len(segs[len(segs)-1])
+	} else if at = ps.find("." + segs[len(segs)-1]); at >= 0 {
+		at++
+	}
+	full := key
+	if longestPath != "" {
+		full = longestPath
+	}
+	where := ""
+	if len(typs) == 1 {
+		where = " on " + typs[0]
+	} else if len(typs) > 1 {
+		where = fmt.Sprintf(" on %d entity types", len(typs))
+	}
+	hint := "guard it: " + c.guard(root, full, typs)
+	if root == "resource" && key == schemagen.AttrNamespace && len(typs) == 1 {
+		if res := c.byType[types.EntityType(typs[0])]; res != nil && !res.Namespaced {
+			hint = fmt.Sprintf("%s is cluster-scoped: it has a namespace only when a request names one (a namespaces request, or a SubjectAccessReview, for which RBAC applies that namespace's RoleBindings); %s", typs[0], hint)
+		}
+	}
+	return ps.diag(Error, CodeOptionalAttr, fmt.Sprintf("%s.%s%s is optional and is read without a `has` guard", root, key, where), hint, at)
+}
+
+// explainUnguardedTag is the diagnostic of tag key read with getTag without
+// a hasTag guard.
+func explainUnguardedTag(ps *policySource, key string) Diagnostic {
+	at := ps.find("getTag(" + key + ")")
+	if at < 0 {
+		at = ps.find("getTag(")
+	} else {
+		at += len("getTag(")
+	}
+	expr := "X"
+	if at >= 0 {
+		expr = ps.exprBefore(ps.find("getTag(" + key + ")"))
+	}
+	return ps.diag(Error, CodeUnguardedTag, fmt.Sprintf("tag %s is read with getTag without a hasTag guard", key),
+		fmt.Sprintf("guard it: %s.hasTag(%s) && %s.getTag(%s)", expr, key, expr, key), at)
+}
+
+// typeMismatchHint suggests a fix for cedar-go's type mismatch msg, or "".
+func typeMismatchHint(msg string) string {
+	hint := ""
+	if strings.Contains(msg, "Set<") && strings.Contains(msg, "String") {
+		hint = `to test whether a set holds a value use .contains("v"), e.g. principal.groups.contains("dev")`
+	}
+	if strings.Contains(msg, "expected Set") {
+		hint = "contains, containsAll and containsAny work on sets; for strings use like \"*x*\""
+	}
+	if strings.Contains(msg, "Long") && strings.Contains(msg, "String") {
+		hint = "compare like with like: quote strings (\"3\"), leave numbers bare (3); check the field's type with `kcedar schema export`"
+	}
+	return hint
+}
+
 // rootVar guesses which variable an attribute error is about from the
 // entity types cedar-go named.
 func (c *Checker) rootVar(typs []string) string {
@@ -233,11 +283,25 @@ func (c *Checker) rootVar(typs []string) string {
 	return "resource"
 }
 
+// explainUnknownAttr is the diagnostic of attribute path key, which entity
+// types typs (or the record msg names) lack.
 func (c *Checker) explainUnknownAttr(ps *policySource, key string, typs []string, msg string) Diagnostic {
 	segs := strings.Split(key, ".")
 	last := segs[len(segs)-1]
+	at := ps.unknownAttrAt(key, last, len(segs))
+	inContext := strings.Contains(msg, " in context for ")
+	m := fmt.Sprintf("unknown attribute %s%s", key, unknownAttrWhere(typs))
+	if inContext {
+		m = fmt.Sprintf("unknown attribute %s", last)
+	}
+	return ps.diag(Error, CodeUnknownAttr, m, c.unknownAttrHint(ps, segs, typs, inContext, at), at)
+}
+
+// unknownAttrAt finds where the unknown attribute last (of path key, with
+// nsegs segments) is read: at the whole path, else at its last segment.
+func (ps *policySource) unknownAttrAt(key, last string, nsegs int) int {
 	at := -1
-	if len(segs) > 1 {
+	if nsegs > 1 {
 		if at = ps.find("." + key); at >= 0 {
 			at += 1 + len(key) - len(last)
 		}
@@ -247,37 +311,80 @@ func (c *Checker) explainUnknownAttr(ps *policySource, key string, typs []string
 			at++
 		}
 	}
-	where := ""
+	return at
+}
+
+// unknownAttrWhere names the entity types an unknown attribute is missing
+// on, for the message: " on A", " on A, B", or " on N entity types (...)".
+func unknownAttrWhere(typs []string) string {
 	switch {
 	case len(typs) == 1:
-		where = " on " + typs[0]
+		return " on " + typs[0]
 	case len(typs) > 1 && len(typs) <= 3:
-		where = " on " + strings.Join(typs, ", ")
+		return " on " + strings.Join(typs, ", ")
 	case len(typs) > 3:
-		where = fmt.Sprintf(" on %d entity types (%s, ...)", len(typs), strings.Join(typs[:3], ", "))
+		return fmt.Sprintf(" on %d entity types (%s, ...)", len(typs), strings.Join(typs[:3], ", "))
 	}
-	m := fmt.Sprintf("unknown attribute %s%s", key, where)
-	if strings.Contains(msg, " in context for ") {
-		m = fmt.Sprintf("unknown attribute %s", last)
-	}
-	var hint string
+	return ""
+}
+
+// unknownAttrHint suggests a fix for the unknown attribute path segs on
+// entity types typs (inContext: cedar-go named a record, not a type), read
+// at offset at; "" when none applies. The first that applies wins: a known
+// mistake, then constraining the type, then a similar attribute, then (for
+// a record) hints about what was read.
+func (c *Checker) unknownAttrHint(ps *policySource, segs, typs []string, inContext bool, at int) string {
+	last := segs[len(segs)-1]
 	var et types.EntityType
 	if len(typs) > 0 {
 		et = types.EntityType(typs[0])
 	}
+	if hint := c.knownAttrMistake(ps, et, segs, at); hint != "" {
+		return hint
+	}
+	if len(typs) > 3 {
+		return fmt.Sprintf("these types have no %s: constrain the type (resource is <type>) or test it with has", last)
+	}
+	if cands := c.attrNames(et, segs[:len(segs)-1]); len(cands) > 0 {
+		if m := closest(last, cands); m != "" {
+			return "did you mean " + m + "?"
+		} else if len(cands) <= 12 {
+			return "attributes here: " + strings.Join(cands, ", ")
+		}
+	}
+	if !inContext {
+		return ""
+	}
+	if at > 0 {
+		if hint := c.recordAttrHint(ps, last, at); hint != "" {
+			return hint
+		}
+	}
+	if scopeType(ps.p.AST.Resource) == "" {
+		return fmt.Sprintf("not every resource type has %s here: constrain the type (resource is core::pods) or test it with has", last)
+	}
+	return "check the field names with `kcedar schema export` (field names are as in the Kubernetes API, e.g. spec.nodeName)"
+}
+
+// knownAttrMistake recognizes common mistakes behind an unknown attribute
+// path segs on entity type et, read at offset at: a map read as a record, a
+// namespace or name the type lacks, a subresource, an object field without
+// its version. It returns their hint, or "".
+func (c *Checker) knownAttrMistake(ps *policySource, et types.EntityType, segs []string, at int) string {
+	last := segs[len(segs)-1]
 	res := c.byType[et]
 	switch {
 	case et == "k8s::StringMap" || strings.HasSuffix(string(et), "Map") && c.resolved.Entities[et].Tags != nil:
 		expr := ps.exprBefore(at - 1)
-		hint = fmt.Sprintf("maps such as labels and annotations are tags: %s.hasTag(%q) && %s.getTag(%q)", expr, last, expr, last)
+		return fmt.Sprintf("maps such as labels and annotations are tags: %s.hasTag(%q) && %s.getTag(%q)", expr, last, expr, last)
 	case last == schemagen.AttrNamespace && res != nil && !res.Namespaced && len(segs) == 1:
-		hint = fmt.Sprintf("%s is cluster-scoped: it has no namespace; drop the condition", et)
+		return fmt.Sprintf("%s is cluster-scoped: it has no namespace; drop the condition", et)
 	case last == schemagen.AttrNamespace && len(segs) == 1 && (et == schemagen.UserType || et == schemagen.NodeType):
-		hint = "only service accounts have a namespace: principal is k8s::ServiceAccount && principal.namespace == \"...\""
+		return "only service accounts have a namespace: principal is k8s::ServiceAccount && principal.namespace == \"...\""
 	case last == schemagen.AttrName && len(segs) == 1 && et == schemagen.UserType:
-		hint = "users have no name attribute: use principal.username, or principal is k8s::Node / k8s::ServiceAccount"
+		return "users have no name attribute: use principal.username, or principal is k8s::Node / k8s::ServiceAccount"
 	case last == schemagen.AttrSubresource && len(segs) == 1 && res != nil:
-		hint = fmt.Sprintf("%s is not a subresource; subresources are types of their own, e.g. resource is core::pods_exec", et)
+		return fmt.Sprintf("%s is not a subresource; subresources are types of their own, e.g. resource is core::pods_exec", et)
 	case len(segs) == 2 && (segs[0] == schemagen.AttrObject || segs[0] == schemagen.AttrOldObject):
 		v := "v1"
 		if res != nil {
@@ -285,45 +392,33 @@ func (c *Checker) explainUnknownAttr(ps *policySource, key string, typs []string
 				v = vs[0]
 			}
 		}
-		hint = fmt.Sprintf("objects are per version: resource.%s.%s.%s (after resource has %s && resource.%s has %s)", segs[0], v, last, segs[0], segs[0], v)
+		return fmt.Sprintf("objects are per version: resource.%s.%s.%s (after resource has %s && resource.%s has %s)", segs[0], v, last, segs[0], segs[0], v)
 	case last == schemagen.AttrMetadata && strings.Contains(ps.file.mask[ps.start:ps.end], "."+last):
-		hint = "metadata is not per version: resource.object.metadata"
+		return "metadata is not per version: resource.object.metadata"
 	}
-	if hint == "" && len(typs) > 3 {
-		hint = fmt.Sprintf("these types have no %s: constrain the type (resource is <type>) or test it with has", last)
-	}
-	if hint == "" {
-		if cands := c.attrNames(et, segs[:len(segs)-1]); len(cands) > 0 {
+	return ""
+}
+
+// recordAttrHint is a hint for attribute last missing on a record (cedar-go
+// says "in context"), from the expression read before offset at: context
+// has nothing, and a resource path of the scope's type has what the schema
+// lists. "" when there is none.
+func (c *Checker) recordAttrHint(ps *policySource, last string, at int) string {
+	recv := ps.exprBefore(at - 1)
+	switch {
+	case strings.HasPrefix(recv, "context"):
+		return "kcedar's actions have no context attributes: what a request carries is on principal and resource"
+	case strings.HasPrefix(recv, "resource."):
+		if t := scopeType(ps.p.AST.Resource); t != "" {
+			cands := c.attrNames(t, strings.Split(recv, ".")[1:])
 			if m := closest(last, cands); m != "" {
-				hint = "did you mean " + m + "?"
-			} else if len(cands) <= 12 {
-				hint = "attributes here: " + strings.Join(cands, ", ")
+				return "did you mean " + m + "?"
+			} else if len(cands) > 0 && len(cands) <= 12 {
+				return recv + " has: " + strings.Join(cands, ", ")
 			}
 		}
 	}
-	if hint == "" && strings.Contains(msg, " in context for ") && at > 0 {
-		recv := ps.exprBefore(at - 1)
-		switch {
-		case strings.HasPrefix(recv, "context"):
-			hint = "kcedar's actions have no context attributes: what a request carries is on principal and resource"
-		case strings.HasPrefix(recv, "resource."):
-			if t := scopeType(ps.p.AST.Resource); t != "" {
-				cands := c.attrNames(t, strings.Split(recv, ".")[1:])
-				if m := closest(last, cands); m != "" {
-					hint = "did you mean " + m + "?"
-				} else if len(cands) > 0 && len(cands) <= 12 {
-					hint = recv + " has: " + strings.Join(cands, ", ")
-				}
-			}
-		}
-	}
-	if hint == "" && strings.Contains(msg, " in context for ") && scopeType(ps.p.AST.Resource) == "" {
-		hint = fmt.Sprintf("not every resource type has %s here: constrain the type (resource is core::pods) or test it with has", last)
-	}
-	if hint == "" && strings.Contains(msg, " in context for ") {
-		hint = "check the field names with `kcedar schema export` (field names are as in the Kubernetes API, e.g. spec.nodeName)"
-	}
-	return ps.diag(Error, CodeUnknownAttr, m, hint, at)
+	return ""
 }
 
 func sortedVersions(r *schemagen.Resource) []string {

@@ -194,24 +194,9 @@ type policySource struct {
 // would load them) and lints the valid policies.
 func (c *Checker) Check(files []File) *Result {
 	res := &Result{Files: len(files)}
-	var srcs []*policySource
 	// Files are read and parsed in parallel, then assembled in order.
-	type parsed struct {
-		sf       *sourceFile
-		textDiag Diagnostic
-		textOK   bool
-		ps       []*cedarlang.Policy
-		err      error
-	}
-	out := make([]parsed, len(files))
-	parallel.For(len(files), func(i int) {
-		f := files[i]
-		o := &out[i]
-		o.sf = newSourceFile(f.Name, f.Data)
-		if o.textDiag, o.textOK = checkText(f); o.textOK {
-			o.ps, o.err = cedarlang.ParsePolicies(f.Name, f.Data)
-		}
-	})
+	out := parseFiles(files)
+	var srcs []*policySource
 	for fi, f := range files {
 		sf := out[fi].sf
 		if !out[fi].textOK {
@@ -223,28 +208,10 @@ func (c *Checker) Check(files []File) *Result {
 			res.Diagnostics = append(res.Diagnostics, parseDiagnostic(f.Name, err, sf))
 			continue
 		}
-		for i, p := range ps {
-			line, col := positionOf(p.Source)
-			start := sf.offset(line, col)
-			end := len(f.Data)
-			if i+1 < len(ps) {
-				l2, c2 := positionOf(ps[i+1].Source)
-				end = sf.offset(l2, c2)
-			}
-			srcs = append(srcs, &policySource{p: p, file: sf, start: start, end: end})
-		}
+		srcs = append(srcs, locatePolicies(sf, ps, len(f.Data))...)
 		res.Policies = append(res.Policies, ps...)
 	}
-	// Duplicate ids, across files.
-	seen := map[string]*policySource{}
-	for _, ps := range srcs {
-		if prev, ok := seen[ps.p.ID]; ok {
-			d := ps.diag(Error, CodeDuplicateID, fmt.Sprintf("policy id %q is also used at %s", ps.p.ID, prev.p.Source), "policy ids must be unique across all policy files: rename one of them", ps.find("@id("))
-			res.Diagnostics = append(res.Diagnostics, d)
-			continue
-		}
-		seen[ps.p.ID] = ps
-	}
+	res.Diagnostics = append(res.Diagnostics, duplicateIDs(srcs)...)
 	errs := c.validator.ValidateEach(res.Policies)
 	diags := make([][]Diagnostic, len(srcs))
 	parallel.For(len(srcs), func(i int) {
@@ -257,8 +224,73 @@ func (c *Checker) Check(files []File) *Result {
 	for _, d := range diags {
 		res.Diagnostics = append(res.Diagnostics, d...)
 	}
-	sort.SliceStable(res.Diagnostics, func(i, j int) bool {
-		a, b := res.Diagnostics[i], res.Diagnostics[j]
+	sortDiagnostics(res.Diagnostics)
+	return res
+}
+
+// parsedFile is one file as Check reads it: its source, its text check
+// (textOK false: textDiag says what is wrong) and, when that passed, its
+// policies or parse error.
+type parsedFile struct {
+	sf       *sourceFile
+	textDiag Diagnostic
+	textOK   bool
+	ps       []*cedarlang.Policy
+	err      error
+}
+
+// parseFiles reads and parses files in parallel.
+func parseFiles(files []File) []parsedFile {
+	out := make([]parsedFile, len(files))
+	parallel.For(len(files), func(i int) {
+		f := files[i]
+		o := &out[i]
+		o.sf = newSourceFile(f.Name, f.Data)
+		if o.textDiag, o.textOK = checkText(f); o.textOK {
+			o.ps, o.err = cedarlang.ParsePolicies(f.Name, f.Data)
+		}
+	})
+	return out
+}
+
+// locatePolicies places each of ps, parsed from sf (size bytes long), in
+// it: from its first token to the next policy's (or the end of the file).
+func locatePolicies(sf *sourceFile, ps []*cedarlang.Policy, size int) []*policySource {
+	srcs := make([]*policySource, 0, len(ps))
+	for i, p := range ps {
+		line, col := positionOf(p.Source)
+		start := sf.offset(line, col)
+		end := size
+		if i+1 < len(ps) {
+			l2, c2 := positionOf(ps[i+1].Source)
+			end = sf.offset(l2, c2)
+		}
+		srcs = append(srcs, &policySource{p: p, file: sf, start: start, end: end})
+	}
+	return srcs
+}
+
+// duplicateIDs reports every policy whose id an earlier one (in any file)
+// already uses.
+func duplicateIDs(srcs []*policySource) []Diagnostic {
+	var out []Diagnostic
+	seen := map[string]*policySource{}
+	for _, ps := range srcs {
+		if prev, ok := seen[ps.p.ID]; ok {
+			d := ps.diag(Error, CodeDuplicateID, fmt.Sprintf("policy id %q is also used at %s", ps.p.ID, prev.p.Source), "policy ids must be unique across all policy files: rename one of them", ps.find("@id("))
+			out = append(out, d)
+			continue
+		}
+		seen[ps.p.ID] = ps
+	}
+	return out
+}
+
+// sortDiagnostics sorts ds by file, line, column, code and message, keeping
+// the order of equal ones.
+func sortDiagnostics(ds []Diagnostic) {
+	sort.SliceStable(ds, func(i, j int) bool {
+		a, b := ds[i], ds[j]
 		if a.File != b.File {
 			return a.File < b.File
 		}
@@ -273,7 +305,6 @@ func (c *Checker) Check(files []File) *Result {
 		}
 		return a.Message < b.Message
 	})
-	return res
 }
 
 // positionOf reads line and column from a Policy.Source ("file:line:col").
