@@ -3,21 +3,17 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"sync"
 	"time"
+
+	"k8s.io/client-go/util/cert"
 
 	"github.com/kcedar/kcedar/internal/lib/watch"
 )
@@ -74,22 +70,11 @@ func (o TLSOptions) config(logger *slog.Logger, writeCA *func() error) (*tls.Con
 	case o.CertFile != "" || o.KeyFile != "":
 		return nil, fmt.Errorf("--tls-cert-file and --tls-private-key-file go together")
 	default:
-		cert, caPEM, err := selfSigned(o.Hosts)
+		pair, err := o.selfSignedConfig(logger, writeCA)
 		if err != nil {
 			return nil, err
 		}
-		cfg.Certificates = []tls.Certificate{cert}
-		if o.WriteCA != "" {
-			*writeCA = func() error {
-				if err := os.WriteFile(o.WriteCA, caPEM, 0o644); err != nil {
-					return fmt.Errorf("writing the CA: %w", err)
-				}
-				logger.Info("serving with a self-signed certificate", "ca", o.WriteCA)
-				return nil
-			}
-		} else {
-			logger.Warn("serving with a self-signed certificate whose CA is not written anywhere; pass --write-ca FILE")
-		}
+		cfg.Certificates = []tls.Certificate{pair}
 	}
 	if o.ClientCAFile != "" {
 		pemData, err := os.ReadFile(o.ClientCAFile)
@@ -109,6 +94,28 @@ func (o TLSOptions) config(logger *slog.Logger, writeCA *func() error) (*tls.Con
 	return cfg, nil
 }
 
+// selfSignedConfig makes the self-signed serving certificate and sets
+// *writeCA to write its CA to WriteCA; without WriteCA it warns that clients
+// have no CA to verify against.
+func (o TLSOptions) selfSignedConfig(logger *slog.Logger, writeCA *func() error) (tls.Certificate, error) {
+	pair, caPEM, err := selfSigned(o.Hosts)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	if o.WriteCA == "" {
+		logger.Warn("serving with a self-signed certificate whose CA is not written anywhere; pass --write-ca FILE")
+		return pair, nil
+	}
+	*writeCA = func() error {
+		if err := os.WriteFile(o.WriteCA, caPEM, 0o644); err != nil {
+			return fmt.Errorf("writing the CA: %w", err)
+		}
+		logger.Info("serving with a self-signed certificate", "ca", o.WriteCA)
+		return nil
+	}
+	return pair, nil
+}
+
 // certReloader serves the certificate files and reloads them when their
 // contents change (checked at most once a second, on handshakes). Contents,
 // not modification times, decide: a rewrite within the file system's timestamp
@@ -125,6 +132,7 @@ type certReloader struct {
 	checked time.Time
 }
 
+// read reads the certificate and key files.
 func (c *certReloader) read() (certPEM, keyPEM []byte, err error) {
 	if certPEM, err = os.ReadFile(c.certFile); err != nil {
 		return nil, nil, err
@@ -135,6 +143,7 @@ func (c *certReloader) read() (certPEM, keyPEM []byte, err error) {
 	return certPEM, keyPEM, nil
 }
 
+// load reads and installs the files, failing if they do not form a pair.
 func (c *certReloader) load() error {
 	certPEM, keyPEM, err := c.read()
 	if err != nil {
@@ -143,27 +152,30 @@ func (c *certReloader) load() error {
 	return c.install(certPEM, keyPEM)
 }
 
+// install serves the pair certPEM and keyPEM, if valid, from now on.
 func (c *certReloader) install(certPEM, keyPEM []byte) error {
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return fmt.Errorf("loading the serving certificate: %w", err)
 	}
 	c.mu.Lock()
-	c.cert, c.certPEM, c.keyPEM, c.checked = &cert, certPEM, keyPEM, time.Now()
+	c.cert, c.certPEM, c.keyPEM, c.checked = &pair, certPEM, keyPEM, time.Now()
 	c.mu.Unlock()
 	return nil
 }
 
+// get is tls.Config.GetCertificate: the current certificate, reloaded
+// first when unwatched and last checked over a second ago.
 func (c *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c.mu.Lock()
 	due := !c.watched && time.Since(c.checked) > time.Second
 	if due {
 		c.checked = time.Now()
 	}
-	cert := c.cert
+	current := c.cert
 	c.mu.Unlock()
 	if !due {
-		return cert, nil
+		return current, nil
 	}
 	return c.reload(), nil
 }
@@ -172,97 +184,109 @@ func (c *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 // pair; it returns the certificate serving afterwards.
 func (c *certReloader) reload() *tls.Certificate {
 	c.mu.Lock()
-	cert, oldCert, oldKey := c.cert, c.certPEM, c.keyPEM
+	current, oldCert, oldKey := c.cert, c.certPEM, c.keyPEM
 	c.mu.Unlock()
 	certPEM, keyPEM, err := c.read()
 	if err != nil {
 		c.logger.Error("reading the serving certificate failed; keeping the old one", "err", err)
-		return cert
+		return current
 	}
 	if bytes.Equal(certPEM, oldCert) && bytes.Equal(keyPEM, oldKey) {
-		return cert
+		return current
 	}
 	// A half-written pair (new certificate, old key) fails here and is
 	// retried on the next check.
 	if err := c.install(certPEM, keyPEM); err != nil {
 		c.logger.Error("reloading the serving certificate failed; keeping the old one", "err", err)
-		return cert
+		return current
 	}
 	c.logger.Info("serving certificate reloaded")
 	c.mu.Lock()
-	cert = c.cert
+	current = c.cert
 	c.mu.Unlock()
-	return cert
+	return current
 }
 
-// selfSigned makes a CA and a serving certificate for hosts (plus localhost
-// and the loopback addresses), valid for a year.
+// selfSigned makes a CA and a serving certificate it signs, valid for a year,
+// for hosts plus localhost and the loopback addresses. It returns the serving
+// pair and the CA in PEM, for --write-ca.
+//
+// client-go's cert.GenerateSelfSignedCertKeyWithOptions builds the pair: a
+// fresh CA (random serial, its key discarded) and a serving certificate it
+// signs, returned as one PEM bundle, serving certificate first, then the CA.
+// Every call makes a new CA, so one start's CA never verifies another's.
 func selfSigned(hosts []string) (tls.Certificate, []byte, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ips, names := selfSignedSANs(hosts)
+	bundle, keyPEM, err := cert.GenerateSelfSignedCertKeyWithOptions(cert.SelfSignedCertKeyOptions{
+		Host:         "localhost",
+		AlternateIPs: ips,
+		AlternateDNS: names,
+	})
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("making the self-signed certificate: %w", err)
+	}
+	leafPEM, caPEM, err := splitServingBundle(bundle)
 	if err != nil {
 		return tls.Certificate{}, nil, err
 	}
-	// Random serials: every start makes a new CA with the same name, and
-	// clients may cache certificates by issuer and serial.
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	pair, err := tls.X509KeyPair(leafPEM, keyPEM)
 	if err != nil {
-		return tls.Certificate{}, nil, err
+		return tls.Certificate{}, nil, fmt.Errorf("making the self-signed certificate: %w", err)
 	}
-	serial2, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "kcedar self-signed CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(365 * 24 * time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial2,
-		Subject:      pkix.Name{CommonName: "kcedar"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
+	return pair, caPEM, nil
+}
+
+// selfSignedSANs sorts hosts into the IP and DNS subject alternative names of
+// the self-signed certificate, after the loopback addresses, without
+// duplicates or empty names. localhost is left out: it is the certificate's
+// host.
+func selfSignedSANs(hosts []string) (ips []net.IP, names []string) {
+	ips = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	seen := map[string]bool{"localhost": true}
+	for _, ip := range ips {
+		seen[ip.String()] = true
 	}
 	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else if h != "" {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		ip := net.ParseIP(h)
+		if ip != nil {
+			h = ip.String()
+		}
+		if h == "" || seen[h] {
+			continue
+		}
+		seen[h] = true
+		if ip != nil {
+			ips = append(ips, ip)
+		} else {
+			names = append(names, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	return ips, names
+}
+
+// splitServingBundle splits client-go's self-signed bundle (serving
+// certificate, then its CA) into the serving certificate and the CA, in PEM,
+// and checks that the CA signed the serving certificate: the CA file kcedar
+// writes must verify what it serves.
+func splitServingBundle(bundle []byte) (leafPEM, caPEM []byte, err error) {
+	certs, err := cert.ParseCertsPEM(bundle)
 	if err != nil {
-		return tls.Certificate{}, nil, err
+		return nil, nil, fmt.Errorf("reading the self-signed certificate: %w", err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return tls.Certificate{}, nil, err
+	if len(certs) != 2 || !certs[1].IsCA {
+		return nil, nil, fmt.Errorf("the self-signed bundle holds %d certificates, want a serving certificate and its CA", len(certs))
 	}
-	cert, err := tls.X509KeyPair(
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
-	if err != nil {
-		return tls.Certificate{}, nil, err
+	leaf, ca := certs[0], certs[1]
+	if err := leaf.CheckSignatureFrom(ca); err != nil {
+		return nil, nil, fmt.Errorf("the self-signed CA did not sign the serving certificate: %w", err)
 	}
-	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
+	if leafPEM, err = cert.EncodeCertificates(leaf); err != nil {
+		return nil, nil, err
+	}
+	if caPEM, err = cert.EncodeCertificates(ca); err != nil {
+		return nil, nil, err
+	}
+	return leafPEM, caPEM, nil
 }
 
 // RequireVerifiedClient refuses requests that did not present a client

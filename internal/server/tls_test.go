@@ -174,6 +174,49 @@ func TestTLSSelfSignedWritesAVerifyingCA(t *testing.T) {
 	}
 }
 
+// The CA selfSigned returns (what --write-ca writes) verifies the serving
+// certificate for every name it covers, as a server certificate, for about a
+// year; the serving chain holds just the serving certificate.
+func TestSelfSignedCAVerifiesServingCertificate(t *testing.T) {
+	pair, caPEM, err := selfSigned([]string{"kcedar.example", "10.1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pair.Certificate) != 1 {
+		t.Fatalf("serving chain holds %d certificates, want 1", len(pair.Certificate))
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if block, rest := pem.Decode(caPEM); block == nil || block.Type != "CERTIFICATE" || len(rest) != 0 {
+		t.Fatalf("CA file is not one PEM certificate:\n%s", caPEM)
+	}
+	for _, name := range []string{"localhost", "kcedar.example", "10.1.2.3", "127.0.0.1", "::1"} {
+		opts := x509.VerifyOptions{DNSName: name, Roots: pool(caPEM), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		if _, err := leaf.Verify(opts); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if validity := leaf.NotAfter.Sub(leaf.NotBefore); validity < 364*24*time.Hour || validity > 366*24*time.Hour {
+		t.Errorf("valid for %v, want about a year", validity)
+	}
+}
+
+func TestSelfSignedSANs(t *testing.T) {
+	ips, names := selfSignedSANs([]string{"", "localhost", "a.example", "a.example", "127.0.0.1", "0:0::1", "10.1.2.3", "10.1.2.3"})
+	var got []string
+	for _, ip := range ips {
+		got = append(got, ip.String())
+	}
+	if want := "127.0.0.1 ::1 10.1.2.3"; strings.Join(got, " ") != want {
+		t.Errorf("IPs %v, want %s", got, want)
+	}
+	if want := "a.example"; strings.Join(names, " ") != want {
+		t.Errorf("names %v, want %s", names, want)
+	}
+}
+
 func TestTLSOptionErrors(t *testing.T) {
 	dir := t.TempDir()
 	notPEM := filepath.Join(dir, "not.pem")
