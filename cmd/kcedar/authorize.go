@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/engine/offline"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/wire"
@@ -129,7 +130,7 @@ func runAuthorize(w, errw io.Writer, checker *lint.Checker, o *authorizeOptions)
 }
 
 // request builds the cedar request and admission data from the flags.
-func (o *authorizeOptions) request() (*entities.Request, *offline.Admission, error) {
+func (o *authorizeOptions) request() (*entities.Request, *engine.Admission, error) {
 	tc := offline.TestCase{Operation: o.operation}
 	stdins := 0
 	for _, f := range []string{o.sarFile, o.object, o.oldObject} {
@@ -241,7 +242,7 @@ func readInput(path string) ([]byte, error) {
 	return data, nil
 }
 
-func printDecision(w io.Writer, d offline.Report, format string) error {
+func printDecision(w io.Writer, d engine.Report, format string) error {
 	if format == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

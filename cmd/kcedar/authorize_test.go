@@ -22,6 +22,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/engine/offline"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
@@ -119,7 +120,7 @@ func TestAuthorizeMatchesServer(t *testing.T) {
 			if err := runAuthorize(&out, &errOut, checker, o); err != nil {
 				t.Fatalf("%s: authorize: %v\n%s", name, err, errOut.String())
 			}
-			var got offline.Report
+			var got engine.Report
 			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 				t.Fatalf("%s: %v: %s", name, err, out.String())
 			}

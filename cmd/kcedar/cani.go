@@ -67,7 +67,7 @@ Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
 			if err != nil {
 				return err
 			}
-			resp, err := server.WhatCan(az, srr)
+			resp, err := server.WhatCan(cmd.Context(), az, srr)
 			if err != nil {
 				return &exitError{2, err}
 			}

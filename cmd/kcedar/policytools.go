@@ -109,7 +109,7 @@ func (o *reviewOptions) addFlags(f *pflag.FlagSet, namespaceUsage string) {
 // engine loads the schema and the policies and builds the engine that
 // answers the review, as the server's would (with a key of its own: the
 // offline answers are not signed for anyone).
-func (o *reviewOptions) engine(cmd *cobra.Command) (*schemagen.Schema, *engine.Engine, error) {
+func (o *reviewOptions) engine(cmd *cobra.Command) (*schemagen.Schema, engine.RuleResolver, error) {
 	checker, err := loadChecker(cmd.Context(), o.src)
 	if err != nil {
 		return nil, nil, err

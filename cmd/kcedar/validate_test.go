@@ -16,7 +16,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
-	"github.com/kcedar/kcedar/internal/engine/offline"
+	"github.com/kcedar/kcedar/internal/engine"
 )
 
 // run executes a fresh command with args and returns its output and exit
@@ -165,7 +165,7 @@ func TestAuthorizeCommand(t *testing.T) {
 		t.Errorf("%d %s", code, out)
 	}
 	out, code = run(t, newAuthorizeCmd(), "-p", "../../policies/quickstart", "--user", "carl", "--group", "contractors", "--verb", "get", "--resource", "secrets", "-n", "dev", "-o", "json")
-	var d offline.Report
+	var d engine.Report
 	if err := json.Unmarshal([]byte(out), &d); code != 0 || err != nil || d.Decision != "Deny" || len(d.Policies) != 1 || d.Policies[0] != "no-secrets-for-contractors" {
 		t.Errorf("%d %v %s", code, err, out)
 	}

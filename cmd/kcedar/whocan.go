@@ -81,7 +81,7 @@ Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
 					rar.Kind = "LocalResourceAccessReview"
 				}
 			}
-			resp, err := server.WhoCan(az, rar)
+			resp, err := server.WhoCan(cmd.Context(), az, rar)
 			if err != nil {
 				return &exitError{2, err}
 			}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -174,8 +175,10 @@ type accessCase struct {
 }
 
 // WhoCan answers who may make req (whose user is ignored): see the rule
-// above. Open values are handled as Authorize handles them.
-func (e *Engine) WhoCan(req *entities.Request) AccessReview {
+// above. Open values are handled as Authorize handles them. A cancelled ctx
+// stops it with ctx's error.
+func (e *Engine) WhoCan(ctx context.Context, req *entities.Request) (AccessReview, error) {
+	e = e.uncached()
 	var rv AccessReview
 	target := entities.ResolveTarget(e.schema, req)
 	open := target.Open(req)
@@ -195,11 +198,14 @@ func (e *Engine) WhoCan(req *entities.Request) AccessReview {
 					label += ", no " + attr
 				}
 			}
+			if err := ctx.Err(); err != nil {
+				return AccessReview{}, err
+			}
 			rv.cases = append(rv.cases, e.whoCanCase(req, verb, label, target, open, absent, &rv))
 		}
 	}
 	rv.summarize()
-	return rv
+	return rv, nil
 }
 
 func (e *Engine) whoCanCase(req *entities.Request, verb, label string, target entities.Target, open, absent map[string]bool, rv *AccessReview) accessCase {

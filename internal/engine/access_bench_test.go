@@ -13,7 +13,7 @@ func benchWhoCan(b *testing.B, n int, ns string) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		rv = az.WhoCan(req)
+		rv = whoCan(b, az, req)
 	}
 	b.ReportMetric(float64(len(rv.Allowed)+len(rv.Conditional)+len(rv.Denied)), "entries")
 }

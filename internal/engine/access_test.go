@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"slices"
@@ -56,7 +58,7 @@ when { resource has oldObject };
 @id("never") permit(principal == k8s::User::"system:node:n1", action, resource is core::pods);
 `)
 	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
-	rv := az.WhoCan(whoCanReq("get", "", "pods", "", "team-a-dev", ""))
+	rv := whoCan(t, az, whoCanReq("get", "", "pods", "", "team-a-dev", ""))
 	if want := []string{"alice", "system:serviceaccount:team-a-dev:ci"}; !slices.Equal(rv.Users, want) {
 		t.Errorf("users = %v, want %v", rv.Users, want)
 	}
@@ -84,12 +86,12 @@ when { resource has oldObject };
 	if len(rv.Denied) != 0 {
 		t.Errorf("denied = %+v", rv.Denied)
 	}
-	rv = az.WhoCan(whoCanReq("get", "", "pods", "", "", ""))
+	rv = whoCan(t, az, whoCanReq("get", "", "pods", "", "", ""))
 	if len(rv.Denied) != 1 || rv.Denied[0].Name != "contractors" || rv.Denied[0].Condition == "" {
 		t.Errorf("every namespace: denied = %+v", rv.Denied)
 	}
 	for _, u := range []entities.UserInfo{{Name: "bob", Groups: []string{"team-a"}}, {Name: "alice", Groups: []string{"contractors"}}} {
-		if got, want := rv.Decide(u, ps).Type(), az.Authorize(&entities.Request{User: u, ResourceRequest: true, Verb: "get", Resource: "pods"}).Type(); got != want {
+		if got, want := rv.Decide(u, ps).Type(), az.Authorize(context.Background(), &entities.Request{User: u, ResourceRequest: true, Verb: "get", Resource: "pods"}).Type(); got != want {
 			t.Errorf("%s: rule says %v, Authorize %v", u.Name, got, want)
 		}
 	}
@@ -115,7 +117,7 @@ func TestWhoCanRuleEqualsAuthorize(t *testing.T) {
 		universe := genUniverse(rng)
 		for j := 0; j < perSet; j++ {
 			q := genWhoCanQuestion(rng)
-			rv := az.WhoCan(q)
+			rv := whoCan(t, az, q)
 			if len(rv.Errors) > 0 {
 				t.Fatalf("set %d: %s: %v\npolicies:\n%s", i, q, rv.Errors, src)
 			}
@@ -123,7 +125,7 @@ func TestWhoCanRuleEqualsAuthorize(t *testing.T) {
 			for _, u := range universe {
 				req := *q
 				req.User = u
-				want := az.Authorize(&req)
+				want := az.Authorize(context.Background(), &req)
 				got := rv.Decide(u, ps)
 				stats[want.Type().String()]++
 				checks++
@@ -296,7 +298,7 @@ when { resource has object && resource.object.metadata has labels && resource.ob
 @id("other") permit(principal in k8s::Group::"ops", action, resource);
 `)
 	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
-	rv := az.WhatCan(entities.UserInfo{Name: "bob", Groups: []string{"dev"}}, "team-a")
+	rv := whatCan(t, az, entities.UserInfo{Name: "bob", Groups: []string{"dev"}}, "team-a")
 	find := func(res string, verb string) *ResourceRule {
 		for i, r := range rv.ResourceRules {
 			if slices.Contains(r.Resources, res) && slices.Contains(r.Verbs, verb) {
@@ -332,14 +334,14 @@ when { resource has object && resource.object.metadata has labels && resource.ob
 		for _, v := range r.Verbs {
 			for _, res := range r.Resources {
 				resource, sub, _ := strings.Cut(res, "/")
-				d := az.Authorize(&entities.Request{User: entities.UserInfo{Name: "bob", Groups: []string{"dev"}}, ResourceRequest: true, Verb: v, APIGroup: r.APIGroups[0], Resource: resource, Subresource: sub, Namespace: "team-a"})
+				d := az.Authorize(context.Background(), &entities.Request{User: entities.UserInfo{Name: "bob", Groups: []string{"dev"}}, ResourceRequest: true, Verb: v, APIGroup: r.APIGroups[0], Resource: resource, Subresource: sub, Namespace: "team-a"})
 				if !d.IsAllowed() {
 					t.Errorf("rule %+v: %s is %v", r, v, d.Type())
 				}
 			}
 		}
 	}
-	ops := az.WhatCan(entities.UserInfo{Name: "carol", Groups: []string{"ops"}}, "")
+	ops := whatCan(t, az, entities.UserInfo{Name: "carol", Groups: []string{"ops"}}, "")
 	n := 0
 	for _, r := range ops.ResourceRules {
 		n += len(r.Resources)
@@ -367,7 +369,7 @@ func TestWhatCanAgreesWithAuthorize(t *testing.T) {
 		az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
 		for _, u := range genUniverse(rng)[:3] {
 			ns := pick(rng, []string{"", "team-a", "kube-system"})
-			rv := az.WhatCan(u, ns)
+			rv := whatCan(t, az, u, ns)
 			listed := map[string]bool{}
 			for _, r := range rv.ResourceRules {
 				if r.Conditions != nil {
@@ -390,7 +392,7 @@ func TestWhatCanAgreesWithAuthorize(t *testing.T) {
 								reqNS = ""
 							}
 							req := &entities.Request{User: u, ResourceRequest: true, Verb: v, APIGroup: r.APIGroups[0], Resource: resource, Subresource: sub, Namespace: reqNS, Name: name}
-							if d := az.Authorize(req); !d.IsAllowed() {
+							if d := az.Authorize(context.Background(), req); !d.IsAllowed() {
 								t.Fatalf("set %d %s: rule %+v lists it, Authorize says %v\npolicies:\n%s", i, req, r, d.Type(), src)
 							}
 							checked++
@@ -411,7 +413,7 @@ func TestWhatCanAgreesWithAuthorize(t *testing.T) {
 					if r.Namespaced {
 						req.Namespace = ns
 					}
-					if az.Authorize(req).IsAllowed() && !listed[v+" "+k.Group+" "+res] {
+					if az.Authorize(context.Background(), req).IsAllowed() && !listed[v+" "+k.Group+" "+res] {
 						t.Fatalf("set %d %s: Authorize allows it, no rule lists it\nrules: %+v\npolicies:\n%s", i, req, rv.ResourceRules, src)
 					}
 				}
@@ -432,10 +434,50 @@ func TestWhoCanListsNoDeniedSubject(t *testing.T) {
 @id("no-alice") forbid(principal == k8s::User::"alice", action == k8s::Action::"delete", resource is core::pods);
 `)
 	az := NewEngine(realSchema(t), ps, NewCodec(RandomKeyring()), EngineOptions{})
-	if rv := az.WhoCan(whoCanReq("delete", "", "pods", "", "a", "p")); !slices.Equal(rv.Users, []string{"bob"}) || !slices.Equal(rv.Groups, []string{"dev"}) || len(rv.Denied) != 1 {
+	if rv := whoCan(t, az, whoCanReq("delete", "", "pods", "", "a", "p")); !slices.Equal(rv.Users, []string{"bob"}) || !slices.Equal(rv.Groups, []string{"dev"}) || len(rv.Denied) != 1 {
 		t.Errorf("delete: %+v", rv)
 	}
-	if rv := az.WhoCan(whoCanReq("get", "", "pods", "", "a", "p")); !slices.Equal(rv.Users, []string{"alice", "bob"}) {
+	if rv := whoCan(t, az, whoCanReq("get", "", "pods", "", "a", "p")); !slices.Equal(rv.Users, []string{"alice", "bob"}) {
 		t.Errorf("get: %+v", rv)
+	}
+}
+
+// whoCan is az.WhoCan for tests: a cancelled context never happens here.
+func whoCan(t testing.TB, az RuleResolver, req *entities.Request) AccessReview {
+	t.Helper()
+	rv, err := az.WhoCan(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rv
+}
+
+// whatCan is az.WhatCan for tests.
+func whatCan(t testing.TB, az RuleResolver, u entities.UserInfo, namespace string) RulesReview {
+	t.Helper()
+	rv, err := az.WhatCan(context.Background(), u, namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rv
+}
+
+// A cancelled context stops who-can and what-can with the context's error,
+// and a live one answers.
+func TestReviewsStopWhenCancelled(t *testing.T) {
+	s := realSchema(t)
+	ps := mustPolicies(t, `@id("read") permit(principal in k8s::Group::"dev", action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods);`)
+	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: DefaultCacheSize})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := az.WhoCan(ctx, whoCanReq("*", "", "pods", "", "", "")); !errors.Is(err, context.Canceled) {
+		t.Errorf("WhoCan with a cancelled context: err %v, want context.Canceled", err)
+	}
+	dev := entities.UserInfo{Name: "bob", Groups: []string{"dev"}}
+	if _, err := az.WhatCan(ctx, dev, ""); !errors.Is(err, context.Canceled) {
+		t.Errorf("WhatCan with a cancelled context: err %v, want context.Canceled", err)
+	}
+	if rv := whatCan(t, az, dev, "team-a"); len(rv.ResourceRules) == 0 {
+		t.Error("WhatCan with a live context found no rule")
 	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/wire"
 )
@@ -45,7 +46,7 @@ func sarName(verb, name string) string {
 // admission data. The webhook does not learn which verb was authorized, so it
 // enforces the conditional allows of every verb the operation may stand for:
 // a request is refused if any of them does not evaluate to Allow.
-func (e *Engine) Admit(data *AdmissionData, optionsKind string) Decision {
+func (e *Engine) Admit(ctx context.Context, data *AdmissionData, optionsKind string) Decision {
 	if data.User == nil {
 		return Denied(nil, nil).WithReason("kcedar: the admission request has no user")
 	}
@@ -57,7 +58,7 @@ func (e *Engine) Admit(data *AdmissionData, optionsKind string) Decision {
 	for _, verb := range AdmissionVerbs(data.Operation, optionsKind) {
 		req := base
 		req.Verb, req.Name = verb, sarName(verb, data.Name)
-		d := e.Authorize(&req)
+		d := e.Authorize(ctx, &req)
 		if !d.IsConditional() || len(d.AllowConditions()) == 0 {
 			continue // decided at authorization time; nothing to enforce
 		}

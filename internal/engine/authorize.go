@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"maps"
 
 	"github.com/cedar-policy/cedar-go/types"
@@ -26,7 +27,7 @@ type Residual struct {
 // Authorize implements Authorizer. A "*" verb is decided for every verb: Deny
 // if any is denied, Allow if all are allowed. Decisions that needed partial
 // evaluation are cached (they are the expensive ones).
-func (e *Engine) Authorize(req *entities.Request) Decision {
+func (e *Engine) Authorize(_ context.Context, req *entities.Request) Decision {
 	if e.decisions == nil {
 		d, _ := e.authorize(req)
 		return d
@@ -274,7 +275,12 @@ func decide(results []policyResult, entityType types.EntityType) Decision {
 	return Conditional(deny, allow, errs)
 }
 
-func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool) (Decision, bool) {
+// authorizeWorld decides req for verb in one world of its open values
+// (absent: the open attributes that are absent in this world). A fully
+// known request is evaluated one-phase; otherwise each candidate is
+// partially evaluated and what remains becomes conditions. partial reports
+// whether partial evaluation was needed.
+func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool) (d Decision, partial bool) {
 	candidates := e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, verb))
 	if len(candidates) == 0 {
 		return NoOpinion(nil), false
@@ -291,9 +297,7 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 		open = maps.Clone(open)
 		open[schemagen.AttrNamespaceObject] = true
 	}
-
 	sel := selectorConstraints(req, verb, target)
-
 	if len(open) == 0 && len(shapes) == 0 && sel == nil {
 		// Fully known: one-phase evaluation of every candidate.
 		known := target.Attributes(req, nil, nil)
@@ -307,115 +311,155 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 		}
 		return decide(results, target.EntityType), false
 	}
-
-	attrs := target.Attributes(req, open, func(attr string) types.Value {
-		if absent[attr] {
-			return nil
-		}
-		return eval.Variable(types.String(attr))
-	})
-	// attrsNoNS is the world where an unknown namespaceObject is absent.
-	attrsNoNS := attrs
-	switch {
-	case ns.known:
-		attrs[schemagen.AttrNamespaceObject] = ns.rec
-	case ns.applies:
-		attrsNoNS = maps.Clone(attrs)
-		attrs[schemagen.AttrNamespaceObject] = eval.Variable(schemagen.AttrNamespaceObject)
-	}
-	envFor := func(sh shape, nsAbsent bool) eval.Env {
-		base := attrs
-		if nsAbsent {
-			base = attrsNoNS
-		}
-		m := make(types.RecordMap, len(base)+2)
-		for k, v := range base {
-			m[k] = v
-		}
-		if sh.object {
-			m[schemagen.AttrObject] = eval.Variable(schemagen.AttrObject)
-		}
-		if sh.oldObject {
-			m[schemagen.AttrOldObject] = eval.Variable(schemagen.AttrOldObject)
-		}
-		ents := &entities.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(m)}, Maps: ns.maps}
-		return eval.Env{Entities: ents, Principal: principal.UID, Action: action, Resource: resourceUID, Context: entities.ContextFor(action)}
-	}
-	admission := len(shapes) > 0
-	if !admission {
-		shapes = []shape{{}}
-		if sel != nil {
-			// The listed objects: unknown, constrained by the selector.
-			shapes = []shape{{object: true}}
-		}
-	}
-	// Environments are built only when a residual is not memoized.
-	envs := make([]*eval.Env, 2*len(shapes))
-	envAt := func(i int, nsAbsent bool) func() eval.Env {
-		j := 2 * i
-		if nsAbsent {
-			j++
-		}
-		return func() eval.Env {
-			if envs[j] == nil {
-				env := envFor(shapes[i], nsAbsent)
-				envs[j] = &env
-			}
-			return *envs[j]
-		}
-	}
-
+	w := &world{e: e, verb: verb, target: target, open: open, absent: absent, principal: principal, action: action,
+		resourceUID: resourceUID, shapes: shapes, admission: len(shapes) > 0, ns: ns, sel: sel}
+	w.prepare(req)
 	results := make([]policyResult, 0, len(candidates))
 	for _, p := range candidates {
-		in := e.inputsOf(p)
-		if !readsUnknown(p, in, open, absent) {
-			// Nothing this policy reads is unknown: evaluate it as compiled.
-			env := envAt(0, false)()
-			results = append(results, classify(p, evaluateCompiled(p, env.Entities, principal.UID, action, resourceUID)))
-			continue
-		}
-		nsBoth := ns.applies && !ns.known && readsNamespace(in)
-		exprAt := func(i int) (ast.IsNode, *memoEntry) {
-			expr, memo := e.partialExpr(envAt(i, false), shapes[i].code(), p, in, verb, target.EntityType, principal, attrs)
-			if !nsBoth {
-				return expr, memo
-			}
-			// An unknown namespace may also not exist: split on its presence.
-			other, _ := e.partialExpr(envAt(i, true), shapes[i].code(), p, in, verb, target.EntityType, principal, attrsNoNS)
-			if ast.Equal(ast.NewNode(expr), ast.NewNode(other)) {
-				return expr, memo
-			}
-			return simplify(ast.NodeTypeIfThenElse{
-				If:   ast.NodeTypeHas{StrOpNode: ast.StrOpNode{Arg: ast.NodeTypeVariable{Name: "resource"}, Value: schemagen.AttrNamespaceObject}},
-				Then: expr, Else: other,
-			}), nil
-		}
-		expr, memo := exprAt(0)
-		if p.UsesObjects && len(shapes) == 2 {
-			// The first shape has the stored object, the second does not
-			// (update or patch that creates): split on its presence.
-			other, _ := exprAt(1)
-			if !ast.Equal(ast.NewNode(expr), ast.NewNode(other)) {
-				memo = nil
-				expr = simplify(ast.NodeTypeIfThenElse{
-					If:   ast.NodeTypeHas{StrOpNode: ast.StrOpNode{Arg: ast.NodeTypeVariable{Name: "resource"}, Value: schemagen.AttrOldObject}},
-					Then: expr, Else: other,
-				})
-			}
-		}
-		if sel != nil && p.UsesObjects {
-			expr, memo = sel.decide(p, expr, envAt(0, false)(), unknownAttrs(attrs)), nil
-		}
-		r := classify(p, expr)
-		r.memo = memo
-		results = append(results, r)
+		results = append(results, w.evaluate(p))
 	}
-	d := decide(results, target.EntityType)
-	if d.IsConditional() && !admission {
+	d = decide(results, target.EntityType)
+	if d.IsConditional() && !w.admission {
 		// Nothing will evaluate conditions for this request: fold now.
 		return d.FailureDecision(), true
 	}
 	return d, true
+}
+
+// world is one request in one world of its open values, for partial
+// evaluation: what is known, what is unknown (open attributes, the objects
+// of each admission shape, an unknown namespace object), and the
+// environments the candidates are evaluated in, built only when needed.
+type world struct {
+	e                   *Engine
+	verb                string
+	target              entities.Target
+	open, absent        map[string]bool
+	principal           types.Entity
+	action, resourceUID types.EntityUID
+	shapes              []shape
+	admission           bool
+	ns                  nsValue
+	sel                 *labelConstraints
+	// attrs are the resource's attributes; attrsNoNS the same in the world
+	// where an unknown namespaceObject is absent.
+	attrs, attrsNoNS types.RecordMap
+	// envs: per shape, the environment with and without the namespace object.
+	envs []*eval.Env
+}
+
+// prepare computes the resource attributes (open ones as variables) and the
+// shapes to evaluate in.
+func (w *world) prepare(req *entities.Request) {
+	w.attrs = w.target.Attributes(req, w.open, func(attr string) types.Value {
+		if w.absent[attr] {
+			return nil
+		}
+		return eval.Variable(types.String(attr))
+	})
+	w.attrsNoNS = w.attrs
+	switch {
+	case w.ns.known:
+		w.attrs[schemagen.AttrNamespaceObject] = w.ns.rec
+	case w.ns.applies:
+		w.attrsNoNS = maps.Clone(w.attrs)
+		w.attrs[schemagen.AttrNamespaceObject] = eval.Variable(schemagen.AttrNamespaceObject)
+	}
+	if !w.admission {
+		w.shapes = []shape{{}}
+		if w.sel != nil {
+			// The listed objects: unknown, constrained by the selector.
+			w.shapes = []shape{{object: true}}
+		}
+	}
+	w.envs = make([]*eval.Env, 2*len(w.shapes))
+}
+
+// envFor builds the environment of shape sh, with or without the namespace
+// object.
+func (w *world) envFor(sh shape, nsAbsent bool) eval.Env {
+	base := w.attrs
+	if nsAbsent {
+		base = w.attrsNoNS
+	}
+	m := make(types.RecordMap, len(base)+2)
+	for k, v := range base {
+		m[k] = v
+	}
+	if sh.object {
+		m[schemagen.AttrObject] = eval.Variable(schemagen.AttrObject)
+	}
+	if sh.oldObject {
+		m[schemagen.AttrOldObject] = eval.Variable(schemagen.AttrOldObject)
+	}
+	ents := &entities.Entities{Principal: w.principal, Resource: types.Entity{UID: w.resourceUID, Attributes: types.NewRecord(m)}, Maps: w.ns.maps}
+	return eval.Env{Entities: ents, Principal: w.principal.UID, Action: w.action, Resource: w.resourceUID, Context: entities.ContextFor(w.action)}
+}
+
+// envAt is the environment of shape i, built once on first use (only when a
+// residual is not memoized).
+func (w *world) envAt(i int, nsAbsent bool) func() eval.Env {
+	j := 2 * i
+	if nsAbsent {
+		j++
+	}
+	return func() eval.Env {
+		if w.envs[j] == nil {
+			env := w.envFor(w.shapes[i], nsAbsent)
+			w.envs[j] = &env
+		}
+		return *w.envs[j]
+	}
+}
+
+// evaluate is p's result in this world: compiled evaluation when it reads
+// nothing unknown, else its residual, split where the worlds differ (the
+// stored object present or not, the namespace present or not).
+func (w *world) evaluate(p *cedarlang.Policy) policyResult {
+	in := w.e.inputsOf(p)
+	if !readsUnknown(p, in, w.open, w.absent) {
+		// Nothing this policy reads is unknown: evaluate it as compiled.
+		env := w.envAt(0, false)()
+		return classify(p, evaluateCompiled(p, env.Entities, w.principal.UID, w.action, w.resourceUID))
+	}
+	expr, memo := w.residual(p, in, 0)
+	if p.UsesObjects && len(w.shapes) == 2 {
+		// The first shape has the stored object, the second does not
+		// (update or patch that creates): split on its presence.
+		other, _ := w.residual(p, in, 1)
+		if !ast.Equal(ast.NewNode(expr), ast.NewNode(other)) {
+			memo = nil
+			expr = splitOnPresence(schemagen.AttrOldObject, expr, other)
+		}
+	}
+	if w.sel != nil && p.UsesObjects {
+		expr, memo = w.sel.decide(p, expr, w.envAt(0, false)(), unknownAttrs(w.attrs)), nil
+	}
+	r := classify(p, expr)
+	r.memo = memo
+	return r
+}
+
+// residual is p's residual in shape i; an unknown namespace may also not
+// exist, so where the two differ it is split on the namespace's presence.
+func (w *world) residual(p *cedarlang.Policy, in *policyInputs, i int) (ast.IsNode, *memoEntry) {
+	expr, memo := w.e.partialExpr(w.envAt(i, false), w.shapes[i].code(), p, in, w.verb, w.target.EntityType, w.principal, w.attrs)
+	if !(w.ns.applies && !w.ns.known && readsNamespace(in)) {
+		return expr, memo
+	}
+	other, _ := w.e.partialExpr(w.envAt(i, true), w.shapes[i].code(), p, in, w.verb, w.target.EntityType, w.principal, w.attrsNoNS)
+	if ast.Equal(ast.NewNode(expr), ast.NewNode(other)) {
+		return expr, memo
+	}
+	return splitOnPresence(schemagen.AttrNamespaceObject, expr, other), nil
+}
+
+// splitOnPresence is "if resource has attr then present else absent".
+func splitOnPresence(attr string, present, absent ast.IsNode) ast.IsNode {
+	return simplify(ast.NodeTypeIfThenElse{
+		If:   ast.NodeTypeHas{StrOpNode: ast.StrOpNode{Arg: ast.NodeTypeVariable{Name: "resource"}, Value: types.String(attr)}},
+		Then: present, Else: absent,
+	})
 }
 
 // readsUnknown reports whether p reads something unknown in this world: the

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"strings"
@@ -134,7 +135,7 @@ permit(principal == k8s::User::"mallory", action, resource);
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out := az.Authorize(c.req).FailureDecision()
+			out := az.Authorize(context.Background(), c.req).FailureDecision()
 			if out.IsConditional() {
 				t.Fatalf("conditional outcome without conditions requested: %+v", out)
 			}
@@ -176,8 +177,8 @@ func TestOpenValuesMatchEnumerationOracle(t *testing.T) {
 		cached := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: 1 << 16})
 		for j := 0; j < requestsPerSet; j++ {
 			req := genRequest(rng)
-			got := az.Authorize(req).FailureDecision()
-			if c := cached.Authorize(req).FailureDecision(); c.Type() != got.Type() {
+			got := az.Authorize(context.Background(), req).FailureDecision()
+			if c := cached.Authorize(context.Background(), req).FailureDecision(); c.Type() != got.Type() {
 				t.Fatalf("set %d request %s: memoized %v, computed %v\npolicies:\n%s", i, req, c.Type(), got.Type(), src)
 			}
 			want, singleCover := enumerate(s, ps, req)
@@ -386,25 +387,25 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };
 `), NewCodec(RandomKeyring()), EngineOptions{})
 	alice := resReq("alice", nil, "create", "", "pods", "", "a", "")
-	if o := az.Authorize(alice).FailureDecision(); o.IsConditional() || o.Type() != DecisionDeny {
+	if o := az.Authorize(context.Background(), alice).FailureDecision(); o.IsConditional() || o.Type() != DecisionDeny {
 		t.Fatalf("folded: %+v, want Deny (a deny condition exists)", o)
 	}
-	o := az.Authorize(alice)
+	o := az.Authorize(context.Background(), alice)
 	if !o.IsConditional() || len(o.DenyConditions()) != 1 || len(o.AllowConditions()) != 1 || !isBool(o.AllowConditions()[0].Expr, true) {
 		t.Fatalf("conditional: %+v", o)
 	}
 	bob := resReq("bob", nil, "create", "", "pods", "", "a", "")
-	if o := az.Authorize(bob).FailureDecision(); o.Type() != DecisionDeny {
+	if o := az.Authorize(context.Background(), bob).FailureDecision(); o.Type() != DecisionDeny {
 		t.Fatalf("bob folded: %+v, want Deny", o)
 	}
 	// verb "*" folds every verb: create may be denied.
 	star := resReq("alice", nil, "*", "", "pods", "", "a", "")
-	if o := az.Authorize(star).FailureDecision(); o.Type() != DecisionDeny {
+	if o := az.Authorize(context.Background(), star).FailureDecision(); o.Type() != DecisionDeny {
 		t.Fatalf("verb *: %+v, want Deny", o)
 	}
 	// Reads have no admission: the object forbid cannot apply to them.
 	get := resReq("alice", nil, "get", "", "pods", "", "a", "p")
-	if o := az.Authorize(get).FailureDecision(); o.Type() != DecisionNoOpinion {
+	if o := az.Authorize(context.Background(), get).FailureDecision(); o.Type() != DecisionNoOpinion {
 		t.Fatalf("get: %+v", o)
 	}
 }
@@ -421,7 +422,7 @@ when { k8s::User::"alice".username == "alice" && resource has object && resource
 		user string
 		want bool // conditional (the literal resolves), else the permit errors
 	}{{"alice", true}, {"bob", false}, {"alice", true}, {"bob", false}} {
-		o := az.Authorize(resReq(tc.user, nil, "create", "", "pods", "", "a", ""))
+		o := az.Authorize(context.Background(), resReq(tc.user, nil, "create", "", "pods", "", "a", ""))
 		if o.IsConditional() != tc.want {
 			t.Fatalf("%s: conditional %v, want %v (%+v)", tc.user, o.IsConditional(), tc.want, o)
 		}
@@ -438,7 +439,7 @@ func TestLegacyBareConditionIDs(t *testing.T) {
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };
 `)
 	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
-	d := az.Authorize(resReq("bob", nil, "create", "", "pods", "", "a", ""))
+	d := az.Authorize(context.Background(), resReq("bob", nil, "create", "", "pods", "", "a", ""))
 	if !d.IsConditional() {
 		t.Fatalf("want a conditional decision, got %v", d.Type())
 	}
@@ -457,7 +458,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 	data := &AdmissionData{Operation: "CREATE", Resource: "pods", APIVersion: "v1", Namespace: "a", Name: "p", User: &user,
 		Object: []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a"},"spec":{"nodeName":"n1"}}`)}
 	eval := func(c wire.Condition) Decision {
-		return az.EvaluateConditions(&wire.ConditionsAwareDecision{Type: wire.DecisionTypeConditionsMap, ConditionsMap: &wire.ConditionsMap{AllowConditions: []wire.Condition{c}}}, data)
+		return az.EvaluateConditions(context.Background(), &wire.ConditionsAwareDecision{Type: wire.DecisionTypeConditionsMap, ConditionsMap: &wire.ConditionsMap{AllowConditions: []wire.Condition{c}}}, data)
 	}
 	if v := eval(cond); !v.IsAllowed() {
 		t.Fatalf("prefixed id: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
@@ -485,10 +486,10 @@ when { resource.named && resource.name == "a" };
 	selected := resReq("alice", nil, "*", "", "pods", "", "ns", "a")
 	selected.NameFromSelector = true
 	for i := 0; i < 2; i++ {
-		if !az.Authorize(named).FailureDecision().IsAllowed() {
+		if !az.Authorize(context.Background(), named).FailureDecision().IsAllowed() {
 			t.Fatalf("round %d: a request naming the object is not allowed", i)
 		}
-		if az.Authorize(selected).FailureDecision().IsAllowed() {
+		if az.Authorize(context.Background(), selected).FailureDecision().IsAllowed() {
 			t.Fatalf("round %d: a name from a field selector is allowed (the cached decision of the named request)", i)
 		}
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"runtime"
 	"slices"
 	"testing"
@@ -23,7 +24,7 @@ func benchAuthorize(b *testing.B, n int, req *entities.Request) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		az.Authorize(req).FailureDecision()
+		az.Authorize(context.Background(), req).FailureDecision()
 		durations = append(durations, time.Since(t0))
 	}
 	b.StopTimer()
@@ -60,7 +61,7 @@ func benchZoo(b *testing.B, n int) {
 	for i := 0; i < b.N; i++ {
 		req := reqs[i%len(reqs)]
 		t0 := time.Now()
-		az.Authorize(req).FailureDecision()
+		az.Authorize(context.Background(), req).FailureDecision()
 		durations = append(durations, time.Since(t0))
 	}
 	b.StopTimer()

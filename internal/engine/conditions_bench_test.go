@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -57,21 +58,21 @@ func BenchmarkSARUnconditional1000(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		az.Encode(az.Authorize(req))
+		az.Encode(az.Authorize(context.Background(), req))
 	}
 }
 
 func BenchmarkSARConditional1000(b *testing.B) {
 	az := benchAuthorizer(b, 0)
 	req := resReq("alice", []string{"team-7", "system:authenticated"}, "create", "", "pods", "", "team-a", "")
-	out := az.Authorize(req)
+	out := az.Authorize(context.Background(), req)
 	if !out.IsConditional() {
 		b.Fatalf("not conditional: %+v", out)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		az.Encode(az.Authorize(req))
+		az.Encode(az.Authorize(context.Background(), req))
 	}
 }
 
@@ -80,7 +81,7 @@ func BenchmarkSARConditional1000(b *testing.B) {
 func BenchmarkCallbackPod(b *testing.B) {
 	az := benchAuthorizer(b, 0)
 	req := resReq("alice", nil, "create", "", "pods", "", "team-a", "")
-	dec := az.Encode(az.Authorize(req))
+	dec := az.Encode(az.Authorize(context.Background(), req))
 	raw, _ := json.Marshal(dec)
 	var back wire.ConditionsAwareDecision
 	json.Unmarshal(raw, &back)
@@ -111,7 +112,7 @@ func BenchmarkSARConditional1000Cached(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		az.Encode(az.Authorize(req))
+		az.Encode(az.Authorize(context.Background(), req))
 	}
 }
 
@@ -128,7 +129,7 @@ func BenchmarkSARConditional1000Distinct(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		r := *reqs[i%len(reqs)]
 		r.User.UID = fmt.Sprint(i) // defeat the outcome cache
-		az.Encode(az.Authorize(&r))
+		az.Encode(az.Authorize(context.Background(), &r))
 	}
 }
 
@@ -145,6 +146,6 @@ func BenchmarkSARUnconditional1000Distinct(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		r := *reqs[i%len(reqs)]
 		r.User.UID = fmt.Sprint(i)
-		az.Encode(az.Authorize(&r))
+		az.Encode(az.Authorize(context.Background(), &r))
 	}
 }

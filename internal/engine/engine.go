@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 
@@ -9,25 +10,6 @@ import (
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/wire"
 )
-
-// Authorizer is kcedar's authorizer contract, after k8s.io/apiserver's
-// authorizer.Authorizer and KEP-5681's conditions-aware authorizer. Every
-// caller goes through it: the SubjectAccessReview handler, the conditions
-// callback, the admission webhook, `kcedar authorize` and `kcedar test`.
-type Authorizer interface {
-	// Authorize decides req. Open values (an empty name or namespace, a "*"
-	// group, resource or verb) stand for every value: the request is allowed
-	// only if it is allowed whatever they are, and denied if some value is
-	// denied. For a request admission will see, the objects are unknown too,
-	// so the decision may be Conditional; a caller that cannot evaluate
-	// conditions uses Decision.FailureDecision.
-	Authorize(req *entities.Request) Decision
-	// EvaluateConditions evaluates a decision this authorizer returned (as
-	// encoded on the wire) against the admission data, with KEP-5681's rules.
-	// It uses only the decision and the data, never the current policies.
-	// The result is never Conditional; malformed or foreign input is a Deny.
-	EvaluateConditions(d *wire.ConditionsAwareDecision, data *AdmissionData) Decision
-}
 
 // Engine is the Authorizer of one schema and one policy set (a generation of
 // the store). It owns every cache built from that set: decisions, residuals,
@@ -51,7 +33,7 @@ type Engine struct {
 	inputs sync.Map // *cedarlang.Policy -> *policyInputs, for policies of this set only
 }
 
-var _ Authorizer = (*Engine)(nil)
+var _ Interface = (*Engine)(nil)
 
 // EngineOptions configure an Engine.
 type EngineOptions struct {
@@ -99,9 +81,20 @@ func (e *Engine) CacheStats() (entries, evictions int64) {
 	return entries, evictions
 }
 
-// EvaluateConditions implements Authorizer.
-func (e *Engine) EvaluateConditions(d *wire.ConditionsAwareDecision, data *AdmissionData) Decision {
+// EvaluateConditions implements ConditionsEvaluator.
+func (e *Engine) EvaluateConditions(_ context.Context, d *wire.ConditionsAwareDecision, data *AdmissionData) Decision {
 	return e.eval.EvaluateDecision(d, data)
+}
+
+// uncached is an engine without caches on e's schema, policy set and codec,
+// for access reviews: a review asks thousands of questions once (every verb
+// x resource for a rules review), which would only evict the decisions the
+// SubjectAccessReview path reuses.
+func (e *Engine) uncached() *Engine {
+	if e.decisions == nil {
+		return e
+	}
+	return NewEngine(e.schema, e.policies, e.codec, EngineOptions{Namespaces: e.namespaces})
 }
 
 // boundedCache is a map with a size limit: when full it is emptied (entries

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand"
@@ -122,7 +123,7 @@ func (h *equivalenceHarness) check(src string, c admissionCase) (string, error) 
 	one := h.last.Decision
 
 	// Two phases: authorize with conditions, send them over JSON, evaluate.
-	out := az.Authorize(c.req)
+	out := az.Authorize(context.Background(), c.req)
 	kind := out.Type().String()
 	if out.IsConditional() {
 		kind = "conditional"

@@ -135,79 +135,19 @@ func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Deci
 	}
 	// Decode (and verify) every condition first, so each object is converted
 	// once, with just the paths all conditions on it read.
-	type pending struct {
-		cond wire.Condition
-		d    *decoded
-		err  error
+	deny, noOp, allow := e.decodeAll(m.DenyConditions, DecisionDeny), e.decodeAll(m.NoOpinionConditions, DecisionNoOpinion), e.decodeAll(m.AllowConditions, DecisionAllow)
+	r := &mapRun{e: e, envs: &envCache{e: e, data: data, need: map[types.EntityType][2]*entities.Paths{}}}
+	for _, list := range [][]pendingCondition{deny, noOp, allow} {
+		r.need(list)
 	}
-	decodeAll := func(conds []wire.Condition, effect DecisionType) []pending {
-		out := make([]pending, len(conds))
-		for i, c := range conds {
-			out[i].cond = c
-			out[i].d, out[i].err = e.Codec.decode(c, effect)
-		}
-		return out
+	if why, ok := r.decideBy(deny, true); ok {
+		return Denied(nil, r.errs).WithReason("kcedar: denied by " + why)
 	}
-	deny, noOp, allow := decodeAll(m.DenyConditions, DecisionDeny), decodeAll(m.NoOpinionConditions, DecisionNoOpinion), decodeAll(m.AllowConditions, DecisionAllow)
-	envs := &envCache{e: e, data: data, need: map[types.EntityType][2]*entities.Paths{}}
-	for _, list := range [][]pending{deny, noOp, allow} {
-		for _, p := range list {
-			if p.d == nil {
-				continue
-			}
-			need := envs.need[p.d.entityType]
-			if need[0] == nil {
-				need = [2]*entities.Paths{{}, {}}
-			}
-			need[0].Merge(p.d.object)
-			need[1].Merge(p.d.oldObject)
-			envs.need[p.d.entityType] = need
-		}
+	if why, ok := r.decideBy(noOp, true); ok {
+		return NoOpinion(r.errs).WithReason("kcedar: no opinion by " + why)
 	}
-	run := func(list []pending) []conditionResult {
-		out := make([]conditionResult, len(list))
-		for i, p := range list {
-			out[i] = conditionResult{id: p.cond.ID, description: p.cond.Description}
-			if p.err != nil {
-				out[i].err = p.err
-				continue
-			}
-			out[i].holds, out[i].err = e.evaluateDecoded(p.d, envs)
-		}
-		return out
-	}
-	var errs []error
-	collect := func(rs []conditionResult) {
-		for _, r := range rs {
-			if r.err != nil {
-				errs = append(errs, fmt.Errorf("condition %s: %w", r.id, r.err))
-			}
-		}
-	}
-	decide := func(rs []conditionResult, failClosed bool) (string, bool) {
-		var names []string
-		for _, r := range rs {
-			if r.holds || (failClosed && r.err != nil) {
-				names = append(names, describeCondition(r))
-			}
-		}
-		sort.Strings(names)
-		return strings.Join(names, ", "), len(names) > 0
-	}
-	denyRes := run(deny)
-	collect(denyRes)
-	if why, ok := decide(denyRes, true); ok {
-		return Denied(nil, errs).WithReason("kcedar: denied by " + why)
-	}
-	noOpRes := run(noOp)
-	collect(noOpRes)
-	if why, ok := decide(noOpRes, true); ok {
-		return NoOpinion(errs).WithReason("kcedar: no opinion by " + why)
-	}
-	allowRes := run(allow)
-	collect(allowRes)
-	if why, ok := decide(allowRes, false); ok {
-		return Allowed(nil, errs).WithReason("kcedar: allowed by " + why)
+	if why, ok := r.decideBy(allow, false); ok {
+		return Allowed(nil, r.errs).WithReason("kcedar: allowed by " + why)
 	}
 	reason := "kcedar: no condition allows the request"
 	if len(m.AllowConditions) > 0 {
@@ -218,7 +158,69 @@ func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Deci
 		sort.Strings(names)
 		reason = "kcedar: the request does not meet the conditions of " + strings.Join(names, ", ")
 	}
-	return NoOpinion(errs).WithReason(reason)
+	return NoOpinion(r.errs).WithReason(reason)
+}
+
+// pendingCondition is a condition decoded (and verified) for evaluation.
+type pendingCondition struct {
+	cond wire.Condition
+	d    *decoded
+	err  error
+}
+
+// decodeAll decodes conditions of one effect.
+func (e *Evaluator) decodeAll(conds []wire.Condition, effect DecisionType) []pendingCondition {
+	out := make([]pendingCondition, len(conds))
+	for i, c := range conds {
+		out[i].cond = c
+		out[i].d, out[i].err = e.Codec.decode(c, effect)
+	}
+	return out
+}
+
+// mapRun is one evaluation of a ConditionsMap: the environments shared by
+// its conditions and the errors met.
+type mapRun struct {
+	e    *Evaluator
+	envs *envCache
+	errs []error
+}
+
+// need records the object paths the conditions of list read, so each
+// object is converted once with all of them.
+func (r *mapRun) need(list []pendingCondition) {
+	for _, p := range list {
+		if p.d == nil {
+			continue
+		}
+		need := r.envs.need[p.d.entityType]
+		if need[0] == nil {
+			need = [2]*entities.Paths{{}, {}}
+		}
+		need[0].Merge(p.d.object)
+		need[1].Merge(p.d.oldObject)
+		r.envs.need[p.d.entityType] = need
+	}
+}
+
+// decideBy evaluates list and names the conditions that decide: those that
+// hold, and with failClosed those that fail too.
+func (r *mapRun) decideBy(list []pendingCondition, failClosed bool) (string, bool) {
+	var names []string
+	for _, p := range list {
+		res := conditionResult{id: p.cond.ID, description: p.cond.Description, err: p.err}
+		if p.err == nil {
+			res.holds, res.err = r.e.evaluateDecoded(p.d, r.envs)
+		}
+		if res.err != nil {
+			r.errs = append(r.errs, fmt.Errorf("condition %s: %w", res.id, res.err))
+		}
+		if res.holds || (failClosed && res.err != nil) {
+			names = append(names, describeCondition(res))
+		}
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", "), len(names) > 0
 }
 
 // describeCondition names a condition by its policy (the id without

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -70,7 +71,7 @@ when { ["ns-5", "ns-6"].contains(resource.namespace) && principal.username == "u
 	stats := map[string]int{}
 	narrowed := 0
 	for i, req := range zoo.Requests(policies, requests, 11) {
-		got, want := az.Authorize(req), ref.Authorize(req)
+		got, want := az.Authorize(context.Background(), req), ref.Authorize(context.Background(), req)
 		for _, conditions := range []bool{true, false} {
 			if !conditions {
 				got, want = got.FailureDecision(), want.FailureDecision()
@@ -79,7 +80,7 @@ when { ["ns-5", "ns-6"].contains(resource.namespace) && principal.username == "u
 				t.Fatalf("request %d %s (conditions %v): indexed and unindexed outcomes differ: %s", i, req, conditions, d)
 			}
 		}
-		o := az.Authorize(req)
+		o := az.Authorize(context.Background(), req)
 		kind := o.Type().String()
 		if o.IsConditional() {
 			kind = "conditional"

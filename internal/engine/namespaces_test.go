@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand"
@@ -68,7 +69,7 @@ func TestNamespaceObjectDecisions(t *testing.T) {
 			if tc.verb == "list" {
 				req.Name = ""
 			}
-			d := e.Authorize(req).FailureDecision()
+			d := e.Authorize(context.Background(), req).FailureDecision()
 			if d.Type() != tc.want {
 				t.Errorf("cache %d: %s pods in %q: %v, want %v (%s)", cache, tc.verb, tc.ns, d.Type(), tc.want, d.Reason())
 			}
@@ -78,13 +79,13 @@ func TestNamespaceObjectDecisions(t *testing.T) {
 	permitOnly := strings.SplitN(teamPolicies, `@id("restricted")`, 2)[0]
 	e := NewEngine(s, mustPolicies(t, permitOnly), NewCodec(RandomKeyring()), EngineOptions{Namespaces: lookup})
 	for _, ns := range []string{"unknown", ""} {
-		if d := e.Authorize(resReq("u", []string{"team-a"}, "list", "", "pods", "", ns, "")); d.Type() != DecisionNoOpinion {
+		if d := e.Authorize(context.Background(), resReq("u", []string{"team-a"}, "list", "", "pods", "", ns, "")); d.Type() != DecisionNoOpinion {
 			t.Errorf("list pods in %q: %v", ns, d.Type())
 		}
 	}
 	// No lookup at all: unknown everywhere.
 	e = NewEngine(s, mustPolicies(t, permitOnly), NewCodec(RandomKeyring()), EngineOptions{})
-	if d := e.Authorize(resReq("u", []string{"team-a"}, "list", "", "pods", "", "a", "")); d.Type() != DecisionNoOpinion {
+	if d := e.Authorize(context.Background(), resReq("u", []string{"team-a"}, "list", "", "pods", "", "a", "")); d.Type() != DecisionNoOpinion {
 		t.Errorf("no lookup: %v", d.Type())
 	}
 }
@@ -101,15 +102,15 @@ func TestNamespaceObjectRelabelChangesCachedDecision(t *testing.T) {
 	lookup := &mutableNamespaces{m: map[string]map[string]any{"x": nsObject("x", "1", map[string]string{"team": "a"})}}
 	e := NewEngine(schematest.Schema(), mustPolicies(t, teamPolicies), NewCodec(RandomKeyring()), EngineOptions{CacheSize: 64, Namespaces: lookup})
 	req := resReq("u", []string{"team-a"}, "list", "", "pods", "", "x", "")
-	if d := e.Authorize(req); !d.IsAllowed() {
+	if d := e.Authorize(context.Background(), req); !d.IsAllowed() {
 		t.Fatalf("before relabel: %v", d.Type())
 	}
 	lookup.m["x"] = nsObject("x", "2", map[string]string{"team": "a", "restricted": "yes"})
-	if d := e.Authorize(req); !d.IsDenied() {
+	if d := e.Authorize(context.Background(), req); !d.IsDenied() {
 		t.Fatalf("after relabel: %v", d.Type())
 	}
 	delete(lookup.m, "x")
-	if d := e.Authorize(req); !d.IsDenied() {
+	if d := e.Authorize(context.Background(), req); !d.IsDenied() {
 		t.Fatalf("after the namespace left the lookup: %v", d.Type())
 	}
 }
@@ -122,7 +123,7 @@ func TestNamespaceObjectConditions(t *testing.T) {
 	later := &mutableNamespaces{m: map[string]map[string]any{}}
 	e := NewEngine(s, mustPolicies(t, teamPolicies), NewCodec(RandomKeyring()), EngineOptions{Namespaces: later})
 	req := resReq("u", []string{"team-a"}, "create", "", "pods", "", "new", "")
-	d := e.Authorize(req)
+	d := e.Authorize(context.Background(), req)
 	if !d.IsConditional() {
 		t.Fatalf("create in an unknown namespace: %v, want conditional", d.Type())
 	}
@@ -143,7 +144,7 @@ func TestNamespaceObjectConditions(t *testing.T) {
 		} else {
 			later.m["new"] = tc.ns
 		}
-		if got := e.EvaluateConditions(&enc, data); got.Type() != tc.want {
+		if got := e.EvaluateConditions(context.Background(), &enc, data); got.Type() != tc.want {
 			t.Errorf("namespace %v: %v, want %v (%s)", tc.ns, got.Type(), tc.want, got.Reason())
 		}
 	}
@@ -186,7 +187,7 @@ func TestNamespaceObjectProperty(t *testing.T) {
 			name = ""
 		}
 		req := resReq(user, []string{"g"}, verb, "", "pods", "", ns, name)
-		d := e.Authorize(req)
+		d := e.Authorize(context.Background(), req)
 		oracleFor := func(ns string, obj map[string]any) string {
 			r := *req
 			r.Namespace = ns
@@ -201,7 +202,7 @@ func TestNamespaceObjectProperty(t *testing.T) {
 			// objects, which these policies do not read).
 			got := d.FailureDecision().Type().String()
 			if d.IsConditional() {
-				got = e.EvaluateConditions(ptr(e.Encode(d)), admissionData(req)).Type().String()
+				got = e.EvaluateConditions(context.Background(), ptr(e.Encode(d)), admissionData(req)).Type().String()
 			}
 			if want := oracleFor(ns, obj); got != want {
 				fail("known namespace: %s, oracle %s", got, want)
@@ -249,7 +250,7 @@ func TestNamespaceObjectProperty(t *testing.T) {
 				ev := NewEngine(s, ps, e.Codec(), EngineOptions{Namespaces: at})
 				r := *req
 				r.Namespace = w.ns
-				got := ev.EvaluateConditions(&enc, admissionData(&r)).Type().String()
+				got := ev.EvaluateConditions(context.Background(), &enc, admissionData(&r)).Type().String()
 				if want := oracleFor(w.ns, w.obj); got != want {
 					fail("conditions with namespace %v: %s, oracle %s", w.obj, got, want)
 				}
@@ -386,7 +387,7 @@ func BenchmarkNamespaceObject(b *testing.B) {
 		req := resReq("u", []string{"team-a"}, "list", "", "pods", "", "a", "")
 		b.Run(bc.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				if !e.Authorize(req).IsAllowed() {
+				if !e.Authorize(context.Background(), req).IsAllowed() {
 					b.Fatal("not allowed")
 				}
 			}
@@ -396,7 +397,7 @@ func BenchmarkNamespaceObject(b *testing.B) {
 	req := listWithSelector("agent", "ns", in("app", "agent"))
 	b.Run("selector", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if !e.Authorize(req).IsAllowed() {
+			if !e.Authorize(context.Background(), req).IsAllowed() {
 				b.Fatal("not allowed")
 			}
 		}

@@ -13,46 +13,14 @@ func rewrite(n ast.IsNode, f func(ast.IsNode) (ast.IsNode, bool)) ast.IsNode {
 		return r
 	}
 	rw := func(c ast.IsNode) ast.IsNode { return rewrite(c, f) }
-	bin := func(b ast.BinaryNode) ast.BinaryNode { return ast.BinaryNode{Left: rw(b.Left), Right: rw(b.Right)} }
+	if r, ok := rewriteBinary(n, rw); ok {
+		return r
+	}
 	un := func(u ast.UnaryNode) ast.UnaryNode { return ast.UnaryNode{Arg: rw(u.Arg)} }
 	str := func(s ast.StrOpNode) ast.StrOpNode { return ast.StrOpNode{Arg: rw(s.Arg), Value: s.Value} }
 	switch v := n.(type) {
 	case ast.NodeValue, ast.NodeTypeVariable:
 		return n
-	case ast.NodeTypeAnd:
-		return ast.NodeTypeAnd{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeOr:
-		return ast.NodeTypeOr{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeEquals:
-		return ast.NodeTypeEquals{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeNotEquals:
-		return ast.NodeTypeNotEquals{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeLessThan:
-		return ast.NodeTypeLessThan{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeLessThanOrEqual:
-		return ast.NodeTypeLessThanOrEqual{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeGreaterThan:
-		return ast.NodeTypeGreaterThan{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeGreaterThanOrEqual:
-		return ast.NodeTypeGreaterThanOrEqual{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeIn:
-		return ast.NodeTypeIn{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeAdd:
-		return ast.NodeTypeAdd{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeSub:
-		return ast.NodeTypeSub{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeMult:
-		return ast.NodeTypeMult{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeContains:
-		return ast.NodeTypeContains{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeContainsAll:
-		return ast.NodeTypeContainsAll{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeContainsAny:
-		return ast.NodeTypeContainsAny{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeHasTag:
-		return ast.NodeTypeHasTag{BinaryNode: bin(v.BinaryNode)}
-	case ast.NodeTypeGetTag:
-		return ast.NodeTypeGetTag{BinaryNode: bin(v.BinaryNode)}
 	case ast.NodeTypeNot:
 		return ast.NodeTypeNot{UnaryNode: un(v.UnaryNode)}
 	case ast.NodeTypeNegate:
@@ -72,11 +40,7 @@ func rewrite(n ast.IsNode, f func(ast.IsNode) (ast.IsNode, bool)) ast.IsNode {
 	case ast.NodeTypeIfThenElse:
 		return ast.NodeTypeIfThenElse{If: rw(v.If), Then: rw(v.Then), Else: rw(v.Else)}
 	case ast.NodeTypeExtensionCall:
-		args := make([]ast.IsNode, len(v.Args))
-		for i, a := range v.Args {
-			args[i] = rw(a)
-		}
-		return ast.NodeTypeExtensionCall{Name: v.Name, Args: args}
+		return ast.NodeTypeExtensionCall{Name: v.Name, Args: rewriteAll(v.Args, rw)}
 	case ast.NodeTypeRecord:
 		els := make([]ast.RecordElementNode, len(v.Elements))
 		for i, e := range v.Elements {
@@ -84,11 +48,59 @@ func rewrite(n ast.IsNode, f func(ast.IsNode) (ast.IsNode, bool)) ast.IsNode {
 		}
 		return ast.NodeTypeRecord{Elements: els}
 	case ast.NodeTypeSet:
-		els := make([]ast.IsNode, len(v.Elements))
-		for i, e := range v.Elements {
-			els[i] = rw(e)
-		}
-		return ast.NodeTypeSet{Elements: els}
+		return ast.NodeTypeSet{Elements: rewriteAll(v.Elements, rw)}
 	}
 	panic(fmt.Sprintf("rewrite: unknown node %T", n))
+}
+
+// rewriteAll rewrites each node of ns.
+func rewriteAll(ns []ast.IsNode, rw func(ast.IsNode) ast.IsNode) []ast.IsNode {
+	out := make([]ast.IsNode, len(ns))
+	for i, n := range ns {
+		out[i] = rw(n)
+	}
+	return out
+}
+
+// rewriteBinary rewrites the two operands of a binary node; ok is false for
+// other nodes.
+func rewriteBinary(n ast.IsNode, rw func(ast.IsNode) ast.IsNode) (ast.IsNode, bool) {
+	bin := func(b ast.BinaryNode) ast.BinaryNode { return ast.BinaryNode{Left: rw(b.Left), Right: rw(b.Right)} }
+	switch v := n.(type) {
+	case ast.NodeTypeAnd:
+		return ast.NodeTypeAnd{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeOr:
+		return ast.NodeTypeOr{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeEquals:
+		return ast.NodeTypeEquals{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeNotEquals:
+		return ast.NodeTypeNotEquals{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeLessThan:
+		return ast.NodeTypeLessThan{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeLessThanOrEqual:
+		return ast.NodeTypeLessThanOrEqual{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeGreaterThan:
+		return ast.NodeTypeGreaterThan{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeGreaterThanOrEqual:
+		return ast.NodeTypeGreaterThanOrEqual{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeIn:
+		return ast.NodeTypeIn{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeAdd:
+		return ast.NodeTypeAdd{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeSub:
+		return ast.NodeTypeSub{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeMult:
+		return ast.NodeTypeMult{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeContains:
+		return ast.NodeTypeContains{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeContainsAll:
+		return ast.NodeTypeContainsAll{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeContainsAny:
+		return ast.NodeTypeContainsAny{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeHasTag:
+		return ast.NodeTypeHasTag{BinaryNode: bin(v.BinaryNode)}, true
+	case ast.NodeTypeGetTag:
+		return ast.NodeTypeGetTag{BinaryNode: bin(v.BinaryNode)}, true
+	}
+	return nil, false
 }

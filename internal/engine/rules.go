@@ -1,9 +1,9 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/cedar-policy/cedar-go/types"
@@ -59,114 +59,134 @@ type RulesReview struct {
 }
 
 // WhatCan lists the rules user may use in namespace ("" for every
-// namespace; cluster-scoped resources are always asked).
-func (e *Engine) WhatCan(user entities.UserInfo, namespace string) RulesReview {
-	rv := RulesReview{ResourceRules: []ResourceRule{}, NonResourceRules: []NonResourceRule{}}
-	principal := entities.PrincipalEntity(user)
-	var errs []string
-	type ruleKey struct{ group, resource, names, conds, policies string }
-	merged := map[ruleKey]*ResourceRule{}
-	var order []ruleKey
-	add := func(verb, group, resource string, names []string, conds *RuleConditions, policies []*cedarlang.Policy) {
-		ids := policyIDs(policies)
-		k := ruleKey{group, resource, strings.Join(names, "\x00"), fmt.Sprint(conds), strings.Join(ids, "\x00")}
-		if r, ok := merged[k]; ok {
-			r.Verbs = append(r.Verbs, verb)
-			return
-		}
-		merged[k] = &ResourceRule{Verbs: []string{verb}, APIGroups: []string{group}, Resources: []string{resource}, ResourceNames: names, Conditions: conds, Policies: ids}
-		order = append(order, k)
-	}
-
-	keys := make([]schemagen.ResourceKey, 0, len(e.schema.Resources))
-	for k := range e.schema.Resources {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.Group != b.Group {
-			return a.Group < b.Group
-		}
-		if a.Resource != b.Resource {
-			return a.Resource < b.Resource
-		}
-		return a.Subresource < b.Subresource
-	})
-	ask := func(req *entities.Request, resourceName string) {
-		target := entities.ResolveTarget(e.schema, req)
-		if len(e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, req.Verb))) == 0 {
-			return
-		}
-		d := e.Authorize(req)
-		for _, err := range d.Errors() {
-			errs = append(errs, err.Error())
-		}
-		if d.IsAllowed() {
-			add(req.Verb, req.APIGroup, resourceName, nil, nil, d.Policies())
-			return
-		}
-		// Not allowed for every name (or conditional on the objects, or
-		// denied for some name): what remains with the name open, unfolded.
-		od := e.openDecision(req, principal, target)
-		if !od.IsConditional() {
-			return
-		}
-		if names, ok := namesOnly(od); ok {
-			add(req.Verb, req.APIGroup, resourceName, names, nil, od.Policies())
-			return
-		}
-		conds := &RuleConditions{}
-		for _, r := range od.DenyConditions() {
-			conds.Deny = append(conds.Deny, conditionText(r.Expr))
-		}
-		for _, r := range od.AllowConditions() {
-			conds.Allow = append(conds.Allow, conditionText(r.Expr))
-		}
-		if len(conds.Allow) == 0 {
-			return
-		}
-		add(req.Verb, req.APIGroup, resourceName, nil, conds, od.Policies())
-	}
+// namespace; cluster-scoped resources are always asked). Every verb x
+// resource of the schema is asked, then k8s::Resource for every group and
+// resource; a cancelled ctx stops it with ctx's error.
+func (e *Engine) WhatCan(ctx context.Context, user entities.UserInfo, namespace string) (RulesReview, error) {
+	e = e.uncached()
+	c := &rulesCollector{ctx: ctx, e: e, principal: entities.PrincipalEntity(user), merged: map[ruleKey]*ResourceRule{}}
+	keys := e.schema.SortedResourceKeys()
 	for _, verb := range e.schema.Verbs {
+		if err := ctx.Err(); err != nil {
+			return RulesReview{}, err
+		}
 		for _, k := range keys {
-			r := e.schema.Resources[k]
-			if r.AnySubresource {
-				continue // free-form subresources: asked as k8s::Resource below
+			if r := e.schema.Resources[k]; !r.AnySubresource { // free-form subresources: asked as k8s::Resource below
+				c.ask(resourceRequest(user, verb, r, namespace), resourceRuleName(k))
 			}
-			req := &entities.Request{User: user, ResourceRequest: true, Verb: verb, APIGroup: k.Group, Resource: k.Resource, Subresource: k.Subresource}
-			if r.Namespaced {
-				req.Namespace = namespace
-			}
-			name := k.Resource
-			if k.Subresource != "" {
-				name += "/" + k.Subresource
-			}
-			ask(req, name)
 		}
 		// Every group and resource: k8s::Resource policies.
-		ask(&entities.Request{User: user, ResourceRequest: true, Verb: verb, APIGroup: entities.Wildcard, Resource: entities.Wildcard, Namespace: namespace}, entities.Wildcard)
+		c.ask(&entities.Request{User: user, ResourceRequest: true, Verb: verb, APIGroup: entities.Wildcard, Resource: entities.Wildcard, Namespace: namespace}, entities.Wildcard)
 	}
-	// Then, as RBAC writes them, one rule per group for the resources that
-	// share verbs, names, conditions and policies.
+	rv := RulesReview{ResourceRules: c.groupRules(), NonResourceRules: e.nonResourceRules(user, c.principal, &c.errs)}
+	if len(c.errs) > 0 {
+		slices.Sort(c.errs)
+		rv.EvaluationError = strings.Join(slices.Compact(c.errs), "; ")
+	}
+	return rv, nil
+}
+
+// resourceRequest is user's request of verb on r, in namespace if r is
+// namespaced.
+func resourceRequest(user entities.UserInfo, verb string, r *schemagen.Resource, namespace string) *entities.Request {
+	req := &entities.Request{User: user, ResourceRequest: true, Verb: verb, APIGroup: r.Key.Group, Resource: r.Key.Resource, Subresource: r.Key.Subresource}
+	if r.Namespaced {
+		req.Namespace = namespace
+	}
+	return req
+}
+
+// resourceRuleName is how a rule names a resource: "pods", "pods/exec".
+func resourceRuleName(k schemagen.ResourceKey) string {
+	if k.Subresource != "" {
+		return k.Resource + "/" + k.Subresource
+	}
+	return k.Resource
+}
+
+// ruleKey identifies the rules that merge: same group, resource, names,
+// conditions and policies.
+type ruleKey struct{ group, resource, names, conds, policies string }
+
+// rulesCollector gathers the rules of one WhatCan, merging verbs.
+type rulesCollector struct {
+	ctx       context.Context
+	e         *Engine
+	principal types.Entity
+	errs      []string
+	merged    map[ruleKey]*ResourceRule
+	order     []ruleKey
+}
+
+// add records that verb on group/resource is allowed (for names, under
+// conditions) by policies.
+func (c *rulesCollector) add(verb, group, resource string, names []string, conds *RuleConditions, policies []*cedarlang.Policy) {
+	ids := policyIDs(policies)
+	k := ruleKey{group, resource, strings.Join(names, "\x00"), fmt.Sprint(conds), strings.Join(ids, "\x00")}
+	if r, ok := c.merged[k]; ok {
+		r.Verbs = append(r.Verbs, verb)
+		return
+	}
+	c.merged[k] = &ResourceRule{Verbs: []string{verb}, APIGroups: []string{group}, Resources: []string{resource}, ResourceNames: names, Conditions: conds, Policies: ids}
+	c.order = append(c.order, k)
+}
+
+// ask decides req and records the rule it gives, if any: allowed for every
+// name, else what remains with the name open (names, or conditions).
+func (c *rulesCollector) ask(req *entities.Request, resourceName string) {
+	e := c.e
+	target := entities.ResolveTarget(e.schema, req)
+	if len(e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, req.Verb))) == 0 {
+		return
+	}
+	d := e.Authorize(c.ctx, req)
+	for _, err := range d.Errors() {
+		c.errs = append(c.errs, err.Error())
+	}
+	if d.IsAllowed() {
+		c.add(req.Verb, req.APIGroup, resourceName, nil, nil, d.Policies())
+		return
+	}
+	// Not allowed for every name (or conditional on the objects, or denied
+	// for some name): what remains with the name open, unfolded.
+	od := e.openDecision(req, c.principal, target)
+	if !od.IsConditional() {
+		return
+	}
+	if names, ok := namesOnly(od); ok {
+		c.add(req.Verb, req.APIGroup, resourceName, names, nil, od.Policies())
+		return
+	}
+	conds := &RuleConditions{}
+	for _, r := range od.DenyConditions() {
+		conds.Deny = append(conds.Deny, conditionText(r.Expr))
+	}
+	for _, r := range od.AllowConditions() {
+		conds.Allow = append(conds.Allow, conditionText(r.Expr))
+	}
+	if len(conds.Allow) > 0 {
+		c.add(req.Verb, req.APIGroup, resourceName, nil, conds, od.Policies())
+	}
+}
+
+// groupRules writes the rules as RBAC does: one rule per group for the
+// resources that share verbs, names, conditions and policies.
+func (c *rulesCollector) groupRules() []ResourceRule {
 	type groupKey struct{ group, verbs, names, conds, policies string }
 	byGroup := map[groupKey]int{}
-	for _, k := range order {
-		r := merged[k]
+	rules := []ResourceRule{}
+	for _, k := range c.order {
+		r := c.merged[k]
 		slices.Sort(r.Verbs)
 		gk := groupKey{k.group, strings.Join(r.Verbs, "\x00"), k.names, k.conds, k.policies}
 		if i, ok := byGroup[gk]; ok {
-			rv.ResourceRules[i].Resources = append(rv.ResourceRules[i].Resources, r.Resources...)
+			rules[i].Resources = append(rules[i].Resources, r.Resources...)
 			continue
 		}
-		byGroup[gk] = len(rv.ResourceRules)
-		rv.ResourceRules = append(rv.ResourceRules, *r)
+		byGroup[gk] = len(rules)
+		rules = append(rules, *r)
 	}
-	rv.NonResourceRules = e.nonResourceRules(user, principal, &errs)
-	if len(errs) > 0 {
-		slices.Sort(errs)
-		rv.EvaluationError = strings.Join(slices.Compact(errs), "; ")
-	}
-	return rv
+	return rules
 }
 
 // openDecision is req's decision with its open values left as residuals

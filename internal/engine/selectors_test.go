@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"math/rand"
 	"slices"
 	"testing"
@@ -56,7 +57,7 @@ func TestLabelSelectorConfinesReads(t *testing.T) {
 	} {
 		// Twice: the second answer comes from the decision cache.
 		for i := 0; i < 2; i++ {
-			if d := e.Authorize(listWithSelector("agent", "ns", tc.sel...)); d.Type() != tc.want {
+			if d := e.Authorize(context.Background(), listWithSelector("agent", "ns", tc.sel...)); d.Type() != tc.want {
 				t.Errorf("%s: %v, want %v", tc.name, d.Type(), tc.want)
 			}
 		}
@@ -112,7 +113,7 @@ func TestLabelSelectorProperty(t *testing.T) {
 		sel := randomSelector(rng)
 		user := []string{"agent", "bob"}[rng.Intn(2)]
 		req := listWithSelector(user, "ns", sel...)
-		got := e.Authorize(req)
+		got := e.Authorize(context.Background(), req)
 		allAllow, anyDeny, admitted := true, false, 0
 		for _, l := range universe {
 			if !selectorAdmits(sel, l) {

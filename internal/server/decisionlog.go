@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/wire"
@@ -91,14 +90,17 @@ func (l *DecisionLog) Log(rec DecisionRecord) {
 	l.mu.Unlock()
 }
 
-// logDecision is the hook handleAuthorize calls.
-func (s *Server) logDecision(req *entities.Request, label string, d engine.Decision, status wire.SubjectAccessReviewStatus, ps *cedarlang.PolicySet, took time.Duration) {
+// logDecision is the hook handleAuthorize calls: the decision, the answer
+// rendered for the caller (its label and any conditions sent) and the
+// generation of the set that decided.
+func (s *Server) logDecision(req *entities.Request, answer engine.SARAnswer, generation uint64, took time.Duration) {
 	if s.decisionLog == nil {
 		return
 	}
+	d, status := answer.Decision, answer.Status
 	rec := DecisionRecord{Time: s.decisionLog.now().UTC(), User: req.User.Name, Groups: req.User.Groups, Verb: req.Verb,
 		APIGroup: req.APIGroup, Resource: req.Resource, Subresource: req.Subresource, Namespace: req.Namespace, Name: req.Name, Path: req.Path,
-		Decision: label, LatencyUS: took.Microseconds(), Generation: ps.Generation}
+		Decision: answer.Label, LatencyUS: took.Microseconds(), Generation: generation}
 	for _, e := range d.Errors() {
 		rec.Errors = append(rec.Errors, e.Error())
 	}

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -83,18 +85,29 @@ func (r *ResourceAccessReview) Request() (*entities.Request, error) {
 	return a.Request()
 }
 
-// WhoCan answers a ResourceAccessReview with az.
-func WhoCan(az *engine.Engine, r *ResourceAccessReview) (*ResourceAccessReviewResponse, error) {
+// WhoCan answers a ResourceAccessReview with az. An invalid review is a
+// *RequestError; a cancelled ctx is ctx's error.
+func WhoCan(ctx context.Context, az engine.RuleResolver, r *ResourceAccessReview) (*ResourceAccessReviewResponse, error) {
 	req, err := r.Request()
 	if err != nil {
-		return nil, err
+		return nil, &RequestError{Err: err}
 	}
 	kind := "ResourceAccessReviewResponse"
 	if r.Kind == "LocalResourceAccessReview" {
 		kind = "LocalResourceAccessReviewResponse"
 	}
-	return &ResourceAccessReviewResponse{APIVersion: ReviewAPIVersion, Kind: kind, Namespace: req.Namespace, AccessReview: az.WhoCan(req)}, nil
+	rv, err := az.WhoCan(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &ResourceAccessReviewResponse{APIVersion: ReviewAPIVersion, Kind: kind, Namespace: req.Namespace, AccessReview: rv}, nil
 }
+
+// RequestError is a review that cannot be answered as it is.
+type RequestError struct{ Err error }
+
+func (e *RequestError) Error() string { return e.Err.Error() }
+func (e *RequestError) Unwrap() error { return e.Err }
 
 // SubjectRulesReview asks what a subject can do in a namespace (all
 // namespaces when empty): a SelfSubjectRulesReview for any subject.
@@ -114,22 +127,18 @@ type SubjectRulesReviewSpec struct {
 	Namespace string              `json:"namespace,omitempty"`
 }
 
-// WhatCan answers a SubjectRulesReview with az.
-func WhatCan(az *engine.Engine, r *SubjectRulesReview) (*SubjectRulesReview, error) {
+// WhatCan answers a SubjectRulesReview with az. An invalid review is a
+// *RequestError; a cancelled ctx is ctx's error.
+func WhatCan(ctx context.Context, az engine.RuleResolver, r *SubjectRulesReview) (*SubjectRulesReview, error) {
 	if r.Spec.User == "" && len(r.Spec.Groups) == 0 {
-		return nil, fmt.Errorf("spec.user and spec.groups are empty")
+		return nil, &RequestError{Err: fmt.Errorf("spec.user and spec.groups are empty")}
 	}
 	u := entities.UserInfo{Name: r.Spec.User, UID: r.Spec.UID, Groups: r.Spec.Groups, Extra: r.Spec.Extra}
-	st := az.WhatCan(u, r.Spec.Namespace)
+	st, err := az.WhatCan(ctx, u, r.Spec.Namespace)
+	if err != nil {
+		return nil, err
+	}
 	return &SubjectRulesReview{APIVersion: ReviewAPIVersion, Kind: "SubjectRulesReview", Spec: r.Spec, Status: &st}, nil
-}
-
-// reviewEngine is an engine without caches on the serving engine's schema
-// and policy set: a review asks thousands of questions once (every verb x
-// resource for a rules review), which would only evict the decisions the
-// SubjectAccessReview path reuses.
-func reviewEngine(az *engine.Engine) *engine.Engine {
-	return engine.NewEngine(az.Schema(), az.Policies(), az.Codec(), engine.EngineOptions{})
 }
 
 // registerReviews adds the review endpoints.
@@ -140,62 +149,55 @@ func (s *Server) registerReviews(webhook func(string, http.HandlerFunc) http.Han
 
 func (s *Server) handleResourceAccessReview(w http.ResponseWriter, r *http.Request) {
 	const endpoint = "resourceaccessreview"
-	body, err := readBody(w, r)
-	if err != nil {
-		s.writeError(w, endpoint, err)
-		return
-	}
 	var rar ResourceAccessReview
-	if err := decodeJSON(body, &rar); err != nil {
-		s.writeError(w, endpoint, err)
+	if !s.decodeWebhook(w, r, endpoint, &rar, rar.check) {
 		return
 	}
-	if rar.Kind != "ResourceAccessReview" && rar.Kind != "LocalResourceAccessReview" || rar.APIVersion != ReviewAPIVersion {
-		s.writeError(w, endpoint, badRequest("apiVersion %q kind %q is not accepted here; send %s ResourceAccessReview or LocalResourceAccessReview", rar.APIVersion, rar.Kind, ReviewAPIVersion))
+	az := s.authorizerOr503(w)
+	if az == nil {
 		return
+	}
+	resp, err := WhoCan(r.Context(), az, &rar)
+	s.writeReview(w, endpoint, rar.Kind, resp, err)
+}
+
+// check refuses a review of another kind, or a local one without a namespace.
+func (rar *ResourceAccessReview) check() error {
+	if rar.Kind != "ResourceAccessReview" && rar.Kind != "LocalResourceAccessReview" || rar.APIVersion != ReviewAPIVersion {
+		return badRequest("apiVersion %q kind %q is not accepted here; send %s ResourceAccessReview or LocalResourceAccessReview", rar.APIVersion, rar.Kind, ReviewAPIVersion)
 	}
 	if rar.Kind == "LocalResourceAccessReview" && rar.Namespace == "" && rar.AuthorizationAttributes.Namespace == "" {
-		s.writeError(w, endpoint, badRequest("a LocalResourceAccessReview needs a namespace"))
-		return
+		return badRequest("a LocalResourceAccessReview needs a namespace")
 	}
-	az := s.Authorizer()
-	if az == nil {
-		http.Error(w, "no valid policy set is loaded", http.StatusServiceUnavailable)
-		return
-	}
-	resp, err := WhoCan(reviewEngine(az), &rar)
-	if err != nil {
-		s.writeError(w, endpoint, badRequest("invalid %s: %v", rar.Kind, err))
-		return
-	}
-	writeJSON(w, resp)
+	return nil
 }
 
 func (s *Server) handleRulesReview(w http.ResponseWriter, r *http.Request) {
 	const endpoint = "rulesreview"
-	body, err := readBody(w, r)
-	if err != nil {
-		s.writeError(w, endpoint, err)
-		return
-	}
 	var srr SubjectRulesReview
-	if err := decodeJSON(body, &srr); err != nil {
-		s.writeError(w, endpoint, err)
+	if !s.decodeWebhook(w, r, endpoint, &srr, func() error {
+		return checkType(typeMeta{APIVersion: srr.APIVersion, Kind: srr.Kind}, typeMeta{APIVersion: ReviewAPIVersion, Kind: "SubjectRulesReview"})
+	}) {
 		return
 	}
-	if err := checkType(typeMeta{APIVersion: srr.APIVersion, Kind: srr.Kind}, typeMeta{APIVersion: ReviewAPIVersion, Kind: "SubjectRulesReview"}); err != nil {
-		s.writeError(w, endpoint, err)
-		return
-	}
-	az := s.Authorizer()
+	az := s.authorizerOr503(w)
 	if az == nil {
-		http.Error(w, "no valid policy set is loaded", http.StatusServiceUnavailable)
 		return
 	}
-	resp, err := WhatCan(reviewEngine(az), &srr)
-	if err != nil {
-		s.writeError(w, endpoint, badRequest("invalid SubjectRulesReview: %v", err))
-		return
+	resp, err := WhatCan(r.Context(), az, &srr)
+	s.writeReview(w, endpoint, "SubjectRulesReview", resp, err)
+}
+
+// writeReview writes a review's answer, or its error: 400 for an invalid
+// review, 503 when the request was cancelled or timed out.
+func (s *Server) writeReview(w http.ResponseWriter, endpoint, kind string, resp any, err error) {
+	var reqErr *RequestError
+	switch {
+	case errors.As(err, &reqErr):
+		s.writeError(w, endpoint, badRequest("invalid %s: %v", kind, reqErr.Err))
+	case err != nil:
+		http.Error(w, "review not finished: "+err.Error(), http.StatusServiceUnavailable)
+	default:
+		writeJSON(w, resp)
 	}
-	writeJSON(w, resp)
 }

@@ -4,9 +4,6 @@ import (
 	"net/http"
 	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
-
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/wire"
@@ -15,7 +12,7 @@ import (
 var sarType = typeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"}
 
 // AuthorizerName is how kcedar names itself in the draft's conditionsChain.
-const AuthorizerName = "kcedar"
+const AuthorizerName = engine.AuthorizerName
 
 // sarRequest is the part of a SubjectAccessReview kcedar reads, decoded in
 // one pass, with the KEP's spec fields.
@@ -32,19 +29,12 @@ type sarResponse struct {
 	Status     wire.SubjectAccessReviewStatus `json:"status"`
 }
 
+// handleAuthorize answers a SubjectAccessReview: decode, map to a request,
+// one call to the engine, which decides and renders the answer for what the
+// caller takes; then metrics, the decision log and the response.
 func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r)
-	if err != nil {
-		s.writeError(w, "authorize", err)
-		return
-	}
 	var sar sarRequest
-	if err := decodeJSON(body, &sar); err != nil {
-		s.writeError(w, "authorize", err)
-		return
-	}
-	if err := checkType(sar.typeMeta, sarType); err != nil {
-		s.writeError(w, "authorize", err)
+	if !s.decodeWebhook(w, r, "authorize", &sar, func() error { return checkType(sar.typeMeta, sarType) }) {
 		return
 	}
 	req, err := entities.RequestFromSAR(&sar.Spec.SubjectAccessReviewSpec)
@@ -52,126 +42,27 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "authorize", badRequest("invalid SubjectAccessReview: %v", err))
 		return
 	}
-	az := s.Authorizer()
+	az := s.authorizerOr503(w)
 	if az == nil {
-		http.Error(w, "no valid policy set is loaded", http.StatusServiceUnavailable)
 		return
 	}
-	// Upstream returns conditions only to a caller that handles both
-	// ConditionsMap and Union (k8s.io/apiserver's webhook authorizer); the
-	// seed draft's callers ask with conditionalAuthorization.mode.
-	opts := sar.Spec.AuthorizationOptions
-	upstream := opts.Handles(wire.DecisionTypeConditionsMap) && opts.Handles(wire.DecisionTypeUnion)
-	draft := sar.Spec.ConditionalAuthorization != nil && sar.Spec.ConditionalAuthorization.Mode != wire.ConditionsModeNone
 	start := time.Now()
-	d := az.Authorize(req)
-	var status wire.SubjectAccessReviewStatus
-	label := d.Type().String()
-	switch {
-	case !d.IsConditional():
-		status.SubjectAccessReviewStatus = statusFor(d)
-	case upstream || draft:
-		dec := az.Encode(d)
-		label = string(dec.Type)
-		if dec.Type != wire.DecisionTypeConditionsMap {
-			status.SubjectAccessReviewStatus = concreteStatus(dec)
-			break
-		}
-		if upstream {
-			status.ConditionalDecision = &dec
-		} else if draftFits(dec.ConditionsMap) {
-			status.ConditionsChain = []wire.SubjectAccessReviewConditionSet{draftConditionSet(dec.ConditionsMap)}
-		} else {
-			// The draft's callers take conditions of at most 1,024 bytes.
-			folded := d.FailureDecision()
-			status.SubjectAccessReviewStatus = statusFor(folded)
-			label = folded.Type().String()
-			break
-		}
-		label = "Conditional"
-	case s.enforce && len(d.AllowConditions()) > 0 && s.webhookVerified.Load():
-		// kcedar's admission webhook enforces the conditions: admission sees
-		// every request that can produce conditions (AdmissionShapes).
-		dec := az.Encode(d)
-		if dec.Type == wire.DecisionTypeConditionsMap && len(dec.ConditionsMap.AllowConditions) > 0 {
-			status.Allowed = true
-			status.Reason = "kcedar: allowed if the conditions of " + engine.DescribePolicies(allowPolicies(d)) + " hold in admission"
-			label = "ConditionalAllow"
-			break
-		}
-		status.SubjectAccessReviewStatus = concreteStatus(dec)
-		label = string(dec.Type)
-	default:
-		folded := d.FailureDecision()
-		status.SubjectAccessReviewStatus = statusFor(folded)
-		label = folded.Type().String()
-	}
+	answer := az.AuthorizeSubjectAccessReview(r.Context(), req, s.sarCaller(&sar.Spec))
 	s.metrics.decisionDuration.WithLabelValues("authorize").Observe(time.Since(start).Seconds())
-	s.metrics.decisions.WithLabelValues("authorize", label).Inc()
-	s.logDecision(req, label, d, status, az.Policies(), time.Since(start))
-	writeJSON(w, sarResponse{APIVersion: sarType.APIVersion, Kind: sarType.Kind, Status: status})
+	s.metrics.decisions.WithLabelValues("authorize", answer.Label).Inc()
+	s.logDecision(req, answer, az.Generation(), time.Since(start))
+	writeJSON(w, sarResponse{APIVersion: sarType.APIVersion, Kind: sarType.Kind, Status: answer.Status})
 }
 
-func allowPolicies(d engine.Decision) []*cedarlang.Policy {
-	ps := make([]*cedarlang.Policy, len(d.AllowConditions()))
-	for i, r := range d.AllowConditions() {
-		ps[i] = r.Policy
-	}
-	return ps
-}
-
-// draftFits reports whether every condition fits the seed draft's limit.
-func draftFits(m *wire.ConditionsMap) bool {
-	for _, l := range [][]wire.Condition{m.DenyConditions, m.NoOpinionConditions, m.AllowConditions} {
-		for _, c := range l {
-			if len(c.Condition) > wire.DraftMaxConditionBytes {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// draftConditionSet renders a ConditionsMap in the seed draft's shape.
-func draftConditionSet(m *wire.ConditionsMap) wire.SubjectAccessReviewConditionSet {
-	set := wire.SubjectAccessReviewConditionSet{AuthorizerName: AuthorizerName, FailureMode: "Deny"}
-	add := func(conds []wire.Condition, effect wire.SubjectAccessReviewConditionEffect) {
-		for _, c := range conds {
-			set.Conditions = append(set.Conditions, wire.SubjectAccessReviewCondition{ID: c.ID, Effect: effect, Type: c.Type, Condition: c.Condition, Description: c.Description})
-		}
-	}
-	add(m.DenyConditions, wire.ConditionEffectDeny)
-	add(m.NoOpinionConditions, wire.ConditionEffectNoOpinion)
-	add(m.AllowConditions, wire.ConditionEffectAllow)
-	return set
-}
-
-// concreteStatus renders a concrete ConditionsAwareDecision as allowed/denied.
-func concreteStatus(d wire.ConditionsAwareDecision) authorizationv1.SubjectAccessReviewStatus {
-	var st authorizationv1.SubjectAccessReviewStatus
-	var details *wire.DecisionDetails
-	switch d.Type {
-	case wire.DecisionTypeAllow:
-		st.Allowed, details = true, d.Allow
-	case wire.DecisionTypeDeny:
-		st.Denied, details = true, d.Deny
-	default:
-		details = d.NoOpinion
-	}
-	if details != nil {
-		st.Reason, st.EvaluationError = details.Reason, details.EvaluationError
-	}
-	return st
-}
-
-// statusFor renders a concrete decision (a conditional one folded) as a
-// SubjectAccessReview status.
-func statusFor(d engine.Decision) authorizationv1.SubjectAccessReviewStatus {
-	d = d.FailureDecision()
-	return authorizationv1.SubjectAccessReviewStatus{
-		Allowed:         d.IsAllowed(),
-		Denied:          d.IsDenied(),
-		Reason:          d.Reason(),
-		EvaluationError: d.EvaluationError(),
+// sarCaller is what the caller of spec can take. Upstream returns conditions
+// only to a caller that handles both ConditionsMap and Union (k8s.io/apiserver's
+// webhook authorizer); the seed draft's callers ask with
+// conditionalAuthorization.mode.
+func (s *Server) sarCaller(spec *wire.SubjectAccessReviewSpec) engine.SARCaller {
+	opts := spec.AuthorizationOptions
+	return engine.SARCaller{
+		Upstream:          opts.Handles(wire.DecisionTypeConditionsMap) && opts.Handles(wire.DecisionTypeUnion),
+		Draft:             spec.ConditionalAuthorization != nil && spec.ConditionalAuthorization.Mode != wire.ConditionsModeNone,
+		AdmissionEnforced: s.enforce && s.webhookVerified(),
 	}
 }

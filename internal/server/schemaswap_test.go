@@ -62,7 +62,7 @@ func TestDecisionsFollowARebasedSchema(t *testing.T) {
 					return
 				default:
 				}
-				if a := s.Authorizer(); a == nil || a.Schema() != a.Policies().Schema {
+				if a := s.currentEngine(); a == nil || a.Schema() != a.Policies().Schema {
 					t.Error("an engine paired a set with another schema than its own")
 					return
 				}

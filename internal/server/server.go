@@ -39,11 +39,11 @@ type Options struct {
 	// RequireClientCert: the webhook endpoints (/v1/...) serve only clients
 	// with a verified certificate (use with TLSOptions.ClientCAFile).
 	RequireClientCert bool
-	// UnverifiedAdmissionWebhook: with AdmissionEnforcement, answer Allow for
-	// conditional allows without verifying that the admission webhook is
-	// installed (WatchAdmissionWebhook). Only for setups that verify it
-	// another way.
-	UnverifiedAdmissionWebhook bool
+	// AdmissionWebhookVerified: with AdmissionEnforcement, reports whether
+	// the admission webhook that enforces conditional allows is verified in
+	// place (internal/cluster/webhooks); conditional allows are answered
+	// Allow only while it returns true. nil: never.
+	AdmissionWebhookVerified func() bool
 	// Ready, if set, must return nil for /readyz to report ready (e.g. the
 	// policy objects have synced from the API server).
 	Ready func() error
@@ -59,7 +59,7 @@ type Options struct {
 	DecisionLog *DecisionLog
 	// Namespaces fills resource.namespaceObject (for SubjectAccessReviews,
 	// the conditions callback and the admission webhook alike); nil leaves
-	// it unknown. See NamespaceInformer.
+	// it unknown. See internal/cluster/namespaces.
 	Namespaces entities.NamespaceLookup
 }
 
@@ -78,7 +78,7 @@ type Server struct {
 	engine atomic.Pointer[engine.Engine]
 	// webhookVerified: the admission webhook that enforces conditional
 	// allows is known to be installed.
-	webhookVerified atomic.Bool
+	webhookVerified func() bool
 	ready           func() error
 	degraded        func() string
 	decisionLog     *DecisionLog
@@ -111,7 +111,10 @@ func New(schema *schemagen.Schema, policies *store.Store, opts Options) *Server 
 	s.decisionLog = opts.DecisionLog
 	s.authWarn = newWarnLimited(logger)
 	s.namespaces = opts.Namespaces
-	s.webhookVerified.Store(opts.UnverifiedAdmissionWebhook)
+	s.webhookVerified = opts.AdmissionWebhookVerified
+	if s.webhookVerified == nil {
+		s.webhookVerified = func() bool { return false }
+	}
 	s.metrics.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "kcedar_policy_file_reads_total",
 		Help: "Reads of the policy files. A poll that finds every file's status (size, times, inode) as the serving set's read left it reads nothing.",
@@ -168,7 +171,7 @@ func New(schema *schemagen.Schema, policies *store.Store, opts Options) *Server 
 // of a reload (parsing and validating a large set allocates much more than
 // the set keeps). A reload is rare; one full collection is its cost.
 func (s *Server) releaseReplacedSet() {
-	s.Authorizer()
+	s.currentEngine()
 	debug.FreeOSMemory()
 }
 
@@ -182,11 +185,20 @@ func (s *Server) Schema() *schemagen.Schema {
 	return s.schema.Load()
 }
 
-// Authorizer is the authorizer of the policy set serving now, or nil before
+// Authorizer is the engine of the policy set serving now, as the seams the
+// handlers use, or nil before a set is loaded.
+func (s *Server) Authorizer() engine.Interface {
+	if e := s.currentEngine(); e != nil {
+		return e
+	}
+	return nil
+}
+
+// currentEngine is the engine of the policy set serving now, or nil before
 // one is loaded. Engines are built once per policy set and schema, so a
 // reload drops every cache the previous set built. The set and the schema
 // it was validated against are read in one atomic load.
-func (s *Server) Authorizer() *engine.Engine {
+func (s *Server) currentEngine() *engine.Engine {
 	ps := s.store.Current()
 	if ps == nil {
 		return nil
@@ -208,6 +220,34 @@ func (s *Server) Authorizer() *engine.Engine {
 			return next
 		}
 	}
+}
+
+// decodeWebhook is every webhook handler's prologue: it reads the body,
+// decodes it into v and checks its type with check. On failure it has
+// written the error and returns false.
+func (s *Server) decodeWebhook(w http.ResponseWriter, r *http.Request, endpoint string, v any, check func() error) bool {
+	body, err := readBody(w, r)
+	if err == nil {
+		err = decodeJSON(body, v)
+	}
+	if err == nil {
+		err = check()
+	}
+	if err != nil {
+		s.writeError(w, endpoint, err)
+		return false
+	}
+	return true
+}
+
+// authorizerOr503 is the serving engine; before a set is loaded it answers
+// 503 and returns nil.
+func (s *Server) authorizerOr503(w http.ResponseWriter) engine.Interface {
+	az := s.Authorizer()
+	if az == nil {
+		http.Error(w, "no valid policy set is loaded", http.StatusServiceUnavailable)
+	}
+	return az
 }
 
 // ServeHTTP implements http.Handler; no panic escapes it.

@@ -178,7 +178,7 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 			t.Fatalf("SAR %d: %v", i, err)
 		}
 		d0 := time.Now()
-		out := authz.Authorize(req).FailureDecision()
+		out := authz.Authorize(context.Background(), req).FailureDecision()
 		decideTime += time.Since(d0)
 		got := out.IsAllowed()
 		ref, why := reference.Allows(req)

@@ -128,7 +128,10 @@ func TestWhoCanRBACParity(t *testing.T) {
 	sars, allowedCount := 0, 0
 	for _, q := range questions {
 		req := &entities.Request{ResourceRequest: true, Verb: q.Verb, APIGroup: q.Group, Resource: q.Resource, Subresource: q.Subresource, Namespace: q.Namespace, Name: q.Name}
-		rv := az.WhoCan(req)
+		rv, err := az.WhoCan(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(rv.Errors) > 0 {
 			t.Fatalf("%s: %v", req, rv.Errors)
 		}

@@ -1,6 +1,7 @@
 package policies_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,7 +91,7 @@ func TestQuickstartDecisions(t *testing.T) {
 		{req("system:node:n1", nil, "get", "nodes", "", "n2"), engine.DecisionNoOpinion},
 	}
 	for _, c := range cases {
-		if got := az.Authorize(c.req).FailureDecision().Type(); got != c.want {
+		if got := az.Authorize(context.Background(), c.req).FailureDecision().Type(); got != c.want {
 			t.Errorf("%s: %v, want %v", c.req, got, c.want)
 		}
 	}

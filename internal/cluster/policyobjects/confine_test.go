@@ -1,6 +1,7 @@
 package policyobjects
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -142,11 +143,11 @@ func TestNamespacedPoliciesNeverReachOutside(t *testing.T) {
 			for _, u := range users {
 				for _, verb := range verbs {
 					req := tg.request(u, verb)
-					o := confined.Authorize(req)
-					folded := confined.Authorize(req).FailureDecision()
+					o := confined.Authorize(context.Background(), req)
+					folded := confined.Authorize(context.Background(), req).FailureDecision()
 					switch {
 					case tg.resource && tg.ns == "a":
-						p := plain.Authorize(req)
+						p := plain.Authorize(context.Background(), req)
 						if o.Type() != p.Type() || o.IsConditional() != p.IsConditional() || len(o.AllowConditions()) != len(p.AllowConditions()) {
 							t.Fatalf("inside a, the guard changed the decision of %s: confined %v conditional=%v allow=%d, text alone %v conditional=%v allow=%d\n%s", req, o.Type(), o.IsConditional(), len(o.AllowConditions()), p.Type(), p.IsConditional(), len(p.AllowConditions()), text)
 						}

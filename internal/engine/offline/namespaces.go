@@ -21,12 +21,13 @@ const MaxNamespaceObjectsBytes = 8 << 20
 // fill namespaceObject, as kcedar serve's informer does (nil: unknown, as
 // for a namespace the informer has not seen).
 func NewDeciderWithNamespaces(s *schemagen.Schema, ps *cedarlang.PolicySet, ns entities.NamespaceLookup) *Decider {
-	return &Decider{engine: engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: ns})}
+	e := engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: ns})
+	return &Decider{engine: e, schema: s, policies: ps}
 }
 
 // WithNamespaces is d deciding with the Namespace objects ns.
 func (d *Decider) WithNamespaces(ns entities.NamespaceLookup) *Decider {
-	return NewDeciderWithNamespaces(d.engine.Schema(), d.engine.Policies(), ns)
+	return NewDeciderWithNamespaces(d.schema, d.policies, ns)
 }
 
 var yamlDocSep = regexp.MustCompile(`(?m)^---[ \t]*$`)

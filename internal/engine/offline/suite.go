@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/wire"
@@ -128,7 +129,7 @@ func ParseTestFile(data []byte) (*TestFile, error) {
 
 // Request builds the cedar request and admission data of a test case, the
 // way the server reads a SubjectAccessReview.
-func (tc *TestCase) Build() (*entities.Request, *Admission, error) {
+func (tc *TestCase) Build() (*entities.Request, *engine.Admission, error) {
 	var spec *authorizationv1.SubjectAccessReviewSpec
 	if tc.SAR != nil {
 		spec = &tc.SAR.Spec.SubjectAccessReviewSpec
@@ -139,9 +140,9 @@ func (tc *TestCase) Build() (*entities.Request, *Admission, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var adm *Admission
+	var adm *engine.Admission
 	if len(tc.Object) > 0 || len(tc.OldObject) > 0 || tc.Operation != "" {
-		adm = &Admission{Operation: tc.Operation, Object: nullIsAbsent(tc.Object), OldObject: nullIsAbsent(tc.OldObject)}
+		adm = &engine.Admission{Operation: tc.Operation, Object: nullIsAbsent(tc.Object), OldObject: nullIsAbsent(tc.OldObject)}
 		if adm.Operation == "" {
 			adm.Operation = DefaultOperation(req.Verb, req.Subresource)
 		}
@@ -158,10 +159,10 @@ func nullIsAbsent(raw json.RawMessage) []byte {
 
 // TestResult is one test's verdict.
 type TestResult struct {
-	Name     string   `json:"name"`
-	Passed   bool     `json:"passed"`
-	Failures []string `json:"failures,omitempty"`
-	Got      Report   `json:"got"`
+	Name     string        `json:"name"`
+	Passed   bool          `json:"passed"`
+	Failures []string      `json:"failures,omitempty"`
+	Got      engine.Report `json:"got"`
 }
 
 // Run checks every test case against the decider.

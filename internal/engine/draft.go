@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/kcedar/kcedar/internal/wire"
+)
+
+// EvaluateConditionSets evaluates the seed draft's conditionsChain: in
+// order, until one set is not NoOpinion. Only sets kcedar authored are
+// evaluated; a set of another authorizer cannot be, so it fails closed.
+func (e *Engine) EvaluateConditionSets(ctx context.Context, sets []wire.SubjectAccessReviewConditionSet, data *AdmissionData) Decision {
+	for _, set := range sets {
+		if v := e.evaluateConditionSet(ctx, set, data); v.Type() != DecisionNoOpinion {
+			return v
+		}
+	}
+	return NoOpinion(nil).WithReason("kcedar: no condition set decided")
+}
+
+// evaluateConditionSet evaluates one set of the draft's chain.
+func (e *Engine) evaluateConditionSet(ctx context.Context, set wire.SubjectAccessReviewConditionSet, data *AdmissionData) Decision {
+	switch {
+	case set.Allowed:
+		return Allowed(nil, nil).WithReason(set.AuthorizerName + " allowed")
+	case set.Denied:
+		return Denied(nil, nil).WithReason(set.AuthorizerName + " denied")
+	case set.AuthorizerName != AuthorizerName:
+		return Denied(nil, []error{errors.New("foreign condition set")}).WithReason("kcedar: cannot evaluate conditions of authorizer " + set.AuthorizerName)
+	}
+	m, err := conditionsMapOf(set)
+	if err != nil {
+		return Denied(nil, []error{err}).WithReason("kcedar: malformed condition set")
+	}
+	return e.EvaluateConditions(ctx, &wire.ConditionsAwareDecision{Type: wire.DecisionTypeConditionsMap, ConditionsMap: m}, data)
+}
+
+// conditionsMapOf is a draft condition set as a ConditionsMap.
+func conditionsMapOf(set wire.SubjectAccessReviewConditionSet) (*wire.ConditionsMap, error) {
+	m := &wire.ConditionsMap{}
+	var bad error
+	for _, c := range set.Conditions {
+		wc := wire.Condition{ID: c.ID, Type: c.Type, Condition: c.Condition, Description: c.Description}
+		switch c.Effect {
+		case wire.ConditionEffectDeny:
+			m.DenyConditions = append(m.DenyConditions, wc)
+		case wire.ConditionEffectNoOpinion:
+			m.NoOpinionConditions = append(m.NoOpinionConditions, wc)
+		case wire.ConditionEffectAllow:
+			m.AllowConditions = append(m.AllowConditions, wc)
+		default:
+			bad = errors.New("condition " + c.ID + " has unknown effect " + string(c.Effect))
+		}
+	}
+	return m, bad
+}

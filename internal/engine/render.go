@@ -1,0 +1,202 @@
+package engine
+
+import (
+	"context"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/wire"
+)
+
+// This file renders decisions for every consumer; nothing else builds a
+// consumer's answer from a Decision. Labels (metrics, the decision log) are
+// rendered here too, so they always match the answer that was sent.
+
+// AuthorizerName is how kcedar names itself in the seed draft's
+// conditionsChain.
+const AuthorizerName = "kcedar"
+
+// Labels of a SubjectAccessReview answer, beside DecisionType's names.
+const (
+	// LabelConditional: conditions were sent (upstream or the draft).
+	LabelConditional = "Conditional"
+	// LabelConditionalAllow: an Allow whose conditions kcedar's admission
+	// webhook enforces (--admission-enforcement).
+	LabelConditionalAllow = "ConditionalAllow"
+)
+
+// SARCaller is what the caller of a SubjectAccessReview can take.
+type SARCaller struct {
+	// Upstream: the caller handles ConditionsMap and Union (KEP-5681 as
+	// k8s.io/apiserver's webhook authorizer implements it).
+	Upstream bool
+	// Draft: the caller asked for the seed draft's conditionsChain.
+	Draft bool
+	// AdmissionEnforced: kcedar's admission webhook is verified to enforce
+	// conditional allows (--admission-enforcement on a cluster without the
+	// feature).
+	AdmissionEnforced bool
+}
+
+// SARAnswer is a rendered SubjectAccessReview answer, its label and the
+// decision it renders.
+type SARAnswer struct {
+	Decision Decision
+	Status   wire.SubjectAccessReviewStatus
+	// Label names the answer for metrics and the decision log: Allow, Deny,
+	// NoOpinion, Conditional or ConditionalAllow.
+	Label string
+}
+
+// AuthorizeSubjectAccessReview implements Authorizer: Authorize, then the
+// answer rendered for caller.
+func (e *Engine) AuthorizeSubjectAccessReview(ctx context.Context, req *entities.Request, caller SARCaller) SARAnswer {
+	d := e.Authorize(ctx, req)
+	a := e.renderSubjectAccessReview(d, caller)
+	a.Decision = d
+	return a
+}
+
+// renderSubjectAccessReview renders d for a SubjectAccessReview caller:
+// conditions go only to a caller that takes them (signed, as upstream's
+// conditionalDecision or the draft's chain); otherwise a Conditional
+// decision is folded (Decision.FailureDecision), or with verified admission
+// enforcement answered Allow while the webhook enforces the conditions.
+func (e *Engine) renderSubjectAccessReview(d Decision, caller SARCaller) SARAnswer {
+	switch {
+	case !d.IsConditional():
+		return plainAnswer(d)
+	case caller.Upstream || caller.Draft:
+		return e.conditionsAnswer(d, caller)
+	case caller.AdmissionEnforced && len(d.AllowConditions()) > 0:
+		return e.admissionEnforcedAnswer(d)
+	}
+	return plainAnswer(d)
+}
+
+// plainAnswer is d (folded if Conditional) as allowed / denied / neither.
+func plainAnswer(d Decision) SARAnswer {
+	d = d.FailureDecision()
+	return SARAnswer{Status: wire.SubjectAccessReviewStatus{SubjectAccessReviewStatus: statusOf(d)}, Label: d.Type().String()}
+}
+
+// conditionsAnswer signs d's conditions for a caller that takes them.
+func (e *Engine) conditionsAnswer(d Decision, caller SARCaller) SARAnswer {
+	dec := e.Encode(d)
+	if dec.Type != wire.DecisionTypeConditionsMap {
+		return wireAnswer(dec)
+	}
+	var st wire.SubjectAccessReviewStatus
+	switch {
+	case caller.Upstream:
+		st.ConditionalDecision = &dec
+	case draftFits(dec.ConditionsMap):
+		st.ConditionsChain = []wire.SubjectAccessReviewConditionSet{draftConditionSet(dec.ConditionsMap)}
+	default:
+		// The draft's callers take conditions of at most 1,024 bytes.
+		return plainAnswer(d)
+	}
+	return SARAnswer{Status: st, Label: LabelConditional}
+}
+
+// admissionEnforcedAnswer allows a conditional allow whose conditions
+// kcedar's admission webhook enforces: admission sees every request that can
+// produce conditions (AdmissionShapes).
+func (e *Engine) admissionEnforcedAnswer(d Decision) SARAnswer {
+	dec := e.Encode(d)
+	if dec.Type != wire.DecisionTypeConditionsMap || len(dec.ConditionsMap.AllowConditions) == 0 {
+		return wireAnswer(dec)
+	}
+	ps := make([]*cedarlang.Policy, len(d.AllowConditions()))
+	for i, r := range d.AllowConditions() {
+		ps[i] = r.Policy
+	}
+	st := authorizationv1.SubjectAccessReviewStatus{Allowed: true,
+		Reason: "kcedar: allowed if the conditions of " + DescribePolicies(ps) + " hold in admission"}
+	return SARAnswer{Status: wire.SubjectAccessReviewStatus{SubjectAccessReviewStatus: st}, Label: LabelConditionalAllow}
+}
+
+// wireAnswer renders a concrete ConditionsAwareDecision (one that Encode
+// could not keep conditional) as allowed / denied / neither.
+func wireAnswer(d wire.ConditionsAwareDecision) SARAnswer {
+	var st authorizationv1.SubjectAccessReviewStatus
+	details := d.NoOpinion
+	switch d.Type {
+	case wire.DecisionTypeAllow:
+		st.Allowed, details = true, d.Allow
+	case wire.DecisionTypeDeny:
+		st.Denied, details = true, d.Deny
+	}
+	if details != nil {
+		st.Reason, st.EvaluationError = details.Reason, details.EvaluationError
+	}
+	return SARAnswer{Status: wire.SubjectAccessReviewStatus{SubjectAccessReviewStatus: st}, Label: string(d.Type)}
+}
+
+// statusOf is a concrete decision as a SubjectAccessReview status.
+func statusOf(d Decision) authorizationv1.SubjectAccessReviewStatus {
+	return authorizationv1.SubjectAccessReviewStatus{
+		Allowed: d.IsAllowed(), Denied: d.IsDenied(), Reason: d.Reason(), EvaluationError: d.EvaluationError(),
+	}
+}
+
+// draftFits reports whether every condition fits the seed draft's limit.
+func draftFits(m *wire.ConditionsMap) bool {
+	for _, l := range [][]wire.Condition{m.DenyConditions, m.NoOpinionConditions, m.AllowConditions} {
+		for _, c := range l {
+			if len(c.Condition) > wire.DraftMaxConditionBytes {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// draftConditionSet renders a ConditionsMap in the seed draft's shape.
+func draftConditionSet(m *wire.ConditionsMap) wire.SubjectAccessReviewConditionSet {
+	set := wire.SubjectAccessReviewConditionSet{AuthorizerName: AuthorizerName, FailureMode: "Deny"}
+	add := func(conds []wire.Condition, effect wire.SubjectAccessReviewConditionEffect) {
+		for _, c := range conds {
+			set.Conditions = append(set.Conditions, wire.SubjectAccessReviewCondition{ID: c.ID, Effect: effect, Type: c.Type, Condition: c.Condition, Description: c.Description})
+		}
+	}
+	add(m.DenyConditions, wire.ConditionEffectDeny)
+	add(m.NoOpinionConditions, wire.ConditionEffectNoOpinion)
+	add(m.AllowConditions, wire.ConditionEffectAllow)
+	return set
+}
+
+// RenderConditionsResponse renders the conditions callback's answer to
+// request uid; upstream callers also get the decision in the wire shape.
+func RenderConditionsResponse(d Decision, uid types.UID, upstream bool) *wire.AuthorizationConditionsResponse {
+	resp := &wire.AuthorizationConditionsResponse{UID: uid,
+		Allowed: d.IsAllowed(), Denied: d.IsDenied(), Reason: d.Reason(), EvaluationError: d.EvaluationError()}
+	if upstream {
+		dec := WireDecision(d)
+		resp.Decision = &dec
+	}
+	return resp
+}
+
+// RenderAdmissionResponse renders kcedar's admission webhook answer to
+// request uid: allowed, or refused with the reason and any evaluation error.
+func RenderAdmissionResponse(d Decision, uid types.UID) *admissionv1.AdmissionResponse {
+	resp := &admissionv1.AdmissionResponse{UID: uid, Allowed: d.IsAllowed()}
+	if !resp.Allowed {
+		msg := d.Reason()
+		if ee := d.EvaluationError(); ee != "" {
+			msg += " (evaluation error: " + ee + ")"
+		}
+		resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: msg}
+	}
+	return resp
+}
+
+// Label names a decision for metrics and the decision log.
+func Label(d Decision) string { return d.Type().String() }

@@ -1,0 +1,208 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/wire"
+)
+
+// Admission is what admission would know about the request: the operation
+// and the objects as JSON (nil when absent).
+type Admission struct {
+	Operation         string
+	Object, OldObject []byte
+}
+
+// Report is an offline answer, as `kcedar authorize` prints it and `kcedar
+// test` checks it.
+type Report struct {
+	// Decision is Allow, Deny, NoOpinion or Conditional, as a caller that
+	// takes conditions (KEP-5681) gets it.
+	Decision        string   `json:"decision"`
+	Policies        []string `json:"policies,omitempty"`
+	Reason          string   `json:"reason,omitempty"`
+	EvaluationError string   `json:"evaluationError,omitempty"`
+	// WithoutConditions is the answer of a caller that cannot take conditions
+	// (a conditional answer folded: Deny if a deny condition exists, else
+	// NoOpinion), as /v1/authorize gives it without --admission-enforcement.
+	WithoutConditions string `json:"withoutConditions"`
+	// Conditions of a Conditional decision, each evaluated against the
+	// admission data when it was given.
+	Conditions []Condition `json:"conditions,omitempty"`
+	// Outcome is the decision after admission: the Conditional decision's
+	// conditions evaluated against the objects (as the callback would), or a
+	// concrete decision as it is. Empty for a conditional decision without
+	// admission data.
+	Outcome        string                        `json:"outcome,omitempty"`
+	OutcomeReason  string                        `json:"outcomeReason,omitempty"`
+	OutcomeError   string                        `json:"outcomeError,omitempty"`
+	ConditionsWire *wire.ConditionsAwareDecision `json:"-"`
+}
+
+// Condition is one condition of a conditional decision.
+type Condition struct {
+	Effect      string `json:"effect"` // Deny or Allow
+	ID          string `json:"id"`
+	Description string `json:"description,omitempty"`
+	EntityType  string `json:"entityType"`
+	Expression  string `json:"expression"`
+	// Holds is the condition's value against the admission data (nil when
+	// no data was given or it failed to evaluate: see Error).
+	Holds *bool  `json:"holds,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// Report implements Reporter: req decided as Authorize decides it, rendered
+// as the offline report of `kcedar authorize` and `kcedar test`: the
+// decision a caller that takes conditions gets, the folded one, and each
+// condition evaluated against the admission data when adm is given (as the
+// callback would).
+func (e *Engine) Report(ctx context.Context, req *entities.Request, adm *Admission) Report {
+	d := e.Authorize(ctx, req)
+	dec := e.Encode(d)
+	res := Report{WithoutConditions: d.FailureDecision().Type().String()}
+	res.Decision, res.Reason, res.EvaluationError = reportDecision(dec)
+	if dec.Type == wire.DecisionTypeConditionsMap {
+		res.EvaluationError = d.EvaluationError()
+	}
+	for _, p := range d.Policies() {
+		res.Policies = append(res.Policies, p.ID)
+	}
+	sort.Strings(res.Policies)
+	data := e.admissionDataFor(req, adm)
+	if dec.Type != wire.DecisionTypeConditionsMap {
+		res.Outcome, res.OutcomeReason, res.OutcomeError = res.Decision, res.Reason, res.EvaluationError
+		return res
+	}
+	res.Conditions = append(e.reportConditions(dec.ConditionsMap.DenyConditions, DecisionDeny, data),
+		e.reportConditions(dec.ConditionsMap.AllowConditions, DecisionAllow, data)...)
+	if data != nil {
+		v := e.EvaluateConditions(ctx, &dec, data)
+		res.Outcome, res.OutcomeReason, res.OutcomeError = v.Type().String(), v.Reason(), v.EvaluationError()
+	}
+	return res
+}
+
+// reportDecision is the type, reason and error of an encoded decision.
+func reportDecision(dec wire.ConditionsAwareDecision) (decision, reason, evalErr string) {
+	var details *wire.DecisionDetails
+	switch dec.Type {
+	case wire.DecisionTypeAllow:
+		decision, details = DecisionAllow.String(), dec.Allow
+	case wire.DecisionTypeDeny:
+		decision, details = DecisionDeny.String(), dec.Deny
+	case wire.DecisionTypeNoOpinion:
+		decision, details = DecisionNoOpinion.String(), dec.NoOpinion
+	default:
+		return DecisionConditional.String(), "", ""
+	}
+	if details != nil {
+		reason, evalErr = details.Reason, details.EvaluationError
+	}
+	return decision, reason, evalErr
+}
+
+// admissionDataFor is what the callback would see of req in admission, or
+// nil without adm.
+func (e *Engine) admissionDataFor(req *entities.Request, adm *Admission) *AdmissionData {
+	if adm == nil {
+		return nil
+	}
+	data := &AdmissionData{
+		Operation: adm.Operation,
+		APIGroup:  req.APIGroup, APIVersion: req.APIVersion, Resource: req.Resource, Subresource: req.Subresource,
+		Namespace: req.Namespace, Name: req.Name,
+		User:   &req.User,
+		Object: adm.Object, OldObject: adm.OldObject,
+	}
+	if t := entities.ResolveTarget(e.schema, req); t.Resource != nil {
+		// The admission request names the resource the target resolved to.
+		data.APIGroup, data.Resource, data.Subresource = t.Resource.Key.Group, t.Resource.Key.Resource, t.Resource.Key.Subresource
+	}
+	return data
+}
+
+// reportConditions describes conditions of one effect, each evaluated alone
+// against data when it is given.
+func (e *Engine) reportConditions(conds []wire.Condition, effect DecisionType, data *AdmissionData) []Condition {
+	var out []Condition
+	for _, c := range conds {
+		cond := Condition{Effect: effect.String(), ID: c.ID, Description: c.Description}
+		cond.EntityType, cond.Expression = splitCondition(c.Condition)
+		if data != nil {
+			m := &wire.ConditionsMap{}
+			if effect == DecisionDeny {
+				m.DenyConditions = []wire.Condition{c}
+			} else {
+				m.AllowConditions = []wire.Condition{c}
+			}
+			v := e.eval.EvaluateMap(m, data)
+			if ee := v.EvaluationError(); ee != "" {
+				cond.Error = ee
+			} else {
+				holds := v.Type() == effect
+				cond.Holds = &holds
+			}
+		}
+		out = append(out, cond)
+	}
+	return out
+}
+
+// splitCondition extracts the entity type and the Cedar expression from a
+// condition kcedar wrote ("<prefix>;<key>;<mac>;<entity type>;<expression>").
+func splitCondition(s string) (string, string) {
+	parts := strings.SplitN(s, ";", 5)
+	if len(parts) < 5 {
+		return "", s
+	}
+	return parts[3], parts[4]
+}
+
+// String renders a decision for people.
+func (d Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "decision: %s\n", d.Decision)
+	if len(d.Policies) > 0 {
+		fmt.Fprintf(&b, "policies: %s\n", strings.Join(d.Policies, ", "))
+	}
+	if d.Reason != "" {
+		fmt.Fprintf(&b, "reason: %s\n", d.Reason)
+	}
+	if d.EvaluationError != "" {
+		fmt.Fprintf(&b, "evaluation error: %s\n", d.EvaluationError)
+	}
+	if d.Decision == "Conditional" {
+		fmt.Fprintf(&b, "without conditional authorization: %s\n", d.WithoutConditions)
+		for _, c := range d.Conditions {
+			fmt.Fprintf(&b, "condition %s (%s", c.ID, strings.ToLower(c.Effect))
+			if c.Description != "" && c.Description != c.ID {
+				fmt.Fprintf(&b, ", %s", c.Description)
+			}
+			fmt.Fprintf(&b, ") on %s:\n    %s\n", c.EntityType, c.Expression)
+			switch {
+			case c.Error != "":
+				fmt.Fprintf(&b, "    -> error: %s\n", c.Error)
+			case c.Holds != nil:
+				fmt.Fprintf(&b, "    -> %t\n", *c.Holds)
+			}
+		}
+		if d.Outcome != "" {
+			fmt.Fprintf(&b, "outcome in admission: %s", d.Outcome)
+			if d.OutcomeReason != "" {
+				fmt.Fprintf(&b, " (%s)", d.OutcomeReason)
+			}
+			b.WriteString("\n")
+			if d.OutcomeError != "" {
+				fmt.Fprintf(&b, "outcome evaluation error: %s\n", d.OutcomeError)
+			}
+		} else {
+			b.WriteString("outcome in admission: depends on the objects (give --object / --old-object)\n")
+		}
+	}
+	return b.String()
+}
