@@ -94,7 +94,8 @@ func staticPodListen(rawURL string) (listen string, port int, err error) {
 // /etc/kubernetes/manifests): host network on 127.0.0.1, everything it reads
 // from one read-only hostPath directory (static pods cannot mount Secrets or
 // ConfigMaps, nor use a ServiceAccount), probes on /livez and /readyz. With
-// --policy-objects it watches the objects with HOSTDIR/kubeconfig, which
+// --policy-objects its one connection to the cluster (--kubeconfig: the
+// live schema, the objects, the status Lease) is HOSTDIR/kubeconfig, which
 // should authenticate as --service-account (excluded from kcedar by the
 // matchConditions, granted by deploy/'s RBAC); otherwise it reads the policy
 // files in HOSTDIR/policies.
@@ -118,7 +119,7 @@ func (o *manifestOptions) staticPodManifest() (*corev1.Pod, error) {
 	}
 	args = append(args, "--conditions-key-file="+at("condition-keys"))
 	if o.policyObjects {
-		args = append(args, "--policy-objects", "--kubeconfig="+at("kubeconfig"), "--policy-objects-kubeconfig="+at("kubeconfig"))
+		args = append(args, "--policy-objects", "--kubeconfig="+at("kubeconfig"))
 		if ns, _, ok := strings.Cut(o.serviceAccount, "/"); ok {
 			args = append(args, "--status-lease-namespace="+ns)
 		}

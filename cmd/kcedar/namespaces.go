@@ -3,13 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
-	"time"
-
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/kcedar/kcedar/internal/engine/offline"
 	"github.com/kcedar/kcedar/internal/entities"
-	"github.com/kcedar/kcedar/internal/server"
 )
 
 // readNamespaceObjects reads --namespace-object files (nil without any).
@@ -35,24 +31,4 @@ func readNamespaceObjects(files []string) (entities.NamespaceLookup, error) {
 		}
 	}
 	return out, nil
-}
-
-// namespaceInformer builds the informer that fills namespaceObject for
-// kcedar serve (nil, nil when it is off). It uses the schema source's
-// cluster (or client-go's default loading rules, in-cluster included).
-func namespaceInformer(src schemaSource, on bool, maxStaleness time.Duration) (*server.NamespaceInformer, entities.NamespaceLookup, error) {
-	if !on {
-		return nil, nil, nil
-	}
-	cfg, err := src.RESTConfig()
-	if err != nil {
-		return nil, nil, fmt.Errorf("--namespace-objects: %w", err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--namespace-objects: %w", err)
-	}
-	inf := server.NewNamespaceInformer(client)
-	inf.MaxStaleness = maxStaleness
-	return inf, inf, nil
 }

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/rbacconvert"
+	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 func init() { rootCmd.AddCommand(newRBACCmd()) }
@@ -24,19 +28,17 @@ func newRBACCmd() *cobra.Command {
 	return cmd
 }
 
-func newRBACConvertCmd() *cobra.Command {
-	var (
-		src     schemaSource
-		files   []string
-		out     string
-		output  string
-		verbose bool
-		noBoot  bool
-	)
-	cmd := &cobra.Command{
-		Use:   "convert",
-		Short: "Convert Roles, ClusterRoles and their bindings into Cedar policies",
-		Long: `Convert RBAC (Roles, ClusterRoles, RoleBindings, ClusterRoleBindings) into
+// rbacConvertOptions are kcedar rbac convert's flags.
+type rbacConvertOptions struct {
+	src     schemaSource
+	files   []string
+	out     string
+	output  string
+	verbose bool
+	noBoot  bool
+}
+
+const rbacConvertLong = `Convert RBAC (Roles, ClusterRoles, RoleBindings, ClusterRoleBindings) into
 Cedar permits written against kcedar's schema, one per binding, subject, rule
 and target type, with @id, @binding, @role, @rule and @subject annotations.
 
@@ -48,82 +50,122 @@ read the schema of that cluster).
 
 The policies are validated against the schema before they are printed.
 Warnings (bindings to missing roles, verbs the schema does not declare, rules
-RBAC matches only for literal "*" subresources, ...) go to stderr.`,
-		Args: cobra.NoArgs,
+RBAC matches only for literal "*" subresources, ...) go to stderr.`
+
+func newRBACConvertCmd() *cobra.Command {
+	o := &rbacConvertOptions{}
+	cmd := &cobra.Command{
+		Use:   "convert",
+		Short: "Convert Roles, ClusterRoles and their bindings into Cedar policies",
+		Long:  rbacConvertLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := outputFormat(cmd.ErrOrStderr(), output, []string{"cedar"}, &out, "--file"); err != nil {
+			if err := o.Validate(cmd.ErrOrStderr()); err != nil {
 				return &exitError{2, err}
 			}
-			ctx := cmd.Context()
-			start := time.Now()
-			in := &rbacconvert.Input{}
-			switch {
-			case len(files) > 0:
-				if err := in.ReadPaths(files); err != nil {
-					return err
-				}
-			case src.IsLive():
-				cfg, err := src.RESTConfig()
-				if err != nil {
-					return err
-				}
-				cs, err := kubernetes.NewForConfig(cfg)
-				if err != nil {
-					return err
-				}
-				if err := in.ReadCluster(ctx, cs); err != nil {
-					return err
-				}
-			default:
-				return errors.New("no RBAC input: give -f FILE|DIR or a live cluster (--kubeconfig, --live)")
-			}
-			if noBoot {
-				in.DropBootstrapBindings()
-			}
-			s, err := src.Load(ctx)
-			if err != nil {
-				return err
-			}
-			res, err := rbacconvert.Convert(s, in)
-			if err != nil {
-				return err
-			}
-			policies, err := cedarlang.ParsePolicies("rbac.cedar", res.Policies)
-			if err != nil {
-				return fmt.Errorf("the converted policies do not parse (a bug): %w", err)
-			}
-			v, err := cedarlang.NewSchemaValidator(s)
-			if err != nil {
-				return err
-			}
-			if errs := v.Validate(policies); len(errs) > 0 {
-				for _, e := range errs {
-					fmt.Fprintln(cmd.ErrOrStderr(), "error:", e)
-				}
-				return &exitError{code: 1, err: fmt.Errorf("%d converted policies fail validation against the schema (a bug)", len(errs))}
-			}
-			if err := writeOutput(out, res.Policies, cmd.OutOrStdout()); err != nil {
-				return err
-			}
-			stderr := cmd.ErrOrStderr()
-			for _, w := range res.Warnings {
-				fmt.Fprintln(stderr, "warning:", w)
-			}
-			if verbose {
-				fmt.Fprintf(stderr, "schema:   %s\n", src)
-				fmt.Fprintf(stderr, "input:    %d ClusterRoles, %d Roles, %d ClusterRoleBindings, %d RoleBindings\n",
-					len(in.ClusterRoles), len(in.Roles), len(in.ClusterRoleBindings), len(in.RoleBindings))
-				fmt.Fprintf(stderr, "output:   %d policies from %d bindings, %d bytes, %d warnings\n", res.Count, res.Bindings, len(res.Policies), len(res.Warnings))
-				fmt.Fprintf(stderr, "total:    %s\n", time.Since(start).Round(time.Millisecond))
-			}
-			return nil
+			return o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "RBAC objects: a YAML/JSON file or a directory (repeatable; - is stdin)")
-	src.AddFlags(cmd.Flags())
-	cmd.Flags().StringVarP(&output, "output", "o", "cedar", "output format: cedar")
-	cmd.Flags().StringVar(&out, "file", "", "write the policies to this file instead of stdout")
-	cmd.Flags().BoolVar(&noBoot, "skip-bootstrap-bindings", false, "leave out the bindings kube-apiserver creates itself (label kubernetes.io/bootstrapping=rbac-defaults); roles are kept")
-	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print counts and timings to stderr")
+	o.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// AddFlags registers the flags on f.
+func (o *rbacConvertOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringArrayVarP(&o.files, "filename", "f", nil, "RBAC objects: a YAML/JSON file or a directory (repeatable; - is stdin)")
+	o.src.AddFlags(f)
+	f.StringVarP(&o.output, "output", "o", "cedar", "output format: cedar")
+	f.StringVar(&o.out, "file", "", "write the policies to this file instead of stdout")
+	f.BoolVar(&o.noBoot, "skip-bootstrap-bindings", false, "leave out the bindings kube-apiserver creates itself (label kubernetes.io/bootstrapping=rbac-defaults); roles are kept")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "print counts and timings to stderr")
+}
+
+// Validate checks the output format (notes go to stderr).
+func (o *rbacConvertOptions) Validate(stderr io.Writer) error {
+	_, err := outputFormat(stderr, o.output, []string{"cedar"}, &o.out, "--file")
+	return err
+}
+
+// Run reads the RBAC objects, converts them, validates the policies against
+// the schema and writes them.
+func (o *rbacConvertOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
+	start := time.Now()
+	in, err := o.readInput(ctx)
+	if err != nil {
+		return err
+	}
+	s, err := o.src.Load(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := rbacconvert.Convert(s, in)
+	if err != nil {
+		return err
+	}
+	if err := validateConverted(s, res.Policies, stderr); err != nil {
+		return err
+	}
+	if err := writeOutput(o.out, res.Policies, stdout); err != nil {
+		return err
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	if o.verbose {
+		fmt.Fprintf(stderr, "schema:   %s\n", o.src)
+		fmt.Fprintf(stderr, "input:    %d ClusterRoles, %d Roles, %d ClusterRoleBindings, %d RoleBindings\n",
+			len(in.ClusterRoles), len(in.Roles), len(in.ClusterRoleBindings), len(in.RoleBindings))
+		fmt.Fprintf(stderr, "output:   %d policies from %d bindings, %d bytes, %d warnings\n", res.Count, res.Bindings, len(res.Policies), len(res.Warnings))
+		fmt.Fprintf(stderr, "total:    %s\n", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// readInput reads the RBAC objects from -f, else from the live cluster.
+func (o *rbacConvertOptions) readInput(ctx context.Context) (*rbacconvert.Input, error) {
+	in := &rbacconvert.Input{}
+	switch {
+	case len(o.files) > 0:
+		if err := in.ReadPaths(o.files); err != nil {
+			return nil, err
+		}
+	case o.src.IsLive():
+		cfg, err := o.src.RESTConfig()
+		if err != nil {
+			return nil, err
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if err := in.ReadCluster(ctx, cs); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, errors.New("no RBAC input: give -f FILE|DIR or a live cluster (--kubeconfig, --live)")
+	}
+	if o.noBoot {
+		in.DropBootstrapBindings()
+	}
+	return in, nil
+}
+
+// validateConverted checks the converted policies against the schema; a
+// failure is a converter bug, listed on stderr.
+func validateConverted(s *schemagen.Schema, text []byte, stderr io.Writer) error {
+	policies, err := cedarlang.ParsePolicies("rbac.cedar", text)
+	if err != nil {
+		return fmt.Errorf("the converted policies do not parse (a bug): %w", err)
+	}
+	v, err := cedarlang.NewSchemaValidator(s)
+	if err != nil {
+		return err
+	}
+	if errs := v.Validate(policies); len(errs) > 0 {
+		for _, e := range errs {
+			fmt.Fprintln(stderr, "error:", e)
+		}
+		return &exitError{code: 1, err: fmt.Errorf("%d converted policies fail validation against the schema (a bug)", len(errs))}
+	}
+	return nil
 }

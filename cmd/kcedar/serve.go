@@ -3,59 +3,35 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/cluster/namespaces"
 	"github.com/kcedar/kcedar/internal/cluster/schemarefresh"
+	"github.com/kcedar/kcedar/internal/cluster/webhooks"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/server"
 	"github.com/kcedar/kcedar/internal/store"
 )
 
 func init() { rootCmd.AddCommand(newServeCmd()) }
 
-func newServeCmd() *cobra.Command {
-	var (
-		listen               string
-		policies             []string
-		src                  schemaSource
-		tlsOpts              server.TLSOptions
-		reloadInterval       time.Duration
-		logLevel             string
-		keyFile              string
-		admissionEnforcement bool
-		webhookKubeconfig    string
-		webhookName          string
-		webhookInterval      time.Duration
-		unverifiedWebhook    bool
-		objects              objectOptions
-		decisionLog          decisionLogOptions
-		settle               time.Duration
-		allowEmpty           bool
-		maxPolicyLoss        float64
-		keepForbids          bool
-		shutdownDelay        time.Duration
-		shutdownTimeout      time.Duration
-		nsObjects            bool
-		nsMaxStaleness       time.Duration
-		schemaRefresh        time.Duration
-	)
-	cmd := &cobra.Command{
-		Use:   "serve --policies PATH...",
-		Short: "Serve SubjectAccessReview decisions over HTTPS",
-		Long: `Serve kube-apiserver's authorization webhook: POST /v1/authorize takes a
+const serveLong = `Serve kube-apiserver's authorization webhook: POST /v1/authorize takes a
 SubjectAccessReview (authorization.k8s.io/v1) and answers Allow, Deny or
 NoOpinion from the Cedar policies. Policies are validated against the schema
 (the embedded Kubernetes default unless --kubeconfig or --from-dir say
@@ -73,155 +49,219 @@ previous schema, and the objects it refuses report Accepted=False. POST
 /v1/validate-policy is the validating webhook for those kinds. Also serves
 GET /healthz, /livez, /readyz and /metrics. On SIGTERM /readyz turns 503, the
 listener closes after --shutdown-delay and in-flight requests get
---shutdown-timeout.`,
-		Args: cobra.NoArgs,
+--shutdown-timeout.
+
+One connection to the cluster serves every cluster feature (the live schema,
+policy objects, the status Lease, namespace objects and the admission webhook
+check): --kubeconfig and --context, else KUBECONFIG, ~/.kube/config, else
+the in-cluster config.`
+
+func newServeCmd() *cobra.Command {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve --policies PATH...",
+		Short: "Serve SubjectAccessReview decisions over HTTPS",
+		Long:  serveLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(policies) == 0 && !objects.enabled {
-				return &exitError{2, errors.New("--policies or --policy-objects is required (--policies: a file or directory of .cedar files; repeatable)")}
-			}
-			logger, err := newLogger(logLevel)
-			if err != nil {
+			if err := o.Complete(); err != nil {
 				return &exitError{2, err}
 			}
-			if err := src.Validate(); err != nil {
+			if err := o.Validate(); err != nil {
 				return &exitError{2, err}
 			}
-			if admissionEnforcement && webhookKubeconfig == "" && !unverifiedWebhook {
-				return &exitError{2, errors.New("--admission-enforcement needs --admission-webhook-kubeconfig, so kcedar can verify that the ValidatingWebhookConfiguration enforcing its conditions is installed (or --unverified-admission-webhook to skip that check deliberately)")}
-			}
-			start := time.Now()
-			schema, fingerprint, err := loadServeSchema(cmd.Context(), src)
-			if err != nil {
-				return fmt.Errorf("schema from %s: %w", src, err)
-			}
-			// One checker (and its validator) serves the files, the objects
-			// and the admission webhook.
-			checker, err := lint.NewChecker(schema)
-			if err != nil {
-				return err
-			}
-			logger.Info("schema loaded", "from", src.String(), "resources", len(schema.Resources), "warnings", len(schema.Warnings), "took", time.Since(start).String())
-			keys := engine.RandomKeyring()
-			if keyFile != "" {
-				if keys, err = engine.LoadKeyFile(keyFile); err != nil {
-					return &exitError{2, fmt.Errorf("--conditions-key-file: %w", err)}
-				}
-			} else {
-				logger.Warn("no --conditions-key-file: conditions are signed with a random key, valid only in this process until it restarts (run one replica, or share a key file)")
-			}
-			if maxPolicyLoss < 0 || maxPolicyLoss > 1 {
-				return &exitError{2, fmt.Errorf("--max-policy-loss %g: give a share between 0 (off) and 1", maxPolicyLoss)}
-			}
-			store := newPolicyStore(checker, policies, logger)
-			store.Settle, store.AllowEmpty, store.MaxPolicyLoss, store.KeepForbids = settle, allowEmpty, maxPolicyLoss, keepForbids
-			po, err := newPolicyObjects(&objects, checker, store, logger)
-			if err != nil {
-				return &exitError{2, err}
-			}
-			dlog, dlogFile, err := decisionLog.open()
-			if err != nil {
-				return &exitError{2, fmt.Errorf("--decision-log: %w", err)}
-			}
-			if dlogFile != nil {
-				defer dlogFile.Close()
-			}
-			nsInformer, nsLookup, err := namespaceInformer(src, nsObjects || src.IsLive(), nsMaxStaleness)
-			if err != nil {
-				return &exitError{2, err}
-			}
-			opts := server.Options{Namespaces: nsLookup, DecisionLog: dlog, Logger: logger, Keys: keys, AdmissionEnforcement: admissionEnforcement, RequireClientCert: tlsOpts.ClientCAFile != "", UnverifiedAdmissionWebhook: unverifiedWebhook, PolicyAdmission: po.admission}
-			if po.source != nil {
-				opts.Ready = po.source.Ready
-			}
-			if schemaRefresh < 0 {
-				return &exitError{2, fmt.Errorf("--schema-refresh-interval %s: give a duration, or 0 to turn schema refresh off", schemaRefresh)}
-			}
-			var refresher *schemarefresh.Refresher
-			var runRefresh func(context.Context) error
-			if src.IsLive() && schemaRefresh > 0 {
-				refresher, runRefresh = startSchemaRefresh(src, schema, fingerprint, schemaRefresh, store, po, logger)
-				opts.Degraded = refresher.Degraded
-			}
-			srv := server.New(schema, store, opts)
-			registerBuildInfo(srv.Registry())
-			if refresher != nil {
-				if err := refresher.RegisterMetrics(srv.Registry()); err != nil {
-					return err
-				}
-			}
-			if po.source != nil {
-				if err := po.source.RegisterMetrics(srv.Registry()); err != nil {
-					return err
-				}
-			} else if err := store.Load(); err != nil {
-				logger.Error("no valid policy set yet; not ready until the files are fixed (the problems are logged above)")
-			}
-			if host, _, err := net.SplitHostPort(listen); err == nil {
-				tlsOpts.Hosts = append(tlsOpts.Hosts, host)
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			tlsOpts.Context, tlsOpts.Interval = ctx, reloadInterval
-			tlsCfg, writeCA, err := tlsOpts.ConfigWriteCALater(logger)
-			if err != nil {
-				return &exitError{2, err}
-			}
-			if po.source != nil {
-				// Files load with the objects, once they have synced.
-				po.start(ctx, func() { go store.Watch(ctx, reloadInterval) }, logger)
-			} else {
-				go store.Watch(ctx, reloadInterval)
-			}
-			if nsInformer != nil {
-				go nsInformer.Run(ctx)
-			}
-			if runRefresh != nil {
-				if err := runRefresh(ctx); err != nil {
-					return fmt.Errorf("schema refresh: %w", err)
-				}
-			}
-			if keyFile != "" {
-				go keys.WatchFile(ctx, keyFile, reloadInterval, logger)
-			}
-			if admissionEnforcement && webhookKubeconfig != "" {
-				go srv.WatchAdmissionWebhook(ctx, webhookKubeconfig, webhookName, webhookInterval)
-			}
-			ln, err := listenThen(listen, writeCA)
-			if err != nil {
-				return &exitError{2, err}
-			}
-			return serveTLS(ctx, ln, tlsCfg, srv, logger, shutdownDelay, shutdownTimeout)
+			return o.Run(cmd.Context())
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&listen, "listen", "127.0.0.1:8443", "address to serve HTTPS on")
-	f.StringArrayVar(&policies, "policies", nil, "policy file or directory of *.cedar files (repeatable)")
-	src.AddFlags(f)
-	f.StringVar(&tlsOpts.CertFile, "tls-cert-file", "", "serving certificate (PEM); reloaded when it changes")
-	f.StringVar(&tlsOpts.KeyFile, "tls-private-key-file", "", "serving certificate's private key (PEM)")
-	f.StringVar(&tlsOpts.ClientCAFile, "client-ca-file", "", "serve /v1/* only to clients with a certificate signed by this CA (the API server's); /healthz, /readyz and /metrics stay open")
-	f.StringVar(&tlsOpts.WriteCA, "write-ca", "", "without --tls-cert-file: write the self-signed serving CA here")
-	f.StringArrayVar(&tlsOpts.Hosts, "tls-san", nil, "extra host name or IP for the self-signed certificate (repeatable)")
-	f.DurationVar(&reloadInterval, "reload-interval", 2*time.Second, "how often to check the policy, key and certificate files for changes when no file system event says so (events are watched too)")
-	f.DurationVar(&settle, "policy-settle", store.DefaultSettle, "load changed policy files only once they read the same twice this far apart (a file renamed into place or a ConfigMap update loads at once); 0 loads what is read")
-	f.BoolVar(&allowEmpty, "allow-empty-policy-set", false, "accept a policy set with no policies (it answers NoOpinion to everything); by default an empty set is a load error and the last good set keeps serving")
-	f.Float64Var(&maxPolicyLoss, "max-policy-loss", 0, "refuse a reload that removes more than this share of the serving policies (e.g. 0.5); 0 turns the check off")
-	f.BoolVar(&keepForbids, "keep-forbids", false, "refuse a reload that removes any forbid policy (by id)")
-	f.DurationVar(&shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, answer /readyz 503 for this long before closing the listener, so endpoints and load balancers stop sending requests")
-	f.DurationVar(&shutdownTimeout, "shutdown-timeout", 20*time.Second, "after the listener closes, wait this long for in-flight requests before closing their connections")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&keyFile, "conditions-key-file", "", "keys that sign conditions, shared by replicas: lines \"<id> <base64 secret>\", the first signs, all verify (rotation); reloaded when it changes")
-	f.StringVar(&webhookKubeconfig, "admission-webhook-kubeconfig", "", "with --admission-enforcement: kubeconfig to read the ValidatingWebhookConfiguration with; conditional allows are answered Allow only while it is verified in place")
-	f.StringVar(&webhookName, "admission-webhook-name", "kcedar-conditions", "name of the ValidatingWebhookConfiguration that enforces conditions")
-	f.DurationVar(&webhookInterval, "admission-webhook-check-interval", 30*time.Second, "how often to verify the ValidatingWebhookConfiguration")
-	f.BoolVar(&unverifiedWebhook, "unverified-admission-webhook", false, "with --admission-enforcement: do not verify the ValidatingWebhookConfiguration (only if something else guarantees it is installed)")
-	objects.addFlags(f)
-	decisionLog.addFlags(f)
-	f.BoolVar(&nsObjects, "namespace-objects", false, "fill resource.namespaceObject from an informer on Namespaces of the cluster (--live/--kubeconfig/--context, else KUBECONFIG, ~/.kube/config or in-cluster); on by default with --live or --kubeconfig. Without it namespaceObject is unknown")
-	f.DurationVar(&schemaRefresh, "schema-refresh-interval", 5*time.Minute, "with a live cluster's schema (--live, --kubeconfig): how often to re-read discovery for changes to the cluster's API, besides watching CustomResourceDefinitions and APIServices; 0 turns schema refresh off (the schema read at startup serves until restart)")
-	f.DurationVar(&nsMaxStaleness, "namespace-max-staleness", server.DefaultNamespaceMaxStaleness, "after the Namespace informer's watch fails, answer from its cache this long, then treat every namespace as unknown (forbids reading namespaceObject deny)")
-	f.BoolVar(&admissionEnforcement, "admission-enforcement", false, "for clusters without conditional authorization: answer Allow for a conditional allow on requests admission always sees, and enforce the conditions at POST /v1/admit (install it with: kcedar manifests --admission-enforcement)")
+	o.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// serveParts are what serve builds from its options before anything runs:
+// the server and what runs beside it.
+type serveParts struct {
+	srv        *server.Server
+	store      *store.Store
+	keys       *engine.Keyring
+	objects    *policyObjects
+	namespaces *namespaces.Informer        // nil without --namespace-objects
+	verifier   *webhooks.Verifier          // nil unless the admission webhook is verified
+	refresher  *schemarefresh.Refresher    // nil without schema refresh
+	runRefresh func(context.Context) error // starts the refresher
+	logFile    io.Closer                   // the decision log's file, if any
+}
+
+// Run serves until a signal, then shuts down gracefully.
+func (o *serveOptions) Run(ctx context.Context) error {
+	p, err := o.build(ctx)
+	if err != nil {
+		return err
+	}
+	if p.logFile != nil {
+		defer p.logFile.Close()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	o.tls.Context, o.tls.Interval = ctx, o.reloadInterval
+	tlsCfg, writeCA, err := o.tls.ConfigWriteCALater(o.logger)
+	if err != nil {
+		return &exitError{2, err}
+	}
+	if err := o.start(ctx, p); err != nil {
+		return err
+	}
+	ln, err := listenThen(o.listen, writeCA)
+	if err != nil {
+		return &exitError{2, err}
+	}
+	return serveTLS(ctx, ln, tlsCfg, p.srv, o.logger, o.shutdownDelay, o.shutdownTimeout)
+}
+
+// build loads the schema, the keys and the policies' machinery and builds
+// the server; nothing runs yet.
+func (o *serveOptions) build(ctx context.Context) (*serveParts, error) {
+	schema, fingerprint, checker, err := o.loadSchema(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := &serveParts{}
+	if p.keys, err = o.loadKeys(); err != nil {
+		return nil, err
+	}
+	p.store = newPolicyStore(checker, o.policies, o.logger)
+	p.store.Settle, p.store.AllowEmpty, p.store.MaxPolicyLoss, p.store.KeepForbids = o.reload.settle, o.reload.allowEmpty, o.reload.maxPolicyLoss, o.reload.keepForbids
+	if p.objects, err = newPolicyObjects(&o.objects, o.clusterConfig, checker, p.store, o.logger); err != nil {
+		return nil, &exitError{2, err}
+	}
+	if p.namespaces, err = o.namespaceInformer(); err != nil {
+		return nil, &exitError{2, err}
+	}
+	dlog, logFile, err := o.decisionLog.open()
+	if err != nil {
+		return nil, &exitError{2, fmt.Errorf("--decision-log: %w", err)}
+	}
+	p.logFile = logFile
+	opts := server.Options{DecisionLog: dlog, Logger: o.logger, Keys: p.keys, AdmissionEnforcement: o.admission.enforcement,
+		RequireClientCert: o.tls.ClientCAFile != "", PolicyAdmission: p.objects.admission}
+	if p.namespaces != nil {
+		opts.Namespaces = p.namespaces
+	}
+	opts.AdmissionWebhookVerified, p.verifier = o.admission.verification(o.logger)
+	if p.objects.source != nil {
+		opts.Ready = p.objects.source.Ready
+	}
+	if o.src.IsLive() && o.schemaRefresh > 0 {
+		p.refresher, p.runRefresh = startSchemaRefresh(o.src, schema, fingerprint, o.schemaRefresh, p.store, p.objects, o.logger)
+	}
+	opts.Degraded = p.degraded
+	p.srv = server.New(schema, p.store, opts)
+	if err := p.registerMetrics(); err != nil {
+		return nil, err
+	}
+	if p.objects.source == nil {
+		if err := p.store.Load(); err != nil {
+			o.logger.Error("no valid policy set yet; not ready until the files are fixed (the problems are logged above)")
+		}
+	}
+	return p, nil
+}
+
+// loadSchema loads the schema and the checker that serves the files, the
+// objects and the admission webhook.
+func (o *serveOptions) loadSchema(ctx context.Context) (*schemagen.Schema, string, *lint.Checker, error) {
+	start := time.Now()
+	schema, fingerprint, err := loadServeSchema(ctx, o.src)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("schema from %s: %w", o.src, err)
+	}
+	checker, err := lint.NewChecker(schema)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	o.logger.Info("schema loaded", "from", o.src.String(), "resources", len(schema.Resources), "warnings", len(schema.Warnings), "took", time.Since(start).String())
+	return schema, fingerprint, checker, nil
+}
+
+// loadKeys reads --conditions-key-file, or makes a random key.
+func (o *serveOptions) loadKeys() (*engine.Keyring, error) {
+	if o.keyFile == "" {
+		o.logger.Warn("no --conditions-key-file: conditions are signed with a random key, valid only in this process until it restarts (run one replica, or share a key file)")
+		return engine.RandomKeyring(), nil
+	}
+	keys, err := engine.LoadKeyFile(o.keyFile)
+	if err != nil {
+		return nil, &exitError{2, fmt.Errorf("--conditions-key-file: %w", err)}
+	}
+	return keys, nil
+}
+
+// degraded is /readyz's degraded detail: a schema the policies refuse, a
+// status Lease that cannot be taken; "" when all is well.
+func (p *serveParts) degraded() string {
+	var problems []string
+	if p.refresher != nil {
+		if d := p.refresher.Degraded(); d != "" {
+			problems = append(problems, d)
+		}
+	}
+	if p.objects.status != nil {
+		if d := p.objects.status.LeaseProblem(); d != "" {
+			problems = append(problems, d)
+		}
+	}
+	return strings.Join(problems, "; ")
+}
+
+// registerMetrics adds the metrics of everything beside the server to its
+// registry (the namespace informer's are registered by server.New).
+func (p *serveParts) registerMetrics() error {
+	reg := p.srv.Registry()
+	registerBuildInfo(reg)
+	if p.refresher != nil {
+		if err := p.refresher.RegisterMetrics(reg); err != nil {
+			return err
+		}
+	}
+	if p.objects.source != nil {
+		if err := p.objects.source.RegisterMetrics(reg); err != nil {
+			return err
+		}
+	}
+	if p.objects.status != nil {
+		if err := p.objects.status.RegisterMetrics(reg); err != nil {
+			return err
+		}
+	}
+	if p.verifier != nil {
+		return reg.Register(p.verifier)
+	}
+	return nil
+}
+
+// start runs everything beside the server until ctx ends.
+func (o *serveOptions) start(ctx context.Context, p *serveParts) error {
+	watchFiles := func() { go p.store.Watch(ctx, o.reloadInterval) }
+	if p.objects.source != nil {
+		// Files load with the objects, once they have synced.
+		p.objects.start(ctx, watchFiles, o.logger)
+	} else {
+		watchFiles()
+	}
+	if p.namespaces != nil {
+		go p.namespaces.Run(ctx)
+	}
+	if p.runRefresh != nil {
+		if err := p.runRefresh(ctx); err != nil {
+			return fmt.Errorf("schema refresh: %w", err)
+		}
+	}
+	if o.keyFile != "" {
+		go p.keys.WatchFile(ctx, o.keyFile, o.reloadInterval, o.logger)
+	}
+	if p.verifier != nil {
+		go p.verifier.Run(ctx, func() (kubernetes.Interface, error) { return o.clusterClient("--admission-enforcement") })
+	}
+	return nil
 }
 
 func newLogger(level string) (*slog.Logger, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"os"
 
@@ -12,7 +11,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
@@ -22,7 +20,6 @@ import (
 // objectOptions are serve's flags for policies stored as API objects.
 type objectOptions struct {
 	enabled        bool
-	kubeconfig     string
 	writeStatus    bool
 	leaseNamespace string
 	leaseName      string
@@ -33,28 +30,10 @@ func (o *objectOptions) addFlags(f *pflag.FlagSet) {
 	if ns == "" {
 		ns = "kcedar-system"
 	}
-	f.BoolVar(&o.enabled, "policy-objects", false, "also serve the policies of CedarPolicy and NamespacedCedarPolicy objects (kcedar.dev/v1alpha1), watched with informers; not ready until they have synced")
-	f.StringVar(&o.kubeconfig, "policy-objects-kubeconfig", "", "kubeconfig to watch policy objects with (default: the in-cluster config)")
-	f.BoolVar(&o.writeStatus, "policy-objects-status", true, "with --policy-objects: take part in the election (a Lease) of the replica that writes the objects' status")
+	f.BoolVar(&o.enabled, "policy-objects", false, "also serve the policies of CedarPolicy and NamespacedCedarPolicy objects (kcedar.dev/v1alpha1), watched with informers through the cluster connection (--kubeconfig, KUBECONFIG or in-cluster); not ready until they have synced")
+	f.BoolVar(&o.writeStatus, "policy-objects-status", true, "with --policy-objects: take part in the election (a Lease) of the replica that writes the objects' status; a Lease that cannot be taken shows in /readyz and kcedar_policy_status_lease_failing")
 	f.StringVar(&o.leaseNamespace, "status-lease-namespace", ns, "namespace of the status Lease (default $POD_NAMESPACE, else kcedar-system)")
 	f.StringVar(&o.leaseName, "status-lease-name", "kcedar-policy-status", "name of the status Lease")
-}
-
-func (o *objectOptions) restConfig() (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if o.kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("--policy-objects: %w (set --policy-objects-kubeconfig outside a cluster)", err)
-	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.UserAgent = "kcedar"
-	cfg.QPS, cfg.Burst = 20, 40
-	return cfg, nil
 }
 
 // policyObjects is the running machinery for policy objects.
@@ -65,17 +44,20 @@ type policyObjects struct {
 }
 
 // newPolicyObjects prepares the source, the admission handler and the status
-// writer; nothing runs until start.
-func newPolicyObjects(o *objectOptions, lintChecker *lint.Checker, store *store.Store, logger *slog.Logger) (*policyObjects, error) {
+// writer; nothing runs until start. connect is the cluster connection,
+// called only with --policy-objects.
+func newPolicyObjects(o *objectOptions, connect func(feature string) (*rest.Config, error), lintChecker *lint.Checker, store *store.Store, logger *slog.Logger) (*policyObjects, error) {
 	checker := policyobjects.NewCheckerFrom(lintChecker)
 	po := &policyObjects{admission: &policyobjects.AdmissionHandler{Checker: checker, Current: store.Current, Logger: logger}}
 	if !o.enabled {
 		return po, nil
 	}
-	cfg, err := o.restConfig()
+	cfg, err := connect("--policy-objects")
 	if err != nil {
 		return nil, err
 	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 20, 40
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err

@@ -41,7 +41,7 @@ func TestSchemaTargetMovesStoreAndAdmission(t *testing.T) {
 	if err := store.Load(); err != nil {
 		t.Fatal(err)
 	}
-	po, err := newPolicyObjects(&objectOptions{}, checker, store, logger)
+	po, err := newPolicyObjects(&objectOptions{}, nil, checker, store, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

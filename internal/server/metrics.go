@@ -20,7 +20,6 @@ type metrics struct {
 	policies         prometheus.Gauge
 	loadError        prometheus.Gauge
 	generation       prometheus.Gauge
-	webhookVerified  prometheus.Gauge
 
 	servingHash string // the label of setInfo's one series (observeReload runs under the store's lock)
 }
@@ -76,13 +75,9 @@ func newMetrics() *metrics {
 			Name: "kcedar_policy_generation",
 			Help: "Generation of the policy set that is serving; it grows with every successful change.",
 		}),
-		webhookVerified: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "kcedar_admission_webhook_verified",
-			Help: "With --admission-enforcement: 1 when the ValidatingWebhookConfiguration that enforces conditions is verified in place, else 0 (conditional allows are then folded).",
-		}),
 	}
 	m.registry.MustRegister(m.decisions, m.decisionDuration, m.requestDuration, m.badRequests,
-		m.reloads, m.reloadTimestamp, m.setInfo, m.policies, m.loadError, m.generation, m.webhookVerified,
+		m.reloads, m.reloadTimestamp, m.setInfo, m.policies, m.loadError, m.generation,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Both statuses exist from the start, so rate() and absent() work.
 	for _, status := range []string{"success", "failure"} {

@@ -221,15 +221,15 @@ var clusterRules = []requiredRule{
 	{rbacv1.PolicyRule{APIGroups: []string{"kcedar.dev"}, Resources: []string{"cedarpolicies/status", "namespacedcedarpolicies/status"}, Verbs: []string{"update"}},
 		"internal/cluster/policyobjects StatusWriter.write: UpdateStatus"},
 	{rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}},
-		"server.NamespaceInformer: resource.namespaceObject (--namespace-objects, on with --live)"},
+		"internal/cluster/namespaces Informer: resource.namespaceObject (--namespace-objects, on with --live)"},
 	{rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"list", "watch"}},
 		"internal/cluster/schemarefresh Refresher.Watch: metadata informer on CRDs (--schema-refresh-interval, with --live)"},
 	{rbacv1.PolicyRule{APIGroups: []string{"apiregistration.k8s.io"}, Resources: []string{"apiservices"}, Verbs: []string{"list", "watch"}},
 		"internal/cluster/schemarefresh Refresher.Watch: metadata informer on APIServices (aggregated APIs)"},
 	{rbacv1.PolicyRule{NonResourceURLs: []string{"/api", "/apis", "/api/v1", "/apis/apps/v1", "/openapi/v3", "/openapi/v3/api/v1", "/openapi/v3/apis/apps/v1"}, Verbs: []string{"get"}},
 		"schemagen: discovery and OpenAPI v3 documents (--live, --kubeconfig)"},
-	{rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations"}, Verbs: []string{"get"}},
-		"server.WatchAdmissionWebhook: --admission-enforcement verifies its webhook"},
+	{rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations"}, Verbs: []string{"list", "watch"}},
+		"internal/cluster/webhooks Verifier.Run: informer on its ValidatingWebhookConfiguration (--admission-enforcement)"},
 }
 
 var leaseRules = []requiredRule{

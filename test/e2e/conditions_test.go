@@ -254,11 +254,11 @@ func condRejected(err error) bool {
 // conditions of conditional permits and forbids are enforced on create,
 // update, patch, delete and connect, and that an unconditional user is
 // unaffected. With KCEDAR_UPDATE_TESTDATA=1 it writes the AdmissionRequests
-// it saw into server/testdata/admission, which server/conformance_test.go
+// it saw into internal/server/testdata/admission, which internal/server/conformance_test.go
 // replays through the KEP-native flow.
 func TestConditionalAdmissionEnforcement(t *testing.T) {
 	root := moduleRoot(t)
-	testdata := filepath.Join(root, "server", "testdata", "admission")
+	testdata := filepath.Join(root, "internal", "server", "testdata", "admission")
 	policies := filepath.Join(testdata, "policies.cedar")
 	bin := framework.KcedarBinary(t)
 
@@ -267,12 +267,13 @@ func TestConditionalAdmissionEnforcement(t *testing.T) {
 	caFile := filepath.Join(dir, "kcedar-ca.crt")
 	addr := "127.0.0.1:" + strconv.Itoa(framework.FreePort(t))
 	kcedarURL := "https://" + addr
-	// kcedar verifies the ValidatingWebhookConfiguration through this
-	// kubeconfig, which exists once the cluster runs.
+	// kcedar verifies the ValidatingWebhookConfiguration through its
+	// cluster connection, here KUBECONFIG (--kubeconfig would make the
+	// schema live), a file that exists once the cluster runs: kcedar
+	// retries until it does.
 	adminKubeconfig := filepath.Join(dir, "admin.kubeconfig")
-	kcedar := framework.StartProcess(t, bin, "serve", "--listen", addr, "--policies", policies, "--write-ca", caFile,
-		"--admission-enforcement", "--admission-webhook-kubeconfig", adminKubeconfig, "--admission-webhook-check-interval", "300ms",
-		"--reload-interval", "200ms")
+	kcedar := framework.StartProcess(t, "env", "KUBECONFIG="+adminKubeconfig, bin, "serve", "--listen", addr, "--policies", policies, "--write-ca", caFile,
+		"--admission-enforcement", "--reload-interval", "200ms")
 	kcedar.WaitForTCP(t, addr, 60*time.Second)
 	kcedarCA, err := os.ReadFile(caFile)
 	if err != nil {
@@ -330,7 +331,7 @@ func TestConditionalAdmissionEnforcement(t *testing.T) {
 	// a condition, so it folds alice's conditional create (NoOpinion) and
 	// RBAC, which grants alice nothing, refuses it: the webhook cannot be
 	// left out by accident.
-	time.Sleep(time.Second) // several checks, all finding no webhook
+	time.Sleep(time.Second) // kcedar connects, and its informer finds no webhook
 	if _, err := clients["alice"].CoreV1().Pods(condNamespace).Create(ctx, condPod("before-webhook", "n1"), metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("before the webhook is installed, alice's conditional create: want 403, got %v", err)
 	}

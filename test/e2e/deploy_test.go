@@ -420,7 +420,7 @@ type podProcess struct {
 // directory of its volume (Secrets read from the API server, hostPaths under
 // node), its environment (fieldRef and resourceFieldRef resolved), and, for a
 // pod with a ServiceAccount, the in-cluster config as a kubeconfig: the
-// KUBECONFIG of --live, and --policy-objects-kubeconfig (in-cluster by
+// KUBECONFIG of kcedar's one connection to the cluster (in-cluster by
 // default).
 func startPodProcess(t *testing.T, c *framework.Cluster, pod *corev1.Pod, e podEmulation) *podProcess {
 	t.Helper()
@@ -468,7 +468,6 @@ func startPodProcess(t *testing.T, c *framework.Cluster, pod *corev1.Pod, e podE
 		return arg
 	}
 	var args []string
-	hasObjectsKubeconfig := false
 	for _, a := range ctr.Args[1:] {
 		a = local(a)
 		for from, to := range e.ports {
@@ -477,7 +476,6 @@ func startPodProcess(t *testing.T, c *framework.Cluster, pod *corev1.Pod, e podE
 		if strings.HasPrefix(a, "--listen=:") { // all addresses: only loopback here
 			a = "--listen=127.0.0.1" + strings.TrimPrefix(a, "--listen=")
 		}
-		hasObjectsKubeconfig = hasObjectsKubeconfig || strings.HasPrefix(a, "--policy-objects-kubeconfig")
 		args = append(args, a)
 	}
 	env := []string{}
@@ -495,9 +493,6 @@ func startPodProcess(t *testing.T, c *framework.Cluster, pod *corev1.Pod, e podE
 	}
 	if pod.Spec.ServiceAccountName != "" {
 		env = append(env, "KUBECONFIG="+e.kubeconfig)
-		if !hasObjectsKubeconfig {
-			args = append(args, "--policy-objects-kubeconfig="+e.kubeconfig)
-		}
 	}
 	t.Logf("pod %s/%s: kcedar %s (env %s)", pod.Namespace, pod.Name, strings.Join(args, " "), strings.Join(env, " "))
 	p := &podProcess{name: pod.Name, container: ctr, ports: e.ports}

@@ -133,11 +133,13 @@ func (rr *roundRobin) serve(c net.Conn) {
 type poReplica struct {
 	addr string
 	args []string
+	env  []string // NAME=value for kcedar's environment
 	proc *framework.Process
 }
 
 func (r *poReplica) start(t *testing.T) {
-	r.proc = framework.StartProcess(t, framework.KcedarBinary(t), r.args...)
+	args := append(append(append([]string{}, r.env...), framework.KcedarBinary(t)), r.args...)
+	r.proc = framework.StartProcess(t, "env", args...)
 }
 
 // poEnv is a cluster whose API server authorizes through two kcedar
@@ -230,11 +232,15 @@ func startPolicyObjects(t *testing.T, o poOptions) *poEnv {
 	for _, r := range replicas {
 		// A short shutdown delay: no load balancer has to take the
 		// replica out before its listener closes.
-		r.args = []string{"serve", "--listen", r.addr, "--policy-objects", "--policy-objects-kubeconfig", c.Kubeconfig,
+		r.args = []string{"serve", "--listen", r.addr, "--policy-objects",
 			"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--conditions-key-file", keysFile,
 			"--status-lease-namespace", "kcedar-system", "--log-level", "debug", "--shutdown-delay", "1s"}
+		// One connection to the cluster: --kubeconfig (which also makes
+		// the schema live), or KUBECONFIG (the embedded schema).
 		if o.live {
 			r.args = append(r.args, "--kubeconfig", c.Kubeconfig)
+		} else {
+			r.env = []string{"KUBECONFIG=" + c.Kubeconfig}
 		}
 		r.start(t)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,11 +32,39 @@ type StatusWriter struct {
 
 	once    sync.Once
 	changed chan struct{}
+	health  *leaseHealth
+}
+
+func (w *StatusWriter) init() {
+	w.once.Do(func() {
+		w.changed = make(chan struct{}, 1)
+		w.health = newLeaseHealth()
+	})
 }
 
 func (w *StatusWriter) changes() chan struct{} {
-	w.once.Do(func() { w.changed = make(chan struct{}, 1) })
+	w.init()
 	return w.changed
+}
+
+// LeaseProblem describes why the status Lease cannot be read or taken, ""
+// while its calls succeed (another replica holding it is no problem). Give
+// it to /readyz as a degraded detail.
+func (w *StatusWriter) LeaseProblem() string {
+	w.init()
+	return w.health.problem(w.Namespace + "/" + w.Name)
+}
+
+// RegisterMetrics adds the status writer's metrics to reg:
+// kcedar_policy_status_lease_failing and kcedar_policy_status_leader.
+func (w *StatusWriter) RegisterMetrics(reg prometheus.Registerer) error {
+	w.init()
+	for _, c := range []prometheus.Collector{w.health.failing, w.health.leading} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Notify asks for a status pass (wire it to Source.OnChange).
@@ -54,12 +83,13 @@ func (w *StatusWriter) Run(ctx context.Context) {
 	if w.Interval == 0 {
 		w.Interval = 10 * time.Second
 	}
-	lock := &resourcelock.LeaseLock{
+	changed := w.changes()
+	lock := w.health
+	lock.Interface = &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name},
 		Client:     w.Leases,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: w.Identity},
 	}
-	changed := w.changes()
 	for ctx.Err() == nil {
 		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
 			Lock:            lock,
@@ -71,6 +101,8 @@ func (w *StatusWriter) Run(ctx context.Context) {
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
 					w.Logger.Info("writing policy object status (leader)", "lease", w.Namespace+"/"+w.Name, "identity", w.Identity)
+					lock.leading.Set(1)
+					defer lock.leading.Set(0)
 					t := time.NewTicker(w.Interval)
 					defer t.Stop()
 					for {

@@ -1,4 +1,4 @@
-package server
+package namespaces
 
 import (
 	"context"
@@ -17,9 +17,9 @@ func labelsOf(obj map[string]any) map[string]any {
 	return l
 }
 
-func TestNamespaceInformer(t *testing.T) {
+func TestInformer(t *testing.T) {
 	client := fake.NewSimpleClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "1", Labels: map[string]string{"team": "a"}}})
-	n := NewNamespaceInformer(client)
+	n := NewInformer(client)
 	if _, ok := n.Namespace("a"); ok {
 		t.Fatal("answered before the first list")
 	}
@@ -59,9 +59,9 @@ func TestNamespaceInformer(t *testing.T) {
 
 // A watch that fails for longer than MaxStaleness makes every namespace
 // unknown; an event after the error makes the cache fresh again.
-func TestNamespaceInformerStaleness(t *testing.T) {
+func TestInformerStaleness(t *testing.T) {
 	client := fake.NewSimpleClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a"}})
-	n := NewNamespaceInformer(client)
+	n := NewInformer(client)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go n.Run(ctx)

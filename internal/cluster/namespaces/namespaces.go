@@ -1,4 +1,7 @@
-package server
+// Package namespaces keeps the cluster's Namespace objects in an informer
+// and answers them as resource.namespaceObject (an entities.NamespaceLookup),
+// treating every namespace as unknown while the informer's view is stale.
+package namespaces
 
 import (
 	"bytes"
@@ -17,12 +20,12 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 )
 
-// DefaultNamespaceMaxStaleness is how long NamespaceInformer keeps answering
+// DefaultMaxStaleness is how long an Informer keeps answering
 // from its cache after its watch failed before it treats every namespace as
 // unknown.
-const DefaultNamespaceMaxStaleness = 30 * time.Second
+const DefaultMaxStaleness = 30 * time.Second
 
-// NamespaceInformer is the entities.NamespaceLookup kcedar serve uses against a
+// Informer is the entities.NamespaceLookup kcedar serve uses against a
 // cluster: a client-go shared informer on Namespaces.
 //
 // Staleness. The informer sees a change after the API server's watch
@@ -38,7 +41,7 @@ const DefaultNamespaceMaxStaleness = 30 * time.Second
 // permit that needs it does not allow. Before the first list completes the
 // same holds. The API server's own webhook cache
 // (--authorization-webhook-cache-authorized-ttl) adds its TTL on top.
-type NamespaceInformer struct {
+type Informer struct {
 	informer     cache.SharedIndexInformer
 	MaxStaleness time.Duration
 
@@ -52,11 +55,11 @@ type NamespaceInformer struct {
 	errors      prometheus.CounterFunc
 }
 
-var _ entities.NamespaceLookup = (*NamespaceInformer)(nil)
+var _ entities.NamespaceLookup = (*Informer)(nil)
 
-// NewNamespaceInformer returns an informer on client's Namespaces; Run it.
-func NewNamespaceInformer(client kubernetes.Interface) *NamespaceInformer {
-	n := &NamespaceInformer{MaxStaleness: DefaultNamespaceMaxStaleness, now: time.Now}
+// NewInformer returns an informer on client's Namespaces; Run it.
+func NewInformer(client kubernetes.Interface) *Informer {
+	n := &Informer{MaxStaleness: DefaultMaxStaleness, now: time.Now}
 	factory := informers.NewSharedInformerFactory(client, 0)
 	n.informer = factory.Core().V1().Namespaces().Informer()
 	_ = n.informer.SetWatchErrorHandler(func(r *cache.Reflector, err error) {
@@ -104,26 +107,26 @@ func NewNamespaceInformer(client kubernetes.Interface) *NamespaceInformer {
 }
 
 // Run runs the informer until ctx is done.
-func (n *NamespaceInformer) Run(ctx context.Context) { n.informer.RunWithContext(ctx) }
+func (n *Informer) Run(ctx context.Context) { n.informer.RunWithContext(ctx) }
 
 // HasSynced reports whether the first list has completed.
-func (n *NamespaceInformer) HasSynced() bool { return n.informer.HasSynced() }
+func (n *Informer) HasSynced() bool { return n.informer.HasSynced() }
 
 // Describe and Collect make the informer's metrics a prometheus.Collector.
-func (n *NamespaceInformer) Describe(ch chan<- *prometheus.Desc) {
+func (n *Informer) Describe(ch chan<- *prometheus.Desc) {
 	n.age.Describe(ch)
 	n.synced.Describe(ch)
 	n.errors.Describe(ch)
 }
 
-func (n *NamespaceInformer) Collect(ch chan<- prometheus.Metric) {
+func (n *Informer) Collect(ch chan<- prometheus.Metric) {
 	n.age.Collect(ch)
 	n.synced.Collect(ch)
 	n.errors.Collect(ch)
 }
 
 // fresh reports whether the cache may be answered from.
-func (n *NamespaceInformer) fresh() bool {
+func (n *Informer) fresh() bool {
 	if !n.informer.HasSynced() {
 		return false
 	}
@@ -135,7 +138,7 @@ func (n *NamespaceInformer) fresh() bool {
 }
 
 // Namespace implements entities.NamespaceLookup.
-func (n *NamespaceInformer) Namespace(name string) (map[string]any, bool) {
+func (n *Informer) Namespace(name string) (map[string]any, bool) {
 	if !n.fresh() {
 		return nil, false
 	}
@@ -146,22 +149,22 @@ func (n *NamespaceInformer) Namespace(name string) (map[string]any, bool) {
 	return v.(map[string]any), true
 }
 
-func (n *NamespaceInformer) store(obj any) {
+func (n *Informer) store(obj any) {
 	ns, ok := obj.(*corev1.Namespace)
 	if !ok {
 		return
 	}
 	n.lastEvent.Store(n.now().UnixNano())
-	if m, ok := NamespaceObject(ns); ok {
+	if m, ok := Object(ns); ok {
 		n.objects.Store(ns.Name, m)
 	} else {
 		n.objects.Delete(ns.Name) // unknown rather than wrong
 	}
 }
 
-// NamespaceObject is ns as a entities.NamespaceLookup returns it: JSON decoded
+// Object is ns as an entities.NamespaceLookup returns it: JSON decoded
 // with UseNumber, with its apiVersion and kind (informers drop them).
-func NamespaceObject(ns *corev1.Namespace) (map[string]any, bool) {
+func Object(ns *corev1.Namespace) (map[string]any, bool) {
 	c := ns.DeepCopy()
 	c.APIVersion, c.Kind = "v1", "Namespace"
 	c.ManagedFields = nil

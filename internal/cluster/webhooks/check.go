@@ -1,23 +1,18 @@
-package server
+package webhooks
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
-// CheckAdmissionWebhook reports why a ValidatingWebhookConfiguration does not
+// Check reports why a ValidatingWebhookConfiguration does not
 // enforce kcedar's conditions: it must fail closed and send CREATE, UPDATE,
 // DELETE and CONNECT of every group, version, resource and subresource to
 // kcedar's /v1/admit.
-func CheckAdmissionWebhook(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) error {
+func Check(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) error {
 	for _, wh := range vwc.Webhooks {
 		if err := checkWebhook(wh); err == nil {
 			return nil
@@ -63,56 +58,4 @@ func checkWebhook(wh admissionregistrationv1.ValidatingWebhook) error {
 		}
 	}
 	return nil
-}
-
-func (s *Server) checkAdmissionWebhookOnce(ctx context.Context, kubeconfig, name string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", kubeconfig, err)
-	}
-	cfg.Timeout = 10 * time.Second
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	vwc, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	return CheckAdmissionWebhook(vwc)
-}
-
-// WatchAdmissionWebhook checks the named ValidatingWebhookConfiguration now
-// and every interval, and tells the server whether the admission webhook
-// stands behind its conditional Allows. Until it does, the server folds
-// conditional allows like any other conditional answer.
-// The kubeconfig is read at every check, so it may appear after kcedar starts.
-func (s *Server) WatchAdmissionWebhook(ctx context.Context, kubeconfig, name string, interval time.Duration) {
-	check := func() {
-		err := s.checkAdmissionWebhookOnce(ctx, kubeconfig, name)
-		ok := err == nil
-		if prev := s.webhookVerified.Swap(ok); prev != ok || !ok {
-			if ok {
-				s.logger.Info("admission webhook verified: conditional allows are answered Allow and enforced in admission", "webhook", name)
-			} else {
-				s.logger.Error("admission webhook not in place: conditional allows are folded (NoOpinion, or Deny with deny conditions) until it is", "webhook", name, "err", err)
-			}
-		}
-		if ok {
-			s.metrics.webhookVerified.Set(1)
-		} else {
-			s.metrics.webhookVerified.Set(0)
-		}
-	}
-	check()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			check()
-		}
-	}
 }

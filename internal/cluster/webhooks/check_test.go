@@ -1,4 +1,4 @@
-package server
+package webhooks
 
 import (
 	"strings"
@@ -27,8 +27,8 @@ func printedWebhook() *admissionregistrationv1.ValidatingWebhookConfiguration {
 	}
 }
 
-func TestCheckAdmissionWebhook(t *testing.T) {
-	if err := CheckAdmissionWebhook(printedWebhook()); err != nil {
+func TestCheck(t *testing.T) {
+	if err := Check(printedWebhook()); err != nil {
 		t.Fatalf("the webhook kcedar manifests prints: %v", err)
 	}
 	ignore := admissionregistrationv1.Ignore
@@ -56,7 +56,7 @@ func TestCheckAdmissionWebhook(t *testing.T) {
 	for name, mutate := range broken {
 		vwc := printedWebhook()
 		mutate(&vwc.Webhooks[0])
-		if err := CheckAdmissionWebhook(vwc); err == nil {
+		if err := Check(vwc); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -66,7 +66,7 @@ func TestCheckAdmissionWebhook(t *testing.T) {
 	vwc.Webhooks[0].Rules = []admissionregistrationv1.RuleWithOperations{r, r}
 	vwc.Webhooks[0].Rules[0].Operations = []admissionregistrationv1.OperationType{"CREATE", "UPDATE"}
 	vwc.Webhooks[0].Rules[1].Operations = []admissionregistrationv1.OperationType{"*"}
-	if err := CheckAdmissionWebhook(vwc); err != nil {
+	if err := Check(vwc); err != nil {
 		t.Errorf("split rules: %v", err)
 	}
 	b, _ := yaml.Marshal(vwc)

@@ -1,0 +1,93 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// waitVerified waits until v reports want.
+func waitVerified(t *testing.T, v *Verifier, want bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); v.Verified() != want; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: verified is not %v", what, want)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(v)
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "kcedar_admission_webhook_verified" {
+		t.Fatalf("%s: metrics %v, %v", what, mfs, err)
+	}
+	if got := mfs[0].GetMetric()[0].GetGauge().GetValue(); (got == 1) != want {
+		t.Fatalf("%s: kcedar_admission_webhook_verified %v", what, got)
+	}
+}
+
+// The verifier follows the configuration as it is created, weakened,
+// fixed and deleted, ignores other configurations, and retries a
+// connection that fails.
+func TestVerifier(t *testing.T) {
+	client := fake.NewClientset()
+	var attempts atomic.Int32
+	connect := func() (kubernetes.Interface, error) {
+		if attempts.Add(1) < 3 {
+			return nil, errors.New("no kubeconfig yet")
+		}
+		return client, nil
+	}
+	v := NewVerifier("kcedar-conditions", nil)
+	v.ConnectRetry = 10 * time.Millisecond
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { v.Run(ctx, connect); close(done) }()
+	vwcs := client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+
+	other := printedWebhook()
+	other.Name = "something-else"
+	if _, err := vwcs.Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if v.Verified() {
+		t.Fatal("verified by another configuration")
+	}
+	if _, err := vwcs.Create(ctx, printedWebhook(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitVerified(t, v, true, "created")
+	if attempts.Load() < 3 {
+		t.Fatalf("connected after %d attempts", attempts.Load())
+	}
+	weak := printedWebhook()
+	ignore := admissionregistrationv1.Ignore
+	weak.Webhooks[0].FailurePolicy = &ignore
+	if _, err := vwcs.Update(ctx, weak, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitVerified(t, v, false, "failurePolicy Ignore")
+	if _, err := vwcs.Update(ctx, printedWebhook(), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitVerified(t, v, true, "fixed")
+	if err := vwcs.Delete(ctx, "kcedar-conditions", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitVerified(t, v, false, "deleted")
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after ctx ended")
+	}
+}
