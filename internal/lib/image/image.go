@@ -156,41 +156,8 @@ func ReadArchive(path string) (v1.Image, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	f, err := os.Open(path)
-	if err != nil {
+	if err := extractTar(path, dir); err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		target := filepath.Join(dir, filepath.FromSlash(hdr.Name))
-		if rel, err := filepath.Rel(dir, target); err != nil || rel == ".." || len(rel) > 2 && rel[:3] == "../" {
-			return nil, fmt.Errorf("archive entry %q escapes the archive", hdr.Name)
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, 0o755); err != nil {
-				return nil, err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return nil, err
-			}
-			data, err := io.ReadAll(tr)
-			if err != nil {
-				return nil, err
-			}
-			if err := os.WriteFile(target, data, 0o644); err != nil {
-				return nil, err
-			}
-		}
 	}
 	p, err := layout.FromPath(dir)
 	if err != nil {
@@ -212,6 +179,57 @@ func ReadArchive(path string) (v1.Image, error) {
 		return nil, err
 	}
 	// Materialize it: the layout directory goes away on return.
+	return inMemory(img)
+}
+
+// extractTar writes the directories and regular files of the tar archive at
+// path under dir, refusing entries that would land outside it.
+func extractTar(path, dir string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dir, filepath.FromSlash(hdr.Name))
+		if rel, err := filepath.Rel(dir, target); err != nil || rel == ".." || len(rel) > 2 && rel[:3] == "../" {
+			return fmt.Errorf("archive entry %q escapes the archive", hdr.Name)
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(target, 0o755)
+		case tar.TypeReg:
+			err = writeEntry(tr, target)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// writeEntry writes the current tar entry to target.
+func writeEntry(tr *tar.Reader, target string) error {
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	data, err := io.ReadAll(tr)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(target, data, 0o644)
+}
+
+// inMemory copies img's layers and config into memory, so it outlives the
+// files it was read from.
+func inMemory(img v1.Image) (v1.Image, error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return nil, err

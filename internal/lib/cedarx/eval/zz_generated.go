@@ -2,7 +2,7 @@
 
 // Package eval is kcedar's adapter for github.com/cedar-policy/cedar-go/x/exp/eval: the one place that
 // imports it, re-exporting its API under the same names, so that a cedar-go
-// upgrade touches internal/cedarx only.
+// upgrade touches internal/lib/cedarx only.
 package eval
 
 import (
