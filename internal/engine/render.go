@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -134,7 +135,7 @@ func wireAnswer(d wire.ConditionsAwareDecision) SARAnswer {
 		st.Denied, details = true, d.Deny
 	}
 	if details != nil {
-		st.Reason, st.EvaluationError = details.Reason, details.EvaluationError
+		st.Reason, st.EvaluationError = apiServerReason(d.Type == wire.DecisionTypeNoOpinion, details.Reason), details.EvaluationError
 	}
 	return SARAnswer{Status: wire.SubjectAccessReviewStatus{SubjectAccessReviewStatus: st}, Label: string(d.Type)}
 }
@@ -142,8 +143,25 @@ func wireAnswer(d wire.ConditionsAwareDecision) SARAnswer {
 // statusOf is a concrete decision as a SubjectAccessReview status.
 func statusOf(d Decision) authorizationv1.SubjectAccessReviewStatus {
 	return authorizationv1.SubjectAccessReviewStatus{
-		Allowed: d.IsAllowed(), Denied: d.IsDenied(), Reason: d.Reason(), EvaluationError: d.EvaluationError(),
+		Allowed: d.IsAllowed(), Denied: d.IsDenied(), Reason: apiServerReason(d.Type() == DecisionNoOpinion, d.Reason()), EvaluationError: d.EvaluationError(),
 	}
+}
+
+// reasonPrefix starts every reason kcedar gives.
+const reasonPrefix = AuthorizerName + ": "
+
+// apiServerReason is a reason as kcedar sends it to kube-apiserver, whose
+// union authorizer passes an Allow's or a Deny's reason on as it is but
+// prefixes a NoOpinion's with the authorizer's name in the
+// AuthorizationConfiguration ("kcedar", as kcedar manifests names it;
+// k8s.io/apiserver pkg/authorization/union, Authorize and
+// EvaluateConditions). So a NoOpinion's reason goes out without kcedar's own
+// prefix, and the 403 or kubectl auth can-i reads "kcedar: " once.
+func apiServerReason(noOpinion bool, reason string) string {
+	if noOpinion {
+		return strings.TrimPrefix(reason, reasonPrefix)
+	}
+	return reason
 }
 
 // draftFits reports whether every condition fits the seed draft's limit.
@@ -176,9 +194,12 @@ func draftConditionSet(m *wire.ConditionsMap) wire.SubjectAccessReviewConditionS
 // request uid; upstream callers also get the decision in the wire shape.
 func RenderConditionsResponse(d Decision, uid types.UID, upstream bool) *wire.AuthorizationConditionsResponse {
 	resp := &wire.AuthorizationConditionsResponse{UID: uid,
-		Allowed: d.IsAllowed(), Denied: d.IsDenied(), Reason: d.Reason(), EvaluationError: d.EvaluationError()}
+		Allowed: d.IsAllowed(), Denied: d.IsDenied(), Reason: apiServerReason(d.Type() == DecisionNoOpinion, d.Reason()), EvaluationError: d.EvaluationError()}
 	if upstream {
 		dec := WireDecision(d)
+		if dec.NoOpinion != nil {
+			dec.NoOpinion.Reason = apiServerReason(true, dec.NoOpinion.Reason)
+		}
 		resp.Decision = &dec
 	}
 	return resp

@@ -135,6 +135,9 @@ func TestWebhookAuthorizerBeforeRBAC(t *testing.T) {
 		if !isForbidden(err) || !strings.Contains(err.Error(), "no-secrets-for-mallory") || !strings.Contains(err.Error(), "mallory never reads secrets") {
 			t.Fatalf("want 403 naming the policy, got %v", err)
 		}
+		if n := strings.Count(err.Error(), "kcedar: "); n != 1 {
+			t.Fatalf(`want "kcedar: " once in the 403, got %d: %v`, n, err)
+		}
 	})
 	t.Run("request no policy covers falls through to RBAC", func(t *testing.T) {
 		rita := c.ClientFor(t, "rita-token")
@@ -145,8 +148,14 @@ func TestWebhookAuthorizerBeforeRBAC(t *testing.T) {
 			t.Fatalf("ungranted list: want 403, got %v", err)
 		}
 		nobody := c.ClientFor(t, "nobody-token")
-		if _, err := nobody.CoreV1().Pods("team-a").List(ctx, metav1.ListOptions{}); !isForbidden(err) {
+		_, err := nobody.CoreV1().Pods("team-a").List(ctx, metav1.ListOptions{})
+		if !isForbidden(err) {
 			t.Fatalf("nobody: want 403, got %v", err)
+		}
+		// The API server prefixes a NoOpinion's reason with the authorizer's
+		// name: kcedar's own reason must not repeat it.
+		if n := strings.Count(err.Error(), "kcedar: "); n != 1 || !strings.Contains(err.Error(), "kcedar: no policy applies") {
+			t.Fatalf(`nobody: want the reason "kcedar: no policy applies" with "kcedar: " once, got %d in %v`, n, err)
 		}
 	})
 	t.Run("service account policy", func(t *testing.T) {
