@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/engine/offline"
 	"github.com/kcedar/kcedar/internal/entities"
@@ -22,7 +24,7 @@ func init() { rootCmd.AddCommand(newAuthorizeCmd()) }
 
 type authorizeOptions struct {
 	src       schemaSource
-	policies  []string
+	pol       policySourceOptions
 	output    string
 	sarFile   string
 	req       offline.RequestSpec
@@ -39,7 +41,7 @@ type authorizeOptions struct {
 func newAuthorizeCmd() *cobra.Command {
 	var o authorizeOptions
 	cmd := &cobra.Command{
-		Use:   "authorize --policies DIR (--user U --verb V --resource R ... | -f SAR.yaml) [--object FILE] [--old-object FILE]",
+		Use:   "authorize (--policies DIR | --policy-objects FILE | --cluster)... (--user U --verb V --resource R ... | -f SAR.yaml) [--object FILE] [--old-object FILE]",
 		Short: "Decide one request offline, exactly as kcedar serve would",
 		Long: `Decide one request against the policies, offline, with the server's code
 path: the same authorizer, the same rendering of conditions and, given the
@@ -50,6 +52,12 @@ The request comes from flags (--user, --group, --uid, --extra, --verb,
 non-resource URL) or from a SubjectAccessReview file (-f, YAML or JSON).
 An empty namespace or name is open (all namespaces / names), as in a
 SubjectAccessReview.
+
+The policies come from files (--policies), policy objects (--policy-objects
+FILE, as kubectl get -o yaml prints them, or --cluster: the cluster's
+objects) or both, composed as kcedar serve composes them: a
+NamespacedCedarPolicy only grants in its namespace, and objects serve would
+refuse are reported and not used.
 
 The answer is Allow, Deny, NoOpinion or Conditional (for writes whose policies
 look at the object); for a Conditional answer each condition is printed and,
@@ -63,6 +71,10 @@ Exit status: 0 when decided (whatever the decision), 1 invalid policies,
 			if err := checkOutputFormat(o.output); err != nil {
 				return err
 			}
+			o.pol.Complete(&o.src)
+			if err := o.pol.Validate(o.stdinFlag()); err != nil {
+				return &exitError{2, err}
+			}
 			if _, _, err := o.request(); err != nil {
 				return &exitError{2, err}
 			}
@@ -70,12 +82,12 @@ Exit status: 0 when decided (whatever the decision), 1 invalid policies,
 			if err != nil {
 				return err
 			}
-			return runAuthorize(cmd.OutOrStdout(), cmd.ErrOrStderr(), checker, &o)
+			return runAuthorize(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), checker, &o)
 		},
 	}
 	f := cmd.Flags()
 	o.src.AddFlags(f)
-	f.StringArrayVarP(&o.policies, "policies", "p", nil, "policy file or directory of *.cedar files (repeatable)")
+	o.pol.AddFlags(f, true)
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.StringVarP(&o.sarFile, "filename", "f", "", "a SubjectAccessReview (YAML or JSON; - for stdin) instead of the request flags")
 	f.StringVar(&o.req.User, "user", "", "user name (system:serviceaccount:NS:NAME, system:node:NAME or any other)")
@@ -98,9 +110,20 @@ Exit status: 0 when decided (whatever the decision), 1 invalid policies,
 	return cmd
 }
 
+// stdinFlag names the request flag that reads stdin, "" if none.
+func (o *authorizeOptions) stdinFlag() string {
+	for _, f := range []struct{ name, value string }{{"-f", o.sarFile}, {"--object", o.object}, {"--old-object", o.oldObject}} {
+		if f.value == "-" {
+			return f.name
+		}
+	}
+	return ""
+}
+
 // runAuthorize decides the request of o against its policies and prints
-// the decision on w (policy diagnostics on errw).
-func runAuthorize(w, errw io.Writer, checker *lint.Checker, o *authorizeOptions) error {
+// the decision on w (policy diagnostics, and policy objects not used, on
+// errw).
+func runAuthorize(ctx context.Context, w, errw io.Writer, checker *lint.Checker, o *authorizeOptions) error {
 	req, adm, err := o.request()
 	if err != nil {
 		return &exitError{2, err}
@@ -117,7 +140,7 @@ func runAuthorize(w, errw io.Writer, checker *lint.Checker, o *authorizeOptions)
 			return &exitError{2, err}
 		}
 	}
-	ps, err := loadPolicySet(errw, checker, o.policies)
+	ps, err := o.pol.policySet(ctx, errw, checker, o.pol.policies)
 	if err != nil {
 		return err
 	}
@@ -126,7 +149,7 @@ func runAuthorize(w, errw io.Writer, checker *lint.Checker, o *authorizeOptions)
 		return &exitError{2, err}
 	}
 	d := offline.NewDeciderWithNamespaces(checker.Schema, ps, ns).Decide(req, adm)
-	return printDecision(w, d, o.output)
+	return printDecision(w, d, o.output, o.pol.refused)
 }
 
 // request builds the cedar request and admission data from the flags.
@@ -242,8 +265,13 @@ func readInput(path string) ([]byte, error) {
 	return data, nil
 }
 
-func printDecision(w io.Writer, d engine.Report, format string) error {
+// printDecision prints d as text or JSON (with the policy objects not used,
+// if any).
+func printDecision(w io.Writer, d engine.Report, format string, refused []policyobjects.Refusal) error {
 	if format == "json" {
+		if len(refused) > 0 {
+			return writeJSONRefusals(w, d, refused)
+		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(d)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -100,7 +101,7 @@ func TestAuthorizeMatchesServer(t *testing.T) {
 			sar := sarOf(t, tc)
 			sarFile := filepath.Join(dir, "sar.json")
 			writeJSONFile(t, sarFile, sar)
-			o := &authorizeOptions{policies: paths, output: "json", sarFile: sarFile, operation: tc.Operation}
+			o := &authorizeOptions{pol: policySourceOptions{policies: paths}, output: "json", sarFile: sarFile, operation: tc.Operation}
 			srv := srv
 			if nsFile, lookup := namespacesOf(t, dir, tf, tc); lookup != nil {
 				// The same Namespace objects for both: --namespace-object
@@ -117,7 +118,7 @@ func TestAuthorizeMatchesServer(t *testing.T) {
 				os.WriteFile(o.oldObject, tc.OldObject, 0o644)
 			}
 			var out, errOut bytes.Buffer
-			if err := runAuthorize(&out, &errOut, checker, o); err != nil {
+			if err := runAuthorize(context.Background(), &out, &errOut, checker, o); err != nil {
 				t.Fatalf("%s: authorize: %v\n%s", name, err, errOut.String())
 			}
 			var got engine.Report

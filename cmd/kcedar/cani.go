@@ -26,7 +26,7 @@ type canIOptions struct {
 func newCanICmd() *cobra.Command {
 	var o canIOptions
 	cmd := &cobra.Command{
-		Use:   "can-i --list --as USER [--as-group G]... [-n NAMESPACE] --policies DIR [-o json]",
+		Use:   "can-i --list --as USER [--as-group G]... [-n NAMESPACE] (--policies DIR | --policy-objects FILE | --cluster)... [-o json]",
 		Short: "List what a user may do, with conditions (like kubectl auth can-i --list)",
 		Long: `List the verbs and resources a user may use, offline, from the policies:
 every verb of the schema is asked for every resource of the schema (and for
@@ -34,7 +34,14 @@ every group and resource, "*", and the non-resource URLs the policies name),
 with the name left open. Rules that hold for some names only list them
 (RESOURCE NAMES); rules that depend on anything else print their conditions.
 Unlike kubectl auth can-i --list in front of a webhook, the list is complete
-for kcedar's policies (incomplete: false).
+for kcedar's policies (incomplete: false). The forbids that apply to the user
+follow as DENIED rows (status.denied in JSON): what they deny for every
+name, or when their conditions hold, whatever the rules above allow.
+
+The policies come from files (--policies), policy objects (--policy-objects
+FILE, as kubectl get -o yaml prints them, or --cluster) or both, composed as
+kcedar serve composes them; objects serve would refuse are reported on
+stderr (and in refusedPolicyObjects with -o json) and not used.
 
 -o json prints the SubjectRulesReview that POST /v1/rulesreview returns.
 For one request, use kcedar authorize.
@@ -72,7 +79,7 @@ Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
 				return &exitError{2, err}
 			}
 			if o.output == "json" {
-				return writeJSON(cmd.OutOrStdout(), resp)
+				return writeJSONRefusals(cmd.OutOrStdout(), resp, o.pol.refused)
 			}
 			printRules(cmd.OutOrStdout(), resp.Status)
 			return nil
@@ -89,31 +96,55 @@ Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
 }
 
 // printRules prints a table like kubectl auth can-i --list's, with the
-// conditions and the policies.
+// conditions and the policies, then what the user's forbids deny.
 func printRules(w io.Writer, rv *engine.RulesReview) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RESOURCES\tNON-RESOURCE URLS\tRESOURCE NAMES\tVERBS\tCONDITIONS\tVIA")
 	for _, r := range rv.ResourceRules {
-		res := make([]string, len(r.Resources))
-		for i, name := range r.Resources {
-			res[i] = name
-			if g := r.APIGroups[0]; g != "" {
-				base, sub, hasSub := strings.Cut(name, "/")
-				res[i] = base + "." + g
-				if hasSub {
-					res[i] += "/" + sub
-				}
-			}
-		}
-		fmt.Fprintf(tw, "%s\t[]\t[%s]\t[%s]\t%s\t%s\n", strings.Join(res, ","), strings.Join(r.ResourceNames, " "), strings.Join(r.Verbs, " "), ruleConditions(r.Conditions), strings.Join(r.Policies, ","))
+		fmt.Fprintf(tw, "%s\t[]\t[%s]\t[%s]\t%s\t%s\n", ruleResources(r.APIGroups, r.Resources), strings.Join(r.ResourceNames, " "), strings.Join(r.Verbs, " "), ruleConditions(r.Conditions), strings.Join(r.Policies, ","))
 	}
 	for _, r := range rv.NonResourceRules {
 		fmt.Fprintf(tw, "\t[%s]\t[]\t[%s]\t%s\t%s\n", strings.Join(r.NonResourceURLs, " "), strings.Join(r.Verbs, " "), ruleConditions(r.Conditions), strings.Join(r.Policies, ","))
 	}
+	for _, r := range rv.Denied {
+		cond := "DENIED"
+		if len(r.When) > 0 {
+			when := make([]string, len(r.When))
+			for i, c := range r.When {
+				when[i] = oneLine(c)
+			}
+			cond += " when " + strings.Join(when, " || ")
+		}
+		urls := ""
+		if len(r.NonResourceURLs) > 0 {
+			urls = "[" + strings.Join(r.NonResourceURLs, " ") + "]"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t[]\t[%s]\t%s\t%s\n", ruleResources(r.APIGroups, r.Resources), urls, strings.Join(r.Verbs, " "), cond, strings.Join(r.Policies, ","))
+	}
 	tw.Flush()
+	if len(rv.Denied) > 0 {
+		fmt.Fprintln(w, "DENIED rows: the user's forbids deny these requests (when their conditions hold), whatever the rules above allow")
+	}
 	if rv.EvaluationError != "" {
 		fmt.Fprintln(w, "evaluation errors:", rv.EvaluationError)
 	}
+}
+
+// ruleResources writes a rule's resources as kubectl does: pods,
+// deployments.apps, deployments.apps/scale.
+func ruleResources(groups, resources []string) string {
+	res := make([]string, len(resources))
+	for i, name := range resources {
+		res[i] = name
+		if len(groups) > 0 && groups[0] != "" {
+			base, sub, hasSub := strings.Cut(name, "/")
+			res[i] = base + "." + groups[0]
+			if hasSub {
+				res[i] += "/" + sub
+			}
+		}
+	}
+	return strings.Join(res, ",")
 }
 
 func ruleConditions(c *engine.RuleConditions) string {

@@ -51,7 +51,7 @@ func loadChecker(ctx context.Context, src schemaSource) (*lint.Checker, error) {
 // paths code 2.
 func loadPolicySet(w io.Writer, checker *lint.Checker, paths []string) (*cedarlang.PolicySet, error) {
 	if len(paths) == 0 {
-		return nil, &exitError{2, errors.New("no policies: give --policies FILE|DIR")}
+		return nil, &exitError{2, errors.New("no policies: give --policies FILE|DIR, --policy-objects FILE or --cluster")}
 	}
 	files, err := lint.ReadPaths(paths)
 	if err != nil {
@@ -91,30 +91,36 @@ func plural(n int, word string) string {
 }
 
 // reviewOptions are the flags and the set-up the offline access reviews
-// (who-can, can-i) share: schema, policies, output format and namespace.
+// (who-can, can-i) share: schema, policies (files and objects), output
+// format and namespace.
 type reviewOptions struct {
 	src       schemaSource
-	policies  []string
+	pol       policySourceOptions
 	output    string
 	namespace string
 }
 
 func (o *reviewOptions) addFlags(f *pflag.FlagSet, namespaceUsage string) {
 	o.src.AddFlags(f)
-	f.StringArrayVarP(&o.policies, "policies", "p", nil, "policy file or directory of *.cedar files (repeatable)")
+	o.pol.AddFlags(f, true)
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.StringVarP(&o.namespace, "namespace", "n", "", namespaceUsage)
 }
 
 // engine loads the schema and the policies and builds the engine that
 // answers the review, as the server's would (with a key of its own: the
-// offline answers are not signed for anyone).
+// offline answers are not signed for anyone). Policy objects serve would
+// refuse are reported on stderr and kept in o.pol.refused.
 func (o *reviewOptions) engine(cmd *cobra.Command) (*schemagen.Schema, engine.RuleResolver, error) {
+	o.pol.Complete(&o.src)
+	if err := o.pol.Validate(""); err != nil {
+		return nil, nil, &exitError{2, err}
+	}
 	checker, err := loadChecker(cmd.Context(), o.src)
 	if err != nil {
 		return nil, nil, err
 	}
-	ps, err := loadPolicySet(cmd.ErrOrStderr(), checker, o.policies)
+	ps, err := o.pol.policySet(cmd.Context(), cmd.ErrOrStderr(), checker, o.pol.policies)
 	if err != nil {
 		return nil, nil, err
 	}

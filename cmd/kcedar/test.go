@@ -10,12 +10,14 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/engine/offline"
+	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 func init() { rootCmd.AddCommand(newTestCmd()) }
 
 type testOptions struct {
 	src     schemaSource
+	pol     policySourceOptions
 	output  string
 	verbose bool
 }
@@ -43,7 +45,10 @@ relative to the file) or uses the *.cedar files next to it:
     outcome: Allow
 
 A request may instead be a SubjectAccessReview (sar:). Decisions use the
-server's code path, like 'kcedar authorize'.
+server's code path, like 'kcedar authorize'. With --policy-objects FILE or
+--cluster, policy objects join each test file's policies, composed as kcedar
+serve composes them (a NamespacedCedarPolicy only grants in its namespace;
+objects serve would refuse are reported and not used).
 
 Exit status: 0 all passed, 1 a test failed or the policies are invalid,
 2 usage or I/O error.`,
@@ -52,14 +57,27 @@ Exit status: 0 all passed, 1 a test failed or the policies are invalid,
 			if err := checkOutputFormat(o.output); err != nil {
 				return err
 			}
+			o.pol.Complete(&o.src)
+			if err := o.pol.Validate(""); err != nil {
+				return &exitError{2, err}
+			}
 			checker, err := loadChecker(cmd.Context(), o.src)
 			if err != nil {
 				return err
 			}
-			return runTests(cmd.OutOrStdout(), checker, args, o)
+			var loader offline.PolicyLoader = checker
+			if o.pol.usesObjects() {
+				srcs, err := o.pol.objectSources(cmd.Context(), cmd.ErrOrStderr(), checker)
+				if err != nil {
+					return err
+				}
+				loader = composedLoader{checker: checker, srcs: srcs}
+			}
+			return runTests(cmd.OutOrStdout(), checker.Schema, loader, args, o)
 		},
 	}
 	o.src.AddFlags(cmd.Flags())
+	o.pol.AddFlags(cmd.Flags(), false)
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "list passing tests too")
 	return cmd
@@ -71,7 +89,9 @@ type testFileReport struct {
 	Results []offline.TestResult `json:"results,omitempty"`
 }
 
-func runTests(w io.Writer, checker *lint.Checker, paths []string, o testOptions) error {
+// runTests runs the test files at paths, loading their policies with
+// loader, and reports on w.
+func runTests(w io.Writer, schema *schemagen.Schema, loader offline.PolicyLoader, paths []string, o testOptions) error {
 	files, err := offline.FindTestFiles(paths)
 	if err != nil {
 		return &exitError{2, err}
@@ -83,7 +103,7 @@ func runTests(w io.Writer, checker *lint.Checker, paths []string, o testOptions)
 	passed, failed, broken := 0, 0, 0
 	for _, f := range files {
 		rep := testFileReport{File: f}
-		results, err := offline.RunTestFile(f, checker.Schema, checker)
+		results, err := offline.RunTestFile(f, schema, loader)
 		var diags []lint.Diagnostic
 		if inv := (*lint.InvalidPoliciesError)(nil); errors.As(err, &inv) {
 			diags = inv.Diagnostics
@@ -130,7 +150,11 @@ func runTests(w io.Writer, checker *lint.Checker, paths []string, o testOptions)
 	if o.output == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(map[string]any{"passed": passed, "failed": failed, "brokenFiles": broken, "files": reports}); err != nil {
+		doc := map[string]any{"passed": passed, "failed": failed, "brokenFiles": broken, "files": reports}
+		if len(o.pol.refused) > 0 {
+			doc["refusedPolicyObjects"] = o.pol.refused
+		}
+		if err := enc.Encode(doc); err != nil {
 			return &exitError{2, err}
 		}
 	} else {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,15 +14,21 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
+	"github.com/kcedar/kcedar/internal/store"
 )
 
 func init() { rootCmd.AddCommand(newValidateCmd()) }
 
 type validateOptions struct {
 	src            schemaSource
+	pol            policySourceOptions
 	output         string
 	strictWarnings bool
 	stdin          io.Reader // for the path "-"
+	// objects are the policy objects' sources serve would load (with
+	// --policy-objects or --cluster; o.pol.refused the others).
+	objects []store.Source
 }
 
 // readPolicyPaths reads policy files as serve does, plus "-": the policies
@@ -65,7 +72,7 @@ func readPolicyPaths(paths []string, stdin io.Reader) ([]lint.File, error) {
 func newValidateCmd() *cobra.Command {
 	var o validateOptions
 	cmd := &cobra.Command{
-		Use:   "validate [--schema FILE | --kubeconfig FILE | --from-dir DIR] PATH... (- for stdin)",
+		Use:   "validate [--schema FILE | --kubeconfig FILE | --from-dir DIR] [--policy-objects FILE | --cluster] PATH... (- for stdin)",
 		Short: "Check Cedar policy files against the schema, with positions and hints",
 		Long: `Check policy files (and directories of *.cedar files) the way 'kcedar serve'
 loads them: strict parsing (trailing garbage, an empty or duplicate @id are
@@ -78,26 +85,51 @@ Each finding is printed as
   file:line:col: policy <id>: message
       hint: how to fix it
 
+With --policy-objects FILE (objects as kubectl get -o yaml prints them) or
+--cluster (the cluster's objects), each CedarPolicy and NamespacedCedarPolicy
+is checked as kcedar serve checks it (a NamespacedCedarPolicy holds permits
+that stay within its namespace), objects serve would refuse are reported,
+and the objects' policies and the files are loaded as one set, as serve
+loads them (policy ids unique across objects and files). PATH is optional
+then.
+
 Lint warnings flag valid policies that cannot do what they seem to: a
 comparison to "*", like "*", a forbid that can fail to evaluate, a permit
 that depends on the object but only applies to reads.
 
 Exit status: 0 clean (warnings allowed unless --strict-warnings), 1 invalid
 policies, 2 usage or I/O error.`,
-		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutputFormat(o.output); err != nil {
 				return err
+			}
+			if len(args) == 0 && !o.pol.usesObjects() {
+				return &exitError{2, fmt.Errorf("give policy files (PATH...), --policy-objects FILE or --cluster")}
+			}
+			o.pol.Complete(&o.src)
+			stdinTaken := ""
+			if slices.Contains(args, "-") {
+				stdinTaken = "the path -"
+			}
+			if err := o.pol.Validate(stdinTaken); err != nil {
+				return &exitError{2, err}
 			}
 			checker, err := loadChecker(cmd.Context(), o.src)
 			if err != nil {
 				return err
 			}
-			o.stdin = cmd.InOrStdin()
+			o.stdin, o.pol.stdin = cmd.InOrStdin(), cmd.InOrStdin()
+			if o.pol.usesObjects() {
+				// Refusals are findings: runValidate reports them.
+				if o.objects, err = o.pol.objectSources(cmd.Context(), io.Discard, checker); err != nil {
+					return err
+				}
+			}
 			return runValidate(cmd.OutOrStdout(), checker, args, o)
 		},
 	}
 	o.src.AddFlags(cmd.Flags())
+	o.pol.AddFlags(cmd.Flags(), false)
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&o.strictWarnings, "strict-warnings", false, "fail (exit 1) on lint warnings too")
 	return cmd
@@ -113,6 +145,12 @@ type validateReport struct {
 	Diagnostics []lint.Diagnostic `json:"diagnostics"`
 	// Unnarrowed: what the policy index cannot narrow (valid sets only).
 	Unnarrowed *unnarrowedReport `json:"unnarrowed,omitempty"`
+	// With policy objects: how many serve would load, those it would
+	// refuse and why, and why the set of files and objects does not load
+	// as one (SetError).
+	PolicyObjects        *int                    `json:"policyObjects,omitempty"`
+	RefusedPolicyObjects []policyobjects.Refusal `json:"refusedPolicyObjects,omitempty"`
+	SetError             string                  `json:"setError,omitempty"`
 }
 
 // unnarrowedReport is cedarlang.UnnarrowedReport for validate's output.
@@ -163,7 +201,7 @@ func runValidate(w io.Writer, checker *lint.Checker, paths []string, o validateO
 	if err != nil {
 		return &exitError{2, err}
 	}
-	if len(files) == 0 {
+	if len(files) == 0 && !o.pol.usesObjects() {
 		return &exitError{2, fmt.Errorf("no *.cedar files in %v", paths)}
 	}
 	res := checker.Check(files)
@@ -171,7 +209,10 @@ func runValidate(w io.Writer, checker *lint.Checker, paths []string, o validateO
 	if rep.Diagnostics == nil {
 		rep.Diagnostics = []lint.Diagnostic{}
 	}
-	failed := rep.Errors > 0 || (o.strictWarnings && rep.Warnings > 0)
+	if o.pol.usesObjects() {
+		validateObjects(checker, files, o, &rep)
+	}
+	failed := rep.Errors > 0 || (o.strictWarnings && rep.Warnings > 0) || len(rep.RefusedPolicyObjects) > 0 || rep.SetError != ""
 	rep.Valid = !failed
 	if rep.Errors == 0 {
 		rep.Unnarrowed = unnarrowed(res.Policies)
@@ -188,6 +229,7 @@ func runValidate(w io.Writer, checker *lint.Checker, paths []string, o validateO
 			fmt.Fprintln(w, d)
 			fmt.Fprint(w, sourceExcerpt(files, d, colour))
 		}
+		printObjectFindings(w, &rep)
 		if note := rep.Unnarrowed.note(); note != "" {
 			fmt.Fprintln(w, note)
 		}
@@ -195,12 +237,53 @@ func runValidate(w io.Writer, checker *lint.Checker, paths []string, o validateO
 	}
 	if failed {
 		what := plural(rep.Errors, "error")
-		if rep.Errors == 0 {
+		switch {
+		case len(rep.RefusedPolicyObjects) > 0:
+			what = plural(len(rep.RefusedPolicyObjects), "policy object") + " refused"
+		case rep.SetError != "":
+			what = "the files and policy objects do not load as one set"
+		case rep.Errors == 0:
 			what = plural(rep.Warnings, "warning") + " (--strict-warnings)"
 		}
 		return &exitError{1, fmt.Errorf("policies are not valid: %s", what)}
 	}
 	return nil
+}
+
+// validateObjects adds the policy objects to rep: those serve would refuse,
+// and, when the files are valid, whether files and objects load as one set
+// the way serve loads them (then rep.Policies counts the whole set).
+func validateObjects(checker *lint.Checker, files []lint.File, o validateOptions, rep *validateReport) {
+	n := len(o.objects)
+	rep.PolicyObjects, rep.RefusedPolicyObjects = &n, o.pol.refused
+	if rep.Errors > 0 {
+		return
+	}
+	// The set as serve builds it: the files (as read, stdin too) and the
+	// objects, through serve's policy store.
+	srcs := make([]store.Source, 0, len(files)+len(o.objects))
+	for _, f := range files {
+		srcs = append(srcs, store.Source{Name: f.Name, Data: f.Data})
+	}
+	ps, err := composeSet(checker, nil, append(srcs, o.objects...))
+	if err != nil {
+		rep.SetError = err.Error()
+		return
+	}
+	rep.Policies = ps.Len()
+}
+
+// printObjectFindings prints what validateObjects found.
+func printObjectFindings(w io.Writer, rep *validateReport) {
+	for _, r := range rep.RefusedPolicyObjects {
+		fmt.Fprintf(w, "%s: refused (kcedar serve does not load it):\n    %s\n", r.Object, strings.ReplaceAll(r.Reason, "\n", "\n    "))
+	}
+	if rep.SetError != "" {
+		fmt.Fprintf(w, "the files and policy objects do not load as one set (kcedar serve would keep its last good set): %s\n", rep.SetError)
+	}
+	if rep.PolicyObjects != nil {
+		fmt.Fprintf(w, "%s loaded as kcedar serve loads them, %d refused\n", plural(*rep.PolicyObjects, "policy object"), len(rep.RefusedPolicyObjects))
+	}
 }
 
 // sourceExcerpt is the diagnostic's source line with a caret under its

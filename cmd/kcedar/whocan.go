@@ -21,12 +21,8 @@ type whoCanOptions struct {
 	url string
 }
 
-func newWhoCanCmd() *cobra.Command {
-	var o whoCanOptions
-	cmd := &cobra.Command{
-		Use:   "who-can VERB (RESOURCE [NAME] | --url PATH) --policies DIR [-n NAMESPACE] [-o json]",
-		Short: "List the subjects the policies allow (or deny) to make a request",
-		Long: `Answer "who can VERB RESOURCE" from the policies, offline, by partial
+// whoCanLong is who-can's help text.
+const whoCanLong = `Answer "who can VERB RESOURCE" from the policies, offline, by partial
 evaluation with the principal unknown: every policy that may apply becomes an
 entry naming its subjects (users, groups, ServiceAccounts, nodes, or selectors
 such as every ServiceAccount of a namespace, a principal type or a username
@@ -43,8 +39,21 @@ A subject is allowed when an allowed or conditional entry selects it (and its
 condition holds) and no denied entry does. -o json prints the
 ResourceAccessReviewResponse that POST /v1/resourceaccessreview returns.
 
-Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
-		Args: cobra.RangeArgs(1, 3),
+The policies come from files (--policies), policy objects (--policy-objects
+FILE, as kubectl get -o yaml prints them, or --cluster) or both, composed as
+kcedar serve composes them: a NamespacedCedarPolicy only grants in its
+namespace. Objects serve would refuse are reported on stderr (and in
+refusedPolicyObjects with -o json) and not used.
+
+Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`
+
+func newWhoCanCmd() *cobra.Command {
+	var o whoCanOptions
+	cmd := &cobra.Command{
+		Use:   "who-can VERB (RESOURCE [NAME] | --url PATH) (--policies DIR | --policy-objects FILE | --cluster)... [-n NAMESPACE] [-o json]",
+		Short: "List the subjects the policies allow (or deny) to make a request",
+		Long:  whoCanLong,
+		Args:  cobra.RangeArgs(1, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutputFormat(o.output); err != nil {
 				return err
@@ -86,7 +95,7 @@ Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
 				return &exitError{2, err}
 			}
 			if o.output == "json" {
-				return writeJSON(cmd.OutOrStdout(), resp)
+				return writeJSONRefusals(cmd.OutOrStdout(), resp, o.pol.refused)
 			}
 			printAccessReview(cmd.OutOrStdout(), &resp.AccessReview)
 			return nil

@@ -53,6 +53,10 @@ type NonResourceRule struct {
 type RulesReview struct {
 	ResourceRules    []ResourceRule    `json:"resourceRules"`
 	NonResourceRules []NonResourceRule `json:"nonResourceRules"`
+	// Denied are the rules the principal's forbids deny: for every name, or
+	// when their conditions hold. A request they match is denied even if a
+	// rule above allows it.
+	Denied []DeniedRule `json:"denied,omitempty"`
 	// Incomplete is false: every resource and verb of the schema is asked.
 	Incomplete      bool   `json:"incomplete"`
 	EvaluationError string `json:"evaluationError,omitempty"`
@@ -64,7 +68,7 @@ type RulesReview struct {
 // resource; a cancelled ctx stops it with ctx's error.
 func (e *Engine) WhatCan(ctx context.Context, user entities.UserInfo, namespace string) (RulesReview, error) {
 	e = e.uncached()
-	c := &rulesCollector{ctx: ctx, e: e, principal: entities.PrincipalEntity(user), merged: map[ruleKey]*ResourceRule{}}
+	c := &rulesCollector{ctx: ctx, e: e, principal: entities.PrincipalEntity(user), merged: map[ruleKey]*ResourceRule{}, denied: deniedRules{merged: map[deniedKey]*DeniedRule{}}}
 	keys := e.schema.SortedResourceKeys()
 	for _, verb := range e.schema.Verbs {
 		if err := ctx.Err(); err != nil {
@@ -78,7 +82,8 @@ func (e *Engine) WhatCan(ctx context.Context, user entities.UserInfo, namespace 
 		// Every group and resource: k8s::Resource policies.
 		c.ask(&entities.Request{User: user, ResourceRequest: true, Verb: verb, APIGroup: entities.Wildcard, Resource: entities.Wildcard, Namespace: namespace}, entities.Wildcard)
 	}
-	rv := RulesReview{ResourceRules: c.groupRules(), NonResourceRules: e.nonResourceRules(user, c.principal, &c.errs)}
+	rv := RulesReview{ResourceRules: c.groupRules(), NonResourceRules: e.nonResourceRules(user, c)}
+	rv.Denied = c.denied.rules()
 	if len(c.errs) > 0 {
 		slices.Sort(c.errs)
 		rv.EvaluationError = strings.Join(slices.Compact(c.errs), "; ")
@@ -116,6 +121,7 @@ type rulesCollector struct {
 	errs      []string
 	merged    map[ruleKey]*ResourceRule
 	order     []ruleKey
+	denied    deniedRules
 }
 
 // add records that verb on group/resource is allowed (for names, under
@@ -150,6 +156,7 @@ func (c *rulesCollector) ask(req *entities.Request, resourceName string) {
 	// Not allowed for every name (or conditional on the objects, or denied
 	// for some name): what remains with the name open, unfolded.
 	od := e.openDecision(req, c.principal, target)
+	c.denied.record(req.Verb, req.APIGroup, resourceName, "", od)
 	if !od.IsConditional() {
 		return
 	}
@@ -167,6 +174,81 @@ func (c *rulesCollector) ask(req *entities.Request, resourceName string) {
 	if len(conds.Allow) > 0 {
 		c.add(req.Verb, req.APIGroup, resourceName, nil, conds, od.Policies())
 	}
+}
+
+// DeniedRule is what the principal's forbids deny: Verbs on Resources of
+// APIGroups (or on NonResourceURLs), for every name, or, when When is set,
+// only when one of its conditions holds. Policies are the forbids.
+type DeniedRule struct {
+	Verbs           []string `json:"verbs"`
+	APIGroups       []string `json:"apiGroups,omitempty"`
+	Resources       []string `json:"resources,omitempty"`
+	NonResourceURLs []string `json:"nonResourceURLs,omitempty"`
+	When            []string `json:"when,omitempty"`
+	Policies        []string `json:"policies"`
+}
+
+// deniedKey identifies the denied rules that merge their verbs.
+type deniedKey struct{ group, resource, url, when, policies string }
+
+// deniedRules gathers the denied rules of one WhatCan.
+type deniedRules struct {
+	merged map[deniedKey]*DeniedRule
+	order  []deniedKey
+}
+
+// record notes what the forbids of d (the decision of verb on group/resource,
+// or on the non-resource url, with the name or path open) deny: all of it
+// when d is a Deny, else what its deny conditions say.
+func (c *deniedRules) record(verb, group, resource, url string, d Decision) {
+	var when []string
+	var policies []*cedarlang.Policy
+	switch {
+	case d.IsDenied():
+		policies = d.Policies()
+	case d.IsConditional():
+		for _, r := range d.DenyConditions() {
+			when = append(when, conditionText(r.Expr))
+			policies = append(policies, r.Policy)
+		}
+	}
+	if len(policies) == 0 {
+		return
+	}
+	ids := policyIDs(policies)
+	k := deniedKey{group, resource, url, strings.Join(when, "\x00"), strings.Join(ids, "\x00")}
+	if r, ok := c.merged[k]; ok {
+		r.Verbs = append(r.Verbs, verb)
+		return
+	}
+	r := &DeniedRule{Verbs: []string{verb}, When: when, Policies: ids}
+	if url != "" {
+		r.NonResourceURLs = []string{url}
+	} else {
+		r.APIGroups, r.Resources = []string{group}, []string{resource}
+	}
+	c.merged[k] = r
+	c.order = append(c.order, k)
+}
+
+// rules writes the denied rules as groupRules writes the allowed ones: the
+// resources of a group that share verbs, conditions and policies together.
+func (c *deniedRules) rules() []DeniedRule {
+	type groupKey struct{ group, url, verbs, when, policies string }
+	byGroup := map[groupKey]int{}
+	var rules []DeniedRule
+	for _, k := range c.order {
+		r := c.merged[k]
+		slices.Sort(r.Verbs)
+		gk := groupKey{k.group, k.url, strings.Join(r.Verbs, "\x00"), k.when, k.policies}
+		if i, ok := byGroup[gk]; ok && k.url == "" {
+			rules[i].Resources = append(rules[i].Resources, r.Resources...)
+			continue
+		}
+		byGroup[gk] = len(rules)
+		rules = append(rules, *r)
+	}
+	return rules
 }
 
 // groupRules writes the rules as RBAC does: one rule per group for the
@@ -314,7 +396,8 @@ func policyIDs(ps []*cedarlang.Policy) []string {
 // nonResourceRules asks every non-resource verb with the path open: paths
 // named by `resource.path == "/x"` become nonResourceURLs, `like "/x*"`
 // patterns too (RBAC writes a trailing *), anything else a condition.
-func (e *Engine) nonResourceRules(user entities.UserInfo, principal types.Entity, errs *[]string) []NonResourceRule {
+func (e *Engine) nonResourceRules(user entities.UserInfo, rc *rulesCollector) []NonResourceRule {
+	principal := rc.principal
 	out := []NonResourceRule{}
 	type key struct{ urls, conds, policies string }
 	merged := map[key]*NonResourceRule{}
@@ -334,8 +417,9 @@ func (e *Engine) nonResourceRules(user entities.UserInfo, principal types.Entity
 		}
 		d := decide(results, target.EntityType)
 		for _, err := range d.Errors() {
-			*errs = append(*errs, err.Error())
+			rc.errs = append(rc.errs, err.Error())
 		}
+		rc.denied.record(verb, "", "", "*", d)
 		var urls []string
 		var conds *RuleConditions
 		switch {

@@ -196,6 +196,26 @@ func stateOf(u *unstructured.Unstructured) (string, objectState) {
 	return SourceName(kind, ns, u.GetName()), objectState{kind: kind, namespace: ns, name: u.GetName(), generation: u.GetGeneration(), content: content}
 }
 
+// judge checks object u as an offer does, given the states of the previous
+// offer (before; nil for none): an unchanged text keeps its verdict, and an
+// invalid text keeps the previous serving text, if any.
+func judge(c *Checker, u *unstructured.Unstructured, before map[string]objectState) (string, objectState) {
+	key, st := stateOf(u)
+	prev, seen := before[key]
+	if seen && prev.content == st.content {
+		st.verdict = prev.verdict
+	} else {
+		st.verdict = c.Check(st.kind, st.namespace, st.name, st.content)
+	}
+	switch {
+	case st.verdict.Valid:
+		st.serving, st.servingGeneration = st.content, st.generation
+	case seen:
+		st.serving, st.servingGeneration = prev.serving, prev.servingGeneration
+	}
+	return key, st
+}
+
 // sourcesOf is what serves of states, in a stable order, and its hash.
 func sourcesOf(states map[string]objectState) ([]store.Source, string) {
 	keys := make([]string, 0, len(states))
@@ -225,21 +245,9 @@ func (s *Source) offer() {
 	s.mu.Lock()
 	next := make(map[string]objectState, len(objs))
 	for _, u := range objs {
-		key, st := stateOf(u)
-		content := st.content
+		key, st := judge(s.Checker, u, s.verdicts)
 		prev, seen := s.verdicts[key]
-		if seen && prev.content == content {
-			st.verdict = prev.verdict
-		} else {
-			st.verdict = s.Checker.Check(st.kind, st.namespace, st.name, content)
-		}
-		switch {
-		case st.verdict.Valid:
-			st.serving, st.servingGeneration = content, st.generation
-		case seen:
-			st.serving, st.servingGeneration = prev.serving, prev.servingGeneration
-		}
-		if !st.verdict.Valid && (!seen || prev.content != content) {
+		if !st.verdict.Valid && (!seen || prev.content != st.content) {
 			s.Logger.Error("invalid policy object; its last valid version (if any) keeps serving", "object", key, "errors", st.verdict.Message())
 		}
 		next[key] = st
