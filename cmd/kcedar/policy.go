@@ -12,13 +12,16 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
+	"github.com/kcedar/kcedar/internal/lib/cedarlex"
 )
 
 func init() { rootCmd.AddCommand(newPolicyCmd()) }
@@ -26,67 +29,162 @@ func init() { rootCmd.AddCommand(newPolicyCmd()) }
 // SourceAnnotation records the file a packed object came from, for unpack.
 const SourceAnnotation = "kcedar.dev/source-file"
 
+// A file too large for one object is packed into several, NAME-1, NAME-2,
+// ...: each labelled PackLabel=NAME and annotated PartAnnotation "i/n", so
+// that unpack joins them again.
+const (
+	PackLabel      = "kcedar.dev/pack"
+	PartAnnotation = "kcedar.dev/part"
+)
+
+// packBudget is the most spec.content bytes pack puts in one object. An
+// object may hold policyobjects.MaxContentBytes (256 KiB), but `kubectl
+// apply` copies the whole object into its last-applied-configuration
+// annotation, and annotations may total 262,144 bytes: the budget leaves
+// room for the metadata.
+const packBudget = 200 << 10
+
 func newPolicyCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "policy", Short: "Turn policy files into CedarPolicy objects and back (GitOps)"}
-	var namespace, out, output string
-	pack := &cobra.Command{
-		Use:   "pack DIR [--namespace NS] [--file FILE]",
-		Short: "Print the *.cedar files under DIR as CedarPolicy objects (YAML), one per file",
-		Long: `Print one CedarPolicy per *.cedar file under DIR (NamespacedCedarPolicy in
+	cmd.AddCommand(newPolicyPackCmd(), newPolicyUnpackCmd())
+	return cmd
+}
+
+// policyPackOptions are kcedar policy pack's flags.
+type policyPackOptions struct {
+	namespace string
+	out       string
+	output    string
+}
+
+const policyPackLong = `Print one CedarPolicy per *.cedar file under DIR (NamespacedCedarPolicy in
 NS with --namespace), named after the file's path (team/a_b.cedar ->
 team-a-b), with the path in the kcedar.dev/source-file annotation so
 'kcedar policy unpack' restores the tree. The files stay the source of truth,
 testable with 'kcedar validate' and 'kcedar test'; apply the output with
-kubectl or a GitOps tool.`,
-		Args: cobra.ExactArgs(1),
+kubectl or a GitOps tool.
+
+A file over 200 KiB (204,800 bytes: kubectl apply copies an object into an
+annotation of at most 262,144 bytes, and the rest is room for metadata) is
+split between policies, never inside one, into objects NAME-1, NAME-2, ...,
+labelled kcedar.dev/pack=NAME and annotated kcedar.dev/part: "2/3";
+'kcedar policy unpack' joins them into the one file again. Policy ids do not
+change: every policy of a split file must have an @id (a default id names
+its object), and a single policy over 200 KiB is an error. NamespacedCedarPolicy
+ids carry their object's name, so a file packed with --namespace is never
+split.
+
+When the file changes, policies may move from one part to another, and
+kcedar's admission check refuses an object whose policy ids another object
+still serves: replace a split pack by deleting its parts first (kubectl delete
+cedarpolicies -l kcedar.dev/pack=NAME; the object NAME too if it was packed
+whole before), then applying the new ones.`
+
+func newPolicyPackCmd() *cobra.Command {
+	o := &policyPackOptions{}
+	cmd := &cobra.Command{
+		Use:   "pack DIR [--namespace NS] [--file FILE]",
+		Short: "Print the *.cedar files under DIR as CedarPolicy objects (YAML), one per file (large files split)",
+		Long:  policyPackLong,
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := outputFormat(cmd.ErrOrStderr(), output, []string{"yaml"}, &out, "--file"); err != nil {
+			if err := o.Validate(cmd.ErrOrStderr()); err != nil {
 				return &exitError{2, err}
 			}
-			w := cmd.OutOrStdout()
-			if out != "" {
-				f, err := os.Create(out)
-				if err != nil {
-					return &exitError{2, err}
-				}
-				defer f.Close()
-				w = f
-			}
-			if err := packDir(w, args[0], namespace); err != nil {
+			if err := o.Run(cmd.OutOrStdout(), args[0]); err != nil {
 				return &exitError{2, err}
 			}
 			return nil
 		},
 	}
-	pack.Flags().StringVarP(&namespace, "namespace", "n", "", "make NamespacedCedarPolicy objects in this namespace")
-	pack.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml")
-	pack.Flags().StringVar(&out, "file", "", "write the YAML here instead of stdout")
-	unpack := &cobra.Command{
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// AddFlags registers the flags on f.
+func (o *policyPackOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringVarP(&o.namespace, "namespace", "n", "", "make NamespacedCedarPolicy objects in this namespace")
+	f.StringVarP(&o.output, "output", "o", "yaml", "output format: yaml")
+	f.StringVar(&o.out, "file", "", "write the YAML here instead of stdout")
+}
+
+// Validate checks the output format (notes go to stderr).
+func (o *policyPackOptions) Validate(stderr io.Writer) error {
+	_, err := outputFormat(stderr, o.output, []string{"yaml"}, &o.out, "--file")
+	return err
+}
+
+// Run packs the files under dir and writes the objects to --file or stdout.
+func (o *policyPackOptions) Run(stdout io.Writer, dir string) error {
+	w := stdout
+	if o.out != "" {
+		f, err := os.Create(o.out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	return packDir(w, dir, o.namespace)
+}
+
+const policyUnpackLong = `Write the spec.content of CedarPolicy objects (YAML or JSON, as 'kcedar
+policy pack' prints them or 'kubectl get cedarpolicies -o yaml' lists them;
+"-" is stdin) into DIR as *.cedar files: each at the path of its
+kcedar.dev/source-file annotation, else NAME.cedar. The parts of a split pack
+(label kcedar.dev/pack, annotation kcedar.dev/part) are joined into one file;
+a missing part is an error.
+
+Only the kind CedarPolicy is taken. NamespacedCedarPolicy objects are refused:
+served, their policies are confined to their namespace, which bare files
+would lose. Analyse them with --policy-objects FILE instead (kcedar who-can,
+can-i, authorize, test, validate).`
+
+// policyUnpackOptions are kcedar policy unpack's arguments.
+type policyUnpackOptions struct {
+	input string // a file, or "-" for stdin
+	dir   string
+}
+
+func newPolicyUnpackCmd() *cobra.Command {
+	o := &policyUnpackOptions{}
+	return &cobra.Command{
 		Use:   "unpack FILE|- DIR",
-		Short: "Write the spec.content of CedarPolicy objects (YAML, as pack prints them or kubectl get -o yaml) into DIR as *.cedar files",
+		Short: "Write the spec.content of CedarPolicy objects into DIR as *.cedar files (split packs joined)",
+		Long:  policyUnpackLong,
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var in io.Reader = cmd.InOrStdin()
-			if args[0] != "-" {
-				f, err := os.Open(args[0])
-				if err != nil {
-					return &exitError{2, err}
-				}
-				defer f.Close()
-				in = f
-			}
-			files, err := unpackTo(in, args[1])
-			if err != nil {
+			o.Complete(args)
+			if err := o.Run(cmd.InOrStdin(), cmd.ErrOrStderr()); err != nil {
 				return &exitError{2, err}
-			}
-			for _, f := range files {
-				fmt.Fprintln(cmd.ErrOrStderr(), "wrote", f)
 			}
 			return nil
 		},
 	}
-	cmd.AddCommand(pack, unpack)
-	return cmd
+}
+
+// Complete takes the arguments FILE|- and DIR.
+func (o *policyUnpackOptions) Complete(args []string) { o.input, o.dir = args[0], args[1] }
+
+// Run reads the objects and writes their files, listing them on stderr.
+func (o *policyUnpackOptions) Run(stdin io.Reader, stderr io.Writer) error {
+	in := stdin
+	if o.input != "-" {
+		f, err := os.Open(o.input)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	files, err := unpackTo(in, o.dir)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		fmt.Fprintln(stderr, "wrote", f)
+	}
+	return nil
 }
 
 // packedObject is what pack prints: either kind, same shape.
@@ -108,37 +206,14 @@ func objectName(rel string) (string, error) {
 	return n, nil
 }
 
+// packDir writes the *.cedar files under dir as policy objects (YAML
+// documents), splitting the files over packBudget (see packFile).
 func packDir(w io.Writer, dir, namespace string) error {
-	files, err := lint.ReadPaths([]string{dir})
+	objs, err := packObjects(dir, namespace, packBudget)
 	if err != nil {
 		return err
 	}
-	if len(files) == 0 {
-		return fmt.Errorf("no *.cedar files under %s", dir)
-	}
-	seen := map[string]string{}
-	for i, f := range files {
-		rel, err := filepath.Rel(dir, f.Name)
-		if err != nil {
-			return err
-		}
-		name, err := objectName(rel)
-		if err != nil {
-			return err
-		}
-		if prev, ok := seen[name]; ok {
-			return fmt.Errorf("%s and %s both become object %q: rename one", prev, rel, name)
-		}
-		seen[name] = rel
-		if len(f.Data) > policyobjects.MaxContentBytes {
-			return fmt.Errorf("%s: %d bytes, over an object's limit of %d: split the file", rel, len(f.Data), policyobjects.MaxContentBytes)
-		}
-		obj := packedObject{TypeMeta: metav1.TypeMeta{APIVersion: policyobjects.GroupVersion.String(), Kind: policyobjects.KindCluster},
-			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{SourceAnnotation: filepath.ToSlash(rel)}},
-			Spec:       policyobjects.PolicySpec{Content: string(f.Data)}}
-		if namespace != "" {
-			obj.Kind, obj.Namespace = policyobjects.KindNamespaced, namespace
-		}
+	for i, obj := range objs {
 		b, err := yaml.Marshal(obj)
 		if err != nil {
 			return err
@@ -153,7 +228,180 @@ func packDir(w io.Writer, dir, namespace string) error {
 	return nil
 }
 
+// packObjects makes the objects of the *.cedar files under dir, at most
+// budget bytes of content each.
+func packObjects(dir, namespace string, budget int) ([]packedObject, error) {
+	files, err := lint.ReadPaths([]string{dir})
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no *.cedar files under %s", dir)
+	}
+	seen := map[string]string{}
+	var out []packedObject
+	for _, f := range files {
+		rel, err := filepath.Rel(dir, f.Name)
+		if err != nil {
+			return nil, err
+		}
+		name, err := objectName(rel)
+		if err != nil {
+			return nil, err
+		}
+		objs, err := packFile(filepath.ToSlash(rel), name, f.Data, namespace, budget)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			if prev, ok := seen[o.Name]; ok {
+				return nil, fmt.Errorf("%s and %s both become object %q: rename one", prev, rel, o.Name)
+			}
+			seen[o.Name] = rel
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+// packFile makes the object of one file (rel, under the name name), or, over
+// budget bytes, the parts name-1, name-2, ... of a split pack.
+func packFile(rel, name string, data []byte, namespace string, budget int) ([]packedObject, error) {
+	newObject := func(name, content string) packedObject {
+		obj := packedObject{TypeMeta: metav1.TypeMeta{APIVersion: policyobjects.GroupVersion.String(), Kind: policyobjects.KindCluster},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{SourceAnnotation: rel}},
+			Spec:       policyobjects.PolicySpec{Content: content}}
+		if namespace != "" {
+			obj.Kind, obj.Namespace = policyobjects.KindNamespaced, namespace
+		}
+		return obj
+	}
+	if len(data) <= budget {
+		return []packedObject{newObject(name, string(data))}, nil
+	}
+	if namespace != "" {
+		return nil, fmt.Errorf("%s: %d bytes, over the budget of %d for one object; a NamespacedCedarPolicy's policy ids carry its object's name, so pack does not split it: split the file into several files", rel, len(data), budget)
+	}
+	if errs := validation.IsValidLabelValue(name); len(errs) > 0 {
+		return nil, fmt.Errorf("%s: %d bytes, to be split, but %q is no valid value of label %s (%s): rename the file", rel, len(data), name, PackLabel, strings.Join(errs, "; "))
+	}
+	parts, err := splitPolicies(rel, data, budget)
+	if err != nil {
+		return nil, err
+	}
+	objs := make([]packedObject, len(parts))
+	for i, part := range parts {
+		obj := newObject(fmt.Sprintf("%s-%d", name, i+1), string(part))
+		if errs := validation.IsDNS1123Subdomain(obj.Name); len(errs) > 0 {
+			return nil, fmt.Errorf("%s: part name %q: %s", rel, obj.Name, strings.Join(errs, "; "))
+		}
+		obj.Labels = map[string]string{PackLabel: name}
+		obj.Annotations[PartAnnotation] = fmt.Sprintf("%d/%d", i+1, len(parts))
+		objs[i] = obj
+	}
+	return objs, nil
+}
+
+// splitPolicies cuts the Cedar text data (of the file rel) between policies
+// into parts of at most budget bytes that concatenate to data again. Every
+// policy must have an @id (a default id would name the part it lands in).
+func splitPolicies(rel string, data []byte, budget int) ([][]byte, error) {
+	policies, err := cedarlang.ParsePolicies(rel, data)
+	if err != nil {
+		return nil, fmt.Errorf("%s is %d bytes, over the budget of %d for one object, and is split between policies, so it must parse: %w", rel, len(data), budget, err)
+	}
+	if len(policies) == 0 {
+		return nil, fmt.Errorf("%s is %d bytes, over the budget of %d for one object, and has no policies to split between", rel, len(data), budget)
+	}
+	cuts, err := policyCuts(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", rel, err)
+	}
+	if len(cuts) != len(policies) {
+		return nil, fmt.Errorf("%s: %d policies but %d policy ends (a bug)", rel, len(policies), len(cuts))
+	}
+	cuts[len(cuts)-1] = len(data) // the last part keeps what follows the last policy
+	var parts [][]byte
+	start, prev := 0, 0 // the current part's start; the end of its last policy
+	for i, p := range policies {
+		if p.ID == p.Source {
+			return nil, fmt.Errorf("%s: policy has no @id; a file split across objects needs one on every policy (a default id names the object it lands in)", p.Source)
+		}
+		if cuts[i]-prev > budget {
+			return nil, fmt.Errorf("%s: policy %s is %d bytes, over the budget of %d for one object", p.Source, p.ID, cuts[i]-prev, budget)
+		}
+		if cuts[i]-start > budget {
+			parts = append(parts, data[start:prev])
+			start = prev
+		}
+		prev = cuts[i]
+	}
+	return append(parts, data[start:]), nil
+}
+
+// policyCuts lists, for each policy of src, where a part may end after it:
+// after the end of the line of its closing ";" (a comment there stays with
+// it), or at the next policy if that starts on the same line.
+func policyCuts(src []byte) ([]int, error) {
+	toks, err := cedarlex.Tokens(src)
+	if err != nil {
+		return nil, err
+	}
+	var cuts []int
+	for i, t := range toks {
+		if t.Kind != cedarlex.Punct || !t.Is(src, ";") {
+			continue
+		}
+		cut := len(src)
+		if nl := bytes.IndexByte(src[t.End:], '\n'); nl >= 0 {
+			cut = t.End + nl + 1
+		}
+		for _, next := range toks[i+1:] {
+			if !next.Kind.IsComment() {
+				cut = min(cut, next.Pos.Offset)
+				break
+			}
+		}
+		cuts = append(cuts, cut)
+	}
+	return cuts, nil
+}
+
+// unpackTo writes the policy objects of in into dir (see policyUnpackLong)
+// and returns the files written.
 func unpackTo(in io.Reader, dir string) ([]string, error) {
+	objs, err := readPackedObjects(in)
+	if err != nil {
+		return nil, err
+	}
+	files, err := unpackFiles(objs)
+	if err != nil {
+		return nil, err
+	}
+	var written []string
+	for _, f := range files {
+		clean := filepath.Clean(filepath.FromSlash(f.rel))
+		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) || !strings.HasSuffix(clean, ".cedar") {
+			return nil, fmt.Errorf("%s: source file %q must be a relative path to a .cedar file inside the directory", f.from, f.rel)
+		}
+		path := filepath.Join(dir, clean)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, []byte(f.content), 0o644); err != nil {
+			return nil, err
+		}
+		written = append(written, path)
+	}
+	if len(written) == 0 {
+		return nil, errors.New("no policy objects in the input")
+	}
+	return written, nil
+}
+
+// readPackedObjects reads the objects of a YAML or JSON stream: documents
+// and the items of lists.
+func readPackedObjects(in io.Reader) ([]packedObject, error) {
 	data, err := io.ReadAll(io.LimitReader(in, 256<<20))
 	if err != nil {
 		return nil, err
@@ -163,7 +411,7 @@ func unpackTo(in io.Reader, dir string) ([]string, error) {
 	for {
 		doc, err := docs.Read()
 		if err == io.EOF {
-			break
+			return objs, nil
 		}
 		if err != nil {
 			return nil, err
@@ -179,7 +427,12 @@ func unpackTo(in io.Reader, dir string) ([]string, error) {
 			return nil, err
 		}
 		if strings.HasSuffix(list.Kind, "List") {
-			objs = append(objs, list.Items...)
+			for _, item := range list.Items {
+				if item.Kind == "" { // typed lists may leave it out
+					item.Kind = strings.TrimSuffix(list.Kind, "List")
+				}
+				objs = append(objs, item)
+			}
 			continue
 		}
 		var o packedObject
@@ -188,30 +441,96 @@ func unpackTo(in io.Reader, dir string) ([]string, error) {
 		}
 		objs = append(objs, o)
 	}
-	var written []string
+}
+
+// unpackedFile is one file unpack writes.
+type unpackedFile struct {
+	rel     string // the path under the directory
+	content string
+	from    string // the object, or the pack, for errors
+	pack    string // a split pack's name: its parts are joined into this file
+}
+
+// errNamespacedUnpack is why unpack refuses NamespacedCedarPolicy objects.
+var errNamespacedUnpack = errors.New("NamespacedCedarPolicy objects are confined to their namespace when served; unpacking them would drop that. Analyse them with --policy-objects FILE instead (kcedar who-can, can-i, authorize, test, validate)")
+
+// unpackFiles turns objects into files, in the order of the objects: one
+// per object, or per pack for the parts of a split pack.
+func unpackFiles(objs []packedObject) ([]unpackedFile, error) {
+	var files []unpackedFile
+	packs := map[string][]packedObject{}
 	for _, o := range objs {
-		if o.Kind != policyobjects.KindCluster && o.Kind != policyobjects.KindNamespaced {
+		switch o.Kind {
+		case policyobjects.KindCluster:
+		case policyobjects.KindNamespaced:
+			return nil, fmt.Errorf("%s %s/%s: %w", o.Kind, o.Namespace, o.Name, errNamespacedUnpack)
+		default:
 			return nil, fmt.Errorf("kind %q is not a kcedar policy object", o.Kind)
 		}
-		rel := o.Annotations[SourceAnnotation]
-		if rel == "" {
-			rel = o.Name + ".cedar"
+		pack := o.Labels[PackLabel]
+		if pack == "" {
+			files = append(files, unpackedFile{rel: sourceFile(o, o.Name), content: o.Spec.Content, from: o.Kind + " " + o.Name})
+			continue
 		}
-		clean := filepath.Clean(filepath.FromSlash(rel))
-		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) || !strings.HasSuffix(clean, ".cedar") {
-			return nil, fmt.Errorf("%s %s: source file %q must be a relative path to a .cedar file inside the directory", o.Kind, o.Name, rel)
+		if _, ok := packs[pack]; !ok {
+			files = append(files, unpackedFile{pack: pack}) // joined below, when all parts are in
 		}
-		path := filepath.Join(dir, clean)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		packs[pack] = append(packs[pack], o)
+	}
+	for i, f := range files {
+		if f.pack == "" {
+			continue
+		}
+		joined, err := joinPack(f.pack, packs[f.pack])
+		if err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(path, []byte(o.Spec.Content), 0o644); err != nil {
-			return nil, err
+		files[i] = joined
+	}
+	return files, nil
+}
+
+// sourceFile is the file an object came from: its source annotation, else
+// name.cedar.
+func sourceFile(o packedObject, name string) string {
+	if rel := o.Annotations[SourceAnnotation]; rel != "" {
+		return rel
+	}
+	return name + ".cedar"
+}
+
+// joinPack joins the parts of the split pack named pack, checking that each
+// part 1..n is there once and that they name the same source file.
+func joinPack(pack string, parts []packedObject) (unpackedFile, error) {
+	f := unpackedFile{from: "pack " + pack, pack: pack}
+	byIndex := map[int]packedObject{}
+	total := 0
+	for _, o := range parts {
+		var i, n int
+		if _, err := fmt.Sscanf(o.Annotations[PartAnnotation], "%d/%d", &i, &n); err != nil || i < 1 || i > n {
+			return f, fmt.Errorf("%s %s: annotation %s is %q, want \"i/n\"", o.Kind, o.Name, PartAnnotation, o.Annotations[PartAnnotation])
 		}
-		written = append(written, path)
+		if total != 0 && n != total {
+			return f, fmt.Errorf("pack %s: parts say %d and %d parts in all", pack, total, n)
+		}
+		if _, dup := byIndex[i]; dup {
+			return f, fmt.Errorf("pack %s: part %d/%d given twice", pack, i, n)
+		}
+		total, byIndex[i] = n, o
 	}
-	if len(written) == 0 {
-		return nil, errors.New("no policy objects in the input")
+	var b strings.Builder
+	for i := 1; i <= total; i++ {
+		o, ok := byIndex[i]
+		if !ok {
+			return f, fmt.Errorf("pack %s: part %d/%d is missing (%s-%d); unpack needs every part", pack, i, total, pack, i)
+		}
+		rel := sourceFile(o, pack)
+		if f.rel != "" && rel != f.rel {
+			return f, fmt.Errorf("pack %s: parts name source files %q and %q", pack, f.rel, rel)
+		}
+		f.rel = rel
+		b.WriteString(o.Spec.Content)
 	}
-	return written, nil
+	f.content = b.String()
+	return f, nil
 }

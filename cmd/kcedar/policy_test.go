@@ -1,13 +1,25 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
+	"github.com/kcedar/kcedar/internal/rbacconvert"
+	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 // Packing the policy library and unpacking it gives the same files back.
@@ -48,5 +60,198 @@ func TestPolicyUnpackRefusesEscapes(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "a-b.cedar"), []byte("permit(principal, action, resource);"), 0o644)
 	if err := packDir(&out, dir, ""); err == nil || !strings.Contains(err.Error(), "both become") {
 		t.Fatalf("name collision: %v", err)
+	}
+}
+
+// stockRBACTwice is the converted RBAC of a stock cluster (the bootstrap
+// policy fixtures), twice over, the second copy's ids renamed: more than one
+// object holds.
+func stockRBACTwice(t *testing.T) (*schemagen.Schema, []byte) {
+	t.Helper()
+	docs, err := schemagen.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := schemagen.Generate(docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &rbacconvert.Input{}
+	if err := in.ReadPaths([]string{"../../internal/rbacconvert/testdata/bootstrap"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := rbacconvert.Convert(s, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy2 := strings.ReplaceAll(string(res.Policies), `@id("rbac/`, `@id("copy2/rbac/`)
+	return s, append(append([]byte{}, res.Policies...), copy2...)
+}
+
+// A stock cluster's converted RBAC, doubled, packs into several objects,
+// each under the object limit and valid on its own as the CRD's type, with
+// the policy ids unchanged; unpack joins them into the same file.
+func TestPolicyPackSplitsStockRBAC(t *testing.T) {
+	s, text := stockRBACTwice(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rbac.cedar"), text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := packDir(&out, dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeCedarPolicies(t, out.Bytes())
+	if len(objs) < 3 {
+		t.Fatalf("%d bytes packed into %d objects", len(text), len(objs))
+	}
+	checker, err := policyobjects.NewChecker(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i, o := range objs {
+		js, _ := json.Marshal(o)
+		t.Logf("%s: %d bytes of content, %d bytes as JSON", o.Name, len(o.Spec.Content), len(js))
+		if len(js) > 262144 || len(o.Spec.Content) > packBudget {
+			t.Errorf("%s: %d bytes as JSON, %d of content", o.Name, len(js), len(o.Spec.Content))
+		}
+		part := fmt.Sprintf("%d/%d", i+1, len(objs))
+		if o.Name != fmt.Sprintf("rbac-%d", i+1) || o.Labels[PackLabel] != "rbac" || o.Annotations[PartAnnotation] != part {
+			t.Errorf("object %d: name %q, labels %v, annotations %v", i, o.Name, o.Labels, o.Annotations)
+		}
+		v := checker.Check(policyobjects.KindCluster, "", o.Name, o.Spec.Content)
+		if !v.Valid {
+			t.Fatalf("%s: %s", o.Name, v.Message())
+		}
+		ids = append(ids, v.IDs...)
+	}
+	want, err := cedarlang.ParsePolicies("rbac.cedar", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != len(want) {
+		t.Fatalf("%d policies in the objects, %d in the file", len(ids), len(want))
+	}
+	for i, p := range want {
+		if ids[i] != p.ID {
+			t.Fatalf("policy %d: id %q in the objects, %q in the file", i, ids[i], p.ID)
+		}
+	}
+	dst := t.TempDir()
+	if _, err := unpackTo(&out, dst); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dst, "rbac.cedar")); err != nil || !bytes.Equal(got, text) {
+		t.Fatalf("unpacked file differs (%d bytes, want %d): %v", len(got), len(text), err)
+	}
+}
+
+// decodeCedarPolicies decodes pack's YAML with the CRD's Go types.
+func decodeCedarPolicies(t *testing.T, data []byte) []*policyobjects.CedarPolicy {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := policyobjects.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	decoder := serializer.NewCodecFactory(scheme).UniversalDeserializer()
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var out []*policyobjects.CedarPolicy
+	for {
+		doc, err := docs.Read()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := decoder.Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok := obj.(*policyobjects.CedarPolicy)
+		if !ok {
+			t.Fatalf("decoded a %T", obj)
+		}
+		out = append(out, p)
+	}
+}
+
+// Splitting refuses what would change a policy's id or cut one in two.
+func TestPolicyPackSplitRefusals(t *testing.T) {
+	const p = "@id(\"%s\")\npermit (principal, action, resource) when { context.verb == \"%s\" };\n"
+	long := fmt.Sprintf(p, "big", strings.Repeat("x", 300))
+	for name, tc := range map[string]struct {
+		text, namespace, want string
+	}{
+		"no id":          {"// head\n" + fmt.Sprintf(p, "a", "get") + "permit (principal, action, resource);\n", "", "has no @id"},
+		"over budget":    {fmt.Sprintf(p, "a", "get") + long, "", "policy big is"},
+		"namespaced":     {fmt.Sprintf(p, "a", "get") + fmt.Sprintf(p, "b", "list"), "team", "does not split"},
+		"does not parse": {fmt.Sprintf(p, "a", "get") + fmt.Sprintf(p, "b", "list") + "permit (;\n", "", "must parse"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := packFile("x.cedar", "x", []byte(tc.text), tc.namespace, 120)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Parts are cut between policies, comments go with the policy after them,
+// and the parts concatenate to the file again.
+func TestPolicyPackSplitsBetweenPolicies(t *testing.T) {
+	const p = "// about %[1]s\n@id(\"%[1]s\")\npermit (principal, action, resource); // %[1]s's own\n\n"
+	var text string
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		text += fmt.Sprintf(p, id)
+	}
+	text += "@id(\"f\") permit (principal, action, resource); @id(\"g\") permit (principal, action, resource);\n// the end\n"
+	objs, err := packFile("x.cedar", "x", []byte(text), "", 130)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var joined string
+	for _, o := range objs {
+		if len(o.Spec.Content) > 130 {
+			t.Errorf("%s: %d bytes", o.Name, len(o.Spec.Content))
+		}
+		if _, err := cedarlang.ParsePolicies(o.Name, []byte(o.Spec.Content)); err != nil {
+			t.Errorf("%s: %v\n%s", o.Name, err, o.Spec.Content)
+		}
+		if c := strings.TrimLeft(o.Spec.Content, "\n"); !strings.HasPrefix(c, "// about") && !strings.HasPrefix(c, "@id(\"f\")") && !strings.HasPrefix(c, "@id(\"g\")") {
+			t.Errorf("%s does not start with its first policy's comment:\n%s", o.Name, o.Spec.Content)
+		}
+		joined += o.Spec.Content
+	}
+	if len(objs) < 3 || joined != text {
+		t.Fatalf("%d parts; joined equal: %v", len(objs), joined == text)
+	}
+}
+
+// Unpack refuses namespaced objects, pointing to --policy-objects, and a
+// split pack with a part missing.
+func TestPolicyUnpackRefusals(t *testing.T) {
+	ns := "apiVersion: kcedar.dev/v1alpha1\nkind: NamespacedCedarPolicy\nmetadata: {name: x, namespace: team}\nspec:\n  content: permit(principal, action, resource);\n"
+	if _, err := unpackTo(strings.NewReader(ns), t.TempDir()); err == nil || !strings.Contains(err.Error(), "--policy-objects") {
+		t.Fatalf("namespaced object: %v", err)
+	}
+	list := "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(strings.TrimSuffix(ns, "\n"), "\n", "\n  ") + "\n"
+	if _, err := unpackTo(strings.NewReader(list), t.TempDir()); err == nil || !strings.Contains(err.Error(), "--policy-objects") {
+		t.Fatalf("namespaced object in a list: %v", err)
+	}
+	part := "apiVersion: kcedar.dev/v1alpha1\nkind: CedarPolicy\nmetadata:\n  name: x-%[1]d\n  labels: {kcedar.dev/pack: x}\n  annotations: {kcedar.dev/part: \"%[1]d/3\"}\nspec:\n  content: \"@id(\\\"%[1]d\\\") permit(principal, action, resource);\\n\"\n"
+	in := fmt.Sprintf(part, 3) + "---\n" + fmt.Sprintf(part, 1)
+	if _, err := unpackTo(strings.NewReader(in), t.TempDir()); err == nil || !strings.Contains(err.Error(), "part 2/3 is missing") {
+		t.Fatalf("missing part: %v", err)
+	}
+	dir := t.TempDir()
+	in += "---\n" + fmt.Sprintf(part, 2)
+	if _, err := unpackTo(strings.NewReader(in), dir); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "x.cedar"))
+	if want := "@id(\"1\") permit(principal, action, resource);\n@id(\"2\") permit(principal, action, resource);\n@id(\"3\") permit(principal, action, resource);\n"; string(got) != want {
+		t.Fatalf("joined:\n%s", got)
 	}
 }

@@ -50,7 +50,16 @@ read the schema of that cluster).
 
 The policies are validated against the schema before they are printed.
 Warnings (bindings to missing roles, verbs the schema does not declare, rules
-RBAC matches only for literal "*" subresources, ...) go to stderr.`
+RBAC matches only for literal "*" subresources, ...) go to stderr.
+
+Warnings on Kubernetes' bootstrap roles and bindings (the ones kube-apiserver
+creates itself, labelled kubernetes.io/bootstrapping=rbac-defaults) are
+expected on every cluster: those roles name resources this schema does not
+type (*/finalizers, leasecandidates, resourceclaims/binding, pods in
+metrics.k8s.io), and they convert exactly all the same. They are counted in
+one line; -v lists them. Warnings on your own roles and bindings are listed
+one by one. --skip-bootstrap-bindings leaves out the bootstrap bindings, and
+with them those warnings.`
 
 func newRBACConvertCmd() *cobra.Command {
 	o := &rbacConvertOptions{}
@@ -77,7 +86,7 @@ func (o *rbacConvertOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.output, "output", "o", "cedar", "output format: cedar")
 	f.StringVar(&o.out, "file", "", "write the policies to this file instead of stdout")
 	f.BoolVar(&o.noBoot, "skip-bootstrap-bindings", false, "leave out the bindings kube-apiserver creates itself (label kubernetes.io/bootstrapping=rbac-defaults); roles are kept")
-	f.BoolVarP(&o.verbose, "verbose", "v", false, "print counts and timings to stderr")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "print counts, timings and the warnings on Kubernetes' bootstrap roles to stderr")
 }
 
 // Validate checks the output format (notes go to stderr).
@@ -108,9 +117,7 @@ func (o *rbacConvertOptions) Run(ctx context.Context, stdout, stderr io.Writer) 
 	if err := writeOutput(o.out, res.Policies, stdout); err != nil {
 		return err
 	}
-	for _, w := range res.Warnings {
-		fmt.Fprintln(stderr, "warning:", w)
-	}
+	o.printWarnings(stderr, res)
 	if o.verbose {
 		fmt.Fprintf(stderr, "schema:   %s\n", o.src)
 		fmt.Fprintf(stderr, "input:    %d ClusterRoles, %d Roles, %d ClusterRoleBindings, %d RoleBindings\n",
@@ -119,6 +126,27 @@ func (o *rbacConvertOptions) Run(ctx context.Context, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "total:    %s\n", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
+}
+
+// printWarnings lists the warnings on the user's roles and bindings, and
+// counts those on Kubernetes' bootstrap roles in one line (listing them with
+// -v).
+func (o *rbacConvertOptions) printWarnings(stderr io.Writer, res *rbacconvert.Result) {
+	for _, w := range res.UserWarnings() {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	if len(res.Bootstrap) == 0 {
+		return
+	}
+	listed := "-v lists them; "
+	if o.verbose {
+		listed = ""
+		for _, w := range res.Bootstrap {
+			fmt.Fprintln(stderr, "warning (bootstrap role):", w)
+		}
+	}
+	fmt.Fprintf(stderr, "note: %s on Kubernetes' bootstrap roles (expected: resources this schema does not type, converted exactly; %suse --skip-bootstrap-bindings to leave them out)\n",
+		plural(len(res.Bootstrap), "warning"), listed)
 }
 
 // readInput reads the RBAC objects from -f, else from the live cluster.

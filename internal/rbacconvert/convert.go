@@ -27,6 +27,7 @@ type binding struct {
 	name      string
 	roleRef   rbacv1.RoleRef
 	subjects  []rbacv1.Subject
+	bootstrap bool // created by kube-apiserver (IsBootstrap)
 }
 
 func (b binding) describe() string {
@@ -36,15 +37,18 @@ func (b binding) describe() string {
 	return b.kind + "/" + b.name
 }
 
+// origin is the binding as the subject of a warning.
+func (b binding) origin() origin { return origin{desc: b.describe(), bootstrap: b.bootstrap} }
+
 // bindingsOf lists the bindings of in: ClusterRoleBindings by name, then
 // RoleBindings by namespace and name.
 func bindingsOf(in *Input) []binding {
 	var out []binding
 	for _, b := range in.ClusterRoleBindings {
-		out = append(out, binding{kind: kindClusterRoleBinding, name: b.Name, roleRef: b.RoleRef, subjects: b.Subjects})
+		out = append(out, binding{kind: kindClusterRoleBinding, name: b.Name, roleRef: b.RoleRef, subjects: b.Subjects, bootstrap: IsBootstrap(b.ObjectMeta)})
 	}
 	for _, b := range in.RoleBindings {
-		out = append(out, binding{kind: kindRoleBinding, namespace: b.Namespace, name: b.Name, roleRef: b.RoleRef, subjects: b.Subjects})
+		out = append(out, binding{kind: kindRoleBinding, namespace: b.Namespace, name: b.Name, roleRef: b.RoleRef, subjects: b.Subjects, bootstrap: IsBootstrap(b.ObjectMeta)})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -100,6 +104,22 @@ func (idx *roleIndex) rules(b binding) ([]rbacv1.PolicyRule, string, bool) {
 	return nil, b.roleRef.Kind + "/" + b.roleRef.Name, false
 }
 
+// bootstrapRole reports whether b's role is one of Kubernetes' bootstrap
+// roles whose rules are kube-apiserver's own. An aggregated ClusterRole
+// (admin, edit, view, ...) is not: its rules are gathered from other roles,
+// yours included, so warnings on it are yours to read.
+func (idx *roleIndex) bootstrapRole(b binding) bool {
+	switch b.roleRef.Kind {
+	case "Role":
+		r, ok := idx.roles[b.namespace+"/"+b.roleRef.Name]
+		return ok && IsBootstrap(r.ObjectMeta)
+	case "ClusterRole":
+		r, ok := idx.clusterRoles[b.roleRef.Name]
+		return ok && IsBootstrap(r.ObjectMeta) && r.AggregationRule == nil
+	}
+	return false
+}
+
 // Result is a conversion's output.
 type Result struct {
 	// Policies is the Cedar text: deterministic for the same input and schema.
@@ -110,6 +130,27 @@ type Result struct {
 	Bindings int
 	// Warnings lists what was skipped or cannot be expressed, sorted.
 	Warnings []string
+	// Bootstrap is the part of Warnings about Kubernetes' bootstrap roles
+	// and bindings (IsBootstrap), sorted: expected on every cluster, as
+	// kube-apiserver's own roles name resources the schema does not type
+	// (*/finalizers, leasecandidates, pods in metrics.k8s.io, ...).
+	Bootstrap []string
+}
+
+// UserWarnings is Warnings without Bootstrap: the warnings on your own
+// roles and bindings (and on the input), sorted.
+func (r *Result) UserWarnings() []string {
+	boot := make(map[string]bool, len(r.Bootstrap))
+	for _, w := range r.Bootstrap {
+		boot[w] = true
+	}
+	var out []string
+	for _, w := range r.Warnings {
+		if !boot[w] {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // Convert turns in into Cedar permits against s. See the package doc.
@@ -151,7 +192,7 @@ func Convert(s *schemagen.Schema, in *Input) (*Result, error) {
 		c.keys = append(c.keys, k)
 	}
 	for _, w := range in.Warnings {
-		c.warn("%s", w)
+		c.record(w, false)
 	}
 	fmt.Fprintf(&c.out, "// RBAC converted by kcedar rbac convert: %d ClusterRoleBindings, %d RoleBindings,\n// %d ClusterRoles, %d Roles. One permit per binding, subject, rule and target type.\n",
 		len(in.ClusterRoleBindings), len(in.RoleBindings), len(in.ClusterRoles), len(in.Roles))
@@ -159,7 +200,8 @@ func Convert(s *schemagen.Schema, in *Input) (*Result, error) {
 		c.binding(b)
 	}
 	sort.Strings(c.warnings)
-	return &Result{Policies: c.out.Bytes(), Count: c.count, Bindings: c.bindings, Warnings: c.warnings}, nil
+	sort.Strings(c.bootstrap)
+	return &Result{Policies: c.out.Bytes(), Count: c.count, Bindings: c.bindings, Warnings: c.warnings, Bootstrap: c.bootstrap}, nil
 }
 
 type converter struct {
@@ -172,13 +214,31 @@ type converter struct {
 	bindings int
 	warnings []string
 	warned   map[string]bool
+	// bootstrap are the warnings on bootstrap roles and bindings.
+	bootstrap []string
 }
 
-func (c *converter) warn(format string, args ...any) {
-	w := fmt.Sprintf(format, args...)
-	if !c.warned[w] {
-		c.warned[w] = true
-		c.warnings = append(c.warnings, w)
+// origin is what a warning is about: a binding, or a rule of a role.
+type origin struct {
+	desc      string // "ClusterRoleBinding/x", "ClusterRole/x rule 3", ...
+	bootstrap bool   // one of Kubernetes' bootstrap objects
+}
+
+// warn records the warning "<o.desc>: <message>".
+func (c *converter) warn(o origin, format string, args ...any) {
+	c.record(o.desc+": "+fmt.Sprintf(format, args...), o.bootstrap)
+}
+
+// record adds w to the warnings once (and to the bootstrap ones if
+// bootstrap).
+func (c *converter) record(w string, bootstrap bool) {
+	if c.warned[w] {
+		return
+	}
+	c.warned[w] = true
+	c.warnings = append(c.warnings, w)
+	if bootstrap {
+		c.bootstrap = append(c.bootstrap, w)
 	}
 }
 
@@ -201,13 +261,13 @@ func (c *converter) principals(b binding) []principal {
 				ns = b.namespace
 			}
 			if ns == "" {
-				c.warn("%s: ServiceAccount subject %q has no namespace; RBAC never matches it, skipped", b.describe(), s.Name)
+				c.warn(b.origin(), "ServiceAccount subject %q has no namespace; RBAC never matches it, skipped", s.Name)
 				continue
 			}
 			user := schemagen.ServiceAccountUserPrefix + ns + ":" + s.Name
 			out = append(out, principal{scope: "principal == " + entityUID(entities.PrincipalUID(user)), desc: "ServiceAccount/" + ns + "/" + s.Name})
 		default:
-			c.warn("%s: subject of unknown kind %q (%q) skipped", b.describe(), s.Kind, s.Name)
+			c.warn(b.origin(), "subject of unknown kind %q (%q) skipped", s.Kind, s.Name)
 		}
 	}
 	return out
@@ -227,12 +287,12 @@ func (c *converter) binding(b binding) {
 	fmt.Fprintf(&c.out, "\n// ============================================================================\n")
 	fmt.Fprintf(&c.out, "// %s -> %s\n", b.describe(), roleDesc)
 	if !ok {
-		c.warn("%s: %s not found; binding skipped (it grants nothing)", b.describe(), roleDesc)
+		c.warn(b.origin(), "%s not found; binding skipped (it grants nothing)", roleDesc)
 		fmt.Fprintf(&c.out, "// skipped: %s not found (RBAC grants nothing for this binding)\n", roleDesc)
 		return
 	}
 	if b.kind == kindClusterRoleBinding && b.roleRef.Kind != "ClusterRole" {
-		c.warn("%s: refers to %s; skipped", b.describe(), roleDesc)
+		c.warn(b.origin(), "refers to %s; skipped", roleDesc)
 		return
 	}
 	c.bindings++
@@ -253,7 +313,8 @@ func (c *converter) binding(b binding) {
 		fmt.Fprintf(&c.out, "// no rules\n")
 	}
 	for i := range rules {
-		targets := c.ruleTargets(b, roleDesc, i, &rules[i])
+		where := origin{desc: fmt.Sprintf("%s rule %d", roleDesc, i), bootstrap: c.idx.bootstrapRole(b)}
+		targets := c.ruleTargets(b, where, &rules[i])
 		if len(targets) == 0 {
 			fmt.Fprintf(&c.out, "// rule %d grants nothing here: %s\n", i, compactRule(rules[i]))
 			continue
@@ -294,8 +355,8 @@ type pattern struct {
 	sub         string
 }
 
-func (c *converter) ruleTargets(b binding, roleDesc string, ruleIdx int, rule *rbacv1.PolicyRule) []target {
-	where := fmt.Sprintf("%s rule %d", roleDesc, ruleIdx)
+// ruleTargets converts rule of b (where names it in warnings).
+func (c *converter) ruleTargets(b binding, where origin, rule *rbacv1.PolicyRule) []target {
 	var declared, custom verbSel
 	declared.all = slices.Contains(rule.Verbs, rbacv1.VerbAll)
 	if !declared.all {
@@ -323,7 +384,7 @@ func (c *converter) ruleTargets(b binding, roleDesc string, ruleIdx int, rule *r
 		}
 		if len(rule.Resources) > 0 && len(rule.APIGroups) > 0 && covers(c.schema.Verbs) ||
 			len(rule.NonResourceURLs) > 0 && b.kind == kindClusterRoleBinding && covers(schemagen.NonResourceVerbs) {
-			c.warn("%s: lists every verb kcedar expands \"*\" into but not \"*\": kcedar allows a SubjectAccessReview for verb \"*\" that RBAC denies", where)
+			c.warn(where, "lists every verb kcedar expands \"*\" into but not \"*\": kcedar allows a SubjectAccessReview for verb \"*\" that RBAC denies")
 		}
 	}
 	var out []target
@@ -440,7 +501,7 @@ func newTarget(vs verbSel, applies func(string) bool, name string) target {
 // typed resource it matches, plus one on k8s::Resource for what no typed
 // resource covers, or a single target for any resource when the rule lists
 // "*".
-func (c *converter) resourceTargets(b binding, where string, rule *rbacv1.PolicyRule, vs verbSel) []target {
+func (c *converter) resourceTargets(b binding, where origin, rule *rbacv1.PolicyRule, vs verbSel) []target {
 	rr := newResourceRule(b, rule)
 	c.warnUnknown(where, rule, rr.groups, rr.groupsAll, rr.pats)
 	if rr.all {
@@ -813,7 +874,7 @@ func compactRule(r rbacv1.PolicyRule) string {
 // know: they are converted literally (verbs through context.verb, resources
 // onto k8s::Resource) and match what RBAC would match, but a typo such as
 // "pod" or "lst" grants nothing in RBAC either, and is worth a look.
-func (c *converter) warnUnknown(where string, rule *rbacv1.PolicyRule, groups []string, groupsAll bool, pats []pattern) {
+func (c *converter) warnUnknown(where origin, rule *rbacv1.PolicyRule, groups []string, groupsAll bool, pats []pattern) {
 	for _, v := range rule.Verbs {
 		if v == rbacv1.VerbAll || c.declared[v] {
 			continue
@@ -822,7 +883,7 @@ func (c *converter) warnUnknown(where string, rule *rbacv1.PolicyRule, groups []
 		if m := schemagen.Closest(v, c.schema.Verbs); m != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", m)
 		}
-		c.warn("%s: verb %q is not a verb the schema declares%s; converted as context.verb == %q", where, v, hint, v)
+		c.warn(where, "verb %q is not a verb the schema declares%s; converted as context.verb == %q", v, hint, v)
 	}
 	if groupsAll {
 		groups = nil
@@ -879,6 +940,6 @@ func (c *converter) warnUnknown(where string, rule *rbacv1.PolicyRule, groups []
 			}
 			gs = "group " + strings.Join(q, ", ")
 		}
-		c.warn("%s: resource %q is not in the schema for %s%s; converted onto %s (it matches only requests for that literal resource)", where, name, gs, hint, schemagen.ResourceType)
+		c.warn(where, "resource %q is not in the schema for %s%s; converted onto %s (it matches only requests for that literal resource)", name, gs, hint, schemagen.ResourceType)
 	}
 }

@@ -229,14 +229,19 @@ func (in *Input) ReadCluster(ctx context.Context, cs kubernetes.Interface) error
 // reconciles itself (kubernetes.io/bootstrapping=rbac-defaults).
 const BootstrapLabel = "kubernetes.io/bootstrapping"
 
+// IsBootstrap reports whether an RBAC object is one kube-apiserver creates
+// and reconciles itself (labelled kubernetes.io/bootstrapping=rbac-defaults,
+// as in k8s.io/kubernetes' bootstrappolicy).
+func IsBootstrap(m metav1.ObjectMeta) bool { return m.Labels[BootstrapLabel] == "rbac-defaults" }
+
 // DropBootstrapBindings removes the bindings kube-apiserver creates itself
 // (labelled kubernetes.io/bootstrapping=rbac-defaults). Roles stay, so your
 // own bindings to view, edit or admin still convert.
 func (in *Input) DropBootstrapBindings() {
 	in.ClusterRoleBindings = slices.DeleteFunc(in.ClusterRoleBindings, func(b rbacv1.ClusterRoleBinding) bool {
-		return b.Labels[BootstrapLabel] == "rbac-defaults"
+		return IsBootstrap(b.ObjectMeta)
 	})
 	in.RoleBindings = slices.DeleteFunc(in.RoleBindings, func(b rbacv1.RoleBinding) bool {
-		return b.Labels[BootstrapLabel] == "rbac-defaults"
+		return IsBootstrap(b.ObjectMeta)
 	})
 }
