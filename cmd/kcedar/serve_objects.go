@@ -32,7 +32,7 @@ func (o *objectOptions) addFlags(f *pflag.FlagSet) {
 	}
 	f.BoolVar(&o.enabled, "policy-objects", false, "also serve the policies of CedarPolicy and NamespacedCedarPolicy objects (kcedar.dev/v1alpha1), watched with informers through the cluster connection (--kubeconfig, KUBECONFIG or in-cluster); not ready until they have synced")
 	f.BoolVar(&o.writeStatus, "policy-objects-status", true, "with --policy-objects: take part in the election (a Lease) of the replica that writes the objects' status; a Lease that cannot be taken shows in /readyz and kcedar_policy_status_lease_failing")
-	f.StringVar(&o.leaseNamespace, "status-lease-namespace", ns, "namespace of the status Lease (default $POD_NAMESPACE, else kcedar-system)")
+	f.StringVar(&o.leaseNamespace, "status-lease-namespace", ns, "namespace of the status Lease, which must exist (kcedar does not create it; default $POD_NAMESPACE, else kcedar-system)")
 	f.StringVar(&o.leaseName, "status-lease-name", "kcedar-policy-status", "name of the status Lease")
 }
 
