@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
@@ -22,6 +23,7 @@ import (
 
 func init() { rootCmd.AddCommand(newAuthorizeCmd()) }
 
+// authorizeOptions are kcedar authorize's flags.
 type authorizeOptions struct {
 	src       schemaSource
 	pol       policySourceOptions
@@ -68,24 +70,19 @@ Exit status: 0 when decided (whatever the decision), 1 invalid policies,
 2 usage or I/O error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputFormat(o.output); err != nil {
+			o.Complete()
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			o.pol.Complete(&o.src)
-			if err := o.pol.Validate(o.stdinFlag()); err != nil {
-				return &exitError{2, err}
-			}
-			if _, _, err := o.request(); err != nil {
-				return &exitError{2, err}
-			}
-			checker, err := loadChecker(cmd.Context(), o.src)
-			if err != nil {
-				return err
-			}
-			return runAuthorize(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), checker, &o)
+			return o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	f := cmd.Flags()
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// AddFlags registers the flags on f.
+func (o *authorizeOptions) AddFlags(f *pflag.FlagSet) {
 	o.src.AddFlags(f)
 	o.pol.AddFlags(f, true)
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
@@ -107,7 +104,36 @@ Exit status: 0 when decided (whatever the decision), 1 invalid policies,
 	f.StringVar(&o.oldObject, "old-object", "", "the stored object in admission (YAML or JSON file)")
 	f.StringArrayVar(&o.namespaceObjects, "namespace-object", nil, "Namespace object(s) (YAML or JSON; several documents or a List) that fill resource.namespaceObject, as kcedar serve's informer does; a namespace not given is unknown (repeatable)")
 	f.StringVar(&o.operation, "operation", "", "admission operation: CREATE, UPDATE, DELETE or CONNECT (default: from the verb)")
-	return cmd
+}
+
+// Complete lets --cluster read the cluster's schema too (see
+// policySourceOptions.Complete).
+func (o *authorizeOptions) Complete() {
+	o.pol.Complete(&o.src)
+}
+
+// Validate checks --output, the policy sources and the request (reading
+// its files); errors are usage errors (exit 2).
+func (o *authorizeOptions) Validate() error {
+	if err := checkOutputFormat(o.output); err != nil {
+		return err
+	}
+	if err := o.pol.Validate(o.stdinFlag()); err != nil {
+		return &exitError{2, err}
+	}
+	if _, _, err := o.request(); err != nil {
+		return &exitError{2, err}
+	}
+	return nil
+}
+
+// Run loads the schema and decides the request (see runAuthorize).
+func (o *authorizeOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
+	checker, err := loadChecker(ctx, o.src)
+	if err != nil {
+		return err
+	}
+	return runAuthorize(ctx, stdout, stderr, checker, o)
 }
 
 // stdinFlag names the request flag that reads stdin, "" if none.

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/server"
@@ -14,6 +16,7 @@ import (
 
 func init() { rootCmd.AddCommand(newCanICmd()) }
 
+// canIOptions are kcedar can-i's flags.
 type canIOptions struct {
 	reviewOptions
 	list     bool
@@ -49,50 +52,88 @@ For one request, use kcedar authorize.
 Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputFormat(o.output); err != nil {
+			o.Complete()
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			if !o.list {
-				return &exitError{2, fmt.Errorf("only --list is supported; to decide one request use kcedar authorize")}
-			}
-			if o.as == "" && len(o.asGroups) == 0 {
-				return &exitError{2, fmt.Errorf("give the subject with --as USER (and --as-group GROUP)")}
-			}
-			srr := &server.SubjectRulesReview{APIVersion: server.ReviewAPIVersion, Kind: "SubjectRulesReview",
-				Spec: server.SubjectRulesReviewSpec{User: o.as, Groups: o.asGroups, UID: o.asUID, Namespace: o.namespace}}
-			for _, kv := range o.extra {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return &exitError{2, fmt.Errorf("--as-user-extra %q: want KEY=VALUE", kv)}
-				}
-				if srr.Spec.Extra == nil {
-					srr.Spec.Extra = map[string][]string{}
-				}
-				srr.Spec.Extra[k] = append(srr.Spec.Extra[k], v)
-			}
-			_, az, err := o.engine(cmd)
-			if err != nil {
-				return err
-			}
-			resp, err := server.WhatCan(cmd.Context(), az, srr)
-			if err != nil {
-				return &exitError{2, err}
-			}
-			if o.output == "json" {
-				return writeJSONRefusals(cmd.OutOrStdout(), resp, o.pol.refused)
-			}
-			printRules(cmd.OutOrStdout(), resp.Status)
-			return nil
+			return o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	f := cmd.Flags()
-	o.addFlags(f, "namespace (empty: every namespace)")
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// AddFlags registers the flags on f.
+func (o *canIOptions) AddFlags(f *pflag.FlagSet) {
+	o.reviewOptions.AddFlags(f, "namespace (empty: every namespace)")
 	f.BoolVar(&o.list, "list", false, "list every rule the user may use")
 	f.StringVar(&o.as, "as", "", "user name (system:serviceaccount:NS:NAME, system:node:NAME or any other)")
 	f.StringArrayVar(&o.asGroups, "as-group", nil, "group of the user (repeatable)")
 	f.StringVar(&o.asUID, "as-uid", "", "uid of the user")
 	f.StringArrayVar(&o.extra, "as-user-extra", nil, "user extra KEY=VALUE (repeatable)")
-	return cmd
+}
+
+// Complete completes the shared options.
+func (o *canIOptions) Complete() {
+	o.reviewOptions.Complete()
+}
+
+// Validate checks --output, --list, the subject and its extra, and the
+// policy sources; errors are usage errors (exit 2).
+func (o *canIOptions) Validate() error {
+	if err := checkOutputFormat(o.output); err != nil {
+		return err
+	}
+	if !o.list {
+		return &exitError{2, fmt.Errorf("only --list is supported; to decide one request use kcedar authorize")}
+	}
+	if o.as == "" && len(o.asGroups) == 0 {
+		return &exitError{2, fmt.Errorf("give the subject with --as USER (and --as-group GROUP)")}
+	}
+	if _, err := o.userExtra(); err != nil {
+		return &exitError{2, err}
+	}
+	return o.reviewOptions.Validate()
+}
+
+// userExtra reads --as-user-extra (nil when not given).
+func (o *canIOptions) userExtra() (map[string][]string, error) {
+	var extra map[string][]string
+	for _, kv := range o.extra {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--as-user-extra %q: want KEY=VALUE", kv)
+		}
+		if extra == nil {
+			extra = map[string][]string{}
+		}
+		extra[k] = append(extra[k], v)
+	}
+	return extra, nil
+}
+
+// Run lists the user's rules from the policies on stdout (policy objects
+// not used on stderr).
+func (o *canIOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
+	extra, err := o.userExtra()
+	if err != nil {
+		return &exitError{2, err}
+	}
+	srr := &server.SubjectRulesReview{APIVersion: server.ReviewAPIVersion, Kind: "SubjectRulesReview",
+		Spec: server.SubjectRulesReviewSpec{User: o.as, Groups: o.asGroups, UID: o.asUID, Namespace: o.namespace, Extra: extra}}
+	_, az, err := o.engine(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	resp, err := server.WhatCan(ctx, az, srr)
+	if err != nil {
+		return &exitError{2, err}
+	}
+	if o.output == "json" {
+		return writeJSONRefusals(stdout, resp, o.pol.refused)
+	}
+	printRules(stdout, resp.Status)
+	return nil
 }
 
 // printRules prints a table like kubectl auth can-i --list's, with the

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
@@ -22,6 +23,9 @@ import (
 
 func init() { rootCmd.AddCommand(newManifestsCmd()) }
 
+// manifestOptions are kcedar manifests' flags. AddFlags registers them,
+// Complete resolves -o, Validate refuses bad combinations, and Run prints or
+// writes the manifests.
 type manifestOptions struct {
 	url                  string
 	caFile               string
@@ -42,12 +46,7 @@ type manifestOptions struct {
 	hostDir              string
 }
 
-func newManifestsCmd() *cobra.Command {
-	var o manifestOptions
-	cmd := &cobra.Command{
-		Use:   "manifests --url https://HOST:PORT --ca-file CA",
-		Short: "Print the API server configuration that puts kcedar in front",
-		Long: `Print, as one set, everything kube-apiserver needs to use kcedar:
+const manifestsLong = `Print, as one set, everything kube-apiserver needs to use kcedar:
 
   authorization-config.yaml   AuthorizationConfiguration: Node, kcedar, RBAC
   kcedar-webhook.kubeconfig   how the API server reaches kcedar (contexts
@@ -77,20 +76,31 @@ func newManifestsCmd() *cobra.Command {
                               HOSTDIR/policies
 
 With --admission-enforcement the webhook is always part of the output: the
-authorizer's conditional Allow is only safe with it installed.`,
-		Args: cobra.NoArgs,
+authorizer's conditional Allow is only safe with it installed.`
+
+func newManifestsCmd() *cobra.Command {
+	o := &manifestOptions{}
+	cmd := &cobra.Command{
+		Use:   "manifests --url https://HOST:PORT --ca-file CA",
+		Short: "Print the API server configuration that puts kcedar in front",
+		Long:  manifestsLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := outputFormat(cmd.ErrOrStderr(), o.output, []string{"yaml"}, &o.outDir, "--output-dir"); err != nil {
+			if err := o.Complete(cmd.ErrOrStderr()); err != nil {
 				return &exitError{2, err}
 			}
-			files, err := o.render()
-			if err != nil {
+			if err := o.Validate(); err != nil {
 				return &exitError{2, err}
 			}
-			return emitManifests(cmd.OutOrStdout(), cmd.ErrOrStderr(), o.outDir, files)
+			return o.Run(cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	f := cmd.Flags()
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// AddFlags registers kcedar manifests' flags on f.
+func (o *manifestOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.url, "url", "", "kcedar's base URL as the API server reaches it, e.g. https://127.0.0.1:8443")
 	f.StringVar(&o.caFile, "ca-file", "", "CA that signed kcedar's serving certificate (kcedar serve --write-ca writes one)")
 	f.StringVar(&o.clientCert, "client-certificate", "", "client certificate the API server presents to kcedar (for kcedar serve --client-ca-file)")
@@ -108,7 +118,43 @@ authorizer's conditional Allow is only safe with it installed.`,
 	f.BoolVar(&o.staticPod, "static-pod", false, "also print kcedar-static-pod.yaml: kcedar as a static Pod on the host network at --url's 127.0.0.1 port (needs --image)")
 	f.StringVar(&o.image, "image", "", "with --static-pod: kcedar's image (make image builds one; push it to a registry the nodes pull from)")
 	f.StringVar(&o.hostDir, "host-dir", "/etc/kcedar", "with --static-pod: the node directory with kcedar's files (pki/, condition-keys, kubeconfig or policies/), mounted read-only at the same path")
-	return cmd
+}
+
+// Complete resolves -o: the one format yaml, or (deprecated) a directory
+// taken as --output-dir, with a warning on errw.
+func (o *manifestOptions) Complete(errw io.Writer) error {
+	_, err := outputFormat(errw, o.output, []string{"yaml"}, &o.outDir, "--output-dir")
+	return err
+}
+
+// Validate refuses flags that cannot make manifests: a missing or bad --url,
+// no --ca-file, an unknown --failure-policy, or half a client credential.
+// What needs the files (the certificates) or --static-pod is checked by
+// render.
+func (o *manifestOptions) Validate() error {
+	if _, err := webhookBaseURL(o.url); err != nil {
+		return err
+	}
+	if o.caFile == "" {
+		return errors.New("--ca-file is required")
+	}
+	if o.failurePolicy != "Deny" && o.failurePolicy != "NoOpinion" {
+		return errors.New("--failure-policy is Deny or NoOpinion")
+	}
+	if (o.clientCert == "") != (o.clientKey == "") {
+		return errors.New("--client-certificate and --client-key go together")
+	}
+	return nil
+}
+
+// Run renders the manifests and prints them to w, or writes them into
+// --output-dir (naming each file on errw). Errors in rendering exit 2.
+func (o *manifestOptions) Run(w, errw io.Writer) error {
+	files, err := o.render()
+	if err != nil {
+		return &exitError{2, err}
+	}
+	return emitManifests(w, errw, o.outDir, files)
 }
 
 type manifestFile struct {
@@ -157,19 +203,12 @@ func emitManifests(w, errw io.Writer, dir string, files []manifestFile) error {
 	return nil
 }
 
+// render reads the certificates and builds the manifest files, for flags
+// Validate accepted.
 func (o *manifestOptions) render() ([]manifestFile, error) {
 	base, err := webhookBaseURL(o.url)
 	if err != nil {
 		return nil, err
-	}
-	if o.caFile == "" {
-		return nil, errors.New("--ca-file is required")
-	}
-	if o.failurePolicy != "Deny" && o.failurePolicy != "NoOpinion" {
-		return nil, errors.New("--failure-policy is Deny or NoOpinion")
-	}
-	if (o.clientCert == "") != (o.clientKey == "") {
-		return nil, errors.New("--client-certificate and --client-key go together")
 	}
 	ca, err := readCertificates(o.caFile)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
@@ -100,27 +99,41 @@ type reviewOptions struct {
 	namespace string
 }
 
-func (o *reviewOptions) addFlags(f *pflag.FlagSet, namespaceUsage string) {
+// AddFlags registers the shared flags on f; namespaceUsage is the help
+// text of --namespace, which differs between the commands.
+func (o *reviewOptions) AddFlags(f *pflag.FlagSet, namespaceUsage string) {
 	o.src.AddFlags(f)
 	o.pol.AddFlags(f, true)
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.StringVarP(&o.namespace, "namespace", "n", "", namespaceUsage)
 }
 
+// Complete lets --cluster read the cluster's schema too (see
+// policySourceOptions.Complete).
+func (o *reviewOptions) Complete() {
+	o.pol.Complete(&o.src)
+}
+
+// Validate checks the policy sources (a usage error, exit 2). The commands
+// check --output and their own flags first.
+func (o *reviewOptions) Validate() error {
+	if err := o.pol.Validate(""); err != nil {
+		return &exitError{2, err}
+	}
+	return nil
+}
+
 // engine loads the schema and the policies and builds the engine that
 // answers the review, as the server's would (with a key of its own: the
 // offline answers are not signed for anyone). Policy objects serve would
-// refuse are reported on stderr and kept in o.pol.refused.
-func (o *reviewOptions) engine(cmd *cobra.Command) (*schemagen.Schema, engine.RuleResolver, error) {
-	o.pol.Complete(&o.src)
-	if err := o.pol.Validate(""); err != nil {
-		return nil, nil, &exitError{2, err}
-	}
-	checker, err := loadChecker(cmd.Context(), o.src)
+// refuse are reported on errw and kept in o.pol.refused. Complete and
+// Validate must have run.
+func (o *reviewOptions) engine(ctx context.Context, errw io.Writer) (*schemagen.Schema, engine.RuleResolver, error) {
+	checker, err := loadChecker(ctx, o.src)
 	if err != nil {
 		return nil, nil, err
 	}
-	ps, err := o.pol.policySet(cmd.Context(), cmd.ErrOrStderr(), checker, o.pol.policies)
+	ps, err := o.pol.policySet(ctx, errw, checker, o.pol.policies)
 	if err != nil {
 		return nil, nil, err
 	}

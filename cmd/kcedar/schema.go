@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
@@ -29,18 +31,16 @@ See docs/schema.md.`,
 	return cmd
 }
 
-func newSchemaExportCmd() *cobra.Command {
-	var (
-		src     schemaSource
-		format  string
-		output  string
-		out     string
-		verbose bool
-	)
-	cmd := &cobra.Command{
-		Use:   "export",
-		Short: "Print the Cedar schema (embedded Kubernetes v1.37 default, live cluster or saved documents)",
-		Long: `Print the typed Cedar schema.
+// schemaExportOptions are kcedar schema export's flags.
+type schemaExportOptions struct {
+	src     schemaSource
+	format  string
+	output  string // -o: a format, or (deprecated) a path
+	out     string // --file
+	verbose bool
+}
+
+const schemaExportLong = `Print the typed Cedar schema.
 
 Sources (at most one; without any, the embedded snapshot of stock Kubernetes
 v1.37 is used, so the output does not depend on the environment):
@@ -51,69 +51,102 @@ v1.37 is used, so the output does not depend on the environment):
   --schema FILE       a schema printed by 'kcedar schema export' (to convert
                       between the cedar and json formats)
 
-The output is deterministic: the same documents give byte-identical output.`,
-		Args: cobra.NoArgs,
+The output is deterministic: the same documents give byte-identical output.`
+
+func newSchemaExportCmd() *cobra.Command {
+	o := &schemaExportOptions{}
+	cmd := &cobra.Command{
+		Use:   "export",
+		Short: "Print the Cedar schema (embedded Kubernetes v1.37 default, live cluster or saved documents)",
+		Long:  schemaExportLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output == "cedar" || output == "json" {
-				format = output
-			} else if output != "" {
-				// A path (deprecated): --format still says the format.
-				if _, err := outputFormat(cmd.ErrOrStderr(), output, []string{"cedar", "json"}, &out, "--file"); err != nil {
-					return err
-				}
-			}
-			if format != "cedar" && format != "json" {
-				return fmt.Errorf("-o must be cedar or json, not %q", format)
-			}
-			start := time.Now()
-			s, err := src.Load(cmd.Context())
-			if err != nil {
+			if err := o.Complete(cmd.ErrOrStderr()); err != nil {
 				return err
 			}
-			genTime := time.Since(start)
-			var data []byte
-			if format == "json" {
-				data, err = s.MarshalJSON()
-			} else {
-				data, err = s.MarshalCedar()
-			}
-			if err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			if err := writeOutput(out, data, cmd.OutOrStdout()); err != nil {
-				return err
-			}
-			if verbose {
-				stderr := cmd.ErrOrStderr()
-				fmt.Fprintf(stderr, "source:            %s\n", src)
-				fmt.Fprint(stderr, s.Stats())
-				fmt.Fprintf(stderr, "load+generate:     %s\n", genTime.Round(time.Millisecond))
-				fmt.Fprintf(stderr, "total:             %s\n", time.Since(start).Round(time.Millisecond))
-				for _, w := range s.Warnings {
-					fmt.Fprintln(stderr, "warning:", w)
-				}
-			}
-			return nil
+			return o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	src.AddFlags(cmd.Flags())
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: cedar (default) or json")
-	cmd.Flags().StringVar(&format, "format", "cedar", "output format (same as -o)")
-	cmd.Flags().StringVar(&out, "file", "", "write to this file instead of stdout")
-	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print counts, timings and warnings to stderr")
+	o.AddFlags(cmd.Flags())
 	return cmd
 }
 
-func newSchemaCaptureCmd() *cobra.Command {
-	var (
-		src       schemaSource
-		out       string
-		legacyOut string // -o, before --output-dir
-	)
-	cmd := &cobra.Command{
-		Use:   "capture",
-		Short: "Save a cluster's discovery and OpenAPI v3 documents for --from-dir",
-		Long: `Save the aggregated discovery (/api, /apis) and OpenAPI v3 (/openapi/v3)
+// AddFlags registers kcedar schema export's flags on f.
+func (o *schemaExportOptions) AddFlags(f *pflag.FlagSet) {
+	o.src.AddFlags(f)
+	f.StringVarP(&o.output, "output", "o", "", "output format: cedar (default) or json")
+	f.StringVar(&o.format, "format", "cedar", "output format (same as -o)")
+	f.StringVar(&o.out, "file", "", "write to this file instead of stdout")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "print counts, timings and warnings to stderr")
+}
+
+// Complete resolves -o: a format overrides --format; anything else is taken
+// (deprecated, with a warning on errw) as the --file path.
+func (o *schemaExportOptions) Complete(errw io.Writer) error {
+	if o.output == "cedar" || o.output == "json" {
+		o.format = o.output
+	} else if o.output != "" {
+		// A path (deprecated): --format still says the format.
+		if _, err := outputFormat(errw, o.output, []string{"cedar", "json"}, &o.out, "--file"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate refuses an unknown format and more than one schema source.
+func (o *schemaExportOptions) Validate() error {
+	if o.format != "cedar" && o.format != "json" {
+		return fmt.Errorf("-o must be cedar or json, not %q", o.format)
+	}
+	return o.src.Validate()
+}
+
+// Run loads the schema and writes it to --file or w; with --verbose it
+// prints counts, timings and warnings on errw.
+func (o *schemaExportOptions) Run(ctx context.Context, w, errw io.Writer) error {
+	start := time.Now()
+	s, err := o.src.Load(ctx)
+	if err != nil {
+		return err
+	}
+	genTime := time.Since(start)
+	var data []byte
+	if o.format == "json" {
+		data, err = s.MarshalJSON()
+	} else {
+		data, err = s.MarshalCedar()
+	}
+	if err != nil {
+		return err
+	}
+	if err := writeOutput(o.out, data, w); err != nil {
+		return err
+	}
+	if o.verbose {
+		fmt.Fprintf(errw, "source:            %s\n", o.src)
+		fmt.Fprint(errw, s.Stats())
+		fmt.Fprintf(errw, "load+generate:     %s\n", genTime.Round(time.Millisecond))
+		fmt.Fprintf(errw, "total:             %s\n", time.Since(start).Round(time.Millisecond))
+		for _, w := range s.Warnings {
+			fmt.Fprintln(errw, "warning:", w)
+		}
+	}
+	return nil
+}
+
+// schemaCaptureOptions are kcedar schema capture's flags. Its source flags
+// are a subset of schemaSource's (no --schema), with their own help.
+type schemaCaptureOptions struct {
+	src       schemaSource
+	out       string // --output-dir
+	legacyOut string // -o, before --output-dir
+}
+
+const schemaCaptureLong = `Save the aggregated discovery (/api, /apis) and OpenAPI v3 (/openapi/v3)
 documents of a live cluster into a directory, which 'kcedar schema export
 --from-dir' and the --from-dir flag of other commands read. The files are
 deterministic: sorted JSON keys, "description" fields stripped, and only the
@@ -121,41 +154,78 @@ connect operations kept of the OpenAPI paths. The discovery/ and openapi/
 subdirectories of the output directory are replaced.
 
 hack/capture-default.sh uses it to refresh the embedded default
-(internal/schemagen/default).`,
-		Args: cobra.NoArgs,
+(internal/schemagen/default).`
+
+func newSchemaCaptureCmd() *cobra.Command {
+	o := &schemaCaptureOptions{}
+	cmd := &cobra.Command{
+		Use:   "capture",
+		Short: "Save a cluster's discovery and OpenAPI v3 documents for --from-dir",
+		Long:  schemaCaptureLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if legacyOut != "" {
-				if out != "" {
-					return errors.New("give --output-dir only")
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: -o DIR is deprecated: use --output-dir %s\n", legacyOut)
-				out = legacyOut
-			}
-			if out == "" {
-				return errors.New("--output-dir DIR is required")
-			}
-			if !src.IsLive() && src.FromDir == "" {
-				return errors.New("capture needs a live cluster (--kubeconfig or --live) or --from-dir")
-			}
-			docs, err := src.LoadDocuments(cmd.Context())
-			if err != nil {
+			if err := o.Complete(cmd.ErrOrStderr()); err != nil {
 				return err
 			}
-			// Refuse to save documents kcedar cannot use.
-			if _, err := schemagen.Generate(docs); err != nil {
-				return fmt.Errorf("captured documents do not generate a schema: %w", err)
+			if err := o.Validate(); err != nil {
+				return err
 			}
-			return docs.WriteDir(out)
+			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().BoolVar(&src.Live, "live", false, "read the live cluster (KUBECONFIG, ~/.kube/config or in-cluster config)")
-	cmd.Flags().StringVar(&src.Kubeconfig, "kubeconfig", "", "read the live cluster of this kubeconfig file")
-	cmd.Flags().StringVar(&src.Context, "context", "", "kubeconfig context of the live cluster")
-	cmd.Flags().StringVar(&src.FromDir, "from-dir", "", "re-normalize documents saved earlier")
-	cmd.Flags().StringVar(&out, "output-dir", "", "directory to write (created if needed)")
-	cmd.Flags().StringVarP(&legacyOut, "output", "o", "", "deprecated: use --output-dir")
-	_ = cmd.Flags().MarkHidden("output")
+	o.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// AddFlags registers kcedar schema capture's flags on f.
+func (o *schemaCaptureOptions) AddFlags(f *pflag.FlagSet) {
+	f.BoolVar(&o.src.Live, "live", false, "read the live cluster (KUBECONFIG, ~/.kube/config or in-cluster config)")
+	f.StringVar(&o.src.Kubeconfig, "kubeconfig", "", "read the live cluster of this kubeconfig file")
+	f.StringVar(&o.src.Context, "context", "", "kubeconfig context of the live cluster")
+	f.StringVar(&o.src.FromDir, "from-dir", "", "re-normalize documents saved earlier")
+	f.StringVar(&o.out, "output-dir", "", "directory to write (created if needed)")
+	f.StringVarP(&o.legacyOut, "output", "o", "", "deprecated: use --output-dir")
+	_ = f.MarkHidden("output")
+}
+
+// Complete takes the deprecated -o DIR as --output-dir, with a warning on
+// errw; both at once is an error.
+func (o *schemaCaptureOptions) Complete(errw io.Writer) error {
+	if o.legacyOut == "" {
+		return nil
+	}
+	if o.out != "" {
+		return errors.New("give --output-dir only")
+	}
+	fmt.Fprintf(errw, "warning: -o DIR is deprecated: use --output-dir %s\n", o.legacyOut)
+	o.out = o.legacyOut
+	return nil
+}
+
+// Validate refuses a capture without a directory to write or documents to
+// read, and more than one source.
+func (o *schemaCaptureOptions) Validate() error {
+	if o.out == "" {
+		return errors.New("--output-dir DIR is required")
+	}
+	if !o.src.IsLive() && o.src.FromDir == "" {
+		return errors.New("capture needs a live cluster (--kubeconfig or --live) or --from-dir")
+	}
+	return o.src.Validate()
+}
+
+// Run reads the documents, checks that they generate a schema, and writes
+// them into --output-dir.
+func (o *schemaCaptureOptions) Run(ctx context.Context) error {
+	docs, err := o.src.LoadDocuments(ctx)
+	if err != nil {
+		return err
+	}
+	// Refuse to save documents kcedar cannot use.
+	if _, err := schemagen.Generate(docs); err != nil {
+		return fmt.Errorf("captured documents do not generate a schema: %w", err)
+	}
+	return docs.WriteDir(o.out)
 }
 
 // writeOutput writes data to path or, without a path (or "-"), to w. A

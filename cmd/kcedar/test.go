@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/engine/offline"
@@ -15,11 +17,14 @@ import (
 
 func init() { rootCmd.AddCommand(newTestCmd()) }
 
+// testOptions are kcedar test's flags and arguments.
 type testOptions struct {
 	src     schemaSource
 	pol     policySourceOptions
 	output  string
 	verbose bool
+	// paths are the test files and directories, set by Complete.
+	paths []string
 }
 
 func newTestCmd() *cobra.Command {
@@ -54,33 +59,60 @@ Exit status: 0 all passed, 1 a test failed or the policies are invalid,
 2 usage or I/O error.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutputFormat(o.output); err != nil {
+			o.Complete(args)
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			o.pol.Complete(&o.src)
-			if err := o.pol.Validate(""); err != nil {
-				return &exitError{2, err}
-			}
-			checker, err := loadChecker(cmd.Context(), o.src)
-			if err != nil {
-				return err
-			}
-			var loader offline.PolicyLoader = checker
-			if o.pol.usesObjects() {
-				srcs, err := o.pol.objectSources(cmd.Context(), cmd.ErrOrStderr(), checker)
-				if err != nil {
-					return err
-				}
-				loader = composedLoader{checker: checker, srcs: srcs}
-			}
-			return runTests(cmd.OutOrStdout(), checker.Schema, loader, args, o)
+			return o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	o.src.AddFlags(cmd.Flags())
-	o.pol.AddFlags(cmd.Flags(), false)
-	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
-	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "list passing tests too")
+	o.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// AddFlags registers the flags on f.
+func (o *testOptions) AddFlags(f *pflag.FlagSet) {
+	o.src.AddFlags(f)
+	o.pol.AddFlags(f, false)
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "list passing tests too")
+}
+
+// Complete keeps the test paths and lets --cluster read the cluster's
+// schema too (see policySourceOptions.Complete).
+func (o *testOptions) Complete(args []string) {
+	o.paths = args
+	o.pol.Complete(&o.src)
+}
+
+// Validate checks --output and the policy sources; errors are usage errors
+// (exit 2).
+func (o *testOptions) Validate() error {
+	if err := checkOutputFormat(o.output); err != nil {
+		return err
+	}
+	if err := o.pol.Validate(""); err != nil {
+		return &exitError{2, err}
+	}
+	return nil
+}
+
+// Run loads the schema (and the policy objects, if asked for) and runs the
+// tests, reporting on stdout (policy objects not used on stderr).
+func (o *testOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
+	checker, err := loadChecker(ctx, o.src)
+	if err != nil {
+		return err
+	}
+	var loader offline.PolicyLoader = checker
+	if o.pol.usesObjects() {
+		srcs, err := o.pol.objectSources(ctx, stderr, checker)
+		if err != nil {
+			return err
+		}
+		loader = composedLoader{checker: checker, srcs: srcs}
+	}
+	return runTests(stdout, checker.Schema, loader, o.paths, *o)
 }
 
 type testFileReport struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
@@ -20,11 +22,15 @@ import (
 
 func init() { rootCmd.AddCommand(newValidateCmd()) }
 
+// validateOptions are kcedar validate's flags and arguments. AddFlags
+// registers the flags, Complete takes the arguments and stdin, Validate
+// refuses bad combinations (with exit code 2) and Run checks the policies.
 type validateOptions struct {
 	src            schemaSource
 	pol            policySourceOptions
 	output         string
 	strictWarnings bool
+	paths          []string  // PATH... ("-" is stdin)
 	stdin          io.Reader // for the path "-"
 	// objects are the policy objects' sources serve would load (with
 	// --policy-objects or --cluster; o.pol.refused the others).
@@ -69,12 +75,7 @@ func readPolicyPaths(paths []string, stdin io.Reader) ([]lint.File, error) {
 	return out, flush()
 }
 
-func newValidateCmd() *cobra.Command {
-	var o validateOptions
-	cmd := &cobra.Command{
-		Use:   "validate [--schema FILE | --kubeconfig FILE | --from-dir DIR] [--policy-objects FILE | --cluster] PATH... (- for stdin)",
-		Short: "Check Cedar policy files against the schema, with positions and hints",
-		Long: `Check policy files (and directories of *.cedar files) the way 'kcedar serve'
+const validateLong = `Check policy files (and directories of *.cedar files) the way 'kcedar serve'
 loads them: strict parsing (trailing garbage, an empty or duplicate @id are
 errors) and type checking against the schema (unknown types, actions and
 attributes, type mismatches, optional attributes read without has, actions
@@ -98,41 +99,75 @@ comparison to "*", like "*", a forbid that can fail to evaluate, a permit
 that depends on the object but only applies to reads.
 
 Exit status: 0 clean (warnings allowed unless --strict-warnings), 1 invalid
-policies, 2 usage or I/O error.`,
+policies, 2 usage or I/O error.`
+
+func newValidateCmd() *cobra.Command {
+	o := &validateOptions{}
+	cmd := &cobra.Command{
+		Use:   "validate [--schema FILE | --kubeconfig FILE | --from-dir DIR] [--policy-objects FILE | --cluster] PATH... (- for stdin)",
+		Short: "Check Cedar policy files against the schema, with positions and hints",
+		Long:  validateLong,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutputFormat(o.output); err != nil {
+			o.Complete(args, cmd.InOrStdin())
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			if len(args) == 0 && !o.pol.usesObjects() {
-				return &exitError{2, fmt.Errorf("give policy files (PATH...), --policy-objects FILE or --cluster")}
-			}
-			o.pol.Complete(&o.src)
-			stdinTaken := ""
-			if slices.Contains(args, "-") {
-				stdinTaken = "the path -"
-			}
-			if err := o.pol.Validate(stdinTaken); err != nil {
-				return &exitError{2, err}
-			}
-			checker, err := loadChecker(cmd.Context(), o.src)
-			if err != nil {
-				return err
-			}
-			o.stdin, o.pol.stdin = cmd.InOrStdin(), cmd.InOrStdin()
-			if o.pol.usesObjects() {
-				// Refusals are findings: runValidate reports them.
-				if o.objects, err = o.pol.objectSources(cmd.Context(), io.Discard, checker); err != nil {
-					return err
-				}
-			}
-			return runValidate(cmd.OutOrStdout(), checker, args, o)
+			return o.Run(cmd.Context(), cmd.OutOrStdout())
 		},
 	}
-	o.src.AddFlags(cmd.Flags())
-	o.pol.AddFlags(cmd.Flags(), false)
-	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
-	cmd.Flags().BoolVar(&o.strictWarnings, "strict-warnings", false, "fail (exit 1) on lint warnings too")
+	o.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// AddFlags registers kcedar validate's flags on f.
+func (o *validateOptions) AddFlags(f *pflag.FlagSet) {
+	o.src.AddFlags(f)
+	o.pol.AddFlags(f, false)
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.BoolVar(&o.strictWarnings, "strict-warnings", false, "fail (exit 1) on lint warnings too")
+}
+
+// Complete takes the policy paths and the stdin that "-" (and
+// --policy-objects -) read, and lets --cluster fill in the schema source.
+func (o *validateOptions) Complete(paths []string, stdin io.Reader) {
+	o.paths = paths
+	o.stdin, o.pol.stdin = stdin, stdin
+	o.pol.Complete(&o.src)
+}
+
+// Validate refuses an unknown --output, nothing to check, and conflicting
+// policy sources; its errors exit 2.
+func (o *validateOptions) Validate() error {
+	if err := checkOutputFormat(o.output); err != nil {
+		return err
+	}
+	if len(o.paths) == 0 && !o.pol.usesObjects() {
+		return &exitError{2, fmt.Errorf("give policy files (PATH...), --policy-objects FILE or --cluster")}
+	}
+	stdinTaken := ""
+	if slices.Contains(o.paths, "-") {
+		stdinTaken = "the path -"
+	}
+	if err := o.pol.Validate(stdinTaken); err != nil {
+		return &exitError{2, err}
+	}
+	return nil
+}
+
+// Run loads the schema (and the policy objects), checks the policies and
+// reports on w; the returned error carries the exit code.
+func (o *validateOptions) Run(ctx context.Context, w io.Writer) error {
+	checker, err := loadChecker(ctx, o.src)
+	if err != nil {
+		return err
+	}
+	if o.pol.usesObjects() {
+		// Refusals are findings: runValidate reports them.
+		if o.objects, err = o.pol.objectSources(ctx, io.Discard, checker); err != nil {
+			return err
+		}
+	}
+	return runValidate(w, checker, o.paths, *o)
 }
 
 // validateReport is the --output json document.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/schemagen"
@@ -16,9 +18,12 @@ import (
 
 func init() { rootCmd.AddCommand(newWhoCanCmd()) }
 
+// whoCanOptions are kcedar who-can's flags and arguments.
 type whoCanOptions struct {
 	reviewOptions
 	url string
+	// args are VERB [RESOURCE [NAME]], set by Complete.
+	args []string
 }
 
 // whoCanLong is who-can's help text.
@@ -55,56 +60,92 @@ func newWhoCanCmd() *cobra.Command {
 		Long:  whoCanLong,
 		Args:  cobra.RangeArgs(1, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutputFormat(o.output); err != nil {
+			o.Complete(args)
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			if o.url != "" && len(args) != 1 {
-				return &exitError{2, fmt.Errorf("with --url give only the verb")}
-			}
-			if o.url == "" && len(args) < 2 {
-				return &exitError{2, fmt.Errorf("give VERB RESOURCE [NAME], or VERB --url PATH")}
-			}
-			schema, az, err := o.engine(cmd)
-			if err != nil {
-				return err
-			}
-			rar := &server.ResourceAccessReview{APIVersion: server.ReviewAPIVersion, Kind: "ResourceAccessReview"}
-			attrs := &rar.AuthorizationAttributes
-			attrs.Verb = args[0]
-			if o.url != "" {
-				attrs.Path = o.url
-			} else {
-				group, resource, sub, err := parseKubectlResource(schema, args[1])
-				if err != nil {
-					return &exitError{2, err}
-				}
-				if _, ok := schema.Lookup(group, resource, sub); !ok && group != "*" && resource != "*" {
-					fmt.Fprintf(cmd.ErrOrStderr(), "warning: the schema has no resource %q; the question is about k8s::Resource\n", args[1])
-				}
-				attrs.ResourceGroup, attrs.Resource, attrs.Subresource = group, resource, sub
-				attrs.Namespace = o.namespace
-				if len(args) == 3 {
-					attrs.ResourceName = args[2]
-				}
-				if o.namespace != "" {
-					rar.Kind = "LocalResourceAccessReview"
-				}
-			}
-			resp, err := server.WhoCan(cmd.Context(), az, rar)
-			if err != nil {
-				return &exitError{2, err}
-			}
-			if o.output == "json" {
-				return writeJSONRefusals(cmd.OutOrStdout(), resp, o.pol.refused)
-			}
-			printAccessReview(cmd.OutOrStdout(), &resp.AccessReview)
-			return nil
+			return o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	f := cmd.Flags()
-	o.addFlags(f, "namespace of the request (empty: every namespace)")
-	f.StringVar(&o.url, "url", "", "a non-resource URL (/healthz, /metrics) instead of a resource")
+	o.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// AddFlags registers the flags on f.
+func (o *whoCanOptions) AddFlags(f *pflag.FlagSet) {
+	o.reviewOptions.AddFlags(f, "namespace of the request (empty: every namespace)")
+	f.StringVar(&o.url, "url", "", "a non-resource URL (/healthz, /metrics) instead of a resource")
+}
+
+// Complete keeps the arguments and completes the shared options.
+func (o *whoCanOptions) Complete(args []string) {
+	o.args = args
+	o.reviewOptions.Complete()
+}
+
+// Validate checks --output, that the arguments fit --url (or its absence)
+// and the policy sources; errors are usage errors (exit 2).
+func (o *whoCanOptions) Validate() error {
+	if err := checkOutputFormat(o.output); err != nil {
+		return err
+	}
+	if o.url != "" && len(o.args) != 1 {
+		return &exitError{2, fmt.Errorf("with --url give only the verb")}
+	}
+	if o.url == "" && len(o.args) < 2 {
+		return &exitError{2, fmt.Errorf("give VERB RESOURCE [NAME], or VERB --url PATH")}
+	}
+	return o.reviewOptions.Validate()
+}
+
+// Run answers the question from the policies and prints the answer on
+// stdout (warnings and policy objects not used on stderr).
+func (o *whoCanOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
+	schema, az, err := o.engine(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	rar, err := o.review(schema, stderr)
+	if err != nil {
+		return err
+	}
+	resp, err := server.WhoCan(ctx, az, rar)
+	if err != nil {
+		return &exitError{2, err}
+	}
+	if o.output == "json" {
+		return writeJSONRefusals(stdout, resp, o.pol.refused)
+	}
+	printAccessReview(stdout, &resp.AccessReview)
+	return nil
+}
+
+// review builds the ResourceAccessReview the arguments ask, warning on errw
+// of a resource the schema does not know.
+func (o *whoCanOptions) review(schema *schemagen.Schema, errw io.Writer) (*server.ResourceAccessReview, error) {
+	rar := &server.ResourceAccessReview{APIVersion: server.ReviewAPIVersion, Kind: "ResourceAccessReview"}
+	attrs := &rar.AuthorizationAttributes
+	attrs.Verb = o.args[0]
+	if o.url != "" {
+		attrs.Path = o.url
+		return rar, nil
+	}
+	group, resource, sub, err := parseKubectlResource(schema, o.args[1])
+	if err != nil {
+		return nil, &exitError{2, err}
+	}
+	if _, ok := schema.Lookup(group, resource, sub); !ok && group != "*" && resource != "*" {
+		fmt.Fprintf(errw, "warning: the schema has no resource %q; the question is about k8s::Resource\n", o.args[1])
+	}
+	attrs.ResourceGroup, attrs.Resource, attrs.Subresource = group, resource, sub
+	attrs.Namespace = o.namespace
+	if len(o.args) == 3 {
+		attrs.ResourceName = o.args[2]
+	}
+	if o.namespace != "" {
+		rar.Kind = "LocalResourceAccessReview"
+	}
+	return rar, nil
 }
 
 var versionLabel = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]+)?$`)
