@@ -111,8 +111,14 @@ func (e *Engine) conditionsAnswer(d Decision, caller SARCaller) SARAnswer {
 // produce conditions (AdmissionShapes).
 func (e *Engine) admissionEnforcedAnswer(d Decision) SARAnswer {
 	dec := e.Encode(d)
-	if dec.Type != wire.DecisionTypeConditionsMap || len(dec.ConditionsMap.AllowConditions) == 0 {
+	if dec.Type != wire.DecisionTypeConditionsMap {
 		return wireAnswer(dec)
+	}
+	if len(dec.ConditionsMap.AllowConditions) == 0 {
+		// Only deny conditions were encoded (the allow conditions were
+		// dropped): nothing to enforce in admission, so fold as for a caller
+		// that cannot take conditions (Deny, since deny conditions exist).
+		return plainAnswer(d)
 	}
 	ps := make([]*cedarlang.Policy, len(d.AllowConditions()))
 	for i, r := range d.AllowConditions() {
