@@ -132,18 +132,27 @@ func (e *Engine) admissionEnforcedAnswer(d Decision) SARAnswer {
 // wireAnswer renders a concrete ConditionsAwareDecision (one that Encode
 // could not keep conditional) as allowed / denied / neither.
 func wireAnswer(d wire.ConditionsAwareDecision) SARAnswer {
-	var st authorizationv1.SubjectAccessReviewStatus
-	details := d.NoOpinion
-	switch d.Type {
-	case wire.DecisionTypeAllow:
-		st.Allowed, details = true, d.Allow
-	case wire.DecisionTypeDeny:
-		st.Denied, details = true, d.Deny
-	}
+	t, details := concreteDetails(d)
+	st := authorizationv1.SubjectAccessReviewStatus{Allowed: t == DecisionAllow, Denied: t == DecisionDeny}
 	if details != nil {
-		st.Reason, st.EvaluationError = apiServerReason(d.Type == wire.DecisionTypeNoOpinion, details.Reason), details.EvaluationError
+		st.Reason, st.EvaluationError = apiServerReason(t == DecisionNoOpinion, details.Reason), details.EvaluationError
 	}
 	return SARAnswer{Status: wire.SubjectAccessReviewStatus{SubjectAccessReviewStatus: st}, Label: string(d.Type)}
+}
+
+// concreteDetails is the type and details of an encoded decision: Allow,
+// Deny or NoOpinion with their details, else (a ConditionsMap)
+// DecisionConditional without.
+func concreteDetails(d wire.ConditionsAwareDecision) (DecisionType, *wire.DecisionDetails) {
+	switch d.Type {
+	case wire.DecisionTypeAllow:
+		return DecisionAllow, d.Allow
+	case wire.DecisionTypeDeny:
+		return DecisionDeny, d.Deny
+	case wire.DecisionTypeNoOpinion:
+		return DecisionNoOpinion, d.NoOpinion
+	}
+	return DecisionConditional, nil
 }
 
 // statusOf is a concrete decision as a SubjectAccessReview status.

@@ -89,21 +89,11 @@ func (e *Engine) Report(ctx context.Context, req *entities.Request, adm *Admissi
 
 // reportDecision is the type, reason and error of an encoded decision.
 func reportDecision(dec wire.ConditionsAwareDecision) (decision, reason, evalErr string) {
-	var details *wire.DecisionDetails
-	switch dec.Type {
-	case wire.DecisionTypeAllow:
-		decision, details = DecisionAllow.String(), dec.Allow
-	case wire.DecisionTypeDeny:
-		decision, details = DecisionDeny.String(), dec.Deny
-	case wire.DecisionTypeNoOpinion:
-		decision, details = DecisionNoOpinion.String(), dec.NoOpinion
-	default:
-		return DecisionConditional.String(), "", ""
-	}
+	t, details := concreteDetails(dec)
 	if details != nil {
 		reason, evalErr = details.Reason, details.EvaluationError
 	}
-	return decision, reason, evalErr
+	return t.String(), reason, evalErr
 }
 
 // admissionDataFor is what the callback would see of req in admission, or
