@@ -285,9 +285,13 @@ func TestObjectConverterPod(t *testing.T) {
 		}
 	}
 
-	// Values that do not fit their type are dropped, with a warning.
-	if hasAttr(spec, "priority") || hasAttr(container, "securityContext", "privileged") {
-		t.Error("misfit values were kept")
+	// Values that do not fit their type are kept as invalid values: present,
+	// of another type (so reading them errors), with a warning.
+	if _, isString := attr(t, spec, "priority").(types.String); !isString {
+		t.Errorf("misfit priority is %v, want an invalid value (a String)", attr(t, spec, "priority"))
+	}
+	if _, isString := attr(t, container, "securityContext", "privileged").(types.String); !isString {
+		t.Errorf("misfit privileged is %v, want an invalid value (a String)", attr(t, container, "securityContext", "privileged"))
 	}
 	warnings := strings.Join(c.Warnings, "\n")
 	for _, w := range []string{"priority", "privileged"} {

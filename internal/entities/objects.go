@@ -17,10 +17,12 @@ import (
 )
 
 // ObjectConverter turns Kubernetes objects (JSON decoded with UseNumber) into
-// Cedar values by walking the schema's type model, so every value conforms to
-// the schema. Fields the schema does not type are dropped; a field whose value
-// does not fit its type is dropped and reported (a policy reading it then gets
-// an evaluation error, which kcedar treats as fail-closed).
+// Cedar values by walking the schema's type model. Fields the schema does not
+// type are dropped. A field whose value does not fit its type is kept as an
+// invalid value (see invalidValue) and reported: a policy that reads it gets
+// an evaluation error, which kcedar treats as fail-closed, and `has` still
+// sees it. Typed readings (schemagen's readings.go) read the field named by
+// their From.
 //
 // Maps become entities whose tags hold the values. Their ids are a hash of the
 // map's canonical JSON, so two equal maps are the same entity and compare equal.
@@ -104,6 +106,11 @@ func (c *ObjectConverter) ObjectPaths(res *schemagen.Resource, obj map[string]an
 			m[schemagen.AttrMetadata] = c.zero(c.Schema.ObjectMeta)
 		}
 	}
+	if _, wanted := need.next(schemagen.AttrEffectiveResources); wanted && c.Schema.HasEffectiveResources(res) && (kind == "" || kind == "Pod") {
+		if v := c.effectiveResources(obj, schemagen.AttrEffectiveResources); v != nil {
+			m[schemagen.AttrEffectiveResources] = v
+		}
+	}
 	attr, ok := res.VersionOf(apiVersion, kind, "")
 	if !ok && kind == "" {
 		attr, ok = versionByAPIVersion(res, apiVersion)
@@ -173,7 +180,14 @@ func (c *ObjectConverter) convertPaths(t schemagen.Type, v any, path string, nee
 			return types.Boolean(b), true
 		}
 	case schemagen.DecimalType:
-		return c.decimalValue(v, path)
+		if d, ok := c.decimalValue(v, path); ok {
+			return d, true
+		}
+		return invalidValue(t, v), true
+	case schemagen.QuantityReadingType:
+		return quantityReading(v), true
+	case schemagen.IntOrStringReadingType:
+		return intOrStringReading(v), true
 	case schemagen.DatetimeType:
 		if d, ok := datetimeValue(v); ok {
 			return d, true
@@ -202,7 +216,7 @@ func (c *ObjectConverter) convertPaths(t schemagen.Type, v any, path string, nee
 		return nil, false
 	}
 	c.warn(path, "%T value does not fit %s", v, typeName(t))
-	return nil, false
+	return invalidValue(t, v), true
 }
 
 // stringValue is v as a String: a string, or a number (int-or-string,
@@ -281,23 +295,28 @@ func (c *ObjectConverter) record(t *schemagen.RecordType, obj map[string]any, pa
 		if !wanted {
 			continue
 		}
-		if fv, present := obj[name]; present && fv != nil {
+		field := name
+		if attr.From != "" {
+			field = attr.From
+		}
+		if fv, present := obj[field]; present && fv != nil {
 			if cv, ok := c.convertPaths(attr.Type, fv, path+"."+name, childNeed); ok {
 				m[types.String(name)] = cv
 				continue
 			}
 		}
 		if !attr.Optional {
-			// A required field the object lacks (or that does not fit)
-			// reads as its zero value, so the record conforms and a
-			// validated policy never fails on it.
+			// A required field the object lacks reads as its zero
+			// value, so the record conforms and a validated policy
+			// never fails on it.
 			m[types.String(name)] = c.zero(attr.Type)
 		}
 	}
 	return types.NewRecord(m)
 }
 
-// set converts arr to set type t, dropping the elements that do not fit.
+// set converts arr to set type t (an element that does not fit is an
+// invalid value; a null element is left out).
 func (c *ObjectConverter) set(t *schemagen.SetType, arr []any, path string) types.Set {
 	vals := make([]types.Value, 0, len(arr))
 	for i, el := range arr {

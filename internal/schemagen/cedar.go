@@ -45,6 +45,7 @@ func (s *Schema) CedarAST() *ast.Schema {
 		objectTypes: map[string]bool{},
 	}
 	b.addBuiltinEntities()
+	b.addReadingTypes()
 	b.addMaps()
 	b.addDefinitions()
 	b.addResources()
@@ -134,6 +135,28 @@ func (b *astBuilder) addBuiltinEntities() {
 	b.addEntity(NonResourceURLType, ast.Entity{Shape: ast.RecordType{AttrPath: {Type: ast.String()}}})
 }
 
+// addReadingTypes declares the common types of the typed readings
+// (readings.go): k8s::Quantity and k8s::IntOrString.
+func (b *astBuilder) addReadingTypes() {
+	b.addCommon(QuantityTypeName, ast.CommonType{Type: ast.RecordType{
+		AttrValid: {Type: ast.Bool()},
+		AttrMilli: {Type: ast.Long(), Optional: true},
+	}})
+	b.addCommon(IntOrStringTypeName, ast.CommonType{Type: ast.RecordType{
+		AttrIsInt:   {Type: ast.Bool()},
+		AttrIntVal:  {Type: ast.Long(), Optional: true},
+		AttrStrVal:  {Type: ast.String()},
+		AttrPercent: {Type: ast.Long(), Optional: true},
+	}})
+	if _, ok := b.s.Maps[QuantityMapType]; ok {
+		quantities := ast.EntityTypeRef(QuantityMapType)
+		b.addCommon(EffectiveResourcesTypeName, ast.CommonType{Type: ast.RecordType{
+			AttrRequests: {Type: quantities},
+			AttrLimits:   {Type: quantities},
+		}})
+	}
+}
+
 // addMaps declares the map types: content-addressed entities whose tags are
 // the values.
 func (b *astBuilder) addMaps() {
@@ -166,6 +189,9 @@ func (b *astBuilder) objectRecord(r *Resource) ast.RecordType {
 		AttrAPIVersion: {Type: ast.String()},
 		AttrKind:       {Type: ast.String()},
 		AttrMetadata:   {Type: typeAST(b.s.ObjectMeta)},
+	}
+	if b.s.HasEffectiveResources(r) {
+		obj[AttrEffectiveResources] = ast.Attribute{Type: ast.TypeRef(EffectiveResourcesTypeName), Optional: true}
 	}
 	for _, v := range sortedKeys(r.Versions) {
 		ov := r.Versions[v]
@@ -444,6 +470,10 @@ func typeAST(t Type) ast.IsType {
 		return ast.Decimal()
 	case DatetimeType:
 		return ast.Datetime()
+	case QuantityReadingType:
+		return ast.TypeRef(QuantityTypeName)
+	case IntOrStringReadingType:
+		return ast.TypeRef(IntOrStringTypeName)
 	case *SetType:
 		return ast.Set(typeAST(t.Element))
 	case *MapType:

@@ -37,6 +37,9 @@ type Attribute struct {
 	// Enum lists the allowed values of a string attribute, or of the elements of a
 	// set of strings (annotation only: @enum in the printed schema).
 	Enum []string
+	// From names the field a typed reading attribute reads (limitsQuantity
+	// reads limits); empty for every other attribute.
+	From string
 }
 
 // SetType is a Cedar set (an OpenAPI array).

@@ -471,6 +471,12 @@ func (c *converter) convertObject(s *spec.Schema, l loc, depth int) (Type, []str
 		}
 		rec.Attributes[name] = &Attribute{Type: t, Optional: !required[name] || p.Nullable, Enum: enum}
 	}
+	for _, name := range sortedKeys(s.Properties) {
+		if _, typed := rec.Attributes[name]; typed {
+			p := s.Properties[name]
+			c.addReading(rec, name, &p, l, depth)
+		}
+	}
 	if embedded {
 		// x-kubernetes-embedded-resource: an object with apiVersion, kind, metadata.
 		for _, a := range []string{AttrAPIVersion, AttrKind} {
@@ -543,6 +549,10 @@ func (c *converter) typeLabel(t Type, l loc) ([]string, string) {
 		return nil, "Decimal"
 	case DatetimeType:
 		return nil, "Datetime"
+	case QuantityReadingType:
+		return nil, "Quantity"
+	case IntOrStringReadingType:
+		return nil, "IntOrString"
 	case *SetType:
 		ns, base := c.typeLabel(t.Element, l.child("[]"))
 		return ns, "SetOf" + base
@@ -601,6 +611,10 @@ func writeTypeKey(b *strings.Builder, t Type) {
 		b.WriteString("decimal")
 	case DatetimeType:
 		b.WriteString("datetime")
+	case QuantityReadingType:
+		b.WriteString(QuantityTypeName)
+	case IntOrStringReadingType:
+		b.WriteString(IntOrStringTypeName)
 	case *SetType:
 		b.WriteString("Set<")
 		writeTypeKey(b, t.Element)

@@ -201,6 +201,9 @@ func (p *astParser) parseCommonTypes() error {
 			err = p.parseDefinition(name, ct)
 		case strings.HasPrefix(name, ObjectsNamespace+"::"):
 			err = p.parseObjectType(name, ct)
+		case name == QuantityTypeName || name == IntOrStringTypeName || name == EffectiveResourcesTypeName:
+			// The readings' types (readings.go): fixed, and implied by
+			// the model.
 		default:
 			err = fmt.Errorf("not a kcedar schema: unexpected common type %s", name)
 		}
@@ -346,7 +349,7 @@ func (p *astParser) resource(et types.EntityType, e ast.Entity, resource string)
 	}
 	for name, attr := range rec {
 		switch string(name) {
-		case AttrAPIVersion, AttrKind:
+		case AttrAPIVersion, AttrKind, AttrEffectiveResources:
 		case AttrMetadata:
 			if p.s.ObjectMeta == nil {
 				t, err := p.typ(attr.Type, string(et)+".object.metadata")
@@ -410,7 +413,7 @@ func (p *astParser) typ(t ast.IsType, where string) (Type, error) {
 			if err != nil {
 				return nil, err
 			}
-			attr := &Attribute{Type: at, Optional: a.Optional}
+			attr := &Attribute{Type: at, Optional: a.Optional, From: ReadingSource(string(name), at)}
 			if e, ok := a.Annotations[AnnotationEnum]; ok {
 				attr.Enum = decodeEnum(string(e))
 			}
@@ -431,6 +434,12 @@ func (p *astParser) typ(t ast.IsType, where string) (Type, error) {
 			return DecimalType{}, nil
 		case "datetime":
 			return DatetimeType{}, nil
+		}
+		switch name {
+		case QuantityTypeName:
+			return QuantityReadingType{}, nil
+		case IntOrStringTypeName:
+			return IntOrStringReadingType{}, nil
 		}
 		if m, ok := p.s.Maps[types.EntityType(name)]; ok {
 			return m, nil
