@@ -222,6 +222,9 @@ func (p *serveParts) registerMetrics() error {
 			return err
 		}
 	}
+	if err := p.objects.admission.RegisterMetrics(reg); err != nil {
+		return err
+	}
 	if p.objects.source != nil {
 		if err := p.objects.source.RegisterMetrics(reg); err != nil {
 			return err

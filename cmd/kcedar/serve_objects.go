@@ -63,11 +63,15 @@ func newPolicyObjects(o *objectOptions, connect func(feature string) (*rest.Conf
 		return nil, err
 	}
 	po.source = &policyobjects.Source{Store: store, Checker: checker, Client: dyn, Logger: logger}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Writes of policy objects are checked against the writer's own
+	// rights with SubjectAccessReviews (kcedar's ServiceAccount may create
+	// them: deploy/).
+	po.admission.Escalation = &policyobjects.EscalationCheck{Reviewer: policyobjects.SARReviewer{Client: cs}}
 	if o.writeStatus {
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
 		host, _ := os.Hostname()
 		var b [4]byte
 		_, _ = rand.Read(b[:])

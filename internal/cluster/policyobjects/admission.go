@@ -1,6 +1,7 @@
 package policyobjects
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,8 +9,10 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -22,8 +25,10 @@ const maxAdmissionBody = 3 * MaxContentBytes
 
 // AdmissionHandler is the validating admission webhook for kcedar's own
 // kinds (POST /v1/validate-policy): it refuses an object whose policies are
-// invalid, with the positioned errors `kcedar validate` prints, and a
-// CedarPolicy that takes a policy id another object or file already uses.
+// invalid, with the positioned errors `kcedar validate` prints, a
+// CedarPolicy that takes a policy id another object or file already uses,
+// and (with Escalation) a create, update or delete that gives access the
+// writer does not hold.
 type AdmissionHandler struct {
 	// Checker checks against the schema kcedar started with; SetChecker
 	// replaces it when the cluster's schema changes.
@@ -31,8 +36,13 @@ type AdmissionHandler struct {
 	// Current, if set, is the policy set serving, for the duplicate id check.
 	Current func() *cedarlang.PolicySet
 	Logger  *slog.Logger
+	// Escalation, if set, refuses writes that give access the writer does
+	// not hold (escalation.go).
+	Escalation *EscalationCheck
 
-	replaced atomic.Pointer[Checker]
+	replaced    atomic.Pointer[Checker]
+	metricsOnce sync.Once
+	refusals    *prometheus.CounterVec
 }
 
 // SetChecker makes writes checked against another schema from now on: the
@@ -71,7 +81,7 @@ func (h *AdmissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("apiVersion %q kind %q is not accepted here; send admission.k8s.io/v1 AdmissionReview with a request", review.APIVersion, review.Kind), http.StatusBadRequest)
 		return
 	}
-	resp := h.Review(review.Request)
+	resp := h.Review(r.Context(), review.Request)
 	resp.UID = review.Request.UID
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(admissionv1.AdmissionReview{
@@ -80,62 +90,172 @@ func (h *AdmissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// Review decides one admission request. Anything but a create or update of
-// kcedar's kinds is allowed (the webhook configuration only sends those).
-func (h *AdmissionHandler) Review(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-	allow := &admissionv1.AdmissionResponse{Allowed: true}
-	if req.Kind.Group != Group || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
-		return allow
-	}
-	if req.SubResource != "" {
-		return allow // status: written by kcedar itself
+// Review decides one admission request. Anything but a create, update or
+// delete of kcedar's kinds is allowed (the webhook configuration only sends
+// those).
+func (h *AdmissionHandler) Review(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	if req.Kind.Group != Group || req.SubResource != "" { // status: written by kcedar itself
+		return &admissionv1.AdmissionResponse{Allowed: true}
 	}
 	kind := req.Kind.Kind
 	if kind != KindCluster && kind != KindNamespaced {
-		return allow
-	}
-	var obj struct {
-		Metadata metav1.ObjectMeta `json:"metadata"`
-		Spec     PolicySpec        `json:"spec"`
-	}
-	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
-		return deny(fmt.Sprintf("decoding the %s: %v", kind, err))
-	}
-	name := obj.Metadata.Name
-	if name == "" {
-		name = req.Name
+		return &admissionv1.AdmissionResponse{Allowed: true}
 	}
 	ns := ""
 	if kind == KindNamespaced {
 		ns = req.Namespace
 	}
+	var resp *admissionv1.AdmissionResponse
+	var reason string
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update:
+		resp, reason = h.reviewWrite(ctx, req, kind, ns)
+	case admissionv1.Delete:
+		resp, reason = h.reviewDelete(ctx, req, kind, ns)
+	default:
+		return &admissionv1.AdmissionResponse{Allowed: true}
+	}
+	if !resp.Allowed {
+		h.refused(reason, req, SourceName(kind, ns, req.Name))
+	}
+	return resp
+}
+
+// policyObject is what the webhook reads of a policy object.
+type policyObject struct {
+	Metadata metav1.ObjectMeta `json:"metadata"`
+	Spec     PolicySpec        `json:"spec"`
+}
+
+// reviewWrite checks a create or update: the content validates, its ids
+// are its own, and it gives nothing the writer does not hold.
+func (h *AdmissionHandler) reviewWrite(ctx context.Context, req *admissionv1.AdmissionRequest, kind, ns string) (*admissionv1.AdmissionResponse, string) {
+	var obj policyObject
+	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
+		return deny(fmt.Sprintf("decoding the %s: %v", kind, err)), "invalid"
+	}
+	name := obj.Metadata.Name
+	if name == "" {
+		name = req.Name
+	}
 	v := h.checker().Check(kind, ns, name, obj.Spec.Content)
 	if !v.Valid {
-		return deny(fmt.Sprintf("%s has invalid Cedar policies:\n%s", SourceName(kind, ns, name), v.Message()))
+		return deny(fmt.Sprintf("%s has invalid Cedar policies:\n%s", SourceName(kind, ns, name), v.Message())), "invalid"
 	}
-	if h.Current != nil {
-		if set := h.Current(); set != nil {
-			own := SourceName(kind, ns, name) + ":"
-			var dups []string
-			for _, id := range v.IDs {
-				if p, ok := set.Get(id); ok && !strings.HasPrefix(p.Source, own) {
-					dups = append(dups, fmt.Sprintf("policy id %q is already used at %s", id, p.Source))
-				}
-			}
-			if len(dups) > 0 {
-				return deny(fmt.Sprintf("%s: %s; policy ids must be unique across every policy object and file", SourceName(kind, ns, name), strings.Join(dups, "; ")))
-			}
+	if msg := h.duplicateIDs(kind, ns, name, v.IDs); msg != "" {
+		return deny(msg), "duplicate-id"
+	}
+	allow := &admissionv1.AdmissionResponse{Allowed: true, Warnings: relayWarnings(v.Warnings)}
+	var old policyObject
+	if req.Operation == admissionv1.Update {
+		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+			return deny(fmt.Sprintf("decoding the stored %s: %v", kind, err)), "invalid"
+		}
+		if old.Spec.Content == obj.Spec.Content {
+			return allow, "" // labels, annotations: access is unchanged
 		}
 	}
-	for _, w := range v.Warnings {
-		// One line each, and short: the API server relays them as headers.
+	w := write{kind: kind, namespace: ns, name: name, new: parseContent(kind, ns, name, obj.Spec.Content)}
+	if req.Operation == admissionv1.Update {
+		w.old = parseContent(kind, ns, name, old.Spec.Content)
+	}
+	if r := h.escalation(ctx, req, w); r != nil {
+		return deny(r.Message), r.Reason
+	}
+	return allow, ""
+}
+
+// reviewDelete checks a delete: removing a forbid gives back what it
+// blocked.
+func (h *AdmissionHandler) reviewDelete(ctx context.Context, req *admissionv1.AdmissionRequest, kind, ns string) (*admissionv1.AdmissionResponse, string) {
+	var old policyObject
+	if len(req.OldObject.Raw) > 0 {
+		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+			return deny(fmt.Sprintf("decoding the stored %s: %v", kind, err)), "invalid"
+		}
+	}
+	w := write{kind: kind, namespace: ns, name: req.Name, old: parseContent(kind, ns, req.Name, old.Spec.Content)}
+	if r := h.escalation(ctx, req, w); r != nil {
+		return deny(r.Message), r.Reason
+	}
+	return &admissionv1.AdmissionResponse{Allowed: true}, ""
+}
+
+func (h *AdmissionHandler) escalation(ctx context.Context, req *admissionv1.AdmissionRequest, w write) *WriteRefusal {
+	if h.Escalation == nil {
+		return nil
+	}
+	return h.Escalation.Check(ctx, req.UserInfo, w, h.checker().lint.Schema)
+}
+
+// parseContent parses an object's policies for the escalation check; an
+// object whose content does not parse serves nothing, so it has none.
+func parseContent(kind, ns, name, content string) []*cedarlang.Policy {
+	ps, err := cedarlang.ParsePolicies(SourceName(kind, ns, name), []byte(content))
+	if err != nil {
+		return nil
+	}
+	return ps
+}
+
+// duplicateIDs says which of ids another object or file already serves.
+func (h *AdmissionHandler) duplicateIDs(kind, ns, name string, ids []string) string {
+	if h.Current == nil {
+		return ""
+	}
+	set := h.Current()
+	if set == nil {
+		return ""
+	}
+	own := SourceName(kind, ns, name) + ":"
+	var dups []string
+	for _, id := range ids {
+		if p, ok := set.Get(id); ok && !strings.HasPrefix(p.Source, own) {
+			dups = append(dups, fmt.Sprintf("policy id %q is already used at %s", id, p.Source))
+		}
+	}
+	if len(dups) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: %s; policy ids must be unique across every policy object and file", SourceName(kind, ns, name), strings.Join(dups, "; "))
+}
+
+// relayWarnings shortens lint warnings to one line each: the API server
+// relays them as headers.
+func relayWarnings(ws []string) []string {
+	var out []string
+	for _, w := range ws {
 		w = strings.ReplaceAll(w, "\n    ", " ")
 		if len(w) > 250 {
 			w = w[:250] + "..."
 		}
-		allow.Warnings = append(allow.Warnings, w)
+		out = append(out, w)
 	}
-	return allow
+	return out
+}
+
+// refused counts and logs a refused write.
+func (h *AdmissionHandler) refused(reason string, req *admissionv1.AdmissionRequest, object string) {
+	h.metrics().WithLabelValues(string(req.Operation), reason).Inc()
+	if h.Logger != nil {
+		h.Logger.Info("policy object write refused", "reason", reason, "operation", req.Operation, "object", object, "user", req.UserInfo.Username)
+	}
+}
+
+// metrics is kcedar_policy_write_refusals_total{operation, reason}.
+func (h *AdmissionHandler) metrics() *prometheus.CounterVec {
+	h.metricsOnce.Do(func() {
+		h.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kcedar_policy_write_refusals_total",
+			Help: "Writes of CedarPolicy and NamespacedCedarPolicy objects the admission webhook refused, by operation and reason (invalid, duplicate-id, escalation, too-many-checks, check-failed).",
+		}, []string{"operation", "reason"})
+	})
+	return h.refusals
+}
+
+// RegisterMetrics adds the webhook's metrics to reg.
+func (h *AdmissionHandler) RegisterMetrics(reg prometheus.Registerer) error {
+	return reg.Register(h.metrics())
 }
 
 func deny(msg string) *admissionv1.AdmissionResponse {
