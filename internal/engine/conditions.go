@@ -21,9 +21,22 @@ import (
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
+// conditionVersion is the version of kcedar's condition format, the one
+// place that names it: both the condition string's tag (conditionPrefix) and
+// ConditionType carry it. Bump it whenever a condition written before would
+// mean something else when evaluated now (for example when the Cedar reading
+// of object attributes changes); conditions of any other version are then
+// refused (see checkVersion). Version 2: typed readings of quantities and
+// int-or-string values, and values that do not convert are present, not
+// dropped.
+const conditionVersion = "2"
+
+// conditionTypeStem is ConditionType without its version.
+const conditionTypeStem = "kcedar.dev/cedar-residual-v"
+
 // ConditionType names kcedar's condition language and its version: a Cedar
 // expression over `resource`, evaluated against the admission data.
-const ConditionType = "kcedar.dev/cedar-residual-v1"
+const ConditionType = conditionTypeStem + conditionVersion
 
 // MaxConditionBytes bounds an encoded condition: upstream's limit. A permit
 // residual that does not fit is dropped (it can then only fail to allow); a
@@ -32,10 +45,15 @@ const ConditionType = "kcedar.dev/cedar-residual-v1"
 // the decision for them when a condition is longer.
 const MaxConditionBytes = wire.MaxConditionBytes
 
-// A condition string is "kc1;<key id>;<mac>;<entity type>;<Cedar expression>".
-// The MAC (HMAC-SHA256, 128 bits) covers the effect, id and type of the
-// condition too, so moving a condition between lists or renaming it breaks it.
-const conditionPrefix = "kc1"
+// A condition string is "kc2;<key id>;<mac>;<entity type>;<Cedar expression>",
+// its first field the format tag conditionPrefix. The MAC (HMAC-SHA256, 128
+// bits) covers the tag, the effect, id and type of the condition too, so
+// moving a condition between lists, renaming it or relabeling its version
+// breaks it.
+const conditionPrefix = conditionTagStem + conditionVersion
+
+// conditionTagStem is conditionPrefix without its version.
+const conditionTagStem = "kc"
 
 // errorEntity stands for an evaluation error partial evaluation found: reading
 // an attribute of an entity that never exists fails at callback time, as the
@@ -185,6 +203,11 @@ func mac(key Key, effect DecisionType, id, typ, body string) string {
 // ErrForeignCondition marks a condition kcedar did not write or that was altered.
 var ErrForeignCondition = errors.New("condition was not written by kcedar or was altered")
 
+// ErrConditionVersion marks a condition kcedar wrote in another version of
+// the condition format: it is refused, never evaluated, since its meaning may
+// differ from what this kcedar would evaluate.
+var ErrConditionVersion = errors.New("it is refused (fail closed): retry the request so it is authorized again")
+
 // Decode verifies a condition written by Encode with the given effect and
 // returns its entity type and expression.
 func (c *Codec) Decode(cond wire.Condition, effect DecisionType) (types.EntityType, ast.IsNode, error) {
@@ -196,14 +219,15 @@ func (c *Codec) Decode(cond wire.Condition, effect DecisionType) (types.EntityTy
 }
 
 func (c *Codec) decode(cond wire.Condition, effect DecisionType) (*decoded, error) {
-	if cond.Type != ConditionType {
-		return nil, fmt.Errorf("condition %q: type %q is not kcedar's (%s)", cond.ID, cond.Type, ConditionType)
+	tag, _, _ := strings.Cut(cond.Condition, ";")
+	if err := checkVersion(cond.Type, tag); err != nil {
+		return nil, fmt.Errorf("condition %q: %w", cond.ID, err)
 	}
 	if len(cond.Condition) > MaxConditionBytes {
 		return nil, fmt.Errorf("condition %q: longer than %d bytes", cond.ID, MaxConditionBytes)
 	}
 	parts := strings.SplitN(cond.Condition, ";", 5)
-	if len(parts) != 5 || parts[0] != conditionPrefix {
+	if len(parts) != 5 {
 		return nil, fmt.Errorf("condition %q: %w (malformed)", cond.ID, ErrForeignCondition)
 	}
 	key, ok := c.Keys.lookup(parts[1])
@@ -238,6 +262,49 @@ func (c *Codec) decode(cond wire.Condition, effect DecisionType) (*decoded, erro
 	c.cache[cacheKey] = d
 	c.mu.Unlock()
 	return d, nil
+}
+
+// checkVersion refuses a condition not of the current format version. A
+// condition whose type and tag agree on another version of kcedar's format
+// gets a reason that says so (wrapping ErrConditionVersion); any other type is
+// not kcedar's, and a tag that disagrees with the type was altered.
+func checkVersion(typ, tag string) error {
+	if typ == ConditionType && tag == conditionPrefix {
+		return nil
+	}
+	version, ok := strings.CutPrefix(typ, conditionTypeStem)
+	if !ok || !isVersion(version) {
+		return fmt.Errorf("type %q is not kcedar's (%s)", typ, ConditionType)
+	}
+	if tag != conditionTagStem+version {
+		return fmt.Errorf("%w (malformed: its format tag does not match type %q)", ErrForeignCondition, typ)
+	}
+	if older(version) {
+		return fmt.Errorf("condition format %s was written by an older kcedar; %w", tag, ErrConditionVersion)
+	}
+	return fmt.Errorf("condition format %s is unknown to this kcedar, which reads %s; %w", tag, conditionPrefix, ErrConditionVersion)
+}
+
+// isVersion reports whether s is a format version: a decimal number without
+// leading zeros.
+func isVersion(s string) bool {
+	if s == "" || len(s) > 9 || s[0] == '0' {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// older reports whether version (see isVersion) is before conditionVersion.
+func older(version string) bool {
+	if len(version) != len(conditionVersion) {
+		return len(version) < len(conditionVersion)
+	}
+	return version < conditionVersion
 }
 
 const policyHead = "permit ( principal, action, resource )\nwhen { "
