@@ -51,6 +51,7 @@ func (c *Checker) lint(ps *policySource) []Diagnostic {
 				"make the condition total: guard with has/hasTag, avoid arithmetic and extension calls on values from the request", ps.find(needle)))
 		}
 	}
+	out = append(out, typedReadingDiagnostics(ps)...)
 	if ps.p.Effect == types.Permit && ps.p.UsesObjects && onlyReads(p) && !c.connectScope(p) {
 		out = append(out, ps.diag(Warning, CodeReadConditional,
 			"this permit depends on resource.object/oldObject but applies only to get: a get has no admission and no label selector, so the object is never known and the permit never allows anything",

@@ -206,3 +206,49 @@ func (ps *policySource) condStartOrEnd() int {
 	}
 	return ps.end
 }
+
+// findNth returns the offset of the nth (0-based) occurrence of needle as
+// find sees them, or of the first when there are not that many, or -1.
+func (ps *policySource) findNth(needle string, nth int) int {
+	first := ps.find(needle)
+	at := first
+	for i := 0; i < nth && at >= 0; i++ {
+		at = ps.findFrom(at+1, needle)
+	}
+	if at < 0 {
+		return first
+	}
+	return at
+}
+
+// findHas returns the offset of the nth (0-based) `has attr` (or
+// `has "attr"`) in the policy's text outside comments, or of the first when
+// there are not that many, or -1.
+func (ps *policySource) findHas(attr string, nth int) int {
+	first, seen := -1, 0
+	for at := ps.find("has"); at >= 0; at = ps.findFrom(at+1, "has") {
+		if at > 0 && isNameByte(ps.file.mask[at-1]) || !ps.followedBy(at+len("has"), attr) {
+			continue
+		}
+		if first < 0 {
+			first = at
+		}
+		if seen == nth {
+			return at
+		}
+		seen++
+	}
+	return first
+}
+
+// followedBy reports whether the policy's text at offset from is, after
+// blanks, the name attr (not the start of a longer name) or the string "attr".
+func (ps *policySource) followedBy(from int, attr string) bool {
+	text := ps.file.mask[:ps.end]
+	rest := strings.TrimLeft(text[min(from, len(text)):], " \t\r\n")
+	if strings.HasPrefix(rest, `"`+attr+`"`) {
+		return true
+	}
+	r, ok := strings.CutPrefix(rest, attr)
+	return ok && (r == "" || !isNameByte(r[0]))
+}
