@@ -143,6 +143,7 @@ func (o *serveOptions) build(ctx context.Context) (*serveParts, error) {
 	p.logFile = logFile
 	opts := server.Options{DecisionLog: dlog, Logger: o.logger, Keys: p.keys, AdmissionEnforcement: o.admission.enforcement,
 		RequireClientCert: o.tls.ClientCAFile != "", PolicyAdmission: p.objects.admission}
+	o.applyShadow(&opts)
 	if p.namespaces != nil {
 		opts.Namespaces = p.namespaces
 	}

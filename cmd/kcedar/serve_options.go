@@ -38,6 +38,8 @@ type serveOptions struct {
 	nsObjects       bool
 	nsMaxStaleness  time.Duration
 	schemaRefresh   time.Duration
+	// shadow: every policy is in audit mode (--shadow).
+	shadow bool
 
 	// Set by Complete.
 	logger *slog.Logger
@@ -70,6 +72,7 @@ func (o *serveOptions) AddFlags(f *pflag.FlagSet) {
 	o.decisionLog.addFlags(f)
 	f.BoolVar(&o.nsObjects, "namespace-objects", false, "fill resource.namespaceObject from an informer on the cluster's Namespaces; on by default with --live or --kubeconfig. Without it namespaceObject is unknown")
 	f.DurationVar(&o.schemaRefresh, "schema-refresh-interval", 5*time.Minute, "with a live cluster's schema (--live, --kubeconfig): how often to re-read discovery for changes to the cluster's API, besides watching CustomResourceDefinitions and APIServices; 0 turns schema refresh off (the schema read at startup serves until restart)")
+	f.BoolVar(&o.shadow, "shadow", false, "shadow mode, for placing kcedar in front of RBAC for the first time: evaluate every policy as if annotated @enforcement(\"audit\"), answer NoOpinion to every request, and record what the policies would have decided in the decision log (--decision-log) and kcedar_audit_decisions_total")
 	f.DurationVar(&o.nsMaxStaleness, "namespace-max-staleness", namespaces.DefaultMaxStaleness, "after the Namespace informer's watch fails, answer from its cache this long, then treat every namespace as unknown (forbids reading namespaceObject deny)")
 }
 
@@ -119,6 +122,12 @@ func (o *serveOptions) Validate() error {
 		return fmt.Errorf("--schema-refresh-interval %s: give a duration, or 0 to turn schema refresh off", o.schemaRefresh)
 	}
 	return nil
+}
+
+// applyShadow sets the server's shadow mode from --shadow: the engine of
+// every policy set is built with every policy in audit mode.
+func (o *serveOptions) applyShadow(opts *server.Options) {
+	opts.Shadow = o.shadow
 }
 
 // clusterConfig is serve's one connection to the cluster, for every feature

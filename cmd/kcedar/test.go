@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/engine/offline"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
@@ -156,6 +157,7 @@ func runTests(w io.Writer, schema *schemagen.Schema, loader offline.PolicyLoader
 				passed++
 				if o.verbose && o.output == "text" {
 					fmt.Fprintf(w, "ok   %s: %s\n", f, r.Name)
+					printAuditFindings(w, r.Got.Audit)
 				}
 				continue
 			}
@@ -175,6 +177,7 @@ func runTests(w io.Writer, schema *schemagen.Schema, loader offline.PolicyLoader
 					}
 					fmt.Fprintf(w, "     %s condition %s: %s -> %s\n", c.Effect, c.ID, c.Expression, state)
 				}
+				printAuditFindings(w, r.Got.Audit)
 			}
 		}
 		reports = append(reports, rep)
@@ -200,4 +203,12 @@ func runTests(w io.Writer, schema *schemagen.Schema, loader offline.PolicyLoader
 		return &exitError{1, fmt.Errorf("%d tests failed, %d test files could not run", failed, broken)}
 	}
 	return nil
+}
+
+// printAuditFindings lists the audit policies that would have changed a
+// test's decision, under its line.
+func printAuditFindings(w io.Writer, audit []engine.AuditReport) {
+	for _, a := range audit {
+		fmt.Fprintf(w, "     audit: %s %s would %s\n", a.Effect, a.Policy, a.Would)
+	}
 }

@@ -42,6 +42,45 @@ type Policy struct {
 	// UsesObjects is set when the policy mentions resource.object or
 	// resource.oldObject: only then does partial evaluation need the objects.
 	UsesObjects bool
+	// Enforcement is the @enforcement annotation: Enforce (the default) or
+	// Audit, a policy that is evaluated but never changes a decision.
+	Enforcement Enforcement
+}
+
+// Enforcement is how a policy takes part in decisions (@enforcement).
+type Enforcement int
+
+const (
+	// Enforce: the policy decides, as every policy did before audit mode.
+	Enforce Enforcement = iota
+	// Audit: the policy is evaluated beside the others and what it would
+	// have changed is recorded, but it never changes a decision.
+	Audit
+)
+
+// AnnotationEnforcement is the annotation that sets a policy's Enforcement.
+const AnnotationEnforcement = "enforcement"
+
+// String is the annotation value: "enforce" or "audit".
+func (m Enforcement) String() string {
+	if m == Audit {
+		return "audit"
+	}
+	return "enforce"
+}
+
+// IsAudit reports whether the policy is annotated @enforcement("audit").
+func (p *Policy) IsAudit() bool { return p.Enforcement == Audit }
+
+// parseEnforcement reads an @enforcement value.
+func parseEnforcement(v string) (Enforcement, error) {
+	switch v {
+	case "enforce":
+		return Enforce, nil
+	case "audit":
+		return Audit, nil
+	}
+	return Enforce, fmt.Errorf("@%s(%q) is not one of \"enforce\" (the default) or \"audit\"", AnnotationEnforcement, v)
 }
 
 // Describe is the policy's @reason, or its id.
@@ -83,6 +122,11 @@ func ParsePolicies(fileName string, src []byte) ([]*Policy, error) {
 				p.ID = string(an.Value)
 			case "reason":
 				p.Reason = string(an.Value)
+			case AnnotationEnforcement:
+				if p.Enforcement, err = parseEnforcement(string(an.Value)); err != nil {
+					line, col := annotationAt(src, pos.Line+lines[i], pos.Column, AnnotationEnforcement)
+					return nil, fmt.Errorf("%s:%d:%d: %v", fileName, line, col, err)
+				}
 			}
 		}
 		if err := checkScope(a); err != nil {
@@ -92,6 +136,33 @@ func ParsePolicies(fileName string, src []byte) ([]*Policy, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// annotationAt is the line and column of annotation @key of the policy
+// that starts at line:col in src; the policy's own position if it is not
+// found. It is only used to report an error.
+func annotationAt(src []byte, line, col int, key string) (int, int) {
+	lx := cedarlex.New(src)
+	var at *cedarlex.Pos // the '@' just before, if any
+	for {
+		tok, err := lx.Next()
+		if err != nil || tok.Kind == cedarlex.EOF {
+			return line, col
+		}
+		if tok.Kind.IsComment() || tok.Pos.Line < line || tok.Pos.Line == line && tok.Pos.Column < col {
+			continue
+		}
+		switch {
+		case tok.Is(src, "@"):
+			at = &tok.Pos
+		case at != nil && tok.Kind == cedarlex.Ident && tok.Is(src, key):
+			return at.Line, at.Column
+		case tok.Is(src, "permit") || tok.Is(src, "forbid"):
+			return line, col // past the annotations
+		default:
+			at = nil
+		}
+	}
 }
 
 // chunkPolicies is how many policies parseChunked hands cedar-go at a time.

@@ -223,7 +223,7 @@ func (e *Engine) whoCanCase(req *entities.Request, verb, label string, target en
 	}
 	principal := eval.Variable("principal")
 	merged := map[string]*SubjectAccess{}
-	for _, p := range e.policies.CandidatesAnyPrincipal(verb, target.EntityType) {
+	for _, p := range e.enforcedOnly(e.policies.CandidatesAnyPrincipal(verb, target.EntityType)) {
 		sub, ok := scopeSubject(p.AST.Principal)
 		if !ok {
 			continue // the scope selects no principal

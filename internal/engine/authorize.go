@@ -55,29 +55,12 @@ func (e *Engine) authorize(req *entities.Request) (Decision, bool) {
 	if len(verbs) == 1 {
 		return e.authorizeVerb(req, verbs[0])
 	}
-	all := everyCase{stopAtNoOpinion: !e.anyForbid(req, verbs)}
-	for _, verb := range verbs {
-		d, _ := e.authorizeVerb(req, verb)
-		if all.add(d) {
-			break
-		}
-	}
-	return all.decision(), true
-}
-
-// anyForbid reports whether a forbid is a candidate for req with any of verbs:
-// without one, no case can be denied, and the first case that is not allowed
-// settles the answer.
-func (e *Engine) anyForbid(req *entities.Request, verbs []string) bool {
-	target := entities.ResolveTarget(e.schema, req)
-	for _, verb := range verbs {
-		for _, p := range e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, verb)) {
-			if p.Effect == types.Forbid {
-				return true
-			}
-		}
-	}
-	return false
+	forbid, audit := e.candidateFacts(req, verbs)
+	d := decideCases(len(verbs), !forbid, audit, func(i int) Decision {
+		d, _ := e.authorizeVerb(req, verbs[i])
+		return d
+	})
+	return d, true
 }
 
 // everyCase combines the decisions of a request that stands for several
@@ -175,8 +158,8 @@ func (e *Engine) authorizeVerb(req *entities.Request, verb string) (Decision, bo
 	// every combination ("world"); the request is allowed only if every world
 	// allows it and denied if any denies it. Such targets are never typed, so
 	// admission conditions do not apply and each world is folded.
-	all := everyCase{stopAtNoOpinion: !e.anyForbid(req, []string{verb})}
-	for mask := 0; mask < 1<<len(optional); mask++ {
+	forbid, audit := e.candidateFacts(req, []string{verb})
+	d := decideCases(1<<len(optional), !forbid, audit, func(mask int) Decision {
 		absent := map[string]bool{}
 		for i, attr := range optional {
 			if mask&(1<<i) != 0 {
@@ -184,11 +167,9 @@ func (e *Engine) authorizeVerb(req *entities.Request, verb string) (Decision, bo
 			}
 		}
 		d, _ := e.authorizeWorld(req, verb, target, open, absent)
-		if all.add(d) {
-			break
-		}
-	}
-	return all.decision(), true
+		return d
+	})
+	return d, true
 }
 
 // resultKind is what one policy's evaluation left for a request.
@@ -276,21 +257,45 @@ func decide(results []policyResult, entityType types.EntityType) Decision {
 }
 
 // authorizeWorld decides req for verb in one world of its open values
-// (absent: the open attributes that are absent in this world). A fully
-// known request is evaluated one-phase; otherwise each candidate is
-// partially evaluated and what remains becomes conditions. partial reports
-// whether partial evaluation was needed.
+// (absent: the open attributes that are absent in this world) with the
+// enforced candidates, and evaluates the audit candidates beside them into
+// the decision's audit findings (audit.go). partial reports whether partial
+// evaluation was needed.
 func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool) (d Decision, partial bool) {
 	candidates := e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, verb))
 	if len(candidates) == 0 {
 		return NoOpinion(nil), false
 	}
+	enforced, audit := e.splitAudit(candidates)
+	results, admission, partial := e.evaluateWorld(req, verb, target, open, absent, enforced)
+	d = decide(results, target.EntityType)
+	if partial && d.IsConditional() && !admission {
+		// Nothing will evaluate conditions for this request: fold now.
+		d = d.FailureDecision()
+	}
+	if len(audit) > 0 {
+		auditResults, _, auditPartial := e.evaluateWorld(req, verb, target, open, absent, audit)
+		d = d.withAudit(auditFindings(d, results, auditResults, target.EntityType, !admission))
+		partial = partial || auditPartial
+	}
+	return d, partial
+}
+
+// evaluateWorld evaluates policies for req and verb in one world of its open
+// values. A fully known request is evaluated one-phase; otherwise each
+// policy is partially evaluated and what remains is its residual. admission
+// reports whether admission will see the request (conditions can be
+// evaluated), partial whether partial evaluation was needed.
+func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool, policies []*cedarlang.Policy) (results []policyResult, admission, partial bool) {
+	shapes := AdmissionShapes(target, req, verb)
+	if len(policies) == 0 {
+		return nil, len(shapes) > 0, false
+	}
 	principal := entities.PrincipalEntity(req.User)
 	action := schemagen.ActionUID(verb)
 	resourceUID := target.EntityUID(req)
-	shapes := AdmissionShapes(target, req, verb)
 	var ns nsValue
-	if e.anyReadsNamespace(candidates) {
+	if e.anyReadsNamespace(policies) {
 		ns = e.namespaceValue(target, req, absent)
 	}
 	if ns.applies && !ns.known {
@@ -299,31 +304,26 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 	}
 	sel := selectorConstraints(req, verb, target)
 	if len(open) == 0 && len(shapes) == 0 && sel == nil {
-		// Fully known: one-phase evaluation of every candidate.
+		// Fully known: one-phase evaluation of every policy.
 		known := target.Attributes(req, nil, nil)
 		if ns.known {
 			known[schemagen.AttrNamespaceObject] = ns.rec
 		}
 		ents := &entities.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(known)}, Maps: ns.maps}
-		results := make([]policyResult, len(candidates))
-		for i, p := range candidates {
+		results = make([]policyResult, len(policies))
+		for i, p := range policies {
 			results[i] = classify(p, evaluateCompiled(p, ents, principal.UID, action, resourceUID))
 		}
-		return decide(results, target.EntityType), false
+		return results, false, false
 	}
 	w := &world{e: e, verb: verb, target: target, open: open, absent: absent, principal: principal, action: action,
 		resourceUID: resourceUID, shapes: shapes, admission: len(shapes) > 0, ns: ns, sel: sel}
 	w.prepare(req)
-	results := make([]policyResult, 0, len(candidates))
-	for _, p := range candidates {
+	results = make([]policyResult, 0, len(policies))
+	for _, p := range policies {
 		results = append(results, w.evaluate(p))
 	}
-	d = decide(results, target.EntityType)
-	if d.IsConditional() && !w.admission {
-		// Nothing will evaluate conditions for this request: fold now.
-		return d.FailureDecision(), true
-	}
-	return d, true
+	return results, w.admission, true
 }
 
 // world is one request in one world of its open values, for partial

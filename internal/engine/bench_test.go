@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
@@ -44,11 +45,20 @@ func BenchmarkAuthorizeOpenNamespace1000(b *testing.B) {
 
 // The policy-shape zoo (internal/testing/testgen/zoo): decisions over a mix of
 // requests, each timed; the metric is the median.
-func benchZoo(b *testing.B, n int) {
+func benchZoo(b *testing.B, n int) { benchZooAudit(b, n, 0) }
+
+// benchZooAudit is benchZoo with every auditEvery-th policy in audit mode
+// (0: none).
+func benchZooAudit(b *testing.B, n, auditEvery int) {
 	s := embedded(b)
 	ps, err := zoo.PolicySet(n, 1)
 	if err != nil {
 		b.Fatal(err)
+	}
+	for i, p := range ps.Policies {
+		if auditEvery > 0 && i%auditEvery == 0 {
+			p.Enforcement = cedarlang.Audit
+		}
 	}
 	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
 	reqs := zoo.Requests(n, 4096, 2)
@@ -72,3 +82,8 @@ func benchZoo(b *testing.B, n int) {
 func BenchmarkZoo1000(b *testing.B)   { benchZoo(b, 1000) }
 func BenchmarkZoo10000(b *testing.B)  { benchZoo(b, 10000) }
 func BenchmarkZoo100000(b *testing.B) { benchZoo(b, 100000) }
+
+// The zoo with 10% of its policies in audit mode: audit policies are
+// indexed and evaluated like the rest, so the cost should stay flat.
+func BenchmarkZoo1000Audit10(b *testing.B)  { benchZooAudit(b, 1000, 10) }
+func BenchmarkZoo10000Audit10(b *testing.B) { benchZooAudit(b, 10000, 10) }

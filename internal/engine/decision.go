@@ -44,6 +44,9 @@ type Decision struct {
 	allow    []Residual
 	errs     []error
 	reason   string
+	// audit: what audit policies would have changed (audit.go); never
+	// rendered to the API server.
+	audit []AuditFinding
 }
 
 // PolicyError is a policy (or condition) that failed to evaluate.
@@ -87,6 +90,17 @@ func (d Decision) WithReason(reason string) Decision {
 	d.reason = reason
 	return d
 }
+
+// withAudit is d carrying audit findings.
+func (d Decision) withAudit(findings []AuditFinding) Decision {
+	d.audit = findings
+	return d
+}
+
+// AuditFindings are the audit policies that would have changed this
+// decision, sorted by policy id (a shared slice: do not modify it). They
+// are for the decision log, the metrics and the offline report only.
+func (d Decision) AuditFindings() []AuditFinding { return d.audit }
 
 // Type is what the decision says.
 func (d Decision) Type() DecisionType { return d.typ }
@@ -166,9 +180,9 @@ func (d Decision) FailureDecision() Decision {
 		for i, r := range d.deny {
 			ps[i] = r.Policy
 		}
-		return Denied(ps, d.errs)
+		return Denied(ps, d.errs).withAudit(d.audit)
 	}
-	return NoOpinion(d.errs)
+	return NoOpinion(d.errs).withAudit(d.audit)
 }
 
 // DescribePolicies names policies with their @reason annotations.

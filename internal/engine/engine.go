@@ -31,6 +31,8 @@ type Engine struct {
 	nsObjects  *boundedCache[string, *nsConverted]
 	// inputs analyses each policy once (what its residual depends on).
 	inputs sync.Map // *cedarlang.Policy -> *policyInputs, for policies of this set only
+	// shadow: every policy is in audit mode (EngineOptions.Shadow).
+	shadow bool
 }
 
 var _ Interface = (*Engine)(nil)
@@ -44,6 +46,10 @@ type EngineOptions struct {
 	// for SubjectAccessReviews, the conditions callback and admission alike.
 	// nil: namespaceObject is always unknown.
 	Namespaces entities.NamespaceLookup
+	// Shadow evaluates every policy in audit mode (`kcedar serve
+	// --shadow`): every decision is NoOpinion, and its audit findings say
+	// what the policies would have decided.
+	Shadow bool
 }
 
 // nsObjectCacheSize bounds the converted-namespace cache (kept even with
@@ -58,7 +64,7 @@ const DefaultCacheSize = 16384
 // generations (its keys rotate on their own).
 func NewEngine(schema *schemagen.Schema, policies *cedarlang.PolicySet, codec *Codec, opts EngineOptions) *Engine {
 	e := &Engine{schema: schema, policies: policies, codec: codec, eval: &Evaluator{Schema: schema, Codec: codec, Namespaces: opts.Namespaces},
-		namespaces: opts.Namespaces, nsObjects: newBoundedCache[string, *nsConverted](nsObjectCacheSize(opts.CacheSize))}
+		namespaces: opts.Namespaces, shadow: opts.Shadow, nsObjects: newBoundedCache[string, *nsConverted](nsObjectCacheSize(opts.CacheSize))}
 	if opts.CacheSize > 0 {
 		e.decisions = newBoundedCache[string, Decision](opts.CacheSize)
 		e.residuals = newBoundedCache[memoEntryKey, *memoEntry](opts.CacheSize)
@@ -94,7 +100,7 @@ func (e *Engine) uncached() *Engine {
 	if e.decisions == nil {
 		return e
 	}
-	return NewEngine(e.schema, e.policies, e.codec, EngineOptions{Namespaces: e.namespaces})
+	return NewEngine(e.schema, e.policies, e.codec, EngineOptions{Namespaces: e.namespaces, Shadow: e.shadow})
 }
 
 // boundedCache is a map with a size limit: when full it is emptied (entries

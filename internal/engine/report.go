@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cedar-policy/cedar-go/types"
+
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/wire"
 )
@@ -41,6 +43,40 @@ type Report struct {
 	OutcomeReason  string                        `json:"outcomeReason,omitempty"`
 	OutcomeError   string                        `json:"outcomeError,omitempty"`
 	ConditionsWire *wire.ConditionsAwareDecision `json:"-"`
+	// Audit are the audit policies that would have changed Decision.
+	Audit []AuditReport `json:"audit,omitempty"`
+}
+
+// AuditReport is one audit finding (an audit policy that would have changed
+// the decision) as the decision log, the metrics and the offline report
+// show it. It is never part of an answer to the API server.
+type AuditReport struct {
+	Policy string `json:"policy"`
+	Effect string `json:"effect"` // permit or forbid
+	// Would is the decision with the policy enforced: deny, allow or
+	// conditional.
+	Would string `json:"would"`
+	// Residual is the policy's condition of a would-be-conditional finding
+	// (Cedar text; never signed, never sent).
+	Residual string `json:"residual,omitempty"`
+}
+
+// AuditReports renders d's audit findings, sorted by policy id.
+func AuditReports(d Decision) []AuditReport {
+	var out []AuditReport
+	for _, f := range d.AuditFindings() {
+		r := AuditReport{Policy: f.Policy().ID, Effect: "permit", Would: strings.ToLower(f.Would().Type().String())}
+		if f.Policy().Effect == types.Forbid {
+			r.Effect = "forbid"
+		}
+		if res, ok := f.Residual(); ok {
+			if text, err := exprText(res.Expr); err == nil {
+				r.Residual = text
+			}
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // Condition is one condition of a conditional decision.
@@ -64,7 +100,7 @@ type Condition struct {
 func (e *Engine) Report(ctx context.Context, req *entities.Request, adm *Admission) Report {
 	d := e.Authorize(ctx, req)
 	dec := e.Encode(d)
-	res := Report{WithoutConditions: d.FailureDecision().Type().String()}
+	res := Report{WithoutConditions: d.FailureDecision().Type().String(), Audit: AuditReports(d)}
 	res.Decision, res.Reason, res.EvaluationError = reportDecision(dec)
 	if dec.Type == wire.DecisionTypeConditionsMap {
 		res.EvaluationError = d.EvaluationError()
@@ -165,6 +201,12 @@ func (d Report) String() string {
 	}
 	if d.EvaluationError != "" {
 		fmt.Fprintf(&b, "evaluation error: %s\n", d.EvaluationError)
+	}
+	for _, a := range d.Audit {
+		fmt.Fprintf(&b, "audit: %s %s would %s\n", a.Effect, a.Policy, a.Would)
+		if a.Residual != "" {
+			fmt.Fprintf(&b, "    if %s\n", a.Residual)
+		}
 	}
 	if d.Decision == "Conditional" {
 		fmt.Fprintf(&b, "without conditional authorization: %s\n", d.WithoutConditions)

@@ -142,7 +142,7 @@ func (c *rulesCollector) add(verb, group, resource string, names []string, conds
 func (c *rulesCollector) ask(req *entities.Request, resourceName string) {
 	e := c.e
 	target := entities.ResolveTarget(e.schema, req)
-	if len(e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, req.Verb))) == 0 {
+	if len(e.enforcedOnly(e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, req.Verb)))) == 0 {
 		return
 	}
 	d := e.Authorize(c.ctx, req)
@@ -282,7 +282,7 @@ func (e *Engine) openDecision(req *entities.Request, principal types.Entity, tar
 		c.shapes = []shape{{}}
 	}
 	var results []policyResult
-	for _, p := range e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, req.Verb)) {
+	for _, p := range e.enforcedOnly(e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, req.Verb))) {
 		results = append(results, classify(p, c.residual(e.inputsOf(p).partialAST, p.UsesObjects, principal.UID, principal)))
 	}
 	return decide(results, target.EntityType)
@@ -404,7 +404,7 @@ func (e *Engine) nonResourceRules(user entities.UserInfo, rc *rulesCollector) []
 	var order []key
 	target := entities.Target{EntityType: schemagen.NonResourceURLType}
 	for _, verb := range schemagen.NonResourceVerbs {
-		cands := e.policies.Candidates(cedarlang.NewCandidateQuery(&entities.Request{User: user, Verb: verb}, target, verb))
+		cands := e.enforcedOnly(e.policies.Candidates(cedarlang.NewCandidateQuery(&entities.Request{User: user, Verb: verb}, target, verb)))
 		if len(cands) == 0 {
 			continue
 		}

@@ -57,14 +57,17 @@ type DecisionRecord struct {
 	Policies    []string  `json:"policies,omitempty"`
 	Conditions  []string  `json:"conditions,omitempty"`
 	Errors      []string  `json:"errors,omitempty"`
-	LatencyUS   int64     `json:"latencyMicros"`
-	Generation  uint64    `json:"policyGeneration"`
-	Dropped     uint64    `json:"dropped,omitempty"` // lines dropped by the rate limit since the last one
+	// Audit are the audit policies that would have changed the decision
+	// (each with its would-be decision); such a line is never sampled out.
+	Audit      []engine.AuditReport `json:"audit,omitempty"`
+	LatencyUS  int64                `json:"latencyMicros"`
+	Generation uint64               `json:"policyGeneration"`
+	Dropped    uint64               `json:"dropped,omitempty"` // lines dropped by the rate limit since the last one
 }
 
 // complete reports whether a decision is always logged (not sampled).
-func complete(decision string, errs []string) bool {
-	return len(errs) > 0 || (decision != "Allow" && decision != "NoOpinion")
+func complete(rec *DecisionRecord) bool {
+	return len(rec.Errors) > 0 || len(rec.Audit) > 0 || (rec.Decision != "Allow" && rec.Decision != "NoOpinion")
 }
 
 // Log writes rec if sampling and the rate limit let it through.
@@ -72,7 +75,7 @@ func (l *DecisionLog) Log(rec DecisionRecord) {
 	if l == nil {
 		return
 	}
-	if !complete(rec.Decision, rec.Errors) && l.seen.Add(1)%l.sampleAllows != 0 {
+	if !complete(&rec) && l.seen.Add(1)%l.sampleAllows != 0 {
 		return
 	}
 	if !l.limiter.Allow() {
@@ -92,15 +95,15 @@ func (l *DecisionLog) Log(rec DecisionRecord) {
 
 // logDecision is the hook handleAuthorize calls: the decision, the answer
 // rendered for the caller (its label and any conditions sent) and the
-// generation of the set that decided.
-func (s *Server) logDecision(req *entities.Request, answer engine.SARAnswer, generation uint64, took time.Duration) {
+// generation of the set that decided, and the audit findings.
+func (s *Server) logDecision(req *entities.Request, answer engine.SARAnswer, audit []engine.AuditReport, generation uint64, took time.Duration) {
 	if s.decisionLog == nil {
 		return
 	}
 	d, status := answer.Decision, answer.Status
 	rec := DecisionRecord{Time: s.decisionLog.now().UTC(), User: req.User.Name, Groups: req.User.Groups, Verb: req.Verb,
 		APIGroup: req.APIGroup, Resource: req.Resource, Subresource: req.Subresource, Namespace: req.Namespace, Name: req.Name, Path: req.Path,
-		Decision: answer.Label, LatencyUS: took.Microseconds(), Generation: generation}
+		Decision: answer.Label, LatencyUS: took.Microseconds(), Generation: generation, Audit: audit}
 	for _, e := range d.Errors() {
 		rec.Errors = append(rec.Errors, e.Error())
 	}

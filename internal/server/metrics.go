@@ -11,6 +11,7 @@ import (
 type metrics struct {
 	registry         *prometheus.Registry
 	decisions        *prometheus.CounterVec
+	auditDecisions   *prometheus.CounterVec
 	decisionDuration *prometheus.HistogramVec
 	requestDuration  *prometheus.HistogramVec
 	badRequests      *prometheus.CounterVec
@@ -37,6 +38,10 @@ func newMetrics() *metrics {
 			Name: "kcedar_decisions_total",
 			Help: "Authorization decisions by endpoint and outcome (Allow, Deny, NoOpinion, Conditional).",
 		}, []string{"endpoint", "decision"}),
+		auditDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kcedar_audit_decisions_total",
+			Help: "SubjectAccessReviews an audit policy would have decided otherwise, by the policy's effect (permit, forbid) and the would-be decision (deny, allow, conditional); one count per policy and review.",
+		}, []string{"effect", "would"}),
 		decisionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "kcedar_decision_duration_seconds",
 			Help:    "Time to decide, excluding HTTP, TLS and JSON.",
@@ -76,7 +81,7 @@ func newMetrics() *metrics {
 			Help: "Generation of the policy set that is serving; it grows with every successful change.",
 		}),
 	}
-	m.registry.MustRegister(m.decisions, m.decisionDuration, m.requestDuration, m.badRequests,
+	m.registry.MustRegister(m.decisions, m.auditDecisions, m.decisionDuration, m.requestDuration, m.badRequests,
 		m.reloads, m.reloadTimestamp, m.setInfo, m.policies, m.loadError, m.generation,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Both statuses exist from the start, so rate() and absent() work.

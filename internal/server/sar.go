@@ -50,7 +50,11 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	answer := az.AuthorizeSubjectAccessReview(r.Context(), req, s.sarCaller(&sar.Spec))
 	s.metrics.decisionDuration.WithLabelValues("authorize").Observe(time.Since(start).Seconds())
 	s.metrics.decisions.WithLabelValues("authorize", answer.Label).Inc()
-	s.logDecision(req, answer, az.Generation(), time.Since(start))
+	audit := engine.AuditReports(answer.Decision)
+	for _, a := range audit {
+		s.metrics.auditDecisions.WithLabelValues(a.Effect, a.Would).Inc()
+	}
+	s.logDecision(req, answer, audit, az.Generation(), time.Since(start))
 	writeJSON(w, sarResponse{APIVersion: sarType.APIVersion, Kind: sarType.Kind, Status: answer.Status})
 }
 

@@ -61,6 +61,10 @@ type Options struct {
 	// the conditions callback and the admission webhook alike); nil leaves
 	// it unknown. See internal/cluster/namespaces.
 	Namespaces entities.NamespaceLookup
+	// Shadow evaluates every policy in audit mode (`kcedar serve --shadow`):
+	// every answer is NoOpinion, and what the policies would have decided
+	// goes to the decision log and kcedar_audit_decisions_total.
+	Shadow bool
 }
 
 // Server answers kube-apiserver's webhook calls from one schema and the
@@ -73,6 +77,8 @@ type Server struct {
 	mux     *http.ServeMux
 	codec   *engine.Codec
 	enforce bool
+	// shadow: every policy is in audit mode (Options.Shadow).
+	shadow bool
 	// engine is the authorizer of the policy set serving now; it is
 	// replaced (with all its caches) when the set is.
 	engine atomic.Pointer[engine.Engine]
@@ -104,7 +110,7 @@ func New(schema *schemagen.Schema, policies *store.Store, opts Options) *Server 
 	if keys == nil {
 		keys = engine.RandomKeyring()
 	}
-	s := &Server{store: policies, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: engine.NewCodec(keys), enforce: opts.AdmissionEnforcement}
+	s := &Server{store: policies, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: engine.NewCodec(keys), enforce: opts.AdmissionEnforcement, shadow: opts.Shadow}
 	s.schema.Store(schema)
 	s.ready = opts.Ready
 	s.degraded = opts.Degraded
@@ -215,7 +221,7 @@ func (s *Server) currentEngine() *engine.Engine {
 		if cur != nil && cur.Policies() == ps && cur.Schema() == schema {
 			return cur
 		}
-		next := engine.NewEngine(schema, ps, s.codec, engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Namespaces: s.namespaces})
+		next := engine.NewEngine(schema, ps, s.codec, engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Namespaces: s.namespaces, Shadow: s.shadow})
 		if s.engine.CompareAndSwap(cur, next) {
 			return next
 		}

@@ -377,14 +377,21 @@ func (s *Store) checkShrink(cur, next *cedarlang.PolicySet) error {
 	}
 	var removed, forbids []string
 	for _, p := range cur.Policies {
-		if _, ok := next.Get(p.ID); !ok {
+		q, ok := next.Get(p.ID)
+		enforcedForbid := p.Effect == types.Forbid && p.Enforcement == cedarlang.Enforce
+		switch {
+		case !ok:
 			removed = append(removed, p.ID)
-			if p.Effect == types.Forbid {
+			if enforcedForbid {
 				forbids = append(forbids, p.ID)
 			}
+		case enforcedForbid && (q.Effect != types.Forbid || q.Enforcement != cedarlang.Enforce):
+			// A forbid switched to audit (or made a permit) no longer
+			// denies: for --keep-forbids it is removed.
+			forbids = append(forbids, p.ID+" (no longer an enforced forbid)")
 		}
 	}
-	if len(removed) == 0 {
+	if len(removed) == 0 && len(forbids) == 0 {
 		return nil
 	}
 	share := float64(len(removed)) / float64(cur.Len())

@@ -270,6 +270,11 @@ func TestStoreShrinkGates(t *testing.T) {
 	if err := s.Load(); err == nil || !strings.Contains(err.Error(), "removes 1 forbid policies") || !strings.Contains(err.Error(), ": f") {
 		t.Fatalf("forbid removed: %v", err)
 	}
+	// Switching the forbid to audit mode removes it, for KeepForbids.
+	writeFile(t, file, set(6, false)+"@enforcement(\"audit\")\n"+forbidPolicy("f"))
+	if err := s.Load(); err == nil || !strings.Contains(err.Error(), "f (no longer an enforced forbid)") {
+		t.Fatalf("forbid switched to audit: %v", err)
+	}
 	// Growing is never refused.
 	writeFile(t, file, set(9, true))
 	if err := s.Load(); err != nil || s.Current().Len() != 10 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -55,7 +56,21 @@ type TestCase struct {
 	// WithoutConditions, if set, is the answer for a caller that cannot take
 	// conditions.
 	WithoutConditions string `json:"withoutConditions,omitempty"`
+	// Audit, if set, is every audit finding the test expects (an empty
+	// list: none): audit policies that would have changed the decision.
+	Audit []AuditExpectation `json:"audit,omitempty"`
 }
+
+// AuditExpectation is an audit policy expected to have changed a decision
+// had it been enforced, and the decision it would have made: deny, allow or
+// conditional.
+type AuditExpectation struct {
+	Policy string `json:"policy"`
+	Would  string `json:"would"`
+}
+
+// String is "<policy> would <would>".
+func (a AuditExpectation) String() string { return a.Policy + " would " + a.Would }
 
 // RequestSpec is a request in the terms of `kcedar authorize`'s flags.
 type RequestSpec struct {
@@ -122,6 +137,13 @@ func ParseTestFile(data []byte) (*TestFile, error) {
 		}
 		if tc.Expect == "Conditional" && tc.Outcome == "" {
 			return nil, fmt.Errorf("test %s: a Conditional expectation needs outcome (Allow, Deny or NoOpinion given the objects)", name)
+		}
+		for _, a := range tc.Audit {
+			switch a.Would {
+			case "deny", "allow", "conditional":
+			default:
+				return nil, fmt.Errorf("test %s: audit policy %q: would must be deny, allow or conditional, not %q", name, a.Policy, a.Would)
+			}
 		}
 	}
 	return &tf, nil
@@ -200,9 +222,38 @@ func (tf *TestFile) Run(d *Decider) []TestResult {
 		if tc.WithoutConditions != "" && got.WithoutConditions != tc.WithoutConditions {
 			r.Failures = append(r.Failures, fmt.Sprintf("without conditions: got %s, want %s", got.WithoutConditions, tc.WithoutConditions))
 		}
+		r.Failures = append(r.Failures, checkAudit(tc.Audit, got.Audit)...)
 		r.Passed = len(r.Failures) == 0
 	}
 	return out
+}
+
+// checkAudit compares the audit findings a test expects (nil: not checked)
+// with the ones reported.
+func checkAudit(want []AuditExpectation, got []engine.AuditReport) []string {
+	if want == nil {
+		return nil
+	}
+	w := make([]string, len(want))
+	for i, a := range want {
+		w[i] = a.String()
+	}
+	g := make([]string, len(got))
+	for i, a := range got {
+		g[i] = AuditExpectation{Policy: a.Policy, Would: a.Would}.String()
+	}
+	slices.Sort(w)
+	slices.Sort(g)
+	if slices.Equal(w, g) {
+		return nil
+	}
+	none := func(s []string) string {
+		if len(s) == 0 {
+			return "none"
+		}
+		return strings.Join(s, ", ")
+	}
+	return []string{fmt.Sprintf("audit: got %s, want %s", none(g), none(w))}
 }
 
 func because(reason, evalErr string) string {
