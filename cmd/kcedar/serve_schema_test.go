@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -49,7 +50,7 @@ func TestSchemaTargetMovesStoreAndAdmission(t *testing.T) {
 	admit := func(content string) *admissionv1.AdmissionResponse {
 		obj, _ := json.Marshal(map[string]any{"apiVersion": policyobjects.GroupVersion.String(), "kind": policyobjects.KindCluster,
 			"metadata": map[string]any{"name": "new"}, "spec": map[string]any{"content": content}})
-		return po.admission.Review(&admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Group: policyobjects.Group, Version: policyobjects.Version, Kind: policyobjects.KindCluster},
+		return po.admission.Review(context.Background(), &admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Group: policyobjects.Group, Version: policyobjects.Version, Kind: policyobjects.KindCluster},
 			Name: "new", Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: obj}})
 	}
 	other := strings.ReplaceAll(cm, `"cm"`, `"cm2"`)

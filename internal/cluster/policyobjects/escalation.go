@@ -280,14 +280,7 @@ func added(from, to []*cedarlang.Policy, effect types.Effect) []*cedarlang.Polic
 }
 
 // enforced reports whether p decides: it is not @enforcement("audit").
-func enforced(p *cedarlang.Policy) bool {
-	for _, an := range p.AST.Annotations {
-		if string(an.Key) == "enforcement" && string(an.Value) == "audit" {
-			return false
-		}
-	}
-	return true
-}
+func enforced(p *cedarlang.Policy) bool { return p.Enforcement == cedarlang.Enforce }
 
 func accessKey(p *cedarlang.Policy) string { return cedarlang.AccessText(p) }
 
