@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
+	"github.com/kcedar/kcedar/internal/cluster/webhooks"
 )
 
 // controlPlaneUsers are the control plane's own identities (besides nodes,
@@ -52,13 +53,17 @@ func (o *manifestOptions) matchConditions() ([]map[string]any, error) {
 	return mc, nil
 }
 
-// policyWebhook refuses invalid kcedar policy objects at write time. It
-// fails closed: with kcedar down, policy objects cannot be written (they
-// could not be checked), while everything else keeps working.
+// policyWebhook refuses invalid kcedar policy objects, and writes that give
+// access their writer does not hold, at write time: creates, updates and
+// deletes (a delete can remove a forbid). It fails closed: with kcedar down,
+// policy objects cannot be written (they could not be checked), while
+// everything else keeps working. kcedar serve --policy-objects verifies it is
+// in place (internal/cluster/webhooks.CheckPolicyWebhook) before it serves
+// NamespacedCedarPolicy objects.
 func policyWebhook(base string, ca []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	all := admissionregistrationv1.AllScopes
-	return webhookConfiguration("kcedar-policies", "policies.kcedar.dev", base+"/v1/validate-policy", ca, 10, admissionregistrationv1.RuleWithOperations{
-		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+	return webhookConfiguration("kcedar-policies", "policies.kcedar.dev", base+webhooks.PolicyWebhookPath, ca, 10, admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
 		Rule: admissionregistrationv1.Rule{APIGroups: []string{policyobjects.Group}, APIVersions: []string{policyobjects.Version},
 			Resources: []string{policyobjects.ResourceCluster, policyobjects.ResourceNamespaced}, Scope: &all},
 	})

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kcedar/kcedar/internal/cluster/webhooks"
 )
 
 func TestManifestsForPolicyObjects(t *testing.T) {
@@ -68,6 +70,11 @@ func TestManifestsForPolicyObjects(t *testing.T) {
 	w := vwc.Webhooks[0]
 	if *w.ClientConfig.URL != "https://127.0.0.1:8443/v1/validate-policy" || *w.FailurePolicy != admissionregistrationv1.Fail || w.Rules[0].APIGroups[0] != "kcedar.dev" || len(w.Rules[0].Resources) != 2 {
 		t.Fatalf("policy webhook %+v", w)
+	}
+	// kcedar serve verifies exactly what the manifests register: create,
+	// update and delete of both kinds, failing closed.
+	if err := webhooks.CheckPolicyWebhook(&vwc); err != nil {
+		t.Fatalf("kcedar serve would not verify the printed policy webhook: %v", err)
 	}
 
 	o.serviceAccount = "bad"

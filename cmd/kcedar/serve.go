@@ -210,6 +210,9 @@ func (p *serveParts) degraded() string {
 			problems = append(problems, d)
 		}
 	}
+	if d := p.objects.webhookProblem(); d != "" {
+		problems = append(problems, d)
+	}
 	return strings.Join(problems, "; ")
 }
 
@@ -224,6 +227,9 @@ func (p *serveParts) registerMetrics() error {
 		}
 	}
 	if err := p.objects.admission.RegisterMetrics(reg); err != nil {
+		return err
+	}
+	if err := p.objects.registerWebhookMetrics(reg); err != nil {
 		return err
 	}
 	if p.objects.source != nil {

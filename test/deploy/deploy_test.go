@@ -229,7 +229,9 @@ var clusterRules = []requiredRule{
 	{rbacv1.PolicyRule{NonResourceURLs: []string{"/api", "/apis", "/api/v1", "/apis/apps/v1", "/openapi/v3", "/openapi/v3/api/v1", "/openapi/v3/apis/apps/v1"}, Verbs: []string{"get"}},
 		"schemagen: discovery and OpenAPI v3 documents (--live, --kubeconfig)"},
 	{rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations"}, Verbs: []string{"list", "watch"}},
-		"internal/cluster/webhooks Verifier.Run: informer on its ValidatingWebhookConfiguration (--admission-enforcement)"},
+		"internal/cluster/webhooks Verifier.Run, PolicyVerifier.Run: informers on the ValidatingWebhookConfigurations (--admission-enforcement, --policy-objects)"},
+	{rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+		"internal/cluster/policyobjects SARReviewer.Allowed: the escalation check of policy-object writes (--policy-objects)"},
 }
 
 var leaseRules = []requiredRule{

@@ -198,7 +198,19 @@ func (w write) explain(missing []permission) string {
 
 func (p permission) describe() string {
 	what := p.verb + " "
+	if p.verb == "*" {
+		what = "every verb on "
+	}
 	switch {
+	case p.nonResource && p.path == "*":
+		what += "every non-resource URL"
+	case p.group == "*" && p.resource == "*":
+		what += "every resource"
+		if p.namespace != "" {
+			what += " in " + p.namespace
+		} else {
+			what += " in every namespace"
+		}
 	case p.nonResource:
 		what += "non-resource URL " + p.path
 	default:

@@ -381,7 +381,7 @@ func TestEscalationCases(t *testing.T) {
 		{name: "every type and verb needs *",
 			w:        write{kind: KindCluster, name: "o", new: ps(`@id("all") permit(principal, action, resource);`)},
 			rev:      &fixedReviewer{allow: denyAll},
-			refused:  "grants * *.*",
+			refused:  "grants every verb on every resource in every namespace",
 			wantSARs: []string{"escalate|kcedar.dev|cedarpolicies|||o", "*|*|*|||", "nonresource|*|*"}},
 		{name: "k8s::Resource needs *",
 			w:        write{kind: KindCluster, name: "o", new: ps(`@id("generic") permit(principal, action == k8s::Action::"get", resource is k8s::Resource);`)},

@@ -53,6 +53,11 @@ type Source struct {
 	// object's text changed, appeared or went away (not for status-only
 	// updates), before OnChange.
 	OnObjectsChanged func()
+	// ServeNamespaced, if set, is asked at every offer and rebase: while it
+	// returns false, NamespacedCedarPolicy objects are checked and reported
+	// but their policies do not join the set. Call Reoffer when its answer
+	// changes.
+	ServeNamespaced func() bool
 
 	synced   atomic.Bool
 	trigger  chan struct{}
@@ -165,6 +170,13 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 }
 
+// Reoffer makes the running source offer its objects to the store again
+// (after ServeNamespaced changed its answer).
+func (s *Source) Reoffer() {
+	s.init()
+	s.kick()
+}
+
 func (s *Source) kick() {
 	select {
 	case s.trigger <- struct{}{}:
@@ -236,6 +248,20 @@ func sourcesOf(states map[string]objectState) ([]store.Source, string) {
 	return srcs, hex.EncodeToString(h.Sum(nil))[:16]
 }
 
+// serving is sourcesOf the states that may serve now (ServeNamespaced).
+func (s *Source) serving(states map[string]objectState) ([]store.Source, string) {
+	if s.ServeNamespaced == nil || s.ServeNamespaced() {
+		return sourcesOf(states)
+	}
+	cluster := make(map[string]objectState, len(states))
+	for k, st := range states {
+		if st.kind != KindNamespaced {
+			cluster[k] = st
+		}
+	}
+	return sourcesOf(cluster)
+}
+
 // offer checks every object, hands the serving texts to the store and loads.
 func (s *Source) offer() {
 	s.applyMu.Lock()
@@ -259,7 +285,7 @@ func (s *Source) offer() {
 		}
 	}
 	s.verdicts = next
-	srcs, hash := sourcesOf(next)
+	srcs, hash := s.serving(next)
 	s.lastSync = time.Now()
 	s.setHash = hash
 	s.mu.Unlock()
@@ -333,7 +359,7 @@ func (s *Source) Rebase(sc store.SchemaCheck, checker *Checker) error {
 		}
 		return fmt.Errorf("%d policy objects that serve do not validate against the new schema (%s):\n%s", len(keys), strings.Join(keys, ", "), strings.Join(msgs, "\n"))
 	}
-	srcs, hash := sourcesOf(next)
+	srcs, hash := s.serving(next)
 	s.mu.Unlock()
 	if err := s.Store.RebaseSources(sc, srcs); err != nil {
 		s.mu.Lock()
