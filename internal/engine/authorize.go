@@ -267,14 +267,14 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 		return NoOpinion(nil), false
 	}
 	enforced, audit := e.splitAudit(candidates)
-	results, admission, partial := e.evaluateWorld(req, verb, target, open, absent, enforced)
+	results, admission, partial := e.evaluateWorld(req, verb, target, open, absent, enforced, true)
 	d = decide(results, target.EntityType)
 	if partial && d.IsConditional() && !admission {
 		// Nothing will evaluate conditions for this request: fold now.
 		d = d.FailureDecision()
 	}
 	if len(audit) > 0 {
-		auditResults, _, auditPartial := e.evaluateWorld(req, verb, target, open, absent, audit)
+		auditResults, _, auditPartial := e.evaluateWorld(req, verb, target, open, absent, audit, false)
 		d = d.withAudit(auditFindings(d, results, auditResults, target.EntityType, !admission))
 		partial = partial || auditPartial
 	}
@@ -285,8 +285,10 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 // values. A fully known request is evaluated one-phase; otherwise each
 // policy is partially evaluated and what remains is its residual. admission
 // reports whether admission will see the request (conditions can be
-// evaluated), partial whether partial evaluation was needed.
-func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool, policies []*cedarlang.Policy) (results []policyResult, admission, partial bool) {
+// evaluated), partial whether partial evaluation was needed. With
+// untilDecided, evaluation stops when the decision is settled (see
+// evaluateUntilDecided); otherwise every policy is evaluated.
+func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool, policies []*cedarlang.Policy, untilDecided bool) (results []policyResult, admission, partial bool) {
 	shapes := AdmissionShapes(target, req, verb)
 	if len(policies) == 0 {
 		return nil, len(shapes) > 0, false
@@ -310,20 +312,47 @@ func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entiti
 			known[schemagen.AttrNamespaceObject] = ns.rec
 		}
 		ents := &entities.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(known)}, Maps: ns.maps}
-		results = make([]policyResult, len(policies))
-		for i, p := range policies {
-			results[i] = classify(p, evaluateCompiled(p, ents, principal.UID, action, resourceUID))
-		}
-		return results, false, false
+		return evaluateUntilDecided(policies, untilDecided, func(p *cedarlang.Policy) policyResult {
+			return classify(p, evaluateCompiled(p, ents, principal.UID, action, resourceUID))
+		}), false, false
 	}
 	w := &world{e: e, verb: verb, target: target, open: open, absent: absent, principal: principal, action: action,
 		resourceUID: resourceUID, shapes: shapes, admission: len(shapes) > 0, ns: ns, sel: sel}
 	w.prepare(req)
-	results = make([]policyResult, 0, len(policies))
-	for _, p := range policies {
-		results = append(results, w.evaluate(p))
+	return evaluateUntilDecided(policies, untilDecided, w.evaluate), w.admission, true
+}
+
+// evaluateUntilDecided evaluates policies with eval. With untilDecided, a
+// decision stops when it is decided: every forbid is evaluated (any of them
+// may deny), then the permits in order until one is satisfied outright,
+// after which no other permit can change the answer (decide allows, or
+// with forbid residuals makes the allow condition "true"), so the cost does
+// not grow with the number of satisfied permits. The reason then names the
+// first satisfied permit. Otherwise every policy is evaluated.
+func evaluateUntilDecided(policies []*cedarlang.Policy, untilDecided bool, eval func(*cedarlang.Policy) policyResult) []policyResult {
+	if !untilDecided {
+		results := make([]policyResult, 0, len(policies))
+		for _, p := range policies {
+			results = append(results, eval(p))
+		}
+		return results
 	}
-	return results, w.admission, true
+	results := make([]policyResult, 0, min(len(policies), 8))
+	for _, p := range policies {
+		if p.Effect == types.Forbid {
+			results = append(results, eval(p))
+		}
+	}
+	for _, p := range policies {
+		if p.Effect != types.Forbid {
+			r := eval(p)
+			results = append(results, r)
+			if r.kind == satisfied {
+				break
+			}
+		}
+	}
+	return results
 }
 
 // world is one request in one world of its open values, for partial
