@@ -217,6 +217,23 @@ tests:
 	if err := json.Unmarshal([]byte(strings.SplitN(out, "\n\n", 2)[0]), &rep); code != 1 || err != nil || rep.Passed != 1 || rep.Failed != 1 {
 		t.Errorf("json: %d %v %s", code, err, out)
 	}
+	// Requests name resources as kubectl does (as kcedar authorize resolves
+	// them); raw: true takes them as a SubjectAccessReview carries them.
+	writeFile(t, dir, "k.cedar", `@id("k") permit (principal, action, resource) when {
+  resource is apps::deployments || resource is core::pods_exec || resource is apps::deployments_scale };`)
+	kubectl := writeFile(t, dir, "k_test.yaml", `
+tests:
+- {name: short name, request: {user: a, verb: get, resource: deploy, namespace: n}, expect: Allow}
+- {name: group-qualified, request: {user: a, verb: get, resource: deployments.apps, namespace: n}, expect: Allow}
+- {name: subresource, request: {user: a, verb: create, resource: pods/exec, namespace: n, name: p}, expect: Allow}
+- {name: short subresource, request: {user: a, verb: get, resource: deploy/scale, namespace: n, name: d}, expect: Allow}
+- {name: raw, request: {user: a, verb: get, resource: deploy, namespace: n, raw: true}, expect: NoOpinion}
+- {name: unknown, request: {user: a, verb: get, resource: deploymnts, namespace: n}, expect: Allow}
+`)
+	out, code = run(t, newTestCmd(), kubectl)
+	if code != 1 || !strings.Contains(out, "5 passed, 1 failed") || !strings.Contains(out, "FAIL "+kubectl+": unknown") || !strings.Contains(out, "did you mean") {
+		t.Errorf("kubectl-style names: %d %s", code, out)
+	}
 	// A typo in a test file is an error, not a silently skipped expectation.
 	typo := writeFile(t, dir, "typo_test.yaml", "tests:\n- name: x\n  request: {user: a, verb: get, resource: pods}\n  expected: Allow\n")
 	if out, code := run(t, newTestCmd(), typo); code != 1 || !strings.Contains(out, "unknown field") {

@@ -86,6 +86,52 @@ type RequestSpec struct {
 	Namespace   string              `json:"namespace,omitempty"`
 	Name        string              `json:"name,omitempty"`
 	Path        string              `json:"path,omitempty"`
+	// Raw takes APIGroup, Resource, Subresource and Verb literally, as a
+	// SubjectAccessReview carries them; otherwise they resolve as kubectl
+	// resolves resource arguments (Resolve), as `kcedar authorize` does.
+	Raw bool `json:"raw,omitempty"`
+}
+
+// Resolve resolves the request the way kubectl resolves resource arguments
+// (pods, po, pod, Pod, deployments.apps, deployments.v1.apps, pods/exec,
+// deploy/scale; APIGroup narrows, "core" for the core group) and checks the
+// verb, then rewrites r to the resolved group, version, resource and
+// subresource. It returns what the resource resolved to (nil for a
+// non-resource request, or resource "*": every resource). An unknown resource or verb is an error with a
+// "did you mean" hint.
+func (r *RequestSpec) Resolve(s *schemagen.Schema) (*schemagen.Resolved, error) {
+	if r.Path != "" {
+		if r.Verb != schemagen.AllVerbs && !slices.Contains(schemagen.NonResourceVerbs, r.Verb) {
+			msg := fmt.Sprintf("verb %q is not an HTTP verb of a non-resource request", r.Verb)
+			if m := schemagen.Closest(r.Verb, schemagen.NonResourceVerbs); m != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", m)
+			}
+			return nil, errors.New(msg)
+		}
+		return nil, nil
+	}
+	if r.Resource == entities.Wildcard {
+		return nil, nil // "*": every resource, as a SubjectAccessReview says it
+	}
+	arg := r.Resource
+	if r.Subresource != "" {
+		if strings.Contains(arg, "/") {
+			return nil, fmt.Errorf("resource %q already names a subresource; drop subresource %q", arg, r.Subresource)
+		}
+		arg += "/" + r.Subresource
+	}
+	res, err := s.ResolveResource(arg, r.APIGroup)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.CheckVerb(r.Verb, res.Resource); err != nil {
+		return nil, err
+	}
+	r.APIGroup, r.Resource, r.Subresource = res.Key.Group, res.Key.Resource, res.Subresource
+	if r.APIVersion == "" {
+		r.APIVersion = res.Version
+	}
+	return res, nil
 }
 
 // SAR converts the spec into a SubjectAccessReview spec: a non-resource
@@ -195,6 +241,14 @@ func (tf *TestFile) Run(d *Decider) []TestResult {
 		r.Name = tc.Name
 		if r.Name == "" {
 			r.Name = fmt.Sprintf("#%d", i+1)
+		}
+		if tc.Request != nil && !tc.Request.Raw {
+			resolved := *tc.Request
+			if _, err := resolved.Resolve(d.schema); err != nil {
+				r.Failures = append(r.Failures, "invalid request: "+strings.ReplaceAll(err.Error(), "--raw", "raw: true"))
+				continue
+			}
+			tc.Request = &resolved
 		}
 		req, adm, err := tc.Build()
 		if err != nil {
