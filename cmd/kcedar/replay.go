@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/kcedar/kcedar/internal/engine/offline"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/replay"
+)
+
+func init() { rootCmd.AddCommand(newReplayCmd()) }
+
+// replayOptions are kcedar replay's flags.
+type replayOptions struct {
+	src schemaSource
+	pol policySourceOptions
+	// auditLogs are the --audit-log files ("-" for stdin).
+	auditLogs []string
+	// namespaceObjects is the --namespace-objects file.
+	namespaceObjects string
+	output           string
+	changes          bool
+	exitCode         bool
+	maxLineBytes     int
+
+	// collected are the changed requests kept for -o text and json with
+	// --changes.
+	collected []replay.Change
+}
+
+const replayLong = `Read kube-apiserver audit logs (audit.k8s.io/v1 Event JSON lines, gzipped or
+not; - is stdin) and decide every request again with the policies, as kcedar
+serve would, comparing with what happened: the authorization.k8s.io/decision
+annotation (the answer of the whole authorizer chain).
+
+Each request is decided once, at its ResponseComplete or Panic event; other
+stages are skipped. The request is rebuilt as the authorizer saw it: from
+requestURI and verb, with kube-apiserver's own request-info resolver (not
+from objectRef: a create's name was not authorized), as the impersonated user
+where there is one. A decision that needs namespaceObject needs
+--namespace-objects; without the namespace it is undecidable. A conditional
+decision is evaluated against the logged object only for a create logged at
+Request level or above; otherwise it is reported as conditional.
+
+allow that becomes Deny or NoOpinion is newly denied; forbid that becomes
+Allow is newly allowed. NoOpinion counts as not allowed, as if kcedar were
+the last authorizer.
+
+Exit status: 0 done, 1 invalid policies, 2 usage or I/O error, 3 with
+--exit-code when a request is newly denied or newly allowed.`
+
+func newReplayCmd() *cobra.Command {
+	var o replayOptions
+	cmd := &cobra.Command{
+		Use:   "replay --audit-log FILE... (--policies DIR | --policy-objects FILE | --cluster)... [--namespace-objects FILE]",
+		Short: "Replay audit logs against the policies: what would change",
+		Long:  replayLong,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Complete()
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// AddFlags registers the flags on f.
+func (o *replayOptions) AddFlags(f *pflag.FlagSet) {
+	o.src.AddFlags(f)
+	o.pol.AddFlags(f, true)
+	f.StringArrayVar(&o.auditLogs, "audit-log", nil, "kube-apiserver audit log: audit.k8s.io/v1 Event JSON lines, gzipped or not (repeatable; - for stdin)")
+	f.StringVar(&o.namespaceObjects, "namespace-objects", "", "Namespace objects (YAML or JSON; several documents or a List, as kubectl get namespaces -o yaml prints them) that fill resource.namespaceObject")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text, json, or jsonl (with --changes: one line per changed request)")
+	f.BoolVar(&o.changes, "changes", false, "list every changed request (auditID, was, now, deciding policies)")
+	f.BoolVar(&o.exitCode, "exit-code", false, "exit 3 when a request is newly denied or newly allowed")
+	f.IntVar(&o.maxLineBytes, "max-line-bytes", replay.DefaultMaxLineBytes, "longest line read; longer lines are counted as oversized and skipped")
+}
+
+// Complete lets --cluster read the cluster's schema too.
+func (o *replayOptions) Complete() { o.pol.Complete(&o.src) }
+
+// Validate checks the flags; errors are usage errors (exit 2).
+func (o *replayOptions) Validate() error {
+	if len(o.auditLogs) == 0 {
+		return &exitError{2, errors.New("give at least one --audit-log FILE (- for stdin)")}
+	}
+	switch o.output {
+	case "text", "json":
+	case "jsonl":
+		if !o.changes {
+			return &exitError{2, errors.New("-o jsonl writes the changed requests: give --changes")}
+		}
+	default:
+		return &exitError{2, fmt.Errorf("--output must be text, json or jsonl, not %q", o.output)}
+	}
+	if o.maxLineBytes < 1024 {
+		return &exitError{2, errors.New("--max-line-bytes must be at least 1024")}
+	}
+	stdin := ""
+	for _, f := range o.auditLogs {
+		if f == "-" {
+			if stdin != "" {
+				return &exitError{2, errors.New("--audit-log - (stdin) can be given once")}
+			}
+			stdin = "--audit-log -"
+		}
+	}
+	if err := o.pol.Validate(stdin); err != nil {
+		return &exitError{2, err}
+	}
+	return nil
+}
+
+// Run loads the schema and the policies, replays the logs and prints the
+// summary (exit 3 with --exit-code when something changed).
+func (o *replayOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	checker, err := loadChecker(ctx, o.src)
+	if err != nil {
+		return err
+	}
+	ps, err := o.pol.policySet(ctx, stderr, checker, o.pol.policies)
+	if err != nil {
+		return err
+	}
+	ns, err := o.readNamespaces()
+	if err != nil {
+		return &exitError{2, err}
+	}
+	opts := replay.Options{Namespaces: ns, MaxLineBytes: o.maxLineBytes, OnChange: o.onChange(stdout)}
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		opts.Progress = progress(stderr)
+	}
+	r := replay.New(checker.Schema, ps, opts)
+	if err := o.readLogs(ctx, r); err != nil {
+		return err
+	}
+	if opts.Progress != nil {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	sum := r.Summary()
+	sum.Sort()
+	if err := o.print(stdout, stderr, sum); err != nil {
+		return err
+	}
+	if o.exitCode && sum.Changed() {
+		return &exitError{3, fmt.Errorf("%d newly denied, %d newly allowed", sum.NewlyDenied, sum.NewlyAllowed)}
+	}
+	return nil
+}
+
+// readNamespaces reads --namespace-objects (nil without it).
+func (o *replayOptions) readNamespaces() (entities.NamespaceLookup, error) {
+	if o.namespaceObjects == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(o.namespaceObjects)
+	if err != nil {
+		return nil, fmt.Errorf("--namespace-objects: %w", err)
+	}
+	ns, err := offline.ParseNamespaceObjects(data)
+	if err != nil {
+		return nil, fmt.Errorf("--namespace-objects %s: %w", o.namespaceObjects, err)
+	}
+	return ns, nil
+}
+
+// readLogs replays every --audit-log in order; a file that cannot be
+// opened is an I/O error (exit 2).
+func (o *replayOptions) readLogs(ctx context.Context, r *replay.Replayer) error {
+	for _, path := range o.auditLogs {
+		if err := readLog(ctx, r, path); err != nil {
+			return &exitError{2, err}
+		}
+	}
+	return nil
+}
+
+// readLog replays one log file, or stdin for "-".
+func readLog(ctx context.Context, r *replay.Replayer, path string) error {
+	if path == "-" {
+		return r.Read(ctx, "<stdin>", os.Stdin)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return r.Read(ctx, path, f)
+}
+
+// onChange lists the changed requests as they come with --changes -o
+// jsonl (one JSON object a line); nil otherwise (text and json list them
+// from the summary's groups).
+func (o *replayOptions) onChange(stdout io.Writer) func(replay.Change) error {
+	if !o.changes {
+		return nil
+	}
+	if o.output != "jsonl" {
+		return o.collect
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	return func(c replay.Change) error { return enc.Encode(c) }
+}
+
+// collect keeps a changed request for print.
+func (o *replayOptions) collect(c replay.Change) error {
+	o.collected = append(o.collected, c)
+	return nil
+}
+
+// print writes the summary: as text or JSON on stdout, or, with -o jsonl
+// (the changes went to stdout), as text on stderr.
+func (o *replayOptions) print(stdout, stderr io.Writer, sum *replay.Summary) error {
+	switch o.output {
+	case "jsonl":
+		return sum.WriteText(stderr)
+	case "json":
+		doc := struct {
+			*replay.Summary
+			ChangedRequests []replay.Change `json:"changedRequests,omitempty"`
+		}{sum, o.collected}
+		return writeJSON(stdout, doc)
+	}
+	if err := sum.WriteText(stdout); err != nil {
+		return err
+	}
+	if len(o.collected) > 0 {
+		fmt.Fprintln(stdout, "\nchanged requests:")
+	}
+	for _, c := range o.collected {
+		fmt.Fprintf(stdout, "  %s  %s -> %s  user=%s verb=%s resource=%s namespace=%s name=%s policies=%v\n",
+			c.AuditID, c.Was, c.Now, c.User, c.Verb, c.Resource, c.Namespace, c.Name, c.Policies)
+	}
+	return nil
+}
+
+// progress reports the counts on a terminal, at most every half second.
+func progress(w io.Writer) func(*replay.Summary) {
+	var last time.Time
+	return func(s *replay.Summary) {
+		if time.Since(last) < 500*time.Millisecond {
+			return
+		}
+		last = time.Now()
+		fmt.Fprintf(w, "\r\033[Kreplay: %d lines, %d requests, %d newly denied, %d newly allowed", s.Lines, s.Requests, s.NewlyDenied, s.NewlyAllowed)
+	}
+}

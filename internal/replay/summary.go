@@ -1,0 +1,250 @@
+package replay
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// kind is what became of one line.
+type kind int
+
+const (
+	kindBlank kind = iota
+	kindMalformed
+	kindOversized
+	kindSkipped
+	kindUndecidable
+	kindConditional
+	kindUnchanged
+	kindNewlyDenied
+	kindNewlyAllowed
+)
+
+// result is one line's outcome.
+type result struct {
+	kind   kind
+	reason string // skipped, undecidable, conditional: why (few distinct values)
+	detail string // malformed, undecidable: the particulars, for Problems
+	change *Change
+}
+
+// Change is one request whose decision changed, as --changes -o jsonl
+// writes it.
+type Change struct {
+	AuditID string `json:"auditID"`
+	// Was is the logged decision: allow or forbid.
+	Was string `json:"was"`
+	// Now is kcedar's: Allow, Deny or NoOpinion (not allowed, as if kcedar
+	// were the last authorizer).
+	Now string `json:"now"`
+	// Policies are the ids of the deciding policies (none for NoOpinion).
+	Policies  []string `json:"policies"`
+	User      string   `json:"user"`
+	Verb      string   `json:"verb"`
+	Resource  string   `json:"resource"`
+	Namespace string   `json:"namespace,omitempty"`
+	Name      string   `json:"name,omitempty"`
+}
+
+// Change kinds, as Group.Change names them.
+const (
+	NewlyDenied  = "newly denied"
+	NewlyAllowed = "newly allowed"
+)
+
+// Group is the changes of one kind for one user, verb and resource.
+type Group struct {
+	Change   string `json:"change"`
+	User     string `json:"user"`
+	Verb     string `json:"verb"`
+	Resource string `json:"resource"`
+	Count    int    `json:"count"`
+	// Examples are the first auditIDs (up to MaxExamples).
+	Examples []string `json:"examples"`
+}
+
+// Problem is a line that was not an event, or an input cut short.
+type Problem struct {
+	Input   string `json:"input"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+}
+
+// MaxExamples and MaxProblems bound what a summary lists.
+const (
+	MaxExamples = 3
+	MaxProblems = 10
+)
+
+// Summary counts what the inputs came to.
+type Summary struct {
+	// Lines read, and the events among them (lines that decoded).
+	Lines  int `json:"lines"`
+	Events int `json:"events"`
+	// Requests are the events that are one request's decision.
+	Requests int `json:"requests"`
+	// Decided are the requests kcedar decided: unchanged, newly denied or
+	// newly allowed.
+	Decided      int `json:"decided"`
+	Unchanged    int `json:"unchanged"`
+	NewlyDenied  int `json:"newlyDenied"`
+	NewlyAllowed int `json:"newlyAllowed"`
+	Conditional  int `json:"conditional"`
+	Undecidable  int `json:"undecidable"`
+	// ConditionalWhy, UndecidableWhy and Skipped count by reason.
+	ConditionalWhy map[string]int `json:"conditionalWhy,omitempty"`
+	UndecidableWhy map[string]int `json:"undecidableWhy,omitempty"`
+	Skipped        map[string]int `json:"skipped,omitempty"`
+	Malformed      int            `json:"malformed"`
+	Oversized      int            `json:"oversized"`
+	// Problems are the first malformed or oversized lines and requests not
+	// rebuilt (up to MaxProblems), and every input cut short.
+	Problems []Problem `json:"problems,omitempty"`
+	// Changes are grouped by kind, user, verb and resource.
+	Changes []*Group `json:"changes,omitempty"`
+
+	groups map[groupKey]*Group
+}
+
+type groupKey struct{ change, user, verb, resource string }
+
+func newSummary() *Summary {
+	return &Summary{ConditionalWhy: map[string]int{}, UndecidableWhy: map[string]int{}, Skipped: map[string]int{}, groups: map[groupKey]*Group{}}
+}
+
+// Changed reports whether any request is newly denied or newly allowed.
+func (s *Summary) Changed() bool { return s.NewlyDenied+s.NewlyAllowed > 0 }
+
+// add folds in the result of line no of input.
+func (s *Summary) add(input string, no int, r result) {
+	if r.kind != kindBlank {
+		s.Lines++
+	}
+	if r.kind > kindOversized {
+		s.Events++
+	}
+	if r.kind > kindSkipped {
+		s.Requests++
+	}
+	switch r.kind {
+	case kindMalformed:
+		s.Malformed++
+		s.problem(input, no, "malformed: "+r.detail)
+	case kindOversized:
+		s.Oversized++
+		s.problem(input, no, "oversized line (skipped)")
+	case kindSkipped:
+		s.Skipped[r.reason]++
+	case kindUndecidable:
+		s.Undecidable++
+		s.UndecidableWhy[r.reason]++
+		if r.detail != "" {
+			s.problem(input, no, r.detail)
+		}
+	case kindConditional:
+		s.Conditional++
+		s.ConditionalWhy[r.reason]++
+	case kindUnchanged:
+		s.Decided++
+		s.Unchanged++
+	case kindNewlyDenied, kindNewlyAllowed:
+		s.Decided++
+		s.addChange(r)
+	}
+}
+
+// problem records a problem while there are fewer than MaxProblems.
+func (s *Summary) problem(input string, no int, msg string) {
+	if len(s.Problems) < MaxProblems {
+		s.Problems = append(s.Problems, Problem{Input: input, Line: no, Message: msg})
+	}
+}
+
+// cutShort records an input that ended early, after lines lines and n
+// bytes of it.
+func (s *Summary) cutShort(input string, lines int, n int64, err error) {
+	s.Problems = append(s.Problems, Problem{Input: input, Line: lines,
+		Message: fmt.Sprintf("%v: read %d complete lines (%d bytes of the input); the rest is lost", err, lines, n)})
+}
+
+// addChange counts a changed request in its group.
+func (s *Summary) addChange(r result) {
+	c := r.change
+	kind := NewlyDenied
+	if r.kind == kindNewlyAllowed {
+		kind = NewlyAllowed
+		s.NewlyAllowed++
+	} else {
+		s.NewlyDenied++
+	}
+	k := groupKey{kind, c.User, c.Verb, c.Resource}
+	g := s.groups[k]
+	if g == nil {
+		g = &Group{Change: kind, User: c.User, Verb: c.Verb, Resource: c.Resource}
+		s.groups[k] = g
+		s.Changes = append(s.Changes, g)
+	}
+	g.Count++
+	if len(g.Examples) < MaxExamples {
+		g.Examples = append(g.Examples, c.AuditID)
+	}
+}
+
+// Sort orders the groups: newly allowed first (access gained), then by
+// count, user, verb and resource.
+func (s *Summary) Sort() {
+	slices.SortStableFunc(s.Changes, func(a, b *Group) int {
+		return cmp.Or(cmp.Compare(a.Change, b.Change), // "newly allowed" < "newly denied"
+			cmp.Compare(b.Count, a.Count), cmp.Compare(a.User, b.User),
+			cmp.Compare(a.Verb, b.Verb), cmp.Compare(a.Resource, b.Resource))
+	})
+}
+
+// WriteText writes the summary as the text report: the counts, the reasons,
+// the problems and the changes by group.
+func (s *Summary) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lines read:     %d (%d events; %d malformed, %d oversized)\n", s.Lines, s.Events, s.Malformed, s.Oversized)
+	fmt.Fprintf(&b, "requests:       %d (one per request: the ResponseComplete or Panic event)\n", s.Requests)
+	fmt.Fprintf(&b, "decided:        %d\n", s.Decided)
+	fmt.Fprintf(&b, "  unchanged:    %d\n", s.Unchanged)
+	fmt.Fprintf(&b, "  newly denied: %d\n", s.NewlyDenied)
+	fmt.Fprintf(&b, "  newly allowed: %d\n", s.NewlyAllowed)
+	fmt.Fprintf(&b, "conditional:    %d\n", s.Conditional)
+	writeReasons(&b, s.ConditionalWhy)
+	fmt.Fprintf(&b, "undecidable:    %d\n", s.Undecidable)
+	writeReasons(&b, s.UndecidableWhy)
+	skipped := 0
+	for _, n := range s.Skipped {
+		skipped += n
+	}
+	fmt.Fprintf(&b, "skipped:        %d\n", skipped)
+	writeReasons(&b, s.Skipped)
+	b.WriteString("NoOpinion counts as not allowed, as if kcedar were the last authorizer.\n")
+	for _, p := range s.Problems {
+		fmt.Fprintf(&b, "problem: %s:%d: %s\n", p.Input, p.Line, p.Message)
+	}
+	if len(s.Changes) > 0 {
+		b.WriteString("\nchanges (by user, verb and resource):\n")
+	}
+	for _, g := range s.Changes {
+		fmt.Fprintf(&b, "  %-13s %6d  user=%s verb=%s resource=%s  e.g. %s\n", g.Change, g.Count, g.User, g.Verb, g.Resource, strings.Join(g.Examples, ", "))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeReasons lists counts by reason, most frequent first.
+func writeReasons(b *strings.Builder, by map[string]int) {
+	reasons := make([]string, 0, len(by))
+	for r := range by {
+		reasons = append(reasons, r)
+	}
+	slices.SortFunc(reasons, func(x, y string) int { return cmp.Or(cmp.Compare(by[y], by[x]), cmp.Compare(x, y)) })
+	for _, r := range reasons {
+		fmt.Fprintf(b, "  %6d  %s\n", by[r], r)
+	}
+}
