@@ -111,6 +111,19 @@ func collectInputs(n ast.IsNode, in *policyInputs, pa, ra map[string]bool) {
 		return true
 	}
 	switch v := n.(type) {
+	case ast.NodeTypeIs:
+		// `resource is T` reads only the resource's type, which is always
+		// known (and part of every memo key); `principal is T` only the
+		// principal's identity.
+		if rv, ok := v.Left.(ast.NodeTypeVariable); ok {
+			switch rv.Name {
+			case "resource":
+				return
+			case "principal":
+				in.principalIdentity = true
+				return
+			}
+		}
 	case ast.NodeTypeAccess:
 		if attrOf(v.Arg, v.Value) {
 			return
