@@ -21,6 +21,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/cluster/namespaces"
+	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
 	"github.com/kcedar/kcedar/internal/cluster/schemarefresh"
 	"github.com/kcedar/kcedar/internal/cluster/webhooks"
 	"github.com/kcedar/kcedar/internal/engine"
@@ -141,6 +142,7 @@ func (o *serveOptions) build(ctx context.Context) (*serveParts, error) {
 		return nil, &exitError{2, fmt.Errorf("--decision-log: %w", err)}
 	}
 	p.logFile = logFile
+	p.objects.admission.OnRefused = func(r policyobjects.RefusedWrite) { dlog.Log(refusalRecord(r)) }
 	opts := server.Options{DecisionLog: dlog, Logger: o.logger, Keys: p.keys, AdmissionEnforcement: o.admission.enforcement,
 		RequireClientCert: o.tls.ClientCAFile != "", PolicyAdmission: p.objects.admission}
 	o.applyShadow(&opts)
@@ -350,4 +352,12 @@ func serveTLS(ctx context.Context, ln net.Listener, cfg *tls.Config, srv *server
 		return fmt.Errorf("shutdown: %d requests did not finish within --shutdown-timeout %s", aborted, timeout)
 	}
 	return nil
+}
+
+// refusalRecord is the decision log's line for a refused write of a policy
+// object: a Deny of the write, with the refusal's reason and message.
+func refusalRecord(r policyobjects.RefusedWrite) server.DecisionRecord {
+	return server.DecisionRecord{Time: time.Now(), User: r.User.Username, Groups: r.User.Groups, Verb: strings.ToLower(r.Operation),
+		APIGroup: policyobjects.Group, Resource: r.Resource, Namespace: r.Namespace, Name: r.Name,
+		Decision: "Deny", Refusal: r.Reason, Errors: []string{r.Message}}
 }

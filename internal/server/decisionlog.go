@@ -59,10 +59,14 @@ type DecisionRecord struct {
 	Errors      []string  `json:"errors,omitempty"`
 	// Audit are the audit policies that would have changed the decision
 	// (each with its would-be decision); such a line is never sampled out.
-	Audit      []engine.AuditReport `json:"audit,omitempty"`
-	LatencyUS  int64                `json:"latencyMicros"`
-	Generation uint64               `json:"policyGeneration"`
-	Dropped    uint64               `json:"dropped,omitempty"` // lines dropped by the rate limit since the last one
+	Audit []engine.AuditReport `json:"audit,omitempty"`
+	// Refusal is why kcedar's webhook refused a write of a policy object
+	// (invalid, duplicate-id, escalation, too-many-checks, check-failed);
+	// such a line has Decision "Deny" and the refusal message in Errors.
+	Refusal    string `json:"refusal,omitempty"`
+	LatencyUS  int64  `json:"latencyMicros"`
+	Generation uint64 `json:"policyGeneration"`
+	Dropped    uint64 `json:"dropped,omitempty"` // lines dropped by the rate limit since the last one
 }
 
 // complete reports whether a decision is always logged (not sampled).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
@@ -39,6 +40,8 @@ type AdmissionHandler struct {
 	// Escalation, if set, refuses writes that give access the writer does
 	// not hold (escalation.go).
 	Escalation *EscalationCheck
+	// OnRefused, if set, is told of every refused write (the decision log).
+	OnRefused func(RefusedWrite)
 
 	replaced    atomic.Pointer[Checker]
 	metricsOnce sync.Once
@@ -116,7 +119,7 @@ func (h *AdmissionHandler) Review(ctx context.Context, req *admissionv1.Admissio
 		return &admissionv1.AdmissionResponse{Allowed: true}
 	}
 	if !resp.Allowed {
-		h.refused(reason, req, SourceName(kind, ns, req.Name))
+		h.refused(reason, resp.Result.Message, req, SourceName(kind, ns, req.Name))
 	}
 	return resp
 }
@@ -234,11 +237,24 @@ func relayWarnings(ws []string) []string {
 	return out
 }
 
+// RefusedWrite is a write of a policy object the webhook refused.
+type RefusedWrite struct {
+	Operation       string // CREATE, UPDATE or DELETE
+	Resource        string // cedarpolicies or namespacedcedarpolicies
+	Namespace, Name string
+	User            authenticationv1.UserInfo
+	Reason, Message string // reason: invalid, duplicate-id, escalation, too-many-checks, check-failed
+}
+
 // refused counts and logs a refused write.
-func (h *AdmissionHandler) refused(reason string, req *admissionv1.AdmissionRequest, object string) {
+func (h *AdmissionHandler) refused(reason, message string, req *admissionv1.AdmissionRequest, object string) {
 	h.metrics().WithLabelValues(string(req.Operation), reason).Inc()
 	if h.Logger != nil {
 		h.Logger.Info("policy object write refused", "reason", reason, "operation", req.Operation, "object", object, "user", req.UserInfo.Username)
+	}
+	if h.OnRefused != nil {
+		h.OnRefused(RefusedWrite{Operation: string(req.Operation), Resource: req.Resource.Resource, Namespace: req.Namespace, Name: req.Name,
+			User: req.UserInfo, Reason: reason, Message: message})
 	}
 }
 

@@ -451,7 +451,9 @@ func TestEscalationBounds(t *testing.T) {
 // The webhook checks creates, updates whose content changes, and deletes,
 // and counts its refusals by reason.
 func TestAdmissionEscalation(t *testing.T) {
-	h := &AdmissionHandler{Checker: testChecker(t), Logger: quietLogger(), Escalation: &EscalationCheck{Reviewer: &fixedReviewer{allow: denyAll}}}
+	var logged []RefusedWrite
+	h := &AdmissionHandler{Checker: testChecker(t), Logger: quietLogger(), Escalation: &EscalationCheck{Reviewer: &fixedReviewer{allow: denyAll}},
+		OnRefused: func(r RefusedWrite) { logged = append(logged, r) }}
 	obj := func(content string) runtime.RawExtension {
 		raw, _ := json.Marshal(map[string]any{"apiVersion": GroupVersion.String(), "kind": KindCluster, "metadata": map[string]any{"name": "o", "labels": map[string]any{"x": content[:1]}}, "spec": map[string]any{"content": content}})
 		return runtime.RawExtension{Raw: raw}
@@ -483,6 +485,9 @@ func TestAdmissionEscalation(t *testing.T) {
 		if r := h.Review(context.Background(), tc.req); r.Allowed != tc.allowed {
 			t.Errorf("%s: allowed %v (%v), want %v", tc.name, r.Allowed, r.Result, tc.allowed)
 		}
+	}
+	if len(logged) != 3 || logged[0].Reason != "escalation" || logged[0].User.Username != writer.Username || !strings.Contains(logged[2].Message, "removing forbid") {
+		t.Errorf("the decision log was told of %+v, want the 3 refusals", logged)
 	}
 	reg := prometheus.NewPedanticRegistry()
 	if err := h.RegisterMetrics(reg); err != nil {
