@@ -105,7 +105,7 @@ func (e *EscalationCheck) Check(ctx context.Context, user authenticationv1.UserI
 		return nil
 	}
 	if len(perms) > MaxEscalationChecks {
-		return &WriteRefusal{Reason: "too-many-checks", Message: fmt.Sprintf("%s gives access that needs %d checks against your own rights, more than the %d kcedar makes for one write; split the policies into several objects, or ask for escalate on %s", w.source(), len(perms), MaxEscalationChecks, w.resource())}
+		return &WriteRefusal{Reason: "too-many-checks", Message: fmt.Sprintf("%s gives access that needs more than the %d checks against your own rights kcedar makes for one write; split the policies into several objects, or ask for escalate on %s", w.source(), MaxEscalationChecks, w.resource())}
 	}
 	missing, err := e.review(ctx, user, perms)
 	if err != nil {
@@ -269,6 +269,9 @@ func (e *EscalationCheck) permissions(w write, s *schemagen.Schema) ([]permissio
 				out = append(out, perm)
 			}
 		}
+		if len(out) > MaxEscalationChecks {
+			break // refused anyway: stop before hostile content costs more
+		}
 	}
 	return out, nil
 }
@@ -322,9 +325,15 @@ func reachPermissions(p *cedarlang.Policy, ns string, byType map[types.EntityTyp
 		paths = []string{"*"}
 	}
 	var out []permission
+	// Past MaxEscalationChecks the write is refused anyway: stop there, so
+	// a policy reaching thousands of names and types costs no more.
+	full := func() bool { return len(out) > MaxEscalationChecks }
 	addResource := func(group, resource, subresource string) {
 		for _, v := range verbs {
 			for _, n := range names {
+				if full() {
+					return
+				}
 				out = append(out, permission{verb: v, group: group, resource: resource, subresource: subresource, namespace: ns, name: n, policy: p})
 			}
 		}
@@ -332,6 +341,9 @@ func reachPermissions(p *cedarlang.Policy, ns string, byType map[types.EntityTyp
 	addPaths := func() {
 		for _, v := range verbs {
 			for _, path := range paths {
+				if full() {
+					return
+				}
 				out = append(out, permission{verb: v, path: path, nonResource: true, policy: p})
 			}
 		}

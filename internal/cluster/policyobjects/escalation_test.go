@@ -441,6 +441,18 @@ func TestEscalationBounds(t *testing.T) {
 	if r == nil || r.Reason != "too-many-checks" || len(rev.seen) != 1 {
 		t.Fatalf("%+v after %d checks", r, len(rev.seen))
 	}
+	// One policy reaching thousands of names and every verb: refused without
+	// listing them all.
+	var names []string
+	for i := 0; i < 5000; i++ {
+		names = append(names, fmt.Sprintf(`"n%d"`, i))
+	}
+	wide := fmt.Sprintf(`@id("wide") permit(principal, action, resource) when { (resource is core::pods || resource is core::secrets) && [%s].contains(resource.name) };`, strings.Join(names, ","))
+	rev = &fixedReviewer{allow: denyAll}
+	r = (&EscalationCheck{Reviewer: rev}).Check(context.Background(), writer, write{kind: KindCluster, name: "o", new: parseAll(t, []string{wide})}, s)
+	if r == nil || r.Reason != "too-many-checks" {
+		t.Fatalf("wide: %+v", r)
+	}
 	rev = &fixedReviewer{allow: denyAll}
 	r = (&EscalationCheck{Reviewer: rev}).Check(context.Background(), writer, write{kind: KindNamespaced, namespace: "team-a", name: "o", new: parseAll(t, src[:20])}, s)
 	if r == nil || strings.Count(r.Message, "grants ") != 10 || !strings.Contains(r.Message, "and 30 more") {
