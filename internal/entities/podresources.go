@@ -20,8 +20,13 @@ func (c *ObjectConverter) effectiveResources(obj map[string]any, path string) ty
 	if !ok {
 		return nil
 	}
+	reduced := resourceFields(obj)
+	if hasHostileQuantity(reduced) {
+		c.warn(path, "a quantity with an exponent beyond ±%d", maxQuantityExponent)
+		return invalidValue(nil, obj)
+	}
 	var pod corev1.Pod
-	raw, err := json.Marshal(obj)
+	raw, err := json.Marshal(reduced)
 	if err == nil {
 		err = json.Unmarshal(raw, &pod)
 	}
@@ -75,4 +80,60 @@ func (c *ObjectConverter) quantityMap(t *schemagen.MapType, list corev1.Resource
 		obj[string(name)] = q.String()
 	}
 	return c.mapEntity(t, obj, path)
+}
+
+// resourceFields is the part of a Pod that its effective resources read:
+// each container's and init container's name, restart policy (sidecars) and
+// resources, the pod-level resources and the overhead. Only these are
+// decoded, so no other field's value is parsed as a quantity.
+func resourceFields(obj map[string]any) map[string]any {
+	spec, _ := obj["spec"].(map[string]any)
+	out := map[string]any{}
+	for _, key := range []string{"resources", "overhead"} {
+		if v, ok := spec[key]; ok {
+			out[key] = v
+		}
+	}
+	for _, key := range []string{"containers", "initContainers"} {
+		list, _ := spec[key].([]any)
+		var kept []any
+		for _, item := range list {
+			ctr, _ := item.(map[string]any)
+			k := map[string]any{}
+			for _, f := range []string{"name", "restartPolicy", "resources"} {
+				if v, ok := ctr[f]; ok {
+					k[f] = v
+				}
+			}
+			kept = append(kept, k)
+		}
+		if kept != nil {
+			out[key] = kept
+		}
+	}
+	return map[string]any{"spec": out}
+}
+
+// hasHostileQuantity reports whether v holds a string that decoding as a
+// resource.Quantity might never return from (an exponent beyond
+// ±maxQuantityExponent): such an object is not decoded as a Pod.
+func hasHostileQuantity(v any) bool {
+	switch x := v.(type) {
+	case string:
+		_, exp, ok := splitExponent(x)
+		return ok && (exp > maxQuantityExponent || exp < -maxQuantityExponent)
+	case map[string]any:
+		for _, e := range x {
+			if hasHostileQuantity(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if hasHostileQuantity(e) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package entities
 
 import (
 	"encoding/json"
+	"math"
 	"strconv"
 	"strings"
 
@@ -20,7 +21,21 @@ import (
 func quantityReading(v any) types.Record {
 	m := types.RecordMap{schemagen.AttrValid: types.False}
 	s, ok := stringValue(v)
-	if !ok {
+	if !ok || len(s) > maxQuantityBytes {
+		return types.NewRecord(m)
+	}
+	mantissa, exp, hasExp := splitExponent(string(s))
+	if hasExp && (exp > maxQuantityExponent || exp < -maxQuantityExponent) {
+		// resource.ParseQuantity does not return for some exponents this
+		// large (1E-999999999), and the value cannot be exact in
+		// milli-units unless it is zero: check the rest of the syntax only.
+		q, err := resource.ParseQuantity(mantissa)
+		if err == nil {
+			m[schemagen.AttrValid] = types.True
+			if q.IsZero() {
+				m[schemagen.AttrMilli] = types.Long(0)
+			}
+		}
 		return types.NewRecord(m)
 	}
 	q, err := resource.ParseQuantity(string(s))
@@ -32,6 +47,31 @@ func quantityReading(v any) types.Record {
 		m[schemagen.AttrMilli] = types.Long(milli)
 	}
 	return types.NewRecord(m)
+}
+
+// Bounds on hostile quantities: no valid quantity a person writes is longer
+// or has a larger decimal exponent, and past them the reading is cheap.
+const (
+	maxQuantityBytes    = 256
+	maxQuantityExponent = 64
+)
+
+// splitExponent splits a decimal exponent off a quantity ("12E-3" is "12"
+// and -3). An exponent that does not fit an int32 is reported as huge.
+func splitExponent(s string) (mantissa string, exp int64, ok bool) {
+	i := strings.LastIndexAny(s, "eE")
+	if i <= 0 || i == len(s)-1 {
+		return s, 0, false
+	}
+	digits := strings.TrimLeft(s[i+1:], "+-")
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return s, 0, false // "1E" is the exa suffix, not an exponent
+	}
+	exp, err := strconv.ParseInt(s[i+1:], 10, 32)
+	if err != nil {
+		return s[:i], math.MaxInt32 + 1, true
+	}
+	return s[:i], exp, true
 }
 
 // exactMilli is q in milli-units when that is a whole number within int64.

@@ -50,6 +50,9 @@ func TestEffectiveResources(t *testing.T) {
 		{"a pod-level limit bounds it", map[string]any{"resources": map[string]any{"limits": cpu("2")}, "containers": []any{container("a", cpu("1")), container("b", nil)}}, "Allow"},
 		{"a quantity that does not parse", map[string]any{"containers": []any{container("a", cpu("lots"))}}, "Deny"},
 		{"a limit below a milli-unit", map[string]any{"containers": []any{container("a", cpu("1")), container("b", cpu("1u"))}}, "Deny"},
+		{"a hostile exponent (decoding would not return)", map[string]any{"containers": []any{container("a", cpu("1E-999999999"))}}, "Deny"},
+		{"a number-like string elsewhere is not a quantity", map[string]any{"containers": []any{
+			map[string]any{"name": "a", "image": "x", "env": []any{map[string]any{"name": "N", "value": "1E-999999999"}}, "resources": map[string]any{"limits": cpu("1")}}}}, "Allow"},
 	} {
 		obj, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "p", "namespace": "ns"}, "spec": tc.spec})
 		if err != nil {
