@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
 )
@@ -143,23 +144,33 @@ permit(principal == k8s::User::"alice", action == k8s::Action::"create", resourc
 	})
 
 	t.Run("an update that widens an accepted policy is refused", func(t *testing.T) {
-		u, err := lead.Get(ctx, "pods", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
+		// kcedar's status writer updates the object too: each update
+		// starts from the latest version and retries a conflict.
+		update := func(mutate func(u *unstructured.Unstructured) error) error {
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				u, err := lead.Get(ctx, "pods", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if err := mutate(u); err != nil {
+					return err
+				}
+				_, err = lead.Update(ctx, u, metav1.UpdateOptions{})
+				return err
+			})
 		}
-		content, _, _ := unstructured.NestedString(u.Object, "spec", "content")
-		wider := content + "\n@id(\"list-secrets\")\npermit(principal == k8s::User::\"alice\", action == k8s::Action::\"list\", resource is core::secrets);"
-		if err := unstructured.SetNestedField(u.Object, wider, "spec", "content"); err != nil {
-			t.Fatal(err)
-		}
-		_, err = lead.Update(ctx, u, metav1.UpdateOptions{})
+		err := update(func(u *unstructured.Unstructured) error {
+			content, _, _ := unstructured.NestedString(u.Object, "spec", "content")
+			wider := content + "\n@id(\"list-secrets\")\npermit(principal == k8s::User::\"alice\", action == k8s::Action::\"list\", resource is core::secrets);"
+			return unstructured.SetNestedField(u.Object, wider, "spec", "content")
+		})
 		refused(t, "widening update", err, `permit "list-secrets"`, "list core secrets in team-a")
 		// A label alone changes no content: allowed.
-		u.SetLabels(map[string]string{"reviewed": "yes"})
-		if err := unstructured.SetNestedField(u.Object, content, "spec", "content"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := lead.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		err = update(func(u *unstructured.Unstructured) error {
+			u.SetLabels(map[string]string{"reviewed": "yes"})
+			return nil
+		})
+		if err != nil {
 			t.Errorf("a label-only update: %v", err)
 		}
 	})
