@@ -31,6 +31,9 @@ type Engine struct {
 	nsObjects  *boundedCache[string, *nsConverted]
 	// inputs analyses each policy once (what its residual depends on).
 	inputs sync.Map // *cedarlang.Policy -> *policyInputs, for policies of this set only
+	// nsReaders are the set's policies that read namespaceObject, found at
+	// load (nil: none).
+	nsReaders map[*cedarlang.Policy]bool
 	// shadow: every policy is in audit mode (EngineOptions.Shadow).
 	shadow bool
 }
@@ -64,7 +67,8 @@ const DefaultCacheSize = 16384
 // generations (its keys rotate on their own).
 func NewEngine(schema *schemagen.Schema, policies *cedarlang.PolicySet, codec *Codec, opts EngineOptions) *Engine {
 	e := &Engine{schema: schema, policies: policies, codec: codec, eval: &Evaluator{Schema: schema, Codec: codec, Namespaces: opts.Namespaces},
-		namespaces: opts.Namespaces, shadow: opts.Shadow, nsObjects: newBoundedCache[string, *nsConverted](nsObjectCacheSize(opts.CacheSize))}
+		namespaces: opts.Namespaces, shadow: opts.Shadow, nsObjects: newBoundedCache[string, *nsConverted](nsObjectCacheSize(opts.CacheSize)),
+		nsReaders: namespaceReaders(policies)}
 	if opts.CacheSize > 0 {
 		e.decisions = newBoundedCache[string, Decision](opts.CacheSize)
 		e.residuals = newBoundedCache[memoEntryKey, *memoEntry](opts.CacheSize)
@@ -100,7 +104,8 @@ func (e *Engine) uncached() *Engine {
 	if e.decisions == nil {
 		return e
 	}
-	return NewEngine(e.schema, e.policies, e.codec, EngineOptions{Namespaces: e.namespaces, Shadow: e.shadow})
+	return &Engine{schema: e.schema, policies: e.policies, codec: e.codec, eval: e.eval, namespaces: e.namespaces, shadow: e.shadow,
+		nsObjects: e.nsObjects, nsReaders: e.nsReaders}
 }
 
 // boundedCache is a map with a size limit: when full it is emptied (entries

@@ -43,6 +43,14 @@ func (e *Engine) inputsOf(p *cedarlang.Policy) *policyInputs {
 
 // analyzeInputs finds what p's residual depends on.
 func analyzeInputs(p *cedarlang.Policy) *policyInputs {
+	in := readInputs(p)
+	in.partialAST = joinConditions(p.AST)
+	return in
+}
+
+// readInputs is analyzeInputs without the partial-evaluation AST: what p
+// reads, cheap enough to find for every policy of a set at load.
+func readInputs(p *cedarlang.Policy) *policyInputs {
 	in := &policyInputs{}
 	if _, all := p.AST.Principal.(ast.ScopeTypeAll); !all {
 		in.principalIdentity = true
@@ -62,7 +70,6 @@ func analyzeInputs(p *cedarlang.Policy) *policyInputs {
 	}
 	slices.Sort(in.principalAttrs)
 	slices.Sort(in.resourceAttrs)
-	in.partialAST = joinConditions(p.AST)
 	return in
 }
 

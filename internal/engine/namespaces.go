@@ -7,6 +7,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/parallel"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -83,12 +84,36 @@ func readsNamespace(in *policyInputs) bool {
 }
 
 // anyReadsNamespace reports whether a candidate reads namespaceObject: only
-// then is the namespace looked up (or left unknown).
+// then is the namespace looked up (or left unknown). The set's readers are
+// found once, at load (namespaceReaders), so a set where none reads it pays
+// nothing per candidate.
 func (e *Engine) anyReadsNamespace(candidates []*cedarlang.Policy) bool {
+	if len(e.nsReaders) == 0 {
+		return false
+	}
 	for _, p := range candidates {
-		if readsNamespace(e.inputsOf(p)) {
+		if e.nsReaders[p] {
 			return true
 		}
 	}
 	return false
+}
+
+// namespaceReaders is the set of ps's policies that read namespaceObject
+// (nil when none does), analysed in parallel.
+func namespaceReaders(ps *cedarlang.PolicySet) map[*cedarlang.Policy]bool {
+	reads := make([]bool, len(ps.Policies))
+	parallel.For(len(ps.Policies), func(i int) {
+		reads[i] = readsNamespace(readInputs(ps.Policies[i]))
+	})
+	var out map[*cedarlang.Policy]bool
+	for i, r := range reads {
+		if r {
+			if out == nil {
+				out = map[*cedarlang.Policy]bool{}
+			}
+			out[ps.Policies[i]] = true
+		}
+	}
+	return out
 }
