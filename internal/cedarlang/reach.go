@@ -29,6 +29,12 @@ func ReachOf(p *Policy) Reach {
 	var r Reach
 	var haveVerbs, haveTypes, haveNames bool
 	for _, c := range x.cons {
+		if c.needs != 0 {
+			// A forbid's constraint after a read that may fail (an absent
+			// attribute): when it fails the forbid denies whatever this
+			// constraint says, so it does not bound what the forbid denies.
+			continue
+		}
 		switch c.dim {
 		case dVerb:
 			r.Verbs, haveVerbs = narrow(r.Verbs, haveVerbs, c.vals)

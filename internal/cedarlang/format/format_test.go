@@ -61,8 +61,8 @@ func TestFmtGolden(t *testing.T) {
 func TestFmtErrors(t *testing.T) {
 	for in, want := range map[string]string{
 		"permit(principal == ?principal, action, resource);": "t.cedar:1:21: templates",
-		"permit(principal, action, resource)\nwhen { 1 + };":     "t.cedar:2:",
-		"permit(principal, action, resource) when { \"x };":   "t.cedar:1:44",
+		"permit(principal, action, resource)\nwhen { 1 + };": "t.cedar:2:",
+		"permit(principal, action, resource) when { \"x };":  "t.cedar:1:44",
 	} {
 		if _, err := Source("t.cedar", []byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want an error with %q", in, err, want)
