@@ -1,0 +1,441 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/engine/diff"
+	"github.com/kcedar/kcedar/internal/schemagen"
+)
+
+func init() { rootCmd.AddCommand(newDiffCmd()) }
+
+// Kinds of change, for --fail-on and the json "kind" field.
+const (
+	changeGained      = "gained"      // more access: to Allow, or Deny to something weaker
+	changeLost        = "lost"        // less access
+	changeConditional = "conditional" // conditional before and after, on another predicate
+	changeInexact     = "inexact"     // not decided exactly: may be any of the others
+)
+
+// diffOptions are kcedar diff's flags and arguments. AddFlags registers
+// the flags, Complete takes the arguments, Validate refuses bad
+// combinations (exit 2) and Run compares and reports.
+type diffOptions struct {
+	src      schemaSource
+	pol      policySourceOptions // --cluster or --policy-objects (and --policies): OLD
+	output   string
+	exitCode bool
+	failOn   []string
+	// oldPaths and newPaths are OLD and NEW (oldPaths empty when OLD is
+	// the cluster's or the objects' set).
+	oldPaths, newPaths []string
+	args               []string
+}
+
+const diffLong = `Show the effect of a policy change on access: every region of requests
+whose decision changes between OLD and NEW, each with one concrete example
+request and the policies responsible on each side.
+
+OLD and NEW are policy files or directories of *.cedar files, as kcedar
+validate takes them, checked against the schema of the schema flags (the
+embedded Kubernetes schema by default). With --cluster (or --policy-objects
+FILE) OLD is instead what a running kcedar serves: the policy objects of the
+current kubeconfig, composed as kcedar serve composes them, plus any
+--policies files; then give NEW alone.
+
+Only the policies that differ can change a decision. The requests they reach
+are enumerated, one representative per class of values the policies cannot
+tell apart, and decided with both sets. A region is every combination of its
+verbs, resources, namespaces and names made by its subject. "(other)" stands
+for any value no policy names there, "(all)" for an open namespace (a
+request across namespaces) and "(none)" for a request without a name. A
+subject's groups are those the policies name there: "in" groups it must be
+in, "not in" groups it must not be in, any others do not matter. Where the
+method cannot decide exactly (principal uid or extra, selectors, many
+groups) it says so and names the construct: it never reports no change where
+one may exist.
+
+Output (-o): table (the default); markdown, for a pull-request comment; json,
+a stable document:
+  changed          true when any region is reported
+  removedPolicies  ids of OLD's policies not in NEW (by access text)
+  addedPolicies    ids of NEW's policies not in OLD
+  inexact          the constructs not decided exactly (absent when none)
+  regions[]        each with:
+    kind           gained, lost, conditional or inexact
+    subject        {kind: user|serviceaccount|node|anyone, namespace, name,
+                    inGroups, notInGroups}
+    verbs          verbs ("*" is a request for every verb)
+    resources      kubectl-style names (pods, deployments.apps, pods/exec)
+                   or non-resource paths
+    targets        the same as {entityType, apiGroup, resource, subresource, path}
+    namespaces     namespaces ("" an open namespace)
+    names          names ("" no name)
+    change         {from, to}: Allow, Deny, NoOpinion or Conditional
+    example        one request of the region: {user, groups, verb, apiGroup,
+                   resource, subresource, namespace, name, path}
+    oldPolicies    the policies deciding the example with OLD
+    newPolicies    the policies deciding it with NEW
+    exact          false where the region was not decided exactly
+    note           what is special about the region
+  Values beginning with "kcedar-other" stand for any value no policy names.
+
+--exit-code makes the exit status 3 when a region has a kind --fail-on names
+(default gained: anything to Allow, Deny to anything weaker, NoOpinion to
+Conditional). A region not decided exactly counts as every kind.
+
+Exit status: 0 compared (no failing change), 1 invalid policies, 2 usage or
+I/O error, 3 changes --fail-on names (with --exit-code).`
+
+func newDiffCmd() *cobra.Command {
+	o := &diffOptions{}
+	cmd := &cobra.Command{
+		Use:   "diff [--schema FILE | --kubeconfig FILE | --from-dir DIR] (OLD NEW | --cluster NEW) [-o table|json|markdown] [--exit-code]",
+		Short: "Show every region of requests whose decision a policy change changes",
+		Long:  diffLong,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Complete(args)
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// AddFlags registers kcedar diff's flags on f.
+func (o *diffOptions) AddFlags(f *pflag.FlagSet) {
+	o.src.AddFlags(f)
+	o.pol.AddFlags(f, true)
+	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or markdown")
+	f.BoolVar(&o.exitCode, "exit-code", false, "exit 3 when there are changes of the kinds --fail-on names")
+	f.StringSliceVar(&o.failOn, "fail-on", []string{changeGained}, "kinds of change that make --exit-code exit 3: gained, lost, conditional (comma-separated or repeated)")
+}
+
+// Complete splits the arguments into OLD and NEW and lets --cluster fill
+// in the schema source.
+func (o *diffOptions) Complete(args []string) {
+	o.args = args
+	o.pol.Complete(&o.src)
+	switch {
+	case o.pol.usesObjects() && len(args) == 1:
+		o.newPaths = args
+	case !o.pol.usesObjects() && len(args) == 2:
+		o.oldPaths, o.newPaths = args[:1], args[1:]
+	}
+}
+
+// Validate refuses a wrong number of arguments, an unknown --output or
+// --fail-on kind and conflicting sources; its errors exit 2.
+func (o *diffOptions) Validate() error {
+	if len(o.newPaths) == 0 {
+		if o.pol.usesObjects() {
+			return &exitError{2, fmt.Errorf("with --cluster or --policy-objects give NEW alone (got %d arguments)", len(o.args))}
+		}
+		return &exitError{2, fmt.Errorf("give OLD and NEW (got %d arguments)", len(o.args))}
+	}
+	if len(o.pol.policies) > 0 && !o.pol.usesObjects() {
+		return &exitError{2, fmt.Errorf("--policies joins --cluster or --policy-objects; without them give OLD as an argument")}
+	}
+	if !slices.Contains([]string{"table", "json", "markdown"}, o.output) {
+		return &exitError{2, fmt.Errorf("--output must be table, json or markdown, not %q", o.output)}
+	}
+	for _, k := range o.failOn {
+		if !slices.Contains([]string{changeGained, changeLost, changeConditional}, k) {
+			return &exitError{2, fmt.Errorf("--fail-on takes gained, lost or conditional, not %q", k)}
+		}
+	}
+	if err := o.pol.Validate(""); err != nil {
+		return &exitError{2, err}
+	}
+	return nil
+}
+
+// Run loads both sets, compares them and reports on w; the returned error
+// carries the exit code.
+func (o *diffOptions) Run(ctx context.Context, w, errw io.Writer) error {
+	checker, err := loadChecker(ctx, o.src)
+	if err != nil {
+		return err
+	}
+	var oldSet *cedarlang.PolicySet
+	if o.pol.usesObjects() {
+		oldSet, err = o.pol.policySet(ctx, errw, checker, o.pol.policies)
+	} else {
+		oldSet, err = loadPolicySet(errw, checker, o.oldPaths)
+	}
+	if err != nil {
+		return err
+	}
+	newSet, err := loadPolicySet(errw, checker, o.newPaths)
+	if err != nil {
+		return err
+	}
+	rep := newDiffReport(diff.Compare(checker.Schema, oldSet, newSet))
+	switch o.output {
+	case "json":
+		err = writeJSON(w, rep)
+	case "markdown":
+		err = writeDiffMarkdown(w, rep)
+	default:
+		err = writeDiffTable(w, rep)
+	}
+	if err != nil {
+		return &exitError{2, err}
+	}
+	if n := rep.failing(o.failOn); o.exitCode && n > 0 {
+		return &exitError{3, fmt.Errorf("%s of the kinds --fail-on names (%s)", plural(n, "changed region"), strings.Join(o.failOn, ", "))}
+	}
+	return nil
+}
+
+// diffReport is the -o json document (documented in diffLong).
+type diffReport struct {
+	Changed bool         `json:"changed"`
+	Removed []string     `json:"removedPolicies"`
+	Added   []string     `json:"addedPolicies"`
+	Inexact []string     `json:"inexact,omitempty"`
+	Regions []diffRegion `json:"regions"`
+}
+
+// diffRegion is a region with its kind and its resources' kubectl-style
+// names.
+type diffRegion struct {
+	Kind      string   `json:"kind"`
+	Resources []string `json:"resources"`
+	diff.Region
+}
+
+func newDiffReport(res *diff.Result) *diffReport {
+	rep := &diffReport{Changed: len(res.Regions) > 0, Removed: nonNil(res.Removed), Added: nonNil(res.Added), Inexact: res.Inexact, Regions: []diffRegion{}}
+	for _, g := range res.Regions {
+		r := diffRegion{Kind: changeKind(g), Region: g}
+		for _, t := range g.Targets {
+			r.Resources = append(r.Resources, kubectlName(t))
+		}
+		rep.Regions = append(rep.Regions, r)
+	}
+	return rep
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// decisionRank orders decisions by the access they give.
+var decisionRank = map[string]int{"Deny": 0, "NoOpinion": 1, "Conditional": 2, "Allow": 3}
+
+// changeKind is the kind of a region's change.
+func changeKind(g diff.Region) string {
+	from, okFrom := decisionRank[g.Change.From]
+	to, okTo := decisionRank[g.Change.To]
+	switch {
+	case !g.Exact || !okFrom || !okTo:
+		return changeInexact
+	case to > from:
+		return changeGained
+	case to < from:
+		return changeLost
+	}
+	return changeConditional
+}
+
+// failing counts the regions of the kinds in kinds (a region not decided
+// exactly counts as every kind).
+func (r *diffReport) failing(kinds []string) int {
+	n := 0
+	for _, g := range r.Regions {
+		if g.Kind == changeInexact || slices.Contains(kinds, g.Kind) {
+			n++
+		}
+	}
+	return n
+}
+
+// kubectlName is a target as kubectl names it: pods, deployments.apps,
+// pods/exec; a non-resource URL by its path.
+func kubectlName(t diff.Target) string {
+	if t.EntityType == string(schemagen.NonResourceURLType) {
+		return shown(t.Path, "")
+	}
+	name := shown(t.Resource, "")
+	if t.APIGroup != "" {
+		name += "." + shown(t.APIGroup, "")
+	}
+	if t.Subresource != "" {
+		name += "/" + shown(t.Subresource, "")
+	}
+	return name
+}
+
+// shown is a value as the table shows it: "(other)" for a fresh value,
+// empty as empty says.
+func shown(v, empty string) string {
+	switch {
+	case v == "":
+		return empty
+	case diff.IsOther(v):
+		return "(other)"
+	}
+	return v
+}
+
+// shownList is shown over a list, comma-separated.
+func shownList(vs []string, empty string) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = shown(v, empty)
+	}
+	return strings.Join(out, ",")
+}
+
+// subjectText is a region's subject in words.
+func subjectText(s diff.Subject) string {
+	var b strings.Builder
+	switch s.Kind {
+	case diff.KindAnyone:
+		b.WriteString("anyone")
+	case diff.KindServiceAccount:
+		fmt.Fprintf(&b, "serviceaccount %s:%s", shown(s.Namespace, `""`), shown(s.Name, `""`))
+	default:
+		fmt.Fprintf(&b, "%s %s", s.Kind, shown(s.Name, `""`))
+	}
+	if len(s.InGroups) > 0 {
+		fmt.Fprintf(&b, " in %s", strings.Join(s.InGroups, ","))
+	}
+	if len(s.NotIn) > 0 {
+		fmt.Fprintf(&b, " not in %s", strings.Join(s.NotIn, ","))
+	}
+	return b.String()
+}
+
+// exampleText is an example request in one line.
+func exampleText(e *diff.Example) string {
+	if e == nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(e.User)
+	if len(e.Groups) > 0 {
+		fmt.Fprintf(&b, " (groups %s)", strings.Join(e.Groups, ","))
+	}
+	fmt.Fprintf(&b, " %s ", e.Verb)
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		return b.String()
+	}
+	b.WriteString(kubectlName(diff.Target{APIGroup: e.APIGroup, Resource: e.Resource, Subresource: e.Subresource}))
+	if e.Name != "" {
+		b.WriteString(" " + e.Name)
+	}
+	if e.Namespace != "" {
+		b.WriteString(" -n " + e.Namespace)
+	}
+	return b.String()
+}
+
+// policiesText is the policies on each side: "old → new".
+func policiesText(g diff.Region) string {
+	side := func(ids []string) string {
+		if len(ids) == 0 {
+			return "-"
+		}
+		return strings.Join(ids, ",")
+	}
+	return side(g.OldPolicies) + " → " + side(g.NewPolicies)
+}
+
+// regionCells are a region's table cells, in the order of diffColumns.
+func regionCells(g diffRegion) []string {
+	change := g.Change.From + "→" + g.Change.To
+	if g.Note != "" {
+		change += " (" + g.Note + ")"
+	}
+	names := shownList(g.Names, "(none)")
+	if len(g.Names) == 1 && diff.IsOther(g.Subject.Name) && g.Names[0] == g.Subject.Name {
+		names = "(the subject's name)"
+	}
+	return []string{change, subjectText(g.Subject), strings.Join(g.Verbs, ","), strings.Join(g.Resources, ","),
+		shownList(g.Namespaces, "(all)"), names, policiesText(g.Region), exampleText(g.Example)}
+}
+
+// tableRows are the regions' cells, without the rows that read the same
+// as an earlier one but for the example (regions of distinct
+// representatives that the table shows alike, such as two other names).
+func tableRows(r *diffReport) [][]string {
+	var out [][]string
+	seen := map[string]bool{}
+	for _, g := range r.Regions {
+		cells := regionCells(g)
+		key := strings.Join(cells[:len(cells)-1], "\x00")
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, cells)
+		}
+	}
+	return out
+}
+
+var diffColumns = []string{"CHANGE", "SUBJECT", "VERBS", "RESOURCES", "NAMESPACES", "NAMES", "POLICIES (OLD → NEW)", "EXAMPLE"}
+
+// summary is the report's closing line.
+func (r *diffReport) summary() string {
+	if !r.Changed {
+		return fmt.Sprintf("no change in access (%s removed, %s added)", plural(len(r.Removed), "policy"), plural(len(r.Added), "policy"))
+	}
+	s := fmt.Sprintf("%s changed (%s removed, %s added)", plural(len(r.Regions), "region"), plural(len(r.Removed), "policy"), plural(len(r.Added), "policy"))
+	if len(r.Inexact) > 0 {
+		s += "; not decided exactly: " + strings.Join(r.Inexact, ", ")
+	}
+	return s
+}
+
+func writeDiffTable(w io.Writer, r *diffReport) error {
+	if r.Changed {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(diffColumns, "\t"))
+		for _, cells := range tableRows(r) {
+			fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintln(w, r.summary())
+	return err
+}
+
+// writeDiffMarkdown writes the report as a pull-request comment.
+func writeDiffMarkdown(w io.Writer, r *diffReport) error {
+	var b strings.Builder
+	b.WriteString("### kcedar diff\n\n")
+	b.WriteString(r.summary() + "\n")
+	if r.Changed {
+		b.WriteString("\n| " + strings.Join(diffColumns, " | ") + " |\n|" + strings.Repeat(" --- |", len(diffColumns)) + "\n")
+		for _, cells := range tableRows(r) {
+			for i, c := range cells {
+				cells[i] = "`" + strings.ReplaceAll(c, "|", `\|`) + "`"
+				if c == "" {
+					cells[i] = ""
+				}
+			}
+			b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

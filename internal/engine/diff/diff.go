@@ -1,0 +1,307 @@
+package diff
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	cedarlib "github.com/cedar-policy/cedar-go"
+	publicast "github.com/cedar-policy/cedar-go/ast"
+	"github.com/cedar-policy/cedar-go/types"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/schemagen"
+)
+
+// MaxGroups bounds the groups whose memberships are enumerated at one
+// point (2^MaxGroups subsets); beyond it the point is not decided exactly.
+const MaxGroups = 8
+
+// maxDecisions bounds the requests decided; beyond it the rest is reported
+// as not decided exactly.
+const maxDecisions = 400000
+
+// Result is the effect of a change on access.
+type Result struct {
+	// Changed are the ids of the policies that differ (removed, added or edited).
+	Removed, Added []string
+	// Regions are the regions of requests whose decision changes.
+	Regions []Region
+	// Inexact names the constructs the method could not decide exactly
+	// (empty when every region is exact).
+	Inexact []string
+	sp      *space
+	schema  *schemagen.Schema
+}
+
+// differing returns the enforced policies of a whose access text is not
+// among b's.
+func differing(a, b *cedarlang.PolicySet) []*cedarlang.Policy {
+	have := map[string]bool{}
+	for _, p := range b.Policies {
+		if !p.IsAudit() {
+			have[cedarlang.AccessText(p)] = true
+		}
+	}
+	var out []*cedarlang.Policy
+	for _, p := range a.Policies {
+		if !p.IsAudit() && !have[cedarlang.AccessText(p)] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Compare finds every region of requests decided differently by the
+// policies old and new (both against schema s).
+func Compare(s *schemagen.Schema, oldSet, newSet *cedarlang.PolicySet) *Result {
+	dOld, dNew := differing(oldSet, newSet), differing(newSet, oldSet)
+	res := &Result{Removed: ids(dOld), Added: ids(dNew), schema: s}
+	d := append(slices.Clone(dOld), dNew...)
+	if len(d) == 0 {
+		return res
+	}
+	reach := unionReach(d)
+	lits := newLiterals()
+	var relevant []*facts
+	for _, ps := range []*cedarlang.PolicySet{oldSet, newSet} {
+		for _, p := range ps.Policies {
+			if !p.IsAudit() && overlaps(reachOf(p), reach) {
+				lits.add(p)
+				relevant = append(relevant, factsOf(p))
+			}
+		}
+	}
+	res.sp = newSpace(s, lits)
+	run := &run{s: s, sp: res.sp, d: factsAll(d), relevant: relevant, inexact: map[string]bool{},
+		old: newEngine(s, oldSet), new: newEngine(s, newSet), dStrings: stringsOf(d)}
+	for k := range lits.inexact {
+		run.inexact[k] = true
+	}
+	for _, x := range run.points(reach, lits) {
+		run.decidePoint(x)
+	}
+	res.Inexact = sortedKeys(run.inexact)
+	res.Regions = mergeCells(run.cells, len(res.Inexact) == 0)
+	if len(res.Regions) == 0 && len(res.Inexact) > 0 {
+		res.Regions = []Region{undecided(d, res.Inexact)}
+	}
+	return res
+}
+
+func ids(ps []*cedarlang.Policy) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.ID
+	}
+	return out
+}
+
+func newEngine(s *schemagen.Schema, ps *cedarlang.PolicySet) engine.Authorizer {
+	return engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+}
+
+// unionReach is where the policies can match: the union of their reaches
+// (nil: every value).
+func unionReach(ps []*cedarlang.Policy) cedarlang.Reach {
+	var u cedarlang.Reach
+	for i, p := range ps {
+		r := reachOf(p)
+		if i == 0 {
+			u = r
+			continue
+		}
+		u.Verbs = unionOrAll(u.Verbs, r.Verbs)
+		u.Names = unionOrAll(u.Names, r.Names)
+		u.Paths = unionOrAll(u.Paths, r.Paths)
+		if u.Types == nil || r.Types == nil {
+			u.Types = nil
+		} else {
+			u.Types = append(u.Types, r.Types...)
+		}
+	}
+	return u
+}
+
+func unionOrAll(a, b []string) []string {
+	if a == nil || b == nil {
+		return nil
+	}
+	return append(slices.Clone(a), b...)
+}
+
+// reachOf is where p can match. A forbid's conditions bound it only where
+// the attributes they read are present (reading an absent one errors, and
+// the forbid denies), so a forbid's reach is that of its scope alone.
+func reachOf(p *cedarlang.Policy) cedarlang.Reach {
+	if p.Effect != types.Forbid || len(p.AST.Conditions) == 0 {
+		return cedarlang.ReachOf(p)
+	}
+	scope := *p.AST
+	scope.Conditions = nil
+	q := *p
+	q.AST = &scope
+	return cedarlang.ReachOf(&q)
+}
+
+// overlaps reports whether two reaches share a type. Verbs are not
+// compared: a "*" request is decided as every verb at once, so a policy of
+// any verb can change its decision.
+func overlaps(a, b cedarlang.Reach) bool {
+	return a.Types == nil || b.Types == nil || slices.ContainsFunc(a.Types, func(t types.EntityType) bool { return slices.Contains(b.Types, t) })
+}
+
+// facts are what the enumeration reads of one policy: its reach, the
+// namespace a permit pins (a top-level resource.namespace == "..."), and
+// the groups it names.
+type facts struct {
+	p      *cedarlang.Policy
+	reach  cedarlang.Reach
+	pin    string
+	pinned bool
+	groups []string
+}
+
+func factsOf(p *cedarlang.Policy) *facts {
+	f := &facts{p: p, reach: reachOf(p)}
+	l := newLiterals()
+	l.add(p)
+	f.groups = l.groups()
+	if p.Effect == types.Permit {
+		f.pin, f.pinned = namespacePin(p.AST)
+	}
+	return f
+}
+
+func factsAll(ps []*cedarlang.Policy) []*facts {
+	out := make([]*facts, len(ps))
+	for i, p := range ps {
+		out[i] = factsOf(p)
+	}
+	return out
+}
+
+// namespacePin is the namespace of a top-level `resource.namespace ==
+// "..."` conjunct of p's when clauses.
+func namespacePin(p *ast.Policy) (string, bool) {
+	var conj []ast.IsNode
+	var split func(n ast.IsNode)
+	split = func(n ast.IsNode) {
+		if a, ok := n.(ast.NodeTypeAnd); ok {
+			split(a.Left)
+			split(a.Right)
+			return
+		}
+		conj = append(conj, n)
+	}
+	for _, c := range p.Conditions {
+		if c.Condition == ast.ConditionWhen {
+			split(c.Body)
+		}
+	}
+	for _, n := range conj {
+		eq, ok := n.(ast.NodeTypeEquals)
+		if !ok {
+			continue
+		}
+		for _, lr := range [2][2]ast.IsNode{{eq.Left, eq.Right}, {eq.Right, eq.Left}} {
+			v, isVal := lr[1].(ast.NodeValue)
+			s, isStr := v.Value.(types.String)
+			if attrDim(lr[0]) == dimNamespace && isVal && isStr {
+				return string(s), true
+			}
+		}
+	}
+	return "", false
+}
+
+// matches reports whether f's policy may match a request at x (for some
+// principal).
+func (f *facts) matches(x point) bool {
+	r := f.reach
+	if x.verb != entities.Wildcard && r.Verbs != nil && !slices.Contains(r.Verbs, x.verb) {
+		return false
+	}
+	if r.Types != nil && !slices.Contains(r.Types, x.entityType) {
+		return false
+	}
+	if x.entityType == schemagen.NonResourceURLType {
+		return r.Paths == nil || slices.Contains(r.Paths, x.path)
+	}
+	if r.Names != nil && x.name != "" && !slices.Contains(r.Names, x.name) {
+		return false
+	}
+	// An open namespace may still be decided by a pinned permit: it becomes
+	// a condition where admission sees the request (elsewhere it is folded).
+	return !f.pinned || x.namespace == f.pin || (x.namespace == "" && x.admitted)
+}
+
+// stringsOf is every string literal of the policies ps.
+func stringsOf(ps []*cedarlang.Policy) map[string]bool {
+	l := newLiterals()
+	for _, p := range ps {
+		l.add(p)
+	}
+	out := map[string]bool{}
+	for _, vs := range l.strs {
+		for v := range vs {
+			out[v] = true
+		}
+	}
+	return out
+}
+
+// onlyAddsConditions reports whether f, at the open-namespace point x,
+// can only add the same condition to both sides without changing whether
+// they differ: a permit of both sets pinned to a namespace no differing
+// policy names. Its condition (resource.namespace == pin, ...) then never
+// reads as one of the differing policies' conditions, so a request's
+// decisions differ with f's groups exactly when they differ without them.
+func (r *run) onlyAddsConditions(f *facts, x point) bool {
+	return f.pinned && x.namespace == "" && f.pin != "" && !r.dStrings[f.pin] &&
+		!slices.ContainsFunc(r.d, func(g *facts) bool { return g.p == f.p || cedarlang.AccessText(g.p) == cedarlang.AccessText(f.p) })
+}
+
+// decisionKey tells decisions apart: by type, and conditional ones by the
+// set of their conditions' texts.
+func decisionKey(d engine.Decision) string {
+	if !d.IsConditional() {
+		return d.Type().String()
+	}
+	var parts []string
+	for _, side := range []struct {
+		name string
+		rs   []engine.Residual
+	}{{"deny", d.DenyConditions()}, {"allow", d.AllowConditions()}} {
+		for _, r := range side.rs {
+			parts = append(parts, side.name+" "+string(r.EntityType)+" "+exprText(r.Expr))
+		}
+	}
+	// The conditions are alternatives: a repeated one says nothing more.
+	sort.Strings(parts)
+	return "Conditional\n" + strings.Join(slices.Compact(parts), "\n")
+}
+
+// exprText is the Cedar text of an expression.
+func exprText(n ast.IsNode) string {
+	p := ast.Permit().When(ast.NewNode(n))
+	return string(cedarlib.NewPolicyFromAST((*publicast.Policy)(p)).MarshalCedar())
+}
+
+// undecided is the region reported when the method found no change but
+// could not decide exactly: where the differing policies reach.
+func undecided(d []*cedarlang.Policy, inexact []string) Region {
+	return Region{Subject: Subject{Kind: KindAnyone}, Change: Change{From: "?", To: "?"},
+		OldPolicies: ids(d), Exact: false, Note: fmt.Sprintf("not decided exactly: %s", strings.Join(inexact, ", "))}
+}
+
+// decide is both decisions of req.
+func (r *run) decide(req *entities.Request) (engine.Decision, engine.Decision) {
+	ctx := context.Background()
+	return r.old.Authorize(ctx, req), r.new.Authorize(ctx, req)
+}

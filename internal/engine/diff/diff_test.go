@@ -1,0 +1,319 @@
+package diff
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
+)
+
+var (
+	schemaOnce sync.Once
+	schemaVal  *schemagen.Schema
+	schemaErr  error
+)
+
+func testSchema(t testing.TB) *schemagen.Schema {
+	schemaOnce.Do(func() {
+		docs, err := schemagen.Default()
+		if err != nil {
+			schemaErr = err
+			return
+		}
+		schemaVal, schemaErr = schemagen.Generate(docs)
+	})
+	if schemaErr != nil {
+		t.Fatal(schemaErr)
+	}
+	return schemaVal
+}
+
+func mustSet(t testing.TB, text string) *cedarlang.PolicySet {
+	t.Helper()
+	ps, err := cedarlang.ParsePolicies("t.cedar", []byte(text))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	set, err := cedarlang.NewPolicySet(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+var (
+	principals = []string{"principal", `principal == k8s::User::"alice"`, `principal in k8s::Group::"devs"`, `principal is k8s::ServiceAccount`}
+	actions    = []string{"action", `action == k8s::Action::"get"`, `action in [k8s::Action::"get", k8s::Action::"list"]`}
+	resources  = []string{"resource is core::pods", "resource is core::secrets", "resource is core::nodes"}
+	leaves     = []string{`resource.name == "web"`, `resource.name like "web-*"`, `resource.namespace == "ns1"`, `resource.namespace != "ns2"`,
+		`principal.groups.contains("ops")`, `principal in k8s::Group::"ops"`, `context.verb == "list"`, `principal.username == "bob"`}
+)
+
+// genPolicy is one random policy (without its @id).
+func genPolicy(rng *rand.Rand) string {
+	effect := "permit"
+	if rng.Intn(3) == 0 {
+		effect = "forbid"
+	}
+	s := fmt.Sprintf("%s(%s, %s, %s)", effect, principals[rng.Intn(len(principals))], actions[rng.Intn(len(actions))], resources[rng.Intn(len(resources))])
+	for j := rng.Intn(3); j > 0; j-- {
+		clause := "when"
+		if rng.Intn(4) == 0 {
+			clause = "unless"
+		}
+		s += fmt.Sprintf(" %s { %s }", clause, leaves[rng.Intn(len(leaves))])
+	}
+	return s
+}
+
+// mutate changes one thing of ps: a literal, a permit added or removed, a
+// forbid widened or removed, a condition edited, a scope moved, unless added.
+func mutate(rng *rand.Rand, ps []string) []string {
+	out := append([]string(nil), ps...)
+	i := rng.Intn(len(out))
+	switch rng.Intn(6) {
+	case 0:
+		for _, r := range [][2]string{{`"web"`, `"api"`}, {`"ns1"`, `"ns2"`}, {`"devs"`, `"ops"`}, {`"get"`, `"list"`}, {`"alice"`, `"bob"`}} {
+			if strings.Contains(out[i], r[0]) {
+				out[i] = strings.Replace(out[i], r[0], r[1], 1)
+				return out
+			}
+		}
+		out[i] = strings.Replace(out[i], "core::pods", "core::secrets", 1)
+	case 1:
+		out = append(out, genPolicy(rng))
+	case 2:
+		out = append(out[:i], out[i+1:]...)
+	case 3:
+		if head, _, ok := strings.Cut(out[i], ")"); ok {
+			out[i] = head + ")"
+		}
+	case 4:
+		out[i] = strings.Replace(out[i], resources[rng.Intn(3)], resources[rng.Intn(3)], 1)
+		out[i] = strings.Replace(out[i], actions[1], actions[2], 1)
+	default:
+		out[i] += fmt.Sprintf(" unless { %s }", leaves[rng.Intn(len(leaves))])
+	}
+	return out
+}
+
+func text(ps []string) string {
+	var b strings.Builder
+	for i, p := range ps {
+		fmt.Fprintf(&b, "@id(\"p%d\")\n%s;\n", i, p)
+	}
+	return b.String()
+}
+
+// universe is every request built from the generator's literals, values
+// matching and missing its like pattern, fresh and open values.
+func universe() []*entities.Request {
+	users := []string{"alice", "bob", "carol", "system:serviceaccount:ns1:web", "system:serviceaccount:x:y", "system:node:n1"}
+	groupSets := [][]string{nil, {"devs"}, {"ops"}, {"devs", "ops"}, {"other"}, {"devs", "other"}}
+	verbs := []string{"get", "list", "create", "*"}
+	targets := [][2]string{{"", "pods"}, {"", "secrets"}, {"", "nodes"}, {"", "configmaps"}}
+	nss := []string{"", "ns1", "ns2", "ns3"}
+	names := []string{"", "web", "web-a", "xweb-", "api", "zzz"}
+	var out []*entities.Request
+	for _, u := range users {
+		for _, g := range groupSets {
+			for _, v := range verbs {
+				for _, t := range targets {
+					for _, ns := range nss {
+						for _, n := range names {
+							out = append(out, &entities.Request{User: entities.UserInfo{Name: u, Groups: g}, Verb: v, ResourceRequest: true,
+								APIGroup: t[0], Resource: t[1], Namespace: ns, Name: n})
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// checker compares one case's regions with decisions of both sets.
+type checker struct {
+	t              *testing.T
+	c              int
+	oldPs, newPs   []string
+	res            *Result
+	oldEng, newEng interface {
+		Authorize(context.Context, *entities.Request) engine.Decision
+	}
+}
+
+func newChecker(t *testing.T, c int, oldPs, newPs []string) (*checker, bool) {
+	s := testSchema(t)
+	oldSet, newSet := mustSet(t, text(oldPs)), mustSet(t, text(newPs))
+	res := Compare(s, oldSet, newSet)
+	if len(res.Inexact) > 0 {
+		return nil, false
+	}
+	return &checker{t: t, c: c, oldPs: oldPs, newPs: newPs, res: res, oldEng: newEngine(s, oldSet), newEng: newEngine(s, newSet)}, true
+}
+
+// check fails when req differs but lies in no region, lies in a region
+// but does not differ, or (mustDiffer, an example) does not differ.
+func (k *checker) check(req *entities.Request, mustDiffer bool) {
+	ctx := context.Background()
+	differs := decisionKey(k.oldEng.Authorize(ctx, req)) != decisionKey(k.newEng.Authorize(ctx, req))
+	in := false
+	for i := range k.res.Regions {
+		if got, _ := k.res.Contains(i, req); got {
+			in = true
+		}
+	}
+	what := ""
+	switch {
+	case mustDiffer && !differs:
+		what = "example does not differ"
+	case differs && !in:
+		what = "differs but is in no region"
+	case in && !differs:
+		what = "is in a region but does not differ"
+	default:
+		return
+	}
+	k.t.Fatalf("case %d: %+v %s\nold:\n%s\nnew:\n%s\nregions: %+v", k.c, req, what, text(k.oldPs), text(k.newPs), k.res.Regions)
+}
+
+// checkCases runs cases generated by gen against a sample of all, and
+// checks that under 1% are not decided exactly.
+func checkCases(t *testing.T, cases, sample int, all []*entities.Request, gen func(*rand.Rand) (oldPs, newPs []string)) {
+	rng := rand.New(rand.NewSource(22))
+	inexact := 0
+	for c := 0; c < cases; c++ {
+		oldPs, newPs := gen(rng)
+		k, exact := newChecker(t, c, oldPs, newPs)
+		if !exact {
+			inexact++
+			continue
+		}
+		for _, g := range k.res.Regions {
+			k.check(g.Example.Request(), true)
+		}
+		for i := 0; i < sample; i++ {
+			k.check(all[rng.Intn(len(all))], false)
+		}
+	}
+	t.Logf("%d cases, %d not decided exactly (%.2f%%)", cases, inexact, 100*float64(inexact)/float64(cases))
+	if inexact*100 > cases {
+		t.Fatalf("%d of %d cases not decided exactly: over 1%%", inexact, cases)
+	}
+}
+
+// diffCases is the number of generated cases: KCEDAR_DIFF_CASES, else
+// def.
+func diffCases(def int) int {
+	if n, err := strconv.Atoi(os.Getenv("KCEDAR_DIFF_CASES")); err == nil {
+		return n
+	}
+	return def
+}
+
+// TestDiffProperty checks the reported regions against every request of a
+// sample of the universe, decided with both sets, over seeded mutations.
+func TestDiffProperty(t *testing.T) {
+	checkCases(t, diffCases(2000), 300, universe(), func(rng *rand.Rand) ([]string, []string) {
+		oldPs := make([]string, 1+rng.Intn(4))
+		for i := range oldPs {
+			oldPs[i] = genPolicy(rng)
+		}
+		return oldPs, mutate(rng, oldPs)
+	})
+}
+
+// genPinned is a permit of one group pinned to one namespace, as RBAC
+// RoleBindings convert, or now and then an unpinned permit or a forbid.
+func genPinned(rng *rand.Rand) string {
+	verbs := []string{`action in [k8s::Action::"get", k8s::Action::"list"]`, `action in [k8s::Action::"create", k8s::Action::"update", k8s::Action::"delete"]`, `action in k8s::Action::"*"`}
+	head := fmt.Sprintf("(principal in k8s::Group::\"g%d\", %s, resource is core::pods)", rng.Intn(4), verbs[rng.Intn(len(verbs))])
+	switch rng.Intn(8) {
+	case 0:
+		return "permit" + head
+	case 1:
+		return "forbid" + head + fmt.Sprintf(" when { resource.name == \"n%d\" }", rng.Intn(2))
+	}
+	return "permit" + head + fmt.Sprintf(" when { resource.namespace == \"ns%d\" }", rng.Intn(4))
+}
+
+// pinnedUniverse is every request of the pinned generator's values, with
+// every combination of its groups.
+func pinnedUniverse() []*entities.Request {
+	var out []*entities.Request
+	for mask := 0; mask < 1<<5; mask++ {
+		var groups []string
+		for i := 0; i < 5; i++ {
+			if mask&(1<<i) != 0 {
+				groups = append(groups, fmt.Sprintf("g%d", i))
+			}
+		}
+		for _, v := range []string{"get", "list", "create", "update", "delete", "deletecollection", "*"} {
+			for _, ns := range []string{"", "ns0", "ns1", "ns2", "ns3", "ns9"} {
+				for _, n := range []string{"", "n0", "n1", "x"} {
+					out = append(out, &entities.Request{User: entities.UserInfo{Name: "alice", Groups: groups}, Verb: v, ResourceRequest: true,
+						Resource: "pods", Namespace: ns, Name: n})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestDiffPinnedProperty checks the regions where many group permits are
+// pinned to namespaces (their groups are left out at open-namespace points,
+// run.onlyAddsConditions): one pin moved, a permit added or removed.
+func TestDiffPinnedProperty(t *testing.T) {
+	checkCases(t, diffCases(2000)/4, 300, pinnedUniverse(), func(rng *rand.Rand) ([]string, []string) {
+		oldPs := make([]string, 3+rng.Intn(8))
+		for i := range oldPs {
+			oldPs[i] = genPinned(rng)
+		}
+		newPs := append([]string(nil), oldPs...)
+		i := rng.Intn(len(newPs))
+		switch rng.Intn(3) {
+		case 0:
+			newPs[i] = strings.Replace(newPs[i], fmt.Sprintf("ns%d", rng.Intn(4)), fmt.Sprintf("ns%d", rng.Intn(4)), 1)
+		case 1:
+			newPs = append(newPs[:i], newPs[i+1:]...)
+		default:
+			newPs = append(newPs, genPinned(rng))
+		}
+		return oldPs, newPs
+	})
+}
+
+func TestSelfDiffIsEmpty(t *testing.T) {
+	set := mustSet(t, testgen.RBACLike(200))
+	if res := Compare(testSchema(t), set, set); len(res.Regions) != 0 || len(res.Added)+len(res.Removed) != 0 {
+		t.Fatalf("self diff: %+v", res)
+	}
+}
+
+func benchEdit(b *testing.B, n int) {
+	s := testSchema(b)
+	text := testgen.RBACLike(n)
+	oldSet := mustSet(b, text)
+	newSet := mustSet(b, strings.Replace(text, `resource.namespace == "ns-5" }`, `resource.namespace == "ns-6" }`, 1))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res := Compare(s, oldSet, newSet)
+		if len(res.Regions) == 0 || len(res.Inexact) > 0 {
+			b.Fatalf("no change found, or not decided exactly: %v", res.Inexact)
+		}
+	}
+}
+
+func BenchmarkDiff1000(b *testing.B)  { benchEdit(b, 1000) }
+func BenchmarkDiff10000(b *testing.B) { benchEdit(b, 10000) }
