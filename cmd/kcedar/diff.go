@@ -373,22 +373,39 @@ func regionCells(g diffRegion) []string {
 		shownList(g.Namespaces, "(all)"), names, policiesText(g.Region), exampleText(g.Example)}
 }
 
-// tableRows are the regions' cells, without the rows that read the same
-// as an earlier one but for the example (regions of distinct
-// representatives that the table shows alike, such as two other names).
+// tableRows are the regions' cells, one row per change that reads the same
+// but for its subject and example: the subjects are listed together (at
+// most maxSubjectsShown, then a count; -o json has every region), and the
+// first region's example stands for the row.
 func tableRows(r *diffReport) [][]string {
 	var out [][]string
-	seen := map[string]bool{}
+	var subjects [][]string
+	row := map[string]int{}
 	for _, g := range r.Regions {
 		cells := regionCells(g)
-		key := strings.Join(cells[:len(cells)-1], "\x00")
-		if !seen[key] {
-			seen[key] = true
+		key := strings.Join(append(slices.Clone(cells[:1]), cells[2:len(cells)-1]...), "\x00")
+		i, seen := row[key]
+		if !seen {
+			i = len(out)
+			row[key] = i
 			out = append(out, cells)
+			subjects = append(subjects, nil)
+		}
+		if !slices.Contains(subjects[i], cells[1]) {
+			subjects[i] = append(subjects[i], cells[1])
+		}
+	}
+	for i, subs := range subjects {
+		out[i][1] = strings.Join(subs[:min(len(subs), maxSubjectsShown)], "; ")
+		if len(subs) > maxSubjectsShown {
+			out[i][1] += fmt.Sprintf("; and %d more", len(subs)-maxSubjectsShown)
 		}
 	}
 	return out
 }
+
+// maxSubjectsShown bounds the subjects a table row lists.
+const maxSubjectsShown = 4
 
 var diffColumns = []string{"CHANGE", "SUBJECT", "VERBS", "RESOURCES", "NAMESPACES", "NAMES", "POLICIES (OLD → NEW)", "EXAMPLE"}
 
