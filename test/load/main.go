@@ -34,6 +34,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/rbacconvert"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
@@ -49,7 +50,7 @@ func main() {
 		duration = flag.Duration("duration", 10*time.Second, "measurement time per phase")
 		warmup   = flag.Duration("warmup", 2*time.Second, "warm-up time per phase")
 		rounds   = flag.Int("rounds", 3, "alternate the two phases this many times and report medians (evens out noise)")
-		workload = flag.String("workload", "rbac-like", "rbac-like: testgen.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (internal/rbacconvert) and its generated SubjectAccessReviews; zoo: the policy-shape zoo (internal/testing/testgen/zoo) of -policies policies and its requests")
+		workload = flag.String("workload", "rbac-like", "rbac-like: testgen.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (internal/rbacconvert) and its generated SubjectAccessReviews; zoo: the policy-shape zoo (internal/testing/testgen/zoo) of -policies policies and its requests; team: issue 23's team-and-namespace shape (testgen.TeamAndNamespace), whose keys hold more satisfied permits as -policies grows")
 		startup  = flag.Bool("startup", false, "measure serve start-up (time to ready, RSS) and validate time instead of load")
 	)
 	flag.Parse()
@@ -70,6 +71,8 @@ func main() {
 		policySet, bodies, err = rbacWorkload()
 	case "zoo":
 		policySet, bodies, err = zoo.Policies(*nPol, 1), zooBodies(*nPol), nil
+	case "team":
+		policySet, bodies = strings.Join(testgen.TeamAndNamespace(*nPol), "\n"), requestsBodies(testgen.TeamRequests(4096))
 	default:
 		err = fmt.Errorf("unknown -workload %q", *workload)
 	}
@@ -412,9 +415,12 @@ func cpuTime(pid int) time.Duration {
 
 // zooBodies are SubjectAccessReviews of the zoo's requests (kube-apiserver
 // never sends a "*" verb, group or resource; the zoo's few are kept).
-func zooBodies(n int) [][]byte {
+func zooBodies(n int) [][]byte { return requestsBodies(zoo.Requests(n, 4096, 2)) }
+
+// requestsBodies renders requests as SubjectAccessReview bodies.
+func requestsBodies(reqs []*entities.Request) [][]byte {
 	var out [][]byte
-	for _, r := range zoo.Requests(n, 4096, 2) {
+	for _, r := range reqs {
 		spec := map[string]any{"user": r.User.Name, "groups": r.User.Groups}
 		if r.ResourceRequest {
 			spec["resourceAttributes"] = map[string]any{"verb": r.Verb, "group": r.APIGroup, "version": r.APIVersion, "resource": r.Resource,
