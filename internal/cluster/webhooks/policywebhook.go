@@ -12,10 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
 )
@@ -160,36 +157,7 @@ func (v *PolicyVerifier) Collect(ch chan<- prometheus.Metric) { v.gauge.Collect(
 // Run watches the configuration with an informer (list and watch by a
 // metadata.name field selector) on client until ctx ends.
 func (v *PolicyVerifier) Run(ctx context.Context, client kubernetes.Interface) {
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", v.name).String()
-	}))
-	informer := factory.Admissionregistration().V1().ValidatingWebhookConfigurations().Informer()
-	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    v.observe,
-		UpdateFunc: func(_, obj any) { v.observe(obj) },
-		DeleteFunc: func(any) { v.set(fmt.Errorf("ValidatingWebhookConfiguration %s was deleted", v.name)) },
-	})
-	if err != nil {
-		v.set(err)
-		return
-	}
-	go informer.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
-		return
-	}
-	if _, exists, _ := informer.GetStore().GetByKey(v.name); !exists {
-		v.set(fmt.Errorf("ValidatingWebhookConfiguration %s not found", v.name))
-	}
-	<-ctx.Done()
-}
-
-// observe checks a configuration the informer delivers.
-func (v *PolicyVerifier) observe(obj any) {
-	vwc, ok := obj.(*admissionregistrationv1.ValidatingWebhookConfiguration)
-	if !ok || vwc.Name != v.name {
-		return
-	}
-	v.set(CheckPolicyWebhook(vwc))
+	watchConfiguration(ctx, client, v.name, CheckPolicyWebhook, v.set)
 }
 
 // set records the outcome of a check (nil: verified), logs and reports

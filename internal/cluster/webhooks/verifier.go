@@ -13,13 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 )
 
 // DefaultConnectRetry is how often Run retries a connection that failed.
@@ -71,27 +66,7 @@ func (v *Verifier) Run(ctx context.Context, connect func() (kubernetes.Interface
 	if err != nil {
 		return // ctx ended
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", v.name).String()
-	}))
-	informer := factory.Admissionregistration().V1().ValidatingWebhookConfigurations().Informer()
-	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    v.observe,
-		UpdateFunc: func(_, obj any) { v.observe(obj) },
-		DeleteFunc: func(any) { v.set(fmt.Errorf("%s was deleted", v.name)) },
-	})
-	if err != nil {
-		v.set(err)
-		return
-	}
-	go informer.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
-		return
-	}
-	if _, exists, _ := informer.GetStore().GetByKey(v.name); !exists {
-		v.set(fmt.Errorf("ValidatingWebhookConfiguration %s not found", v.name))
-	}
-	<-ctx.Done()
+	watchConfiguration(ctx, client, v.name, Check, v.set)
 }
 
 // connect calls connect until it succeeds or ctx ends, logging each new
@@ -112,15 +87,6 @@ func (v *Verifier) connect(ctx context.Context, connect func() (kubernetes.Inter
 		return true, nil
 	})
 	return client, err
-}
-
-// observe checks a configuration the informer delivers.
-func (v *Verifier) observe(obj any) {
-	vwc, ok := obj.(*admissionregistrationv1.ValidatingWebhookConfiguration)
-	if !ok || vwc.Name != v.name {
-		return
-	}
-	v.set(Check(vwc))
 }
 
 // set records the outcome of a check (nil: verified) and logs changes.
