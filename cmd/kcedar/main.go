@@ -27,7 +27,10 @@ func (e *exitError) Error() string { return e.err.Error() }
 
 func main() {
 	requireSubcommands(rootCmd)
-	if err := rootCmd.Execute(); err != nil {
+	stopProfile := startProfile()
+	err := rootCmd.Execute()
+	stopProfile()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "kcedar:", err)
 		if ee, ok := err.(*exitError); ok {
 			os.Exit(ee.code)

@@ -4,8 +4,6 @@ import (
 	"slices"
 
 	"github.com/cedar-policy/cedar-go/types"
-
-	"github.com/kcedar/kcedar/internal/entities"
 )
 
 // CandidatesAnyPrincipal returns, in policy order, the policies that may
@@ -19,26 +17,15 @@ func (ps *PolicySet) CandidatesAnyPrincipal(verb string, resourceType types.Enti
 		return slices.Clone(ps.Policies)
 	}
 	ix := ps.index
-	verbIDs := []uint64{ix.hash(verb), anyID}
-	if verb == entities.Wildcard {
-		verbIDs = append(slices.Clone(ix.verbs), anyID)
-	}
 	var found []int32
-	typeIDs := [2]uint64{ix.hash(string(resourceType)), anyID}
-	for _, v := range verbIDs {
-		for _, t := range typeIDs {
-			b := ix.buckets[bucketKey{v, t}]
-			if b == nil {
-				continue
-			}
-			found = append(found, b.rest...)
-			found = append(found, b.keyed...)
-			for d := range b.absent {
-				found = append(found, b.absent[d]...)
-				found = append(found, b.openRest[d]...)
-			}
+	ix.eachBucket(verb, resourceType, [2]bool{true, true}, func(b *bucket) {
+		found = append(found, b.rest...)
+		found = append(found, b.keyed...)
+		for d := range b.absent {
+			found = append(found, b.absent[d]...)
+			found = append(found, b.openRest[d]...)
 		}
-	}
+	})
 	if len(found) == 0 {
 		return nil
 	}

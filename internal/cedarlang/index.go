@@ -31,6 +31,11 @@ import (
 //   - A policy lands in one bucket per (verb, resource type) it allows, and in
 //     each bucket under one key: the value set of its most selective
 //     constraint (fewest policies share it), or "rest" without one.
+//   - Enforced permits are filed apart from forbids and audit-mode policies
+//     (two partitions of buckets). Lookup (cursor.go) reads the second in
+//     full and the permits one at a time, merging their sorted postings in
+//     place, so a decision that stops at the first satisfied permit reads
+//     no more of a key's postings than it needs.
 //   - Candidates looks up the request's keys, then checks every found policy
 //     against all its constraints. An open request value (namespace or name
 //     "", apiGroup or resource "*") satisfies every constraint on it and finds
@@ -105,7 +110,17 @@ const (
 // reads: more candidates, never fewer.
 const anyID = ^uint64(0)
 
-type bucketKey struct{ verb, rtype uint64 }
+// bucketKey names a bucket: a verb, a resource type, and the partition.
+// Enforced permits (lazy) are kept apart from forbids and audit-mode
+// policies, which a decision evaluates in full, so a request can read the
+// permits one at a time (Lookup) and stop at the first satisfied one.
+type bucketKey struct {
+	verb, rtype uint64
+	lazy        bool
+}
+
+// lazyPolicy reports whether p is in the lazy partition: an enforced permit.
+func lazyPolicy(p *Policy) bool { return p.Effect != types.Forbid && !p.IsAudit() }
 
 type dimKey struct {
 	dim uint8
@@ -203,13 +218,14 @@ func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 		vids := ix.ids(e.values(dVerb))
 		tids := ix.ids(e.values(dRType))
 		primary, secondary := chooseKeys(e.cons, count)
+		lazy := lazyPolicy(policies[i])
 		for _, v := range vids {
 			if v != anyID && !verbSeen[v] {
 				verbSeen[v] = true
 				ix.verbs = append(ix.verbs, v)
 			}
 			for _, t := range tids {
-				ix.bucketOf(bucketKey{v, t}).addPolicy(keyed, e.cons, int32(i), primary, secondary)
+				ix.bucketOf(bucketKey{v, t, lazy}).addPolicy(keyed, e.cons, int32(i), primary, secondary)
 			}
 		}
 		ix.appendChecks(e.cons)
@@ -592,6 +608,7 @@ type lookupState struct {
 	has, open  [nDims]bool
 	absentMask uint16 // dimensions absent, or open and possibly absent
 	groups     []uint64
+	rtype      types.EntityType
 }
 
 func (s *lookupState) set(ix *index, d uint8, v QueryValue) {
@@ -606,13 +623,30 @@ func (s *lookupState) set(ix *index, d uint8, v QueryValue) {
 
 // Candidates returns, in policy order, the policies that may match a request
 // described by q: every policy whose evaluation for it can be other than
-// false (or, for a permit, an error). The slice is freshly allocated.
+// false (or, for a permit, an error). The slice is freshly allocated. It is
+// Lookup's eager policies and permits, merged.
 func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 	if ps.index == nil {
 		return slices.Clone(ps.Policies)
 	}
-	ix := ps.index
-	var s lookupState
+	c := ps.Lookup(q)
+	eager := c.eagerIDs
+	var out []*Policy
+	for i, ok := c.nextID(); ok; i, ok = c.nextID() {
+		for len(eager) > 0 && eager[0] < i {
+			out, eager = append(out, ps.Policies[eager[0]]), eager[1:]
+		}
+		out = append(out, ps.Policies[i])
+	}
+	for _, i := range eager {
+		out = append(out, ps.Policies[i])
+	}
+	return out
+}
+
+// describe fills s with q's values as the index reads them.
+func (ix *index) describe(s *lookupState, q CandidateQuery) {
+	s.rtype = q.ResourceType
 	s.set(ix, dUser, known(string(q.Principal.ID)))
 	s.set(ix, dPType, known(string(q.Principal.Type)))
 	s.set(ix, dPNamespace, q.PrincipalNamespace)
@@ -622,60 +656,88 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 	s.set(ix, dAPIGroup, q.APIGroup)
 	s.set(ix, dResource, q.Resource)
 	s.has[dGroup] = true
-	var groupBuf [8]uint64
-	s.groups = groupBuf[:0]
 	for _, g := range q.Groups {
 		s.groups = append(s.groups, ix.hash(g))
 	}
+}
 
-	verbIDs := []uint64{ix.hash(q.Verb), anyID}
-	if q.Verb == entities.Wildcard {
+// eachBucket calls f with every bucket of the partitions asked for
+// (partitions[1]: the lazy one) that a request with verb on rtype reads:
+// (verb, rtype), (verb, any), (any, rtype), (any, any); every verb's for
+// "*".
+func (ix *index) eachBucket(verb string, rtype types.EntityType, partitions [2]bool, f func(*bucket)) {
+	var verbBuf [2]uint64
+	verbIDs := append(verbBuf[:0], ix.hash(verb), anyID)
+	if verb == entities.Wildcard {
 		verbIDs = append(slices.Clone(ix.verbs), anyID)
 	}
-	var found []int32
-	var keyBuf [64]uint64
-	keys := keyBuf[:0]
-	typeIDs := [2]uint64{ix.hash(string(q.ResourceType)), anyID}
-	for _, v := range verbIDs {
-		for _, t := range typeIDs {
-			b := ix.buckets[bucketKey{v, t}]
-			if b == nil {
-				continue
-			}
-			found = append(found, b.rest...)
-			if m := b.absentDims & s.absentMask; m != 0 {
-				for d := dUser; d < nDims; d++ {
-					if m&(1<<d) != 0 {
-						found = append(found, b.absent[d]...)
-					}
+	typeIDs := [2]uint64{ix.hash(string(rtype)), anyID}
+	for part, want := range partitions {
+		if !want {
+			continue
+		}
+		for _, v := range verbIDs {
+			for _, t := range typeIDs {
+				if b := ix.buckets[bucketKey{v, t, part == 1}]; b != nil {
+					f(b)
 				}
 			}
-			if b.dims == 0 {
-				continue
-			}
-			keys, found = ix.collect(keys, found, &s, b, 0, b.dims)
 		}
 	}
-	found = ix.lookupAll(found, keys)
+}
+
+// gather lists the sorted policy lists of the partitions asked for that
+// hold the candidates of the request s describes (for verb): each bucket's
+// rest, absent and open lists and the postings of its keys. Policies a slot
+// holds inline are appended to singles. Nothing is copied: the lists are
+// the index's own, and read-only.
+func (ix *index) gather(s *lookupState, verb string, partitions [2]bool, lists [][]int32, singles []int32) ([][]int32, []int32) {
+	var keyBuf [64]uint64
+	keys := keyBuf[:0]
+	ix.eachBucket(verb, s.rtype, partitions, func(b *bucket) {
+		lists = appendNonEmpty(lists, b.rest)
+		if m := b.absentDims & s.absentMask; m != 0 {
+			for d := dUser; d < nDims; d++ {
+				if m&(1<<d) != 0 {
+					lists = appendNonEmpty(lists, b.absent[d])
+				}
+			}
+		}
+		if b.dims != 0 {
+			keys, lists = ix.collect(keys, lists, s, b, 0, b.dims)
+		}
+	})
+	return ix.lookupAll(lists, singles, keys)
+}
+
+func appendNonEmpty(lists [][]int32, l []int32) [][]int32 {
+	if len(l) == 0 {
+		return lists
+	}
+	return append(lists, l)
+}
+
+// materialize is the ids of the policies of lists and singles, once each
+// and in policy order, whose constraints hold for s and which are in the
+// partition asked for (a fingerprint shared with a key of the other
+// partition may bring its postings).
+func (ix *index) materialize(ps *PolicySet, s *lookupState, lazy bool, lists [][]int32, singles []int32) []int32 {
+	found := singles
+	for _, l := range lists {
+		found = append(found, l...)
+	}
 	if len(found) == 0 {
 		return nil
 	}
 	slices.Sort(found)
 	found = slices.Compact(found)
-
-	out := make([]*Policy, 0, len(found))
-	for _, i := range found {
-		if ix.holds(i, &s) {
-			out = append(out, ps.Policies[i])
-		}
-	}
-	return out
+	return slices.DeleteFunc(found, func(i int32) bool { return lazyPolicy(ps.Policies[i]) != lazy || !ix.holds(i, s) })
 }
 
 // collect appends to keys the slot keys of b under tag on the dimensions in
-// mask, for the request's values, and to found the policies an open value
+// mask, for the request's values, and to lists the policies an open value
 // finds without a lookup.
-func (ix *index) collect(keys []uint64, found []int32, s *lookupState, b *bucket, tag uint8, mask uint16) ([]uint64, []int32) {
+func (ix *index) collect(keys []uint64, lists [][]int32, s *lookupState, b *bucket, tag uint8, mask uint16) ([]uint64, [][]int32) {
 	for d := dUser; d < nDims; d++ {
 		if mask&(1<<d) == 0 {
 			continue
@@ -687,21 +749,22 @@ func (ix *index) collect(keys []uint64, found []int32, s *lookupState, b *bucket
 			}
 		case !s.has[d]:
 		case s.open[d]:
-			found = append(found, b.openRest[d]...)
-			keys, found = ix.collect(keys, found, s, b, d+1, b.openDims[d])
+			lists = appendNonEmpty(lists, b.openRest[d])
+			keys, lists = ix.collect(keys, lists, s, b, d+1, b.openDims[d])
 		default:
 			keys = append(keys, keyOf(b.id, tag<<4|d, s.vals[d]))
 		}
 	}
-	return keys, found
+	return keys, lists
 }
 
-// lookupAll appends the postings of every key. The keys' home slots are
-// read in one pass before any is examined: the reads do not depend on each
-// other, so their cache misses overlap instead of following one another.
-func (ix *index) lookupAll(found []int32, keys []uint64) []int32 {
+// lookupAll appends the postings of every key to lists (a policy held
+// inline in its slot to singles). The keys' home slots are read in one pass
+// before any is examined: the reads do not depend on each other, so their
+// cache misses overlap instead of following one another.
+func (ix *index) lookupAll(lists [][]int32, singles []int32, keys []uint64) ([][]int32, []int32) {
 	if len(ix.slots) == 0 || len(keys) == 0 {
-		return found
+		return lists, singles
 	}
 	mask := uint64(len(ix.slots) - 1)
 	var homeBuf [64]uint64
@@ -716,13 +779,13 @@ func (ix *index) lookupAll(found []int32, keys []uint64) []int32 {
 				continue
 			}
 			if ref := uint32(s); ref&refInline != 0 {
-				found = append(found, int32(ref&^refInline))
+				singles = append(singles, int32(ref&^refInline))
 			} else {
-				found = append(found, ix.postings[ref+1:ref+1+uint32(ix.postings[ref])]...)
+				lists = append(lists, ix.postings[ref+1:ref+1+uint32(ix.postings[ref])])
 			}
 		}
 	}
-	return found
+	return lists, singles
 }
 
 // holds checks policy i's constraints against the request (by 32-bit value

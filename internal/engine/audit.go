@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/cedar-policy/cedar-go/types"
@@ -84,6 +85,18 @@ func (e *Engine) splitAudit(candidates []*cedarlang.Policy) (enforced, audit []*
 		}
 	}
 	return enforced, audit
+}
+
+// splitLookup splits a request's candidates into what a decision
+// evaluates (the enforced forbids, then the enforced permits one at a time)
+// and the audit policies, evaluated in full beside them. Under --shadow
+// every candidate is an audit policy.
+func (e *Engine) splitLookup(cur *cedarlang.Cursor) (enforced candidates, audit []*cedarlang.Policy) {
+	if e.shadow {
+		return candidates{}, append(slices.Clone(cur.Eager), cur.Rest()...)
+	}
+	forbids, audit := e.splitAudit(cur.Eager)
+	return candidates{fixed: forbids, permits: cur}, audit
 }
 
 // enforcedOnly is the enforced ones of candidates.
@@ -215,9 +228,14 @@ func decideCases(n int, stopAtNoOpinion, audit bool, decideCase func(i int) Deci
 func (e *Engine) candidateFacts(req *entities.Request, verbs []string) (forbid, audit bool) {
 	target := entities.ResolveTarget(e.schema, req)
 	for _, verb := range verbs {
-		for _, p := range e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, verb)) {
+		cur := e.policies.Lookup(cedarlang.NewCandidateQuery(req, target, verb))
+		if e.shadow {
+			audit = audit || !cur.Empty()
+			continue
+		}
+		for _, p := range cur.Eager {
 			switch {
-			case e.isAudit(p):
+			case p.IsAudit():
 				audit = true
 			case p.Effect == types.Forbid:
 				forbid = true
@@ -225,4 +243,12 @@ func (e *Engine) candidateFacts(req *entities.Request, verbs []string) (forbid, 
 		}
 	}
 	return forbid, audit
+}
+
+// hasEnforcedCandidates reports whether cur holds an enforced policy.
+func (e *Engine) hasEnforcedCandidates(cur *cedarlang.Cursor) bool {
+	if e.shadow {
+		return false
+	}
+	return cur.HasPermits() || slices.ContainsFunc(cur.Eager, func(p *cedarlang.Policy) bool { return !p.IsAudit() })
 }

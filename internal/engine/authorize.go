@@ -262,42 +262,51 @@ func decide(results []policyResult, entityType types.EntityType) Decision {
 // the decision's audit findings (audit.go). partial reports whether partial
 // evaluation was needed.
 func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool) (d Decision, partial bool) {
-	candidates := e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, verb))
-	if len(candidates) == 0 {
+	cur := e.policies.Lookup(cedarlang.NewCandidateQuery(req, target, verb))
+	if cur.Empty() {
 		return NoOpinion(nil), false
 	}
-	enforced, audit := e.splitAudit(candidates)
-	results, admission, partial := e.evaluateWorld(req, verb, target, open, absent, enforced, true)
+	enforced, audit := e.splitLookup(cur)
+	results, admission, partial := e.evaluateWorld(req, verb, target, open, absent, enforced)
 	d = decide(results, target.EntityType)
 	if partial && d.IsConditional() && !admission {
 		// Nothing will evaluate conditions for this request: fold now.
 		d = d.FailureDecision()
 	}
 	if len(audit) > 0 {
-		auditResults, _, auditPartial := e.evaluateWorld(req, verb, target, open, absent, audit, false)
+		auditResults, _, auditPartial := e.evaluateWorld(req, verb, target, open, absent, candidates{fixed: audit})
 		d = d.withAudit(auditFindings(d, results, auditResults, target.EntityType, !admission))
 		partial = partial || auditPartial
 	}
 	return d, partial
 }
 
-// evaluateWorld evaluates policies for req and verb in one world of its open
-// values. A fully known request is evaluated one-phase; otherwise each
-// policy is partially evaluated and what remains is its residual. admission
-// reports whether admission will see the request (conditions can be
-// evaluated), partial whether partial evaluation was needed. With
-// untilDecided, evaluation stops when the decision is settled (see
-// evaluateUntilDecided); otherwise every policy is evaluated.
-func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool, policies []*cedarlang.Policy, untilDecided bool) (results []policyResult, admission, partial bool) {
+// candidates are the policies one evaluation reads: every one of fixed,
+// then, when permits is set, the enforced permits it yields in policy order
+// until one is satisfied outright. After that no other permit can change
+// the answer (decide allows, or with forbid residuals makes the allow
+// condition "true"), so the cost does not grow with the number of satisfied
+// permits, and the reason names the first of them.
+type candidates struct {
+	fixed   []*cedarlang.Policy
+	permits *cedarlang.Cursor
+}
+
+// evaluateWorld evaluates the candidates for req and verb in one world of
+// its open values. A fully known request is evaluated one-phase; otherwise
+// each policy is partially evaluated and what remains is its residual.
+// admission reports whether admission will see the request (conditions can
+// be evaluated), partial whether partial evaluation was needed.
+func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool, cands candidates) (results []policyResult, admission, partial bool) {
 	shapes := AdmissionShapes(target, req, verb)
-	if len(policies) == 0 {
+	if len(cands.fixed) == 0 && cands.permits == nil {
 		return nil, len(shapes) > 0, false
 	}
 	principal := entities.PrincipalEntity(req.User)
 	action := schemagen.ActionUID(verb)
 	resourceUID := target.EntityUID(req)
 	var ns nsValue
-	if e.anyReadsNamespace(policies) {
+	if e.mayReadNamespace(cands) {
 		ns = e.namespaceValue(target, req, absent)
 	}
 	if ns.applies && !ns.known {
@@ -312,44 +321,31 @@ func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entiti
 			known[schemagen.AttrNamespaceObject] = ns.rec
 		}
 		ents := &entities.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(known)}, Maps: ns.maps}
-		return evaluateUntilDecided(policies, untilDecided, func(p *cedarlang.Policy) policyResult {
+		return evaluateCandidates(cands, func(p *cedarlang.Policy) policyResult {
 			return classify(p, evaluateCompiled(p, ents, principal.UID, action, resourceUID))
 		}), false, false
 	}
 	w := &world{e: e, verb: verb, target: target, open: open, absent: absent, principal: principal, action: action,
 		resourceUID: resourceUID, shapes: shapes, admission: len(shapes) > 0, ns: ns, sel: sel}
 	w.prepare(req)
-	return evaluateUntilDecided(policies, untilDecided, w.evaluate), w.admission, true
+	return evaluateCandidates(cands, w.evaluate), w.admission, true
 }
 
-// evaluateUntilDecided evaluates policies with eval. With untilDecided, a
-// decision stops when it is decided: every forbid is evaluated (any of them
-// may deny), then the permits in order until one is satisfied outright,
-// after which no other permit can change the answer (decide allows, or
-// with forbid residuals makes the allow condition "true"), so the cost does
-// not grow with the number of satisfied permits. The reason then names the
-// first satisfied permit. Otherwise every policy is evaluated.
-func evaluateUntilDecided(policies []*cedarlang.Policy, untilDecided bool, eval func(*cedarlang.Policy) policyResult) []policyResult {
-	if !untilDecided {
-		results := make([]policyResult, 0, len(policies))
-		for _, p := range policies {
-			results = append(results, eval(p))
-		}
+// evaluateCandidates evaluates cands with eval: every fixed policy, then
+// the permits until one is satisfied.
+func evaluateCandidates(cands candidates, eval func(*cedarlang.Policy) policyResult) []policyResult {
+	results := make([]policyResult, 0, len(cands.fixed)+1)
+	for _, p := range cands.fixed {
+		results = append(results, eval(p))
+	}
+	if cands.permits == nil {
 		return results
 	}
-	results := make([]policyResult, 0, min(len(policies), 8))
-	for _, p := range policies {
-		if p.Effect == types.Forbid {
-			results = append(results, eval(p))
-		}
-	}
-	for _, p := range policies {
-		if p.Effect != types.Forbid {
-			r := eval(p)
-			results = append(results, r)
-			if r.kind == satisfied {
-				break
-			}
+	for p := cands.permits.Next(); p != nil; p = cands.permits.Next() {
+		r := eval(p)
+		results = append(results, r)
+		if r.kind == satisfied {
+			break
 		}
 	}
 	return results

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cedar-policy/cedar-go/types"
+
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
@@ -34,6 +36,8 @@ type Engine struct {
 	// nsReaders are the set's policies that read namespaceObject, found at
 	// load (nil: none).
 	nsReaders map[*cedarlang.Policy]bool
+	// permitReadsNamespace: an enforced permit is among nsReaders.
+	permitReadsNamespace bool
 	// shadow: every policy is in audit mode (EngineOptions.Shadow).
 	shadow bool
 }
@@ -69,6 +73,9 @@ func NewEngine(schema *schemagen.Schema, policies *cedarlang.PolicySet, codec *C
 	e := &Engine{schema: schema, policies: policies, codec: codec, eval: &Evaluator{Schema: schema, Codec: codec, Namespaces: opts.Namespaces},
 		namespaces: opts.Namespaces, shadow: opts.Shadow, nsObjects: newBoundedCache[string, *nsConverted](nsObjectCacheSize(opts.CacheSize)),
 		nsReaders: namespaceReaders(policies)}
+	for p := range e.nsReaders {
+		e.permitReadsNamespace = e.permitReadsNamespace || p.Effect == types.Permit && !e.isAudit(p)
+	}
 	if opts.CacheSize > 0 {
 		e.decisions = newBoundedCache[string, Decision](opts.CacheSize)
 		e.residuals = newBoundedCache[memoEntryKey, *memoEntry](opts.CacheSize)
@@ -105,7 +112,7 @@ func (e *Engine) uncached() *Engine {
 		return e
 	}
 	return &Engine{schema: e.schema, policies: e.policies, codec: e.codec, eval: e.eval, namespaces: e.namespaces, shadow: e.shadow,
-		nsObjects: e.nsObjects, nsReaders: e.nsReaders}
+		nsObjects: e.nsObjects, nsReaders: e.nsReaders, permitReadsNamespace: e.permitReadsNamespace}
 }
 
 // boundedCache is a map with a size limit: when full it is emptied (entries

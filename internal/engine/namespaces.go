@@ -83,15 +83,19 @@ func readsNamespace(in *policyInputs) bool {
 	return in.resourceWhole || slices.Contains(in.resourceAttrs, schemagen.AttrNamespaceObject)
 }
 
-// anyReadsNamespace reports whether a candidate reads namespaceObject: only
-// then is the namespace looked up (or left unknown). The set's readers are
-// found once, at load (namespaceReaders), so a set where none reads it pays
-// nothing per candidate.
-func (e *Engine) anyReadsNamespace(candidates []*cedarlang.Policy) bool {
+// mayReadNamespace reports whether a candidate may read namespaceObject:
+// only then is the namespace looked up (or left unknown). The set's readers
+// are found once, at load (namespaceReaders), so a set where none reads it
+// pays nothing per candidate. Permits read one at a time are not known in
+// advance: any enforced permit of the set that reads it counts.
+func (e *Engine) mayReadNamespace(cands candidates) bool {
 	if len(e.nsReaders) == 0 {
 		return false
 	}
-	for _, p := range candidates {
+	if cands.permits != nil && e.permitReadsNamespace {
+		return true
+	}
+	for _, p := range cands.fixed {
 		if e.nsReaders[p] {
 			return true
 		}

@@ -142,7 +142,7 @@ func (c *rulesCollector) add(verb, group, resource string, names []string, conds
 func (c *rulesCollector) ask(req *entities.Request, resourceName string) {
 	e := c.e
 	target := entities.ResolveTarget(e.schema, req)
-	if len(e.enforcedOnly(e.policies.Candidates(cedarlang.NewCandidateQuery(req, target, req.Verb)))) == 0 {
+	if !e.hasEnforcedCandidates(e.policies.Lookup(cedarlang.NewCandidateQuery(req, target, req.Verb))) {
 		return
 	}
 	d := e.Authorize(c.ctx, req)

@@ -1,0 +1,148 @@
+package cedarlang
+
+import (
+	"math"
+	"slices"
+)
+
+// Cursor is one request's candidates (Candidates), split the way a decision
+// reads them:
+//
+//   - Eager: the forbids and audit-mode policies that may match, in policy
+//     order. A decision evaluates each of them: any forbid may deny, and
+//     every audit policy is reported on.
+//   - the enforced permits, which Next yields one at a time, in policy
+//     order. A decision that stops at the first satisfied permit reads no
+//     further, so its cost does not grow with the number of permits a key
+//     holds: Next merges the index's sorted postings in place, checking each
+//     policy's constraints only when it is reached.
+//
+// A Cursor is used by one goroutine.
+type Cursor struct {
+	Eager []*Policy
+
+	eagerIDs []int32
+	ps       *PolicySet
+	s        lookupState
+	lists    [][]int32 // sorted postings not yet read
+	last     int32     // the last policy yielded or skipped
+	next     int       // without an index: the next position in ps.Policies
+	peeked   *Policy
+	hasPeek  bool
+
+	groupBuf [8]uint64
+	listBuf  [16][]int32
+}
+
+// Lookup returns the candidates of the request q describes as a Cursor.
+func (ps *PolicySet) Lookup(q CandidateQuery) *Cursor {
+	c := &Cursor{ps: ps, last: -1}
+	if ps.index == nil {
+		for _, p := range ps.Policies {
+			if !lazyPolicy(p) {
+				c.Eager = append(c.Eager, p)
+			}
+		}
+		return c
+	}
+	ix := ps.index
+	c.s.groups = c.groupBuf[:0]
+	ix.describe(&c.s, q)
+	lists, singles := ix.gather(&c.s, q.Verb, [2]bool{true, false}, c.listBuf[:0], nil)
+	c.eagerIDs = ix.materialize(ps, &c.s, false, lists, singles)
+	c.Eager = make([]*Policy, len(c.eagerIDs))
+	for j, i := range c.eagerIDs {
+		c.Eager[j] = ps.Policies[i]
+	}
+	lists, singles = ix.gather(&c.s, q.Verb, [2]bool{false, true}, lists[:0], nil)
+	if len(singles) > 0 {
+		slices.Sort(singles)
+		lists = append(lists, singles)
+	}
+	c.lists = lists
+	return c
+}
+
+// Next returns the next enforced permit that may match, in policy order, or
+// nil when there is none.
+func (c *Cursor) Next() *Policy {
+	if c.hasPeek {
+		c.hasPeek = false
+		return c.peeked
+	}
+	if c.ps.index == nil {
+		for c.next < len(c.ps.Policies) {
+			p := c.ps.Policies[c.next]
+			c.next++
+			if lazyPolicy(p) {
+				return p
+			}
+		}
+		return nil
+	}
+	if i, ok := c.nextID(); ok {
+		return c.ps.Policies[i]
+	}
+	return nil
+}
+
+// nextID is Next for an indexed set, as a position in ps.Policies.
+func (c *Cursor) nextID() (int32, bool) {
+	for {
+		i, ok := c.pop()
+		if !ok {
+			return 0, false
+		}
+		// A fingerprint shared with a key of the other partition may bring
+		// its postings: they are not this partition's.
+		if c.ps.index.holds(i, &c.s) && lazyPolicy(c.ps.Policies[i]) {
+			return i, true
+		}
+	}
+}
+
+// pop takes the least policy at the head of any list (from every list that
+// holds it), skipping any already taken.
+func (c *Cursor) pop() (int32, bool) {
+	for {
+		least := int32(math.MaxInt32)
+		for _, l := range c.lists {
+			if len(l) > 0 && l[0] < least {
+				least = l[0]
+			}
+		}
+		if least == math.MaxInt32 {
+			return 0, false
+		}
+		for j, l := range c.lists {
+			if len(l) > 0 && l[0] == least {
+				c.lists[j] = l[1:]
+			}
+		}
+		if least > c.last {
+			c.last = least
+			return least, true
+		}
+	}
+}
+
+// HasPermits reports whether Next would return a permit; it does not
+// consume it.
+func (c *Cursor) HasPermits() bool {
+	if !c.hasPeek {
+		c.peeked, c.hasPeek = c.Next(), true
+	}
+	return c.peeked != nil
+}
+
+// Empty reports whether the request has no candidate at all.
+func (c *Cursor) Empty() bool { return len(c.Eager) == 0 && !c.HasPermits() }
+
+// Rest drains the cursor: every enforced permit Next has not returned yet.
+func (c *Cursor) Rest() []*Policy {
+	var out []*Policy
+	for p := c.Next(); p != nil; p = c.Next() {
+		out = append(out, p)
+	}
+	return out
+}
