@@ -29,6 +29,8 @@ type Cursor struct {
 	next     int       // without an index: the next position in ps.Policies
 	peeked   *Policy
 	hasPeek  bool
+	// residualOnly: skip permits that can leave only a residual.
+	skipResidualOnly bool
 
 	groupBuf [8]uint64
 	listBuf  [16][]int32
@@ -93,6 +95,11 @@ func (c *Cursor) nextID() (int32, bool) {
 		if !ok {
 			return 0, false
 		}
+		if c.skipResidualOnly {
+			if d := c.ps.index.keyDim[i]; d != noDim && c.s.open[d] {
+				continue
+			}
+		}
 		// A fingerprint shared with a key of the other partition may bring
 		// its postings: they are not this partition's.
 		if c.ps.index.holds(i, &c.s) && lazyPolicy(c.ps.Policies[i]) {
@@ -125,6 +132,15 @@ func (c *Cursor) pop() (int32, bool) {
 		}
 	}
 }
+
+// SkipResidualOnly makes Next skip the permits that can leave only a
+// residual for this request: those keyed on a value of the resource
+// (namespace, name, apiGroup, resource) the request leaves open. Such a
+// permit needs that value to match, so partial evaluation cannot find it
+// satisfied outright. Where nothing will evaluate residuals (no admission
+// follows), it cannot change the decision; skipping it keeps the cost of a
+// list or watch across names from growing with the policies keyed on names.
+func (c *Cursor) SkipResidualOnly() { c.skipResidualOnly = true }
 
 // HasPermits reports whether Next would return a permit; it does not
 // consume it.

@@ -1,6 +1,7 @@
 package cedarlang
 
 import (
+	"encoding/json"
 	"hash/maphash"
 	"maps"
 	"slices"
@@ -25,9 +26,16 @@ import (
 //     on literals fix, on these dimensions: verb (action, context.verb),
 //     resource type, principal username (principal uid), group, principal
 //     type, ServiceAccount namespace, ServiceAccount or Node name, resource
-//     namespace, name, apiGroup and resource. A disjunction of constraints on
-//     one dimension is their union; several constraints on one dimension all
-//     apply.
+//     namespace, name, apiGroup and resource, and a non-resource URL's path.
+//     A disjunction of constraints on one dimension is their union; several
+//     constraints on one dimension all apply.
+//   - `like` on a namespace, name or path fixes the pattern's literal prefix
+//     (a key only: a request looks up its value cut to each prefix length
+//     the bucket holds). A permit's disjunction across dimensions ("in
+//     team-7, or a team-7 admin"; a side may be a conjunction) is keyed
+//     under each alternative. A permit's relation between two attributes
+//     (`principal.namespace == resource.namespace`) carries a literal on one
+//     of them to the other.
 //   - A policy lands in one bucket per (verb, resource type) it allows, and in
 //     each bucket under one key: the value set of its most selective
 //     constraint (fewest policies share it), or "rest" without one.
@@ -37,7 +45,9 @@ import (
 //     place, so a decision that stops at the first satisfied permit reads
 //     no more of a key's postings than it needs.
 //   - Candidates looks up the request's keys, then checks every found policy
-//     against all its constraints. An open request value (namespace or name
+//     against all its constraints. A permit keyed on a resource value the
+//     request leaves open can leave only a residual; where no admission
+//     follows, a decision skips it (Cursor.SkipResidualOnly). An open request value (namespace or name
 //     "", apiGroup or resource "*") satisfies every constraint on it and finds
 //     every policy keyed on that dimension. An absent attribute (a cluster-
 //     scoped resource's namespace, a User's namespace) satisfies none.
@@ -58,6 +68,9 @@ import (
 //     certainly has A (not absent, and not open on an optional attribute).
 type index struct {
 	seed maphash.Seed
+	// prefixSeed hashes the literal prefixes of `like` patterns: a prefix
+	// key never stands for an equal value.
+	prefixSeed maphash.Seed
 	// valueMask and printMask keep bits of value hashes and fingerprints:
 	// all of them, but for tests that make collisions common.
 	valueMask, printMask uint64
@@ -78,7 +91,14 @@ type index struct {
 	// header (dim | needs<<4 | n<<16), then n 32-bit value hashes.
 	cons   []uint32
 	consAt []uint32
+	// keyDim[i]: the resource dimension policy i is keyed on when its key
+	// is one constraint on it (noDim otherwise). A permit keyed on a value
+	// the request leaves open can leave only a residual, never allow
+	// outright (Cursor.SkipResidualOnly).
+	keyDim []uint8
 }
+
+const noDim uint8 = 0xff
 
 const refInline = 1 << 31
 
@@ -97,13 +117,17 @@ const (
 	dName
 	dAPIGroup
 	dResource
+	dPath // a non-resource URL's path
 	nDims
-	// dAlt: a disjunction of constraints on principal dimensions that never
-	// fail (username, group): "alice, or a member of admins". A policy keyed
+	// dAlt: a disjunction of constraints on different dimensions: "alice,
+	// or a member of admins", "in team-7, or a team-7 admin". A policy keyed
 	// on it is filed under each alternative; it is not checked after the
 	// lookup.
 	dAlt = nDims
 )
+
+// resourceDims are the dimensions a request may leave open.
+const resourceDims uint16 = 1<<dNamespace | 1<<dName | 1<<dAPIGroup | 1<<dResource | 1<<dPath
 
 // anyID is the bucket key part of an unconstrained verb or resource type. A
 // value hashing to it lands in the unconstrained bucket, which every request
@@ -142,6 +166,10 @@ type bucket struct {
 	// requests where d is absent or may be.
 	absentDims uint16
 	absent     [nDims][]int32
+	// prefixLens[d]: the lengths of the `like` prefixes keyed on d (tag 0),
+	// ascending: a request looks up each prefix of its value of these
+	// lengths.
+	prefixLens [nDims][]uint16
 	rest       []int32
 	keyed      []int32 // every policy keyed in the bucket, in order
 }
@@ -155,6 +183,10 @@ type constraint struct {
 	// forbid denies.
 	needs uint16
 	vals  []string
+	// prefix: the value starts with one of vals (a `like` pattern's literal
+	// prefix), rather than equals one. Used only as a key, never checked
+	// after the lookup.
+	prefix bool
 	// hashes of vals, filled by buildIndex.
 	hashes []uint64
 	// alts: for dAlt, the alternatives (one per dimension).
@@ -185,6 +217,10 @@ type extraction struct {
 
 func (ix *index) hash(s string) uint64 { return maphash.String(ix.seed, s) & ix.valueMask }
 
+func (ix *index) prefixHash(s string) uint64 {
+	return maphash.String(ix.prefixSeed, s) & ix.valueMask
+}
+
 // keyOf is the slot key of (bucket, tag<<4 | dim, value hash): a bijective
 // mix (murmur3's finalizer) of the value hash and the rest, never zero.
 func keyOf(bucket uint32, tagDim uint8, val uint64) uint64 {
@@ -207,7 +243,8 @@ func buildIndex(policies []*Policy) *index {
 // buildIndexMasked builds the index keeping only the bits of valueMask of
 // every value hash and of printMask of every fingerprint.
 func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
-	ix := &index{seed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask, buckets: map[bucketKey]*bucket{}, consAt: make([]uint32, len(policies)+1)}
+	ix := &index{seed: maphash.MakeSeed(), prefixSeed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask, buckets: map[bucketKey]*bucket{},
+		consAt: make([]uint32, len(policies)+1), keyDim: make([]uint8, len(policies))}
 	exts, count := ix.extractAll(policies)
 	// keyed collects the postings by slot key: values whose keys collide
 	// share their postings (more candidates, never fewer).
@@ -218,6 +255,10 @@ func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 		vids := ix.ids(e.values(dVerb))
 		tids := ix.ids(e.values(dRType))
 		primary, secondary := chooseKeys(e.cons, count)
+		ix.keyDim[i] = noDim
+		if primary >= 0 && isResourceDim(e.cons[primary].dim) {
+			ix.keyDim[i] = e.cons[primary].dim
+		}
 		lazy := lazyPolicy(policies[i])
 		for _, v := range vids {
 			if v != anyID && !verbSeen[v] {
@@ -278,10 +319,11 @@ func chooseKeys(cons []constraint, count map[dimKey]int32) (primary, secondary i
 				cost += int64(count[dimKey{part.dim, h}])
 			}
 		}
-		if !isResourceDim(c.dim) && c.needs == 0 && (bestP < 0 || cost < bestP) {
+		onResource := c.dimMask()&resourceDims != 0
+		if !onResource && c.needs == 0 && (bestP < 0 || cost < bestP) {
 			secondary, bestP = ci, cost
 		}
-		if isResourceDim(c.dim) {
+		if onResource {
 			cost *= 2 // open requests read more
 		}
 		if best < 0 || cost < best {
@@ -321,23 +363,25 @@ func (b *bucket) addPolicy(keyed map[uint64][]int32, cons []constraint, i int32,
 			b.absent[d] = append(b.absent[d], i)
 		}
 	}
-	if !isResourceDim(c.dim) {
-		return
+	for d := dNamespace; d < nDims; d++ {
+		if c.dimMask()&(1<<d) == 0 {
+			continue
+		}
+		if secondary < 0 {
+			b.openRest[d] = append(b.openRest[d], i)
+			continue
+		}
+		sc := cons[secondary]
+		b.openDims[d] |= sc.dimMask()
+		put(keyed, b, d+1, sc, i)
 	}
-	if secondary < 0 {
-		b.openRest[c.dim] = append(b.openRest[c.dim], i)
-		return
-	}
-	sc := cons[secondary]
-	b.openDims[c.dim] |= sc.dimMask()
-	put(keyed, b, c.dim+1, sc, i)
 }
 
 // appendChecks encodes cons (but verb, resource type and dAlt) into ix.cons,
 // to be checked after the lookup.
 func (ix *index) appendChecks(cons []constraint) {
 	for _, c := range cons {
-		if c.dim == dVerb || c.dim == dRType || c.dim == dAlt {
+		if c.dim == dVerb || c.dim == dRType || c.dim == dAlt || c.prefix {
 			continue
 		}
 		ix.cons = append(ix.cons, uint32(c.dim)|uint32(c.needs)<<4|uint32(len(c.vals))<<16)
@@ -481,10 +525,23 @@ func ScopeResourceType(s ast.IsResourceScopeNode) (t types.EntityType, ok bool) 
 // alternative's, for dAlt).
 func put(keyed map[uint64][]int32, b *bucket, tag uint8, c constraint, i int32) {
 	for _, part := range c.parts() {
+		if part.prefix {
+			for _, v := range part.vals {
+				b.addPrefixLen(part.dim, len(v))
+			}
+		}
 		for _, h := range slices.Compact(slices.Sorted(slices.Values(part.hashes))) {
 			k := keyOf(b.id, tag<<4|part.dim, h)
 			keyed[k] = append(keyed[k], i)
 		}
+	}
+}
+
+// addPrefixLen records that a `like` prefix of n bytes is keyed on d.
+func (b *bucket) addPrefixLen(d uint8, n int) {
+	l := uint16(min(n, 1<<16-1))
+	if i, found := slices.BinarySearch(b.prefixLens[d], l); !found {
+		b.prefixLens[d] = slices.Insert(b.prefixLens[d], i, l)
 	}
 }
 
@@ -495,13 +552,15 @@ func (ix *index) hashValues(c *constraint) {
 	}
 	c.hashes = make([]uint64, len(c.vals))
 	for j, v := range c.vals {
-		c.hashes[j] = ix.hash(v)
+		if c.prefix {
+			c.hashes[j] = ix.prefixHash(v)
+		} else {
+			c.hashes[j] = ix.hash(v)
+		}
 	}
 }
 
-func isResourceDim(d uint8) bool {
-	return d == dNamespace || d == dName || d == dAPIGroup || d == dResource
-}
+func isResourceDim(d uint8) bool { return resourceDims&(1<<d) != 0 }
 
 // ids is a verb or type constraint's value hashes, or anyID when
 // unconstrained.
@@ -546,6 +605,7 @@ type CandidateQuery struct {
 	ResourceType                      types.EntityType
 	Namespace, Name                   QueryValue
 	APIGroup, Resource                QueryValue
+	Path                              QueryValue // a non-resource URL's
 }
 
 // QueryValue is one request attribute: a value, open (every value: "" name
@@ -581,6 +641,7 @@ func NewCandidateQuery(req *entities.Request, t entities.Target, verb string) Ca
 	}
 	switch {
 	case t.EntityType == schemagen.NonResourceURLType:
+		q.Path = orOpen(req.Path, "") // open: a rules review's every path
 	case t.Resource != nil:
 		q.APIGroup, q.Resource = known(t.Resource.Key.Group), known(t.Resource.Key.Resource)
 		switch {
@@ -605,6 +666,7 @@ func NewCandidateQuery(req *entities.Request, t entities.Target, verb string) Ca
 // dimension, open and absent dimensions.
 type lookupState struct {
 	vals       [nDims]uint64
+	strs       [nDims]string // the values, for `like` prefixes
 	has, open  [nDims]bool
 	absentMask uint16 // dimensions absent, or open and possibly absent
 	groups     []uint64
@@ -617,7 +679,7 @@ func (s *lookupState) set(ix *index, d uint8, v QueryValue) {
 		s.absentMask |= 1 << d
 	}
 	if v.Has && !v.Open {
-		s.vals[d] = ix.hash(v.Value)
+		s.vals[d], s.strs[d] = ix.hash(v.Value), v.Value
 	}
 }
 
@@ -655,6 +717,7 @@ func (ix *index) describe(s *lookupState, q CandidateQuery) {
 	s.set(ix, dName, q.Name)
 	s.set(ix, dAPIGroup, q.APIGroup)
 	s.set(ix, dResource, q.Resource)
+	s.set(ix, dPath, q.Path)
 	s.has[dGroup] = true
 	for _, g := range q.Groups {
 		s.groups = append(s.groups, ix.hash(g))
@@ -753,9 +816,25 @@ func (ix *index) collect(keys []uint64, lists [][]int32, s *lookupState, b *buck
 			keys, lists = ix.collect(keys, lists, s, b, d+1, b.openDims[d])
 		default:
 			keys = append(keys, keyOf(b.id, tag<<4|d, s.vals[d]))
+			if tag == 0 {
+				keys = ix.appendPrefixKeys(keys, s, b, d)
+			}
 		}
 	}
 	return keys, lists
+}
+
+// appendPrefixKeys appends the keys of the request's value on d cut to each
+// `like` prefix length keyed on d in b.
+func (ix *index) appendPrefixKeys(keys []uint64, s *lookupState, b *bucket, d uint8) []uint64 {
+	v := s.strs[d]
+	for _, n := range b.prefixLens[d] {
+		if int(n) > len(v) {
+			break
+		}
+		keys = append(keys, keyOf(b.id, d, ix.prefixHash(v[:n])))
+	}
+	return keys
 }
 
 // lookupAll appends the postings of every key to lists (a policy held
@@ -824,7 +903,7 @@ func (ix *index) holds(i int32, s *lookupState) bool {
 // extract lists the constraints of p's top-level conjunction that the index
 // may rely on (see the rules above).
 func extract(p *ast.Policy, forbid bool) extraction {
-	x := &extractor{guards: map[string]bool{}}
+	x := &extractor{guards: map[string]bool{}, forbid: forbid}
 	x.principalScope(p.Principal)
 	x.actionScope(p.Action)
 	if t, ok := ScopeResourceType(p.Resource); ok {
@@ -848,6 +927,7 @@ func extract(p *ast.Policy, forbid bool) extraction {
 			continue
 		}
 		cs, ok, mayFail := x.atom(n)
+		x.relation(n)
 		var own uint16
 		if ok && mayFail && forbid {
 			for _, c := range cs {
@@ -872,6 +952,9 @@ func extract(p *ast.Policy, forbid bool) extraction {
 			break
 		}
 	}
+	if !forbid {
+		x.applyRelations()
+	}
 	return extraction{cons: x.cons}
 }
 
@@ -879,6 +962,33 @@ type extractor struct {
 	cons   []constraint
 	guards map[string]bool // "principal.namespace" after `principal has namespace`
 	ptypes []string        // principal types fixed so far (nil: any)
+	forbid bool
+	// relations: pairs of dimensions a conjunct says are equal
+	// (`principal.namespace == resource.namespace`).
+	relations [][2]uint8
+}
+
+// applyRelations carries each literal constraint across the relations of a
+// permit: with `principal.namespace == resource.namespace` and
+// `resource.namespace == "team-7"`, the principal's namespace is "team-7"
+// too. (Only for permits: a relation fails when an attribute is absent,
+// which for a forbid denies.)
+func (x *extractor) applyRelations() {
+	for range 2 { // two rounds carry a value across two relations
+		for _, r := range x.relations {
+			for _, c := range x.cons {
+				if c.dim == dAlt || c.prefix {
+					continue
+				}
+				switch c.dim {
+				case r[0]:
+					x.add(constraint{dim: r[1], vals: c.vals})
+				case r[1]:
+					x.add(constraint{dim: r[0], vals: c.vals})
+				}
+			}
+		}
+	}
 }
 
 func (x *extractor) add(c constraint) {
@@ -1032,6 +1142,8 @@ func (x *extractor) attr(n ast.IsNode) (dim uint8, mayFail, ok bool) {
 			return dAPIGroup, !guarded, true
 		case schemagen.AttrResource:
 			return dResource, !guarded, true
+		case schemagen.AttrPath:
+			return dPath, !guarded, true
 		}
 	}
 	return 0, false, false
@@ -1128,8 +1240,48 @@ func (x *extractor) atom(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
 		return atomContainsAll(v)
 	case ast.NodeTypeOr:
 		return x.atomOr(v)
+	case ast.NodeTypeLike:
+		return x.atomLike(v)
 	}
 	return nil, false, false
+}
+
+// atomLike is atom for `<attr> like "prefix*..."` on a resource's
+// namespace, name or a non-resource path: the value starts with the
+// pattern's literal prefix (equals it, for a pattern without a wildcard).
+func (x *extractor) atomLike(v ast.NodeTypeLike) (cs []constraint, ok, mayFail bool) {
+	dim, fail, isAttr := x.attr(v.Arg)
+	if !isAttr || dim != dNamespace && dim != dName && dim != dPath {
+		return nil, false, false
+	}
+	prefix, exact := likePrefix(v.Value)
+	switch {
+	case exact:
+		return one(dim, prefix), true, fail
+	case prefix == "":
+		// Nothing to key on, but the read may fail all the same.
+		return nil, false, false
+	}
+	return []constraint{{dim: dim, vals: []string{prefix}, prefix: true}}, true, fail
+}
+
+// likePrefix is the literal text a pattern starts with, and whether the
+// pattern is only that text (no wildcard).
+func likePrefix(p types.Pattern) (prefix string, exact bool) {
+	raw, err := p.MarshalJSON()
+	if err != nil {
+		return "", false
+	}
+	var comps []any
+	if json.Unmarshal(raw, &comps) != nil || len(comps) == 0 {
+		return "", false
+	}
+	first, isLiteral := comps[0].(map[string]any)
+	if !isLiteral {
+		return "", false // starts with a wildcard
+	}
+	lit, _ := first["Literal"].(string)
+	return lit, len(comps) == 1
 }
 
 // one is a single constraint: dim takes one of vals.
@@ -1160,6 +1312,20 @@ func (x *extractor) atomEquals(v ast.NodeTypeEquals) (cs []constraint, ok, mayFa
 		}
 	}
 	return nil, false, false
+}
+
+// relation records a top-level conjunct `a == b` between two recognized
+// attributes (other than the verb) as a relation.
+func (x *extractor) relation(n ast.IsNode) {
+	eq, isEq := n.(ast.NodeTypeEquals)
+	if !isEq {
+		return
+	}
+	da, _, okA := x.attr(eq.Left)
+	db, _, okB := x.attr(eq.Right)
+	if okA && okB && da != db && da != dVerb && db != dVerb {
+		x.relations = append(x.relations, [2]uint8{da, db})
+	}
 }
 
 // atomIn is atom for `principal in ...` and `action in ...` on an entity
@@ -1258,24 +1424,43 @@ func atomContainsAll(v ast.NodeTypeContainsAll) (cs []constraint, ok, mayFail bo
 // atomOr is atom for `a || b`: the union of constraints on one dimension, or
 // a dAlt across username and group (one alternative per dimension).
 func (x *extractor) atomOr(v ast.NodeTypeOr) (cs []constraint, ok, mayFail bool) {
-	l, lok, lfail := x.atom(v.Left)
-	r, rok, rfail := x.atom(v.Right)
+	l, lok, lfail := x.side(v.Left)
+	r, rok, rfail := x.side(v.Right)
 	if !lok || !rok {
 		return nil, false, false
 	}
-	if len(l) == 1 && len(r) == 1 && l[0].dim == r[0].dim && l[0].dim != dAlt {
-		return one(l[0].dim, append(slices.Clone(l[0].vals), r[0].vals...)...), true, lfail || rfail
+	if len(l) == 1 && len(r) == 1 && l[0].dim == r[0].dim && l[0].dim != dAlt && l[0].prefix == r[0].prefix {
+		return []constraint{{dim: l[0].dim, prefix: l[0].prefix, vals: append(slices.Clone(l[0].vals), r[0].vals...)}}, true, lfail || rfail
 	}
 	la, lalt := alternative(l)
 	ra, ralt := alternative(r)
-	if lfail || rfail || !lalt || !ralt {
+	// A side that may fail (an absent attribute) fails the disjunction,
+	// which for a permit is not matching; a forbid would deny.
+	if (lfail || rfail) && x.forbid || !lalt || !ralt {
 		return nil, false, false
 	}
 	alts := mergeAlternatives(append(la, ra...))
 	if len(alts) == 1 {
-		return alts, true, false
+		return alts, true, lfail || rfail
 	}
-	return []constraint{{dim: dAlt, alts: alts}}, true, false
+	return []constraint{{dim: dAlt, alts: alts}}, true, lfail || rfail
+}
+
+// side is atom for one side of a disjunction. A permit's side may also be a
+// conjunction: whenever it holds, each of its conjuncts' constraints does.
+// (A forbid's may not: a conjunct it cannot read may fail, and deny.)
+func (x *extractor) side(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
+	and, isAnd := n.(ast.NodeTypeAnd)
+	if !isAnd || x.forbid {
+		return x.atom(n)
+	}
+	for _, c := range appendConjuncts(nil, and) {
+		ccs, cok, cfail := x.atom(c)
+		if cok {
+			cs, ok, mayFail = append(cs, ccs...), true, mayFail || cfail
+		}
+	}
+	return cs, ok, mayFail
 }
 
 // mergeAlternatives unites the alternatives on each dimension, in the order
@@ -1283,10 +1468,10 @@ func (x *extractor) atomOr(v ast.NodeTypeOr) (cs []constraint, ok, mayFail bool)
 func mergeAlternatives(as []constraint) []constraint {
 	var alts []constraint
 	for _, a := range as {
-		if i := slices.IndexFunc(alts, func(b constraint) bool { return b.dim == a.dim }); i >= 0 {
+		if i := slices.IndexFunc(alts, func(b constraint) bool { return b.dim == a.dim && b.prefix == a.prefix }); i >= 0 {
 			alts[i].vals = append(slices.Clone(alts[i].vals), a.vals...)
 		} else {
-			alts = append(alts, constraint{dim: a.dim, vals: a.vals})
+			alts = append(alts, constraint{dim: a.dim, vals: a.vals, prefix: a.prefix})
 		}
 	}
 	return alts
@@ -1321,15 +1506,16 @@ func principalInSet(els []ast.IsNode) (cs []constraint, ok, mayFail bool) {
 	return nil, false, false
 }
 
-// alternative is what one side of a disjunction implies on username or
-// group: a dAlt's alternatives, or one username or group constraint of the
-// side (each of a side's constraints holds when it does).
+// alternative is what one side of a disjunction implies on a dimension a
+// policy can be keyed on: a dAlt's alternatives, or one such constraint of
+// the side (each of a side's constraints holds when it does).
 func alternative(cs []constraint) ([]constraint, bool) {
 	for _, c := range cs {
 		switch c.dim {
 		case dAlt:
 			return c.alts, true
-		case dUser, dGroup:
+		case dVerb, dRType, dPType:
+		default:
 			return []constraint{c}, true
 		}
 	}

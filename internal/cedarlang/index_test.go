@@ -114,7 +114,9 @@ func genCondition(rng *rand.Rand) (cond, verbGuard string) {
 }
 
 func genConditionPlain(rng *rand.Rand) string {
-	switch rng.IntN(34) {
+	switch rng.IntN(42) {
+	case 34, 35, 36, 37, 38, 39, 40, 41:
+		return genConditionOtherShape(rng)
 	case 30:
 		return ` when { principal.username == "alice" || principal in k8s::Group::"g2" }`
 	case 31:
@@ -182,6 +184,41 @@ func genConditionPlain(rng *rand.Rand) string {
 	default:
 		return ` when { principal has uid }`
 	}
+}
+
+// genConditionOtherShape: the shapes of issue 23's set with other shapes
+// (testgen.OtherShapes) in the property's vocabulary: `like` prefixes on
+// namespaces and names, relations between request attributes with a
+// literal, disjunctions across dimensions, break-glass exceptions and
+// username sets.
+func genConditionOtherShape(rng *rand.Rand) string {
+	switch rng.IntN(13) {
+	case 10:
+		return ` when { resource.path like "/apis/*" }` // errors on resources
+	case 11:
+		return ` when { resource.path == "/metrics" || principal in k8s::Group::"g1" }`
+	case 12:
+		return ` when { resource has path && resource.path like "/healthz*" }`
+	case 0:
+		return ` when { resource.namespace like "n1*" }` // errors when absent
+	case 1:
+		return ` when { resource.name like "x*" && principal in k8s::Group::"g1" }`
+	case 2:
+		return ` when { principal.namespace == resource.namespace && resource.namespace == "ns1" }` // errors on Users
+	case 3:
+		return ` when { resource.namespace == principal.namespace && principal.name == "sa1" }`
+	case 4:
+		return ` when { resource.namespace == "n1" || principal in k8s::Group::"g2" }`
+	case 5:
+		return ` when { principal.groups.contains("g3") || resource.name == "y" }`
+	case 6:
+		return ` when { resource has namespace && resource.namespace == "n2" } unless { principal in k8s::Group::"g1" }`
+	case 7:
+		return ` when { resource.namespace == "ns1" && resource.name == "x" } unless { principal.groups.contains("g4") || principal.username == "carol" }`
+	case 8:
+		return ` when { ["alice", "bob"].contains(principal.username) && resource.namespace like "n*" }`
+	}
+	return ` when { principal in [k8s::User::"alice", k8s::User::"carol"] && resource.name like "*y" }`
 }
 
 type genPolicy struct{ scope, text string }
@@ -277,18 +314,21 @@ func checkCandidatesProperty(t *testing.T, build func([]*Policy) *index) {
 			if n := rng.IntN(3); n > 0 {
 				attrs["name"] = types.String([]string{"x", "y"}[n-1])
 			}
-			if n := rng.IntN(3); n > 0 {
-				attrs["namespace"] = types.String([]string{"n1", "n2"}[n-1])
+			if n := rng.IntN(4); n > 0 {
+				attrs["namespace"] = types.String([]string{"n1", "n2", "ns1"}[n-1]) // ns1: a ServiceAccount's own
 			}
 			if n := rng.IntN(3); n > 0 {
 				attrs["apiGroup"] = types.String([]string{"apps", ""}[n-1])
+			}
+			if rtype == "k8s::NonResourceURL" && rng.IntN(4) > 0 {
+				attrs["path"] = types.String(pick(rng, []string{"/metrics", "/apis/x", "/healthz/ready", "/h"}))
 			}
 			resource := types.Entity{UID: types.NewEntityUID(rtype, ""), Attributes: types.NewRecord(attrs)}
 			ents := &entities.Entities{Principal: principal, Resource: resource}
 			act := types.NewEntityUID("k8s::Action", types.String(verb))
 
 			q := CandidateQuery{Principal: principal.UID, Groups: groups, Verb: verb, ResourceType: rtype}
-			for attr, qv := range map[types.String]*QueryValue{"name": &q.Name, "namespace": &q.Namespace, "apiGroup": &q.APIGroup} {
+			for attr, qv := range map[types.String]*QueryValue{"name": &q.Name, "namespace": &q.Namespace, "apiGroup": &q.APIGroup, "path": &q.Path} {
 				if v, ok := attrs[attr]; ok {
 					*qv = known(string(v.(types.String)))
 				}
@@ -420,7 +460,8 @@ func TestIndexBuckets(t *testing.T) {
 func TestUnnarrowed(t *testing.T) {
 	set, err := NewPolicySet(mustParse(t, "u.cedar", `
 @id("keyed") permit(principal in k8s::Group::"dev", action == k8s::Action::"get", resource is core::pods);
-@id("get-pods-1") permit(principal, action == k8s::Action::"get", resource is core::pods) when { resource.name like "a*" };
+@id("get-pods-1") permit(principal, action == k8s::Action::"get", resource is core::pods) when { resource.name like "*a" };
+@id("get-pods-prefix") permit(principal, action == k8s::Action::"get", resource is core::pods) when { resource.name like "a*" };
 @id("get-pods-2") permit(principal, action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods);
 @id("any-verb-pods") forbid(principal, action, resource is core::pods) when { context.verb != "get" };
 @id("list-any") permit(principal, action == k8s::Action::"list", resource) when { resource has name };

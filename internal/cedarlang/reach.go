@@ -29,6 +29,9 @@ func ReachOf(p *Policy) Reach {
 	var r Reach
 	var haveVerbs, haveTypes, haveNames bool
 	for _, c := range x.cons {
+		if c.prefix {
+			continue // a `like` prefix: not a value
+		}
 		if c.needs != 0 {
 			// A forbid's constraint after a read that may fail (an absent
 			// attribute): when it fails the forbid denies whatever this

@@ -327,6 +327,10 @@ func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entiti
 	}
 	w := &world{e: e, verb: verb, target: target, open: open, absent: absent, principal: principal, action: action,
 		resourceUID: resourceUID, shapes: shapes, admission: len(shapes) > 0, ns: ns, sel: sel}
+	if !w.admission && cands.permits != nil {
+		// The decision is folded: only a permit satisfied outright allows.
+		cands.permits.SkipResidualOnly()
+	}
 	w.prepare(req)
 	return evaluateCandidates(cands, w.evaluate), w.admission, true
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 )
 
@@ -101,6 +102,57 @@ when { ["ns-5", "ns-6"].contains(resource.namespace) && principal.username == "u
 	if narrowed < requests/2 {
 		t.Errorf("the index narrowed only %d of %d requests", narrowed, requests)
 	}
+}
+
+// Over issue 23's team-and-namespace set (keys holding many satisfied
+// permits) and its set with other shapes (relations, namespace, path and
+// name prefixes, a big group, break-glass forbids, username sets,
+// disjunctions across dimensions), deciding with the index gives exactly
+// the outcome of deciding with every policy as a candidate.
+func TestIndexDifferentialTeamAndShapes(t *testing.T) {
+	const policies = 600
+	team := compareIndexed(t, policySetOf(t, "team", testgen.TeamAndNamespace(policies)), testgen.TeamRequests(300))
+	t.Logf("team-and-namespace, %d policies: %v", policies, team)
+	shapes := compareIndexed(t, policySetOf(t, "shapes", testgen.OtherShapes(policies)), testgen.OtherShapesRequests(policies, 600))
+	t.Logf("other shapes, %d policies: %v", policies, shapes)
+	// The test can only fail if the requests reach every kind of outcome.
+	for _, k := range []string{"Allow", "Deny", "NoOpinion"} {
+		if shapes[k] < 600/50 {
+			t.Errorf("only %d %s outcomes over the other shapes: the request generator is too weak", shapes[k], k)
+		}
+	}
+	if team["Allow"] < 300/2 {
+		t.Errorf("only %d of 300 team requests allowed", team["Allow"])
+	}
+}
+
+// compareIndexed decides reqs over indexed and over the same policies
+// unindexed, fails the test on the first different outcome (with and
+// without conditions), and counts the outcomes by kind.
+func compareIndexed(t *testing.T, indexed *cedarlang.PolicySet, reqs []*entities.Request) map[string]int {
+	t.Helper()
+	s := embedded(t)
+	codec := NewCodec(RandomKeyring())
+	az := NewEngine(s, indexed, codec, EngineOptions{})
+	ref := NewEngine(s, indexed.Unindexed(), codec, EngineOptions{})
+	stats := map[string]int{}
+	for i, req := range reqs {
+		got, want := az.Authorize(context.Background(), req), ref.Authorize(context.Background(), req)
+		kind := got.Type().String()
+		if got.IsConditional() {
+			kind = "conditional"
+		}
+		stats[kind]++
+		for _, conditions := range []bool{true, false} {
+			if !conditions {
+				got, want = got.FailureDecision(), want.FailureDecision()
+			}
+			if d := outcomeDiff(got, want, indexed); d != "" {
+				t.Fatalf("request %d %s (conditions %v): indexed and unindexed outcomes differ: %s", i, req, conditions, d)
+			}
+		}
+	}
+	return stats
 }
 
 func outcomeDiff(got, want Decision, ps *cedarlang.PolicySet) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
 // World is the cluster a policy set of a given size describes: the number of
@@ -59,6 +60,10 @@ const (
 	ShapeNode          = "node"           // principal.name of a Node
 	ShapeResource      = "k8s-resource"   // apiGroup and resource of k8s::Resource
 	ShapeUserScope     = "user-scope"     // principal == k8s::User::"..." in the scope
+	// ShapeOther draws from issue 23's other shapes (testgen.OtherShapes):
+	// relations, prefixes, a big group, break-glass forbids, username sets,
+	// disjunctions across dimensions; one tenant per team.
+	ShapeOther = "other-shapes"
 )
 
 // Shapes and their weights (percent).
@@ -66,10 +71,10 @@ var Shapes = []struct {
 	Name   string
 	Weight int
 }{
-	{ShapeScopeRBAC, 18}, {ShapeUser, 12}, {ShapeGroupContains, 10}, {ShapeSA, 11},
-	{ShapeMultiType, 8}, {ShapeNSList, 7}, {ShapeLabels, 5}, {ShapeUnless, 6},
+	{ShapeScopeRBAC, 14}, {ShapeUser, 10}, {ShapeGroupContains, 8}, {ShapeSA, 9},
+	{ShapeMultiType, 6}, {ShapeNSList, 7}, {ShapeLabels, 5}, {ShapeUnless, 6},
 	{ShapeForbid, 3}, {ShapeNearDup, 6}, {ShapeContextVerb, 5}, {ShapeNode, 2},
-	{ShapeResource, 3}, {ShapeUserScope, 4},
+	{ShapeResource, 3}, {ShapeUserScope, 4}, {ShapeOther, 12},
 }
 
 // Fixed policies every set starts with (the cluster-wide ones).
@@ -188,6 +193,8 @@ func policy(rng *rand.Rand, w World, shape string) string {
 		return fmt.Sprintf("permit (principal is k8s::Node, action in [k8s::Action::\"get\", k8s::Action::\"update\", k8s::Action::\"patch\"], resource is core::nodes)\nwhen { principal.name == %q && resource.name == %q };", node, node)
 	case ShapeResource:
 		return fmt.Sprintf("permit (principal in k8s::Group::%q, action in %s, resource is k8s::Resource)\nwhen { resource.apiGroup == \"example.com\" && resource.resource == %q };", team, readVerbs, fmt.Sprintf("widgets-%d", rng.IntN(w.Teams)))
+	case ShapeOther:
+		return testgen.DrawShapeSpec(rng, w.Teams).Policy()
 	}
 	panic("zoo: unknown shape " + shape)
 }
@@ -221,34 +228,11 @@ func Requests(n, count int, seed uint64) []*entities.Request {
 var reqVerbs = []string{"get", "get", "list", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 
 func request(rng *rand.Rand, w World) *entities.Request {
-	r := &entities.Request{ResourceRequest: true, Verb: pick(rng, reqVerbs)}
-	nsI := rng.IntN(w.Namespaces)
-	switch p := rng.IntN(100); {
-	case p < 60:
-		u := rng.IntN(w.Users)
-		r.User.Name = w.user(u)
-		ts := w.userTeams(u)
-		if rng.IntN(3) == 0 {
-			nsI = ts[0] + w.Teams*rng.IntN(max(1, w.Namespaces/w.Teams)) // a namespace of the user's team
-		}
-		r.User.Groups = []string{w.team(ts[0]), w.team(ts[1]), "system:authenticated"}
-	case p < 85:
-		saNS := rng.IntN(w.Namespaces)
-		r.User.Name = fmt.Sprintf("system:serviceaccount:%s:sa-%d", w.ns(saNS), rng.IntN(4))
-		r.User.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + w.ns(saNS), "system:authenticated"}
-		if rng.IntN(2) == 0 {
-			nsI = saNS
-		}
-	case p < 92:
-		r.User.Name = "system:node:" + w.node(rng.IntN(w.Nodes))
-		r.User.Groups = []string{"system:nodes", "system:authenticated"}
-	case p < 94:
-		r.User.Name = "admin"
-		r.User.Groups = []string{"system:masters", "system:authenticated"}
-	default:
-		r.User.Name = fmt.Sprintf("guest-%d", rng.IntN(100))
-		r.User.Groups = []string{w.team(rng.IntN(w.Teams)), "system:authenticated"}
+	if rng.IntN(100) < 10 { // made for one of the other shapes, which the set may hold
+		return testgen.DrawShapeSpec(rng, w.Teams).Request(rng)
 	}
+	r := &entities.Request{ResourceRequest: true, Verb: pick(rng, reqVerbs)}
+	nsI := requestUser(rng, w, r)
 	if rng.IntN(30) == 0 {
 		r.Verb = entities.Wildcard
 	}
@@ -306,6 +290,40 @@ func request(rng *rand.Rand, w World) *entities.Request {
 		}
 	}
 	return r
+}
+
+// requestUser sets the request's user: a member of teams, a ServiceAccount,
+// a node, an admin or a guest; and returns the namespace index to request
+// (often one of the user's).
+func requestUser(rng *rand.Rand, w World, r *entities.Request) int {
+	nsI := rng.IntN(w.Namespaces)
+	switch p := rng.IntN(100); {
+	case p < 60:
+		u := rng.IntN(w.Users)
+		r.User.Name = w.user(u)
+		ts := w.userTeams(u)
+		if rng.IntN(3) == 0 {
+			nsI = ts[0] + w.Teams*rng.IntN(max(1, w.Namespaces/w.Teams)) // a namespace of the user's team
+		}
+		r.User.Groups = []string{w.team(ts[0]), w.team(ts[1]), "system:authenticated"}
+	case p < 85:
+		saNS := rng.IntN(w.Namespaces)
+		r.User.Name = fmt.Sprintf("system:serviceaccount:%s:sa-%d", w.ns(saNS), rng.IntN(4))
+		r.User.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + w.ns(saNS), "system:authenticated"}
+		if rng.IntN(2) == 0 {
+			nsI = saNS
+		}
+	case p < 92:
+		r.User.Name = "system:node:" + w.node(rng.IntN(w.Nodes))
+		r.User.Groups = []string{"system:nodes", "system:authenticated"}
+	case p < 94:
+		r.User.Name = "admin"
+		r.User.Groups = []string{"system:masters", "system:authenticated"}
+	default:
+		r.User.Name = fmt.Sprintf("guest-%d", rng.IntN(100))
+		r.User.Groups = []string{w.team(rng.IntN(w.Teams)), "system:authenticated"}
+	}
+	return nsI
 }
 
 // Split cuts a policy document into documents of at most maxBytes (at policy

@@ -1,0 +1,20 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/kcedar/kcedar/internal/testing/testgen"
+)
+
+// benchShapes decides requests of issue 23's set with other shapes
+// (testgen.OtherShapes: relations, prefixes, a big group, break-glass
+// forbids, username sets, disjunctions), each tenant distinct, so a
+// perfect index keeps the cost flat as n grows.
+func benchShapes(b *testing.B, n int) {
+	benchDecisions(b, policySetOf(b, "shapes", testgen.OtherShapes(n)), testgen.OtherShapesRequests(n, 4096))
+}
+
+// go test -run '^$' -bench Shapes -benchtime 20000x ./internal/engine
+func BenchmarkShapes1000(b *testing.B)   { benchShapes(b, 1000) }
+func BenchmarkShapes10000(b *testing.B)  { benchShapes(b, 10000) }
+func BenchmarkShapes100000(b *testing.B) { benchShapes(b, 100000) }
