@@ -8,7 +8,7 @@
 #                         go test -race ./... (no e2e)
 #   make e2e              real-cluster tests: go test -tags e2e ./test/e2e/...
 #                         (E2E_FLAGS='-run TestX -v' to narrow them down)
-#   make e2e-cost         kcedar's cost through a real kube-apiserver vs RBAC alone
+#   make e2e-cost         kcedar's cost through a real kube-apiserver vs RBAC alone and its floor
 #                         (TestAPIServerCost, no -race; ~5 min; KCEDAR_E2E_COST_* knobs)
 #   make image            bin/kcedar-image.tar: OCI image archive (static binary, no base image)
 #   make fuzz             each fuzz target for its execution budget (FUZZTIME overrides)
@@ -101,8 +101,9 @@ e2e:
 	echo "e2e: ETCD_BIN=$$ETCD_BIN KUBE_APISERVER_BIN=$$KUBE_APISERVER_BIN"; \
 	$(GO) test -tags e2e -race -count=1 -timeout $(E2E_TIMEOUT) $(E2E_FLAGS) $(E2E_PKGS)
 
-# The benchmark of issue 12: two clusters (RBAC alone; kcedar before RBAC,
-# webhook cache off) under the same client-go load, alternating phases; see
+# The benchmark of issues 12 and 23: two clusters (RBAC alone; kcedar before
+# RBAC, webhook cache off) under the same client-go load, alternating phases,
+# one of them kcedar's floor (the empty policy set); see
 # docs/performance.md. Without -race: it measures. Knobs (environment):
 # KCEDAR_E2E_COST_ROUNDS, _DURATION, _WARMUP, _CONCURRENCY, _POLICIES.
 e2e-cost:

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -23,6 +25,12 @@ type metrics struct {
 	generation       prometheus.Gauge
 
 	servingHash string // the label of setInfo's one series (observeReload runs under the store's lock)
+
+	// The series /v1/authorize updates on every request, created on first
+	// use: decisionDuration{endpoint="authorize"} and
+	// decisions{endpoint="authorize"} by decision.
+	authorizeDuration  func() prometheus.Observer
+	authorizeDecisions *seriesCache[string, prometheus.Counter]
 }
 
 // latencyBuckets reach down to a microsecond: a decision takes a few.
@@ -84,6 +92,10 @@ func newMetrics() *metrics {
 	m.registry.MustRegister(m.decisions, m.auditDecisions, m.decisionDuration, m.requestDuration, m.badRequests,
 		m.reloads, m.reloadTimestamp, m.setInfo, m.policies, m.loadError, m.generation,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.authorizeDuration = sync.OnceValue(func() prometheus.Observer { return m.decisionDuration.WithLabelValues("authorize") })
+	m.authorizeDecisions = newSeriesCache(func(decision string) prometheus.Counter {
+		return m.decisions.WithLabelValues("authorize", decision)
+	})
 	// Both statuses exist from the start, so rate() and absent() work.
 	for _, status := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(status)

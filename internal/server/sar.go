@@ -48,8 +48,8 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	answer := az.AuthorizeSubjectAccessReview(r.Context(), req, s.sarCaller(&sar.Spec))
-	s.metrics.decisionDuration.WithLabelValues("authorize").Observe(time.Since(start).Seconds())
-	s.metrics.decisions.WithLabelValues("authorize", answer.Label).Inc()
+	s.metrics.authorizeDuration().Observe(time.Since(start).Seconds())
+	s.metrics.authorizeDecisions.get(answer.Label).Inc()
 	audit := engine.AuditReports(answer.Decision)
 	for _, a := range audit {
 		s.metrics.auditDecisions.WithLabelValues(a.Effect, a.Would).Inc()

@@ -112,10 +112,15 @@ func costToken(kind string, i int) string { return fmt.Sprintf("%s-token-%d", ki
 // by RoleBindings in the RBAC cluster, allowed by kcedar's policies in the
 // other (where no RoleBinding grants them, so success proves kcedar
 // decided). A third phase sends the same requests in the kcedar cluster as
-// users kcedar has no opinion on and RBAC allows. The phases alternate over
-// several rounds (A/B/C/A/B/C, to spread machine noise over all of them) and
-// medians are reported; every request must succeed, and kcedar's decision
-// counters must have grown by at least the requests of its phases.
+// users kcedar has no opinion on and RBAC allows. A fourth, the floor,
+// sends them again while kcedar serves the empty policy set (it answers
+// NoOpinion at once, RBAC allows): what kcedar costs per review with no
+// policy to look at, HTTP/2, TLS and JSON included. The phases alternate
+// over several rounds (A/B/C/D, B/C/D/A, ..., to spread machine noise over
+// all of them) and medians are reported; every request must succeed, and kcedar's
+// decision counters must have grown by at least the requests of its phases.
+// The bar: kcedar deciding costs at most 1.2x the floor in kcedar CPU per
+// review.
 //
 // It is a benchmark: skipped unless KCEDAR_E2E_COST is set or -run names it
 // (`make e2e-cost`), and under the race detector. Knobs:
@@ -141,9 +146,11 @@ func TestAPIServerCost(t *testing.T) {
 	policies := costPolicies(cfg.policies)
 	// kcedar serve's default reload interval, not the other tests' 200 ms:
 	// kcedar polls its policy file as often as in a deployment.
-	kcedar, kopts := startKcedarWebhook(t, policies, "--reload-interval", "2s")
+	// --allow-empty-policy-set: the floor phase serves the empty set.
+	kcedar, kopts := startKcedarWebhook(t, policies, "--reload-interval", "2s", "--allow-empty-policy-set")
 	kopts.Tokens = tokens
 	metrics := newKcedarMetrics(t, kopts)
+	sets := newCostPolicySets(t, kcedar, metrics)
 	rbacCluster := framework.Start(t, framework.Options{Tokens: tokens})
 	kcedarCluster := framework.Start(t, kopts)
 
@@ -155,6 +162,7 @@ func TestAPIServerCost(t *testing.T) {
 		{name: "RBAC alone", cluster: rbacCluster, kind: "bench"},
 		{name: "kcedar decides", cluster: kcedarCluster, kind: "bench", kcedarDecision: "Allow"},
 		{name: "kcedar NoOpinion, RBAC decides", cluster: kcedarCluster, kind: "rbac", kcedarDecision: "NoOpinion"},
+		{name: "floor: empty set, RBAC decides", cluster: kcedarCluster, kind: "rbac", kcedarDecision: "NoOpinion", emptySet: true},
 	}
 	// Every phase reads the CPU time of all five server processes: its own
 	// (by role) and the idle ones, whose idle rate is then subtracted.
@@ -177,7 +185,13 @@ func TestAPIServerCost(t *testing.T) {
 	t.Logf("cost benchmark: %d policies (%d zoo + %d benchmark users'), %d client goroutines, %d rounds of %v per phase after %v warm-up",
 		strings.Count(policies, "@id("), cfg.policies, costUsers, cfg.conns, cfg.rounds, cfg.duration, cfg.warmup)
 	for r := range cfg.rounds {
-		for _, p := range phases {
+		// Each round starts one phase later than the last, so that no phase
+		// is always the one measured first, or right after a reload.
+		for i := range phases {
+			p := phases[(r+i)%len(phases)]
+			if p.kcedarDecision != "" {
+				sets.serve(t, p.emptySet)
+			}
 			before := metrics.decisions(t)
 			res, err := p.run(t.Context(), cfg)
 			if err != nil {
@@ -239,6 +253,7 @@ func TestAPIServerCost(t *testing.T) {
 			ratio(p.results, func(r costResult) float64 { return float64(r.cpuTotal) }),
 			ratio(p.results, func(r costResult) float64 { return float64(r.netTotal) }))
 	}
+	logCostFloor(t, phases[3], phases[1:])
 }
 
 // setupCostCluster creates the benchmark's namespaces, pods and configmaps, a
@@ -327,6 +342,7 @@ type costPhase struct {
 	cluster        *framework.Cluster
 	kind           string // "bench" or "rbac" users
 	kcedarDecision string // what kcedar must answer each request ("" = kcedar is not asked)
+	emptySet       bool   // kcedar serves the empty policy set (the floor)
 	clients        []kubernetes.Interface
 	procs          map[string]int    // every server process: name -> pid
 	own            map[string]string // the processes this phase loads: role (apiserver, etcd, kcedar) -> name
