@@ -29,7 +29,16 @@ type Cursor struct {
 	next     int       // without an index: the next position in ps.Policies
 	peeked   *Policy
 	hasPeek  bool
-	// residualOnly: skip permits that can leave only a residual.
+	// skipResidualOnly (CandidateQuery.SkipResidualOnly) leaves out the
+	// permits that can leave only a residual for this request: those that
+	// constrain (outside a disjunction) a value of the resource (namespace,
+	// name, apiGroup, resource, path) the request leaves open. Such a permit
+	// needs that value to match, so partial evaluation cannot find it satisfied
+	// outright, and where nothing evaluates residuals it cannot change the
+	// decision. Nor is any permit read that only an open value finds (its key
+	// is on the open value): one whose disjunction may hold otherwise is found
+	// by the key of that alternative. This keeps a list or watch across names
+	// or namespaces from costing what the policies keyed on them number.
 	skipResidualOnly bool
 
 	groupBuf [8]uint64
@@ -56,7 +65,11 @@ func (ps *PolicySet) Lookup(q CandidateQuery) *Cursor {
 	for j, i := range c.eagerIDs {
 		c.Eager[j] = ps.Policies[i]
 	}
+	if q.SkipResidualOnly {
+		c.skipResidualOnly, c.s.skipOpen = true, true
+	}
 	lists, singles = ix.gather(&c.s, q.Verb, [2]bool{false, true}, lists[:0], nil)
+	c.s.skipOpen = false
 	if len(singles) > 0 {
 		slices.Sort(singles)
 		lists = append(lists, singles)
@@ -96,7 +109,7 @@ func (c *Cursor) nextID() (int32, bool) {
 			return 0, false
 		}
 		if c.skipResidualOnly {
-			if d := c.ps.index.keyDim[i]; d != noDim && c.s.open[d] {
+			if c.ps.index.needsValue[i]&c.s.openMask != 0 {
 				continue
 			}
 		}
@@ -132,15 +145,6 @@ func (c *Cursor) pop() (int32, bool) {
 		}
 	}
 }
-
-// SkipResidualOnly makes Next skip the permits that can leave only a
-// residual for this request: those keyed on a value of the resource
-// (namespace, name, apiGroup, resource) the request leaves open. Such a
-// permit needs that value to match, so partial evaluation cannot find it
-// satisfied outright. Where nothing will evaluate residuals (no admission
-// follows), it cannot change the decision; skipping it keeps the cost of a
-// list or watch across names from growing with the policies keyed on names.
-func (c *Cursor) SkipResidualOnly() { c.skipResidualOnly = true }
 
 // HasPermits reports whether Next would return a permit; it does not
 // consume it.

@@ -45,11 +45,11 @@ import (
 //     place, so a decision that stops at the first satisfied permit reads
 //     no more of a key's postings than it needs.
 //   - Candidates looks up the request's keys, then checks every found policy
-//     against all its constraints. A permit keyed on a resource value the
-//     request leaves open can leave only a residual; where no admission
-//     follows, a decision skips it (Cursor.SkipResidualOnly). An open request value (namespace or name
+//     against all its constraints. An open request value (namespace or name
 //     "", apiGroup or resource "*") satisfies every constraint on it and finds
-//     every policy keyed on that dimension. An absent attribute (a cluster-
+//     every policy keyed on that dimension (but a permit constraining it can
+//     leave only a residual: where no admission follows, a decision skips
+//     it, CandidateQuery.SkipResidualOnly). An absent attribute (a cluster-
 //     scoped resource's namespace, a User's namespace) satisfies none.
 //   - Values are known to the index only by their hashes: the keys are
 //     64-bit hashes of (bucket, dimension, value) in one open-addressing
@@ -91,14 +91,12 @@ type index struct {
 	// header (dim | needs<<4 | n<<16), then n 32-bit value hashes.
 	cons   []uint32
 	consAt []uint32
-	// keyDim[i]: the resource dimension policy i is keyed on when its key
-	// is one constraint on it (noDim otherwise). A permit keyed on a value
-	// the request leaves open can leave only a residual, never allow
-	// outright (Cursor.SkipResidualOnly).
-	keyDim []uint8
+	// needsValue[i]: the resource dimensions policy i constrains outside a
+	// disjunction. A permit that constrains a value the request leaves open
+	// can leave only a residual, never allow outright
+	// (CandidateQuery.SkipResidualOnly).
+	needsValue []uint16
 }
-
-const noDim uint8 = 0xff
 
 const refInline = 1 << 31
 
@@ -244,7 +242,7 @@ func buildIndex(policies []*Policy) *index {
 // every value hash and of printMask of every fingerprint.
 func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 	ix := &index{seed: maphash.MakeSeed(), prefixSeed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask, buckets: map[bucketKey]*bucket{},
-		consAt: make([]uint32, len(policies)+1), keyDim: make([]uint8, len(policies))}
+		consAt: make([]uint32, len(policies)+1), needsValue: make([]uint16, len(policies))}
 	exts, count := ix.extractAll(policies)
 	// keyed collects the postings by slot key: values whose keys collide
 	// share their postings (more candidates, never fewer).
@@ -255,9 +253,10 @@ func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 		vids := ix.ids(e.values(dVerb))
 		tids := ix.ids(e.values(dRType))
 		primary, secondary := chooseKeys(e.cons, count)
-		ix.keyDim[i] = noDim
-		if primary >= 0 && isResourceDim(e.cons[primary].dim) {
-			ix.keyDim[i] = e.cons[primary].dim
+		for _, c := range e.cons {
+			if c.dim != dAlt && isResourceDim(c.dim) {
+				ix.needsValue[i] |= 1 << c.dim
+			}
 		}
 		lazy := lazyPolicy(policies[i])
 		for _, v := range vids {
@@ -606,6 +605,10 @@ type CandidateQuery struct {
 	Namespace, Name                   QueryValue
 	APIGroup, Resource                QueryValue
 	Path                              QueryValue // a non-resource URL's
+	// SkipResidualOnly: nothing will evaluate conditions for this request
+	// (no admission follows), so Lookup leaves out the permits that can
+	// only leave a residual (CandidateQuery.SkipResidualOnly).
+	SkipResidualOnly bool
 }
 
 // QueryValue is one request attribute: a value, open (every value: "" name
@@ -669,8 +672,11 @@ type lookupState struct {
 	strs       [nDims]string // the values, for `like` prefixes
 	has, open  [nDims]bool
 	absentMask uint16 // dimensions absent, or open and possibly absent
-	groups     []uint64
-	rtype      types.EntityType
+	openMask   uint16 // dimensions open
+	// skipOpen: gather leaves out what only an open value finds.
+	skipOpen bool
+	groups   []uint64
+	rtype    types.EntityType
 }
 
 func (s *lookupState) set(ix *index, d uint8, v QueryValue) {
@@ -691,6 +697,7 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 	if ps.index == nil {
 		return slices.Clone(ps.Policies)
 	}
+	q.SkipResidualOnly = false // every candidate
 	c := ps.Lookup(q)
 	eager := c.eagerIDs
 	var out []*Policy
@@ -718,6 +725,11 @@ func (ix *index) describe(s *lookupState, q CandidateQuery) {
 	s.set(ix, dAPIGroup, q.APIGroup)
 	s.set(ix, dResource, q.Resource)
 	s.set(ix, dPath, q.Path)
+	for d := dUser; d < nDims; d++ {
+		if s.open[d] {
+			s.openMask |= 1 << d
+		}
+	}
 	s.has[dGroup] = true
 	for _, g := range q.Groups {
 		s.groups = append(s.groups, ix.hash(g))
@@ -811,6 +823,7 @@ func (ix *index) collect(keys []uint64, lists [][]int32, s *lookupState, b *buck
 				keys = append(keys, keyOf(b.id, tag<<4|dGroup, g))
 			}
 		case !s.has[d]:
+		case s.open[d] && s.skipOpen:
 		case s.open[d]:
 			lists = appendNonEmpty(lists, b.openRest[d])
 			keys, lists = ix.collect(keys, lists, s, b, d+1, b.openDims[d])

@@ -53,11 +53,11 @@ func (e *Engine) Authorize(_ context.Context, req *entities.Request) Decision {
 func (e *Engine) authorize(req *entities.Request) (Decision, bool) {
 	verbs := entities.Verbs(e.schema, req)
 	if len(verbs) == 1 {
-		return e.authorizeVerb(req, verbs[0])
+		return e.authorizeVerb(req, verbs[0], false)
 	}
 	forbid, audit := e.candidateFacts(req, verbs)
 	d := decideCases(len(verbs), !forbid, audit, func(i int) Decision {
-		d, _ := e.authorizeVerb(req, verbs[i])
+		d, _ := e.authorizeVerb(req, verbs[i], true)
 		return d
 	})
 	return d, true
@@ -142,7 +142,9 @@ func AdmissionShapes(t entities.Target, req *entities.Request, verb string) []sh
 	return nil
 }
 
-func (e *Engine) authorizeVerb(req *entities.Request, verb string) (Decision, bool) {
+// authorizeVerb decides req for verb; folded: the caller folds the decision
+// (it is one case of several), so conditions are of no use.
+func (e *Engine) authorizeVerb(req *entities.Request, verb string, folded bool) (Decision, bool) {
 	target := entities.ResolveTarget(e.schema, req)
 	open := target.Open(req)
 	var optional []string
@@ -152,7 +154,7 @@ func (e *Engine) authorizeVerb(req *entities.Request, verb string) (Decision, bo
 		}
 	}
 	if len(optional) == 0 {
-		return e.authorizeWorld(req, verb, target, open, nil)
+		return e.authorizeWorld(req, verb, target, open, nil, folded)
 	}
 	// Each optional open attribute may be absent or hold any value: decide
 	// every combination ("world"); the request is allowed only if every world
@@ -166,7 +168,7 @@ func (e *Engine) authorizeVerb(req *entities.Request, verb string) (Decision, bo
 				absent[attr] = true
 			}
 		}
-		d, _ := e.authorizeWorld(req, verb, target, open, absent)
+		d, _ := e.authorizeWorld(req, verb, target, open, absent, true)
 		return d
 	})
 	return d, true
@@ -260,13 +262,20 @@ func decide(results []policyResult, entityType types.EntityType) Decision {
 // (absent: the open attributes that are absent in this world) with the
 // enforced candidates, and evaluates the audit candidates beside them into
 // the decision's audit findings (audit.go). partial reports whether partial
-// evaluation was needed.
-func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool) (d Decision, partial bool) {
-	cur := e.policies.Lookup(cedarlang.NewCandidateQuery(req, target, verb))
+// evaluation was needed. folded: the caller folds the decision.
+func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool, folded bool) (d Decision, partial bool) {
+	q := cedarlang.NewCandidateQuery(req, target, verb)
+	// Without admission (or folded by the caller), a decision is folded:
+	// only a permit satisfied outright allows, and a forbid's residual
+	// denies.
+	folded = folded || len(AdmissionShapes(target, req, verb)) == 0
+	q.SkipResidualOnly = folded
+	cur := e.policies.Lookup(q)
 	if cur.Empty() {
 		return NoOpinion(nil), false
 	}
 	enforced, audit := e.splitLookup(cur)
+	enforced.folded = folded
 	results, admission, partial := e.evaluateWorld(req, verb, target, open, absent, enforced)
 	d = decide(results, target.EntityType)
 	if partial && d.IsConditional() && !admission {
@@ -275,7 +284,7 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 	}
 	if len(audit) > 0 {
 		auditResults, _, auditPartial := e.evaluateWorld(req, verb, target, open, absent, candidates{fixed: audit})
-		d = d.withAudit(auditFindings(d, results, auditResults, target.EntityType, !admission))
+		d = d.withAudit(auditFindings(d, results, auditResults, target.EntityType, folded || !admission))
 		partial = partial || auditPartial
 	}
 	return d, partial
@@ -290,7 +299,13 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 type candidates struct {
 	fixed   []*cedarlang.Policy
 	permits *cedarlang.Cursor
+	folded  bool // nothing will evaluate the decision's conditions
 }
+
+// enforced reports whether cands are a decision's enforced candidates
+// (fixed then holds its forbids), rather than policies each evaluated in
+// full.
+func (c candidates) enforced() bool { return c.permits != nil }
 
 // evaluateWorld evaluates the candidates for req and verb in one world of
 // its open values. A fully known request is evaluated one-phase; otherwise
@@ -321,28 +336,31 @@ func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entiti
 			known[schemagen.AttrNamespaceObject] = ns.rec
 		}
 		ents := &entities.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(known)}, Maps: ns.maps}
-		return evaluateCandidates(cands, func(p *cedarlang.Policy) policyResult {
+		return evaluateCandidates(cands, true, func(p *cedarlang.Policy) policyResult {
 			return classify(p, evaluateCompiled(p, ents, principal.UID, action, resourceUID))
 		}), false, false
 	}
 	w := &world{e: e, verb: verb, target: target, open: open, absent: absent, principal: principal, action: action,
 		resourceUID: resourceUID, shapes: shapes, admission: len(shapes) > 0, ns: ns, sel: sel}
-	if !w.admission && cands.permits != nil {
-		// The decision is folded: only a permit satisfied outright allows.
-		cands.permits.SkipResidualOnly()
-	}
 	w.prepare(req)
-	return evaluateCandidates(cands, w.evaluate), w.admission, true
+	return evaluateCandidates(cands, cands.folded || !w.admission, w.evaluate), w.admission, true
 }
 
 // evaluateCandidates evaluates cands with eval: every fixed policy, then
-// the permits until one is satisfied.
-func evaluateCandidates(cands candidates, eval func(*cedarlang.Policy) policyResult) []policyResult {
+// the permits until one is satisfied. With folded (nothing will evaluate
+// conditions: a forbid's residual denies as surely as a satisfied forbid),
+// a decision's forbids are evaluated until the first that denies, which
+// settles the answer: no permit is read, and the reason names that forbid.
+func evaluateCandidates(cands candidates, folded bool, eval func(*cedarlang.Policy) policyResult) []policyResult {
 	results := make([]policyResult, 0, len(cands.fixed)+1)
 	for _, p := range cands.fixed {
-		results = append(results, eval(p))
+		r := eval(p)
+		results = append(results, r)
+		if folded && cands.enforced() && r.kind != notSatisfied {
+			return results
+		}
 	}
-	if cands.permits == nil {
+	if !cands.enforced() {
 		return results
 	}
 	for p := cands.permits.Next(); p != nil; p = cands.permits.Next() {

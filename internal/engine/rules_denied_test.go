@@ -117,17 +117,19 @@ func TestWhatCanDeniedAgreesWithAuthorize(t *testing.T) {
 	}
 }
 
-// forbidsIn reports whether d is a Deny by, or a decision with deny
-// conditions from, every policy of ids.
+// forbidsIn reports whether d is a Deny by one of the policies of ids (a
+// decision stops at the first forbid that denies, and names it), or a
+// decision with deny conditions from every policy of ids.
 func forbidsIn(d Decision, ids []string) bool {
+	if d.IsDenied() {
+		return slices.ContainsFunc(policyIDs(d.Policies()), func(id string) bool { return slices.Contains(ids, id) })
+	}
+	if !d.IsConditional() {
+		return false
+	}
 	var got []string
-	switch {
-	case d.IsDenied():
-		got = policyIDs(d.Policies())
-	case d.IsConditional():
-		for _, r := range d.DenyConditions() {
-			got = append(got, r.Policy.ID)
-		}
+	for _, r := range d.DenyConditions() {
+		got = append(got, r.Policy.ID)
 	}
 	for _, id := range ids {
 		if !slices.Contains(got, id) {
