@@ -6,6 +6,7 @@
 //
 //	go run ./test/load -kcedar bin/kcedar -policies 1000 -conns 16 -duration 10s
 //	go run ./test/load -kcedar bin/kcedar -workload zoo -policies 1000
+//	go run ./test/load -kcedar bin/kcedar -workload shapes -policies 10000
 //	go run ./test/load -kcedar bin/kcedar -workload zoo -policies 100000 -startup
 //
 // With -startup it measures instead how long `kcedar serve` takes to become
@@ -50,9 +51,10 @@ func main() {
 		duration = flag.Duration("duration", 10*time.Second, "measurement time per phase")
 		warmup   = flag.Duration("warmup", 2*time.Second, "warm-up time per phase")
 		rounds   = flag.Int("rounds", 3, "alternate the two phases this many times and report medians (evens out noise)")
-		workload = flag.String("workload", "rbac-like", "rbac-like: testgen.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (internal/rbacconvert) and its generated SubjectAccessReviews; zoo: the policy-shape zoo (internal/testing/testgen/zoo) of -policies policies and its requests; team: issue 23's team-and-namespace shape (testgen.TeamAndNamespace), whose keys hold more satisfied permits as -policies grows")
+		workload = flag.String("workload", "rbac-like", "rbac-like: testgen.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (internal/rbacconvert) and its generated SubjectAccessReviews; zoo: the policy-shape zoo (internal/testing/testgen/zoo) of -policies policies and its requests; team: issue 23's team-and-namespace shape (testgen.TeamAndNamespace), whose keys hold more satisfied permits as -policies grows; shapes: issue 23's set with other shapes (testgen.OtherShapes: relations, prefixes, a big group, break-glass forbids, username sets, disjunctions), one tenant per 8 policies")
 		startup  = flag.Bool("startup", false, "measure serve start-up (time to ready, RSS) and validate time instead of load")
 	)
+	flag.BoolVar(&reloadMode, "reload", false, "measure decision latency through a reload of the same set instead: steady p99 vs the p99 of the 5 s after the new set serves")
 	flag.Parse()
 	if *startup {
 		if err := measureStartup(*bin, *workload, *nPol); err != nil {
@@ -73,6 +75,8 @@ func main() {
 		policySet, bodies, err = zoo.Policies(*nPol, 1), zooBodies(*nPol), nil
 	case "team":
 		policySet, bodies = strings.Join(testgen.TeamAndNamespace(*nPol), "\n"), requestsBodies(testgen.TeamRequests(4096))
+	case "shapes":
+		policySet, bodies = strings.Join(testgen.OtherShapes(*nPol), "\n"), requestsBodies(testgen.OtherShapesRequests(*nPol, 4096))
 	default:
 		err = fmt.Errorf("unknown -workload %q", *workload)
 	}
@@ -139,6 +143,9 @@ func rbacWorkload() (string, [][]byte, error) {
 	return string(res.Policies), bodies, nil
 }
 
+// reloadMode: -reload.
+var reloadMode bool
+
 func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Duration, rounds int) error {
 	nPol := strings.Count(full, "@id(")
 	dir, err := os.MkdirTemp("", "kcedar-load-")
@@ -167,7 +174,7 @@ func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Dur
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	defer stopServer(cmd)
 
 	var pool *x509.CertPool
 	base := "https://" + addr
@@ -200,6 +207,16 @@ func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Dur
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	}
+	if reloadMode {
+		if err := load(full, fmt.Sprintf("serving %d policies", nPol)); err != nil {
+			return err
+		}
+		fmt.Printf("kcedar reload test: %d connections, %d policies, %s steady (after %s warm-up), then a reload\n", conns, nPol, duration, warmup)
+		return measureReload(pool, base, bodies, conns, duration, warmup, func() error { return writePolicies(polDir, full+reloadMarker) }, func() bool {
+			body, _ := get(pool, base+"/readyz")
+			return strings.Contains(body, fmt.Sprintf("serving %d policies", nPol+1))
+		})
 	}
 	fmt.Printf("kcedar load test: %d connections, %d rounds of %s per phase (after %s warm-up), %d policies vs none\n", conns, rounds, duration, warmup, nPol)
 	var fulls, empties []result
@@ -323,8 +340,32 @@ func measure(pool *x509.CertPool, base string, bodies [][]byte, conns int, durat
 	measureFrom := start.Add(warmup)
 	var cpu0 time.Duration
 	cpuAt := time.AfterFunc(warmup, func() { cpu0 = cpuTime(pid) })
-	var mu sync.Mutex
 	var lat []time.Duration
+	errs := drive(ctx, pool, base, bodies, conns, func(t0, t1 time.Time) {
+		if t0.After(measureFrom) {
+			lat = append(lat, t1.Sub(t0))
+		}
+	})
+	elapsed := time.Since(measureFrom)
+	cpuAt.Stop()
+	cpu1 := cpuTime(pid)
+	if len(lat) == 0 {
+		return result{}, fmt.Errorf("no requests completed")
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	r := result{requests: int64(len(lat)), errors: errs, rps: float64(len(lat)) / elapsed.Seconds(),
+		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}
+	// Requests that ended after the measurement window add a little CPU.
+	r.cpuPerReq = (cpu1 - cpu0) / time.Duration(len(lat))
+	r.rssKB, r.peakRSSKB = rss(pid)
+	return r, nil
+}
+
+// drive posts bodies round robin over conns connections until ctx ends,
+// calling done (under a lock) with the start and end of each request that
+// succeeded; it returns how many failed.
+func drive(ctx context.Context, pool *x509.CertPool, base string, bodies [][]byte, conns int, done func(t0, t1 time.Time)) int64 {
+	var mu sync.Mutex
 	var errs atomic.Int64
 	var wg sync.WaitGroup
 	for c := 0; c < conns; c++ {
@@ -334,7 +375,6 @@ func measure(pool *x509.CertPool, base string, bodies [][]byte, conns int, durat
 			tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, ForceAttemptHTTP2: false}
 			client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 			defer tr.CloseIdleConnections()
-			local := make([]time.Duration, 0, 1<<16)
 			for i := c; ctx.Err() == nil; i++ {
 				t0 := time.Now()
 				resp, err := client.Post(base+"/v1/authorize", "application/json", bytes.NewReader(bodies[i%len(bodies)]))
@@ -348,30 +388,17 @@ func measure(pool *x509.CertPool, base string, bodies [][]byte, conns int, durat
 				resp.Body.Close()
 				if resp.StatusCode != 200 {
 					errs.Add(1)
+					continue
 				}
-				if t0.After(measureFrom) {
-					local = append(local, time.Since(t0))
-				}
+				t1 := time.Now()
+				mu.Lock()
+				done(t0, t1)
+				mu.Unlock()
 			}
-			mu.Lock()
-			lat = append(lat, local...)
-			mu.Unlock()
 		}(c)
 	}
 	wg.Wait()
-	elapsed := time.Since(measureFrom)
-	cpuAt.Stop()
-	cpu1 := cpuTime(pid)
-	if len(lat) == 0 {
-		return result{}, fmt.Errorf("no requests completed")
-	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	r := result{requests: int64(len(lat)), errors: errs.Load(), rps: float64(len(lat)) / elapsed.Seconds(),
-		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}
-	// Requests that ended after the measurement window add a little CPU.
-	r.cpuPerReq = (cpu1 - cpu0) / time.Duration(len(lat))
-	r.rssKB, r.peakRSSKB = rss(pid)
-	return r, nil
+	return errs.Load()
 }
 
 func rss(pid int) (cur, peak int64) {
@@ -501,4 +528,18 @@ func measureStartup(bin, workload string, n int) error {
 	}
 	fmt.Printf("validate, same files: %s (CPU %s)\n", time.Since(t0).Round(10*time.Millisecond), (v.ProcessState.UserTime() + v.ProcessState.SystemTime()).Round(10*time.Millisecond))
 	return nil
+}
+
+// stopServer stops kcedar with SIGTERM (so a KCEDAR_CPU_PROFILE is written),
+// and kills it if it has not exited within 10 s.
+func stopServer(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
 }
