@@ -342,6 +342,7 @@ func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entiti
 	}
 	w := &world{e: e, verb: verb, target: target, open: open, absent: absent, principal: principal, action: action,
 		resourceUID: resourceUID, shapes: shapes, admission: len(shapes) > 0, ns: ns, sel: sel}
+	w.rendered.Entity = principal
 	w.prepare(req)
 	return evaluateCandidates(cands, cands.folded || !w.admission, w.evaluate), w.admission, true
 }
@@ -393,6 +394,8 @@ type world struct {
 	attrs, attrsNoNS types.RecordMap
 	// envs: per shape, the environment with and without the namespace object.
 	envs []*eval.Env
+	// rendered: the principal, for memo keys.
+	rendered renderedPrincipal
 }
 
 // prepare computes the resource attributes (open ones as variables) and the
@@ -490,11 +493,11 @@ func (w *world) evaluate(p *cedarlang.Policy) policyResult {
 // residual is p's residual in shape i; an unknown namespace may also not
 // exist, so where the two differ it is split on the namespace's presence.
 func (w *world) residual(p *cedarlang.Policy, in *policyInputs, i int) (ast.IsNode, *memoEntry) {
-	expr, memo := w.e.partialExpr(w.envAt(i, false), w.shapes[i].code(), p, in, w.verb, w.target.EntityType, w.principal, w.attrs)
+	expr, memo := w.e.partialExpr(w.envAt(i, false), w.shapes[i].code(), p, in, w.verb, w.target.EntityType, &w.rendered, w.attrs)
 	if !(w.ns.applies && !w.ns.known && readsNamespace(in)) {
 		return expr, memo
 	}
-	other, _ := w.e.partialExpr(w.envAt(i, true), w.shapes[i].code(), p, in, w.verb, w.target.EntityType, w.principal, w.attrsNoNS)
+	other, _ := w.e.partialExpr(w.envAt(i, true), w.shapes[i].code(), p, in, w.verb, w.target.EntityType, &w.rendered, w.attrsNoNS)
 	if ast.Equal(ast.NewNode(expr), ast.NewNode(other)) {
 		return expr, memo
 	}
@@ -535,7 +538,7 @@ func evaluateCompiled(p *cedarlang.Policy, entities types.EntityGetter, principa
 
 // partialExpr is partialEval memoized by the request values p's residual
 // depends on.
-func (e *Engine) partialExpr(env func() eval.Env, shapeIdx int, p *cedarlang.Policy, in *policyInputs, verb string, target types.EntityType, principal types.Entity, resourceAttrs types.RecordMap) (ast.IsNode, *memoEntry) {
+func (e *Engine) partialExpr(env func() eval.Env, shapeIdx int, p *cedarlang.Policy, in *policyInputs, verb string, target types.EntityType, principal *renderedPrincipal, resourceAttrs types.RecordMap) (ast.IsNode, *memoEntry) {
 	if e.residuals == nil {
 		return partialEval(env(), in.partialAST), nil
 	}

@@ -195,7 +195,7 @@ func children(n ast.IsNode) []ast.IsNode {
 }
 
 // memoKey renders the values of p's inputs in env (shape included).
-func memoKey(in *policyInputs, shape int, verb string, target types.EntityType, principal types.Entity, resourceAttrs types.RecordMap) string {
+func memoKey(in *policyInputs, shape int, verb string, target types.EntityType, principal *renderedPrincipal, resourceAttrs types.RecordMap) string {
 	var b strings.Builder
 	w := func(s string) {
 		b.WriteString(s)
@@ -214,11 +214,11 @@ func memoKey(in *policyInputs, shape int, verb string, target types.EntityType, 
 		}
 	}
 	if in.principalTags {
-		w(principal.Tags.String())
+		w(principal.tagsText())
 	}
 	for _, a := range in.principalAttrs {
 		if a == "*" {
-			w(principal.Attributes.String())
+			w(principal.attrsText())
 			continue
 		}
 		w(valueKey(principal.Attributes.Get(types.String(a))))
@@ -234,6 +234,28 @@ func memoKey(in *policyInputs, shape int, verb string, target types.EntityType, 
 		w(valueKey(v, ok))
 	}
 	return b.String()
+}
+
+// renderedPrincipal is a request's principal, its records rendered at most
+// once for the memo keys of all the policies one request evaluates.
+type renderedPrincipal struct {
+	types.Entity
+	attrs, tags     string
+	hasAttrs, hasTg bool
+}
+
+func (r *renderedPrincipal) attrsText() string {
+	if !r.hasAttrs {
+		r.attrs, r.hasAttrs = r.Attributes.String(), true
+	}
+	return r.attrs
+}
+
+func (r *renderedPrincipal) tagsText() string {
+	if !r.hasTg {
+		r.tags, r.hasTg = r.Tags.String(), true
+	}
+	return r.tags
 }
 
 func valueKey(v types.Value, ok bool) string {
