@@ -3,6 +3,7 @@ package cedarlang
 import (
 	"math"
 	"slices"
+	"sync"
 )
 
 // Cursor is one request's candidates (Candidates), split the way a decision
@@ -43,11 +44,41 @@ type Cursor struct {
 
 	groupBuf [8]uint64
 	listBuf  [16][]int32
+	// eagerBuf, idBuf, singleBuf: storage a released Cursor keeps.
+	eagerBuf  []*Policy
+	idBuf     []int32
+	singleBuf []int32
+}
+
+// cursors are released Cursors, reused: a decision looks one up per
+// request, and a Cursor is a kilobyte.
+var cursors = sync.Pool{New: func() any { return new(Cursor) }}
+
+// newCursor is an empty Cursor of ps, from the pool.
+func newCursor(ps *PolicySet) *Cursor {
+	c := cursors.Get().(*Cursor)
+	eager, ids, singles := c.eagerBuf[:0], c.idBuf[:0], c.singleBuf[:0]
+	*c = Cursor{ps: ps, last: -1, eagerBuf: eager, idBuf: ids, singleBuf: singles}
+	return c
+}
+
+// Release returns c for reuse: neither c nor its Eager slice may be used
+// after.
+func (c *Cursor) Release() {
+	if cap(c.eagerBuf) > 4096 || cap(c.idBuf) > 4096 || cap(c.singleBuf) > 4096 {
+		return // grown by a rare request: let it go
+	}
+	// Keep nothing of the set alive: no policy, no posting.
+	clear(c.eagerBuf[:cap(c.eagerBuf)])
+	c.ps, c.Eager, c.peeked, c.lists, c.eagerIDs = nil, nil, nil, nil, nil
+	clear(c.listBuf[:])
+	cursors.Put(c)
 }
 
 // Lookup returns the candidates of the request q describes as a Cursor.
+// Release it when done.
 func (ps *PolicySet) Lookup(q CandidateQuery) *Cursor {
-	c := &Cursor{ps: ps, last: -1}
+	c := newCursor(ps)
 	if ps.index == nil {
 		for _, p := range ps.Policies {
 			if !lazyPolicy(p) {
@@ -59,16 +90,19 @@ func (ps *PolicySet) Lookup(q CandidateQuery) *Cursor {
 	ix := ps.index
 	c.s.groups = c.groupBuf[:0]
 	ix.describe(&c.s, q)
-	lists, singles := ix.gather(&c.s, q.Verb, [2]bool{true, false}, c.listBuf[:0], nil)
+	lists, singles := ix.gather(&c.s, q.Verb, [2]bool{true, false}, c.listBuf[:0], c.idBuf)
 	c.eagerIDs = ix.materialize(ps, &c.s, false, lists, singles)
-	c.Eager = make([]*Policy, len(c.eagerIDs))
-	for j, i := range c.eagerIDs {
-		c.Eager[j] = ps.Policies[i]
+	c.idBuf = c.eagerIDs
+	c.Eager = c.eagerBuf
+	for _, i := range c.eagerIDs {
+		c.Eager = append(c.Eager, ps.Policies[i])
 	}
+	c.eagerBuf = c.Eager
 	if q.SkipResidualOnly {
 		c.skipResidualOnly, c.s.skipOpen = true, true
 	}
-	lists, singles = ix.gather(&c.s, q.Verb, [2]bool{false, true}, lists[:0], nil)
+	lists, singles = ix.gather(&c.s, q.Verb, [2]bool{false, true}, lists[:0], c.singleBuf)
+	c.singleBuf = singles
 	c.s.skipOpen = false
 	if len(singles) > 0 {
 		slices.Sort(singles)

@@ -699,6 +699,7 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 	}
 	q.SkipResidualOnly = false // every candidate
 	c := ps.Lookup(q)
+	defer c.Release()
 	eager := c.eagerIDs
 	var out []*Policy
 	for i, ok := c.nextID(); ok; i, ok = c.nextID() {
@@ -802,7 +803,7 @@ func (ix *index) materialize(ps *PolicySet, s *lookupState, lazy bool, lists [][
 		found = append(found, l...)
 	}
 	if len(found) == 0 {
-		return nil
+		return found
 	}
 	slices.Sort(found)
 	found = slices.Compact(found)

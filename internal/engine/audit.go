@@ -231,16 +231,17 @@ func (e *Engine) candidateFacts(req *entities.Request, verbs []string) (forbid, 
 		cur := e.policies.Lookup(cedarlang.NewCandidateQuery(req, target, verb))
 		if e.shadow {
 			audit = audit || !cur.Empty()
-			continue
 		}
 		for _, p := range cur.Eager {
 			switch {
+			case e.shadow:
 			case p.IsAudit():
 				audit = true
 			case p.Effect == types.Forbid:
 				forbid = true
 			}
 		}
+		cur.Release()
 	}
 	return forbid, audit
 }

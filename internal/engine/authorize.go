@@ -271,6 +271,7 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 	folded = folded || len(AdmissionShapes(target, req, verb)) == 0
 	q.SkipResidualOnly = folded
 	cur := e.policies.Lookup(q)
+	defer cur.Release()
 	if cur.Empty() {
 		return NoOpinion(nil), false
 	}

@@ -142,7 +142,10 @@ func (c *rulesCollector) add(verb, group, resource string, names []string, conds
 func (c *rulesCollector) ask(req *entities.Request, resourceName string) {
 	e := c.e
 	target := entities.ResolveTarget(e.schema, req)
-	if !e.hasEnforcedCandidates(e.policies.Lookup(cedarlang.NewCandidateQuery(req, target, req.Verb))) {
+	cur := e.policies.Lookup(cedarlang.NewCandidateQuery(req, target, req.Verb))
+	enforced := e.hasEnforcedCandidates(cur)
+	cur.Release()
+	if !enforced {
 		return
 	}
 	d := e.Authorize(c.ctx, req)
