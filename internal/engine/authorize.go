@@ -318,7 +318,7 @@ func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entiti
 	if len(cands.fixed) == 0 && cands.permits == nil {
 		return nil, len(shapes) > 0, false
 	}
-	principal := entities.PrincipalEntity(req.User)
+	principal := e.principalEntity(req.User)
 	action := schemagen.ActionUID(verb)
 	resourceUID := target.EntityUID(req)
 	var ns nsValue

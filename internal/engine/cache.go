@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cedar-policy/cedar-go/types"
+
 	"github.com/kcedar/kcedar/internal/entities"
 )
 
@@ -15,19 +17,7 @@ func requestKey(req *entities.Request) string {
 		b.WriteString(s)
 		b.WriteByte(0)
 	}
-	w(req.User.Name)
-	w(req.User.UID)
-	for _, g := range req.User.Groups {
-		w(g)
-	}
-	b.WriteByte(1)
-	for _, k := range slices.Sorted(maps.Keys(req.User.Extra)) {
-		w(k)
-		for _, v := range req.User.Extra[k] {
-			w(v)
-		}
-		b.WriteByte(1)
-	}
+	writeUser(&b, req.User)
 	b.WriteByte(2)
 	if req.ResourceRequest {
 		for _, s := range []string{"r", req.Verb, req.APIGroup, req.Resource, req.Subresource, req.Namespace, req.Name} {
@@ -51,4 +41,44 @@ func requestKey(req *entities.Request) string {
 		w(req.Path)
 	}
 	return b.String()
+}
+
+// writeUser writes what tells users apart (name, uid, groups, extra) to b.
+func writeUser(b *strings.Builder, u entities.UserInfo) {
+	w := func(s string) {
+		b.WriteString(s)
+		b.WriteByte(0)
+	}
+	w(u.Name)
+	w(u.UID)
+	for _, g := range u.Groups {
+		w(g)
+	}
+	b.WriteByte(1)
+	for _, k := range slices.Sorted(maps.Keys(u.Extra)) {
+		w(k)
+		for _, v := range u.Extra[k] {
+			w(v)
+		}
+		b.WriteByte(1)
+	}
+}
+
+// principalEntity is u as Cedar data, from the engine's cache when it has
+// one: the same users ask again and again, and building the entity (a
+// record, the groups as a set and as parents) is a good part of a
+// decision's own cost.
+func (e *Engine) principalEntity(u entities.UserInfo) types.Entity {
+	if e.principals == nil {
+		return entities.PrincipalEntity(u)
+	}
+	var b strings.Builder
+	writeUser(&b, u)
+	key := b.String()
+	if p, ok := e.principals.get(key); ok {
+		return p
+	}
+	p := entities.PrincipalEntity(u)
+	e.principals.put(key, p)
+	return p
 }

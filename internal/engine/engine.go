@@ -38,6 +38,8 @@ type Engine struct {
 	nsReaders map[*cedarlang.Policy]bool
 	// permitReadsNamespace: an enforced permit is among nsReaders.
 	permitReadsNamespace bool
+	// principals: users as Cedar data (nil: caching off).
+	principals *boundedCache[string, types.Entity]
 	// shadow: every policy is in audit mode (EngineOptions.Shadow).
 	shadow bool
 }
@@ -80,6 +82,7 @@ func NewEngine(schema *schemagen.Schema, policies *cedarlang.PolicySet, codec *C
 		e.decisions = newBoundedCache[string, Decision](opts.CacheSize)
 		e.residuals = newBoundedCache[memoEntryKey, *memoEntry](opts.CacheSize)
 		e.encoded = newBoundedCache[encodeKey, encodedEntry](opts.CacheSize)
+		e.principals = newBoundedCache[string, types.Entity](opts.CacheSize)
 	}
 	return e
 }
