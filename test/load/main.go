@@ -161,9 +161,38 @@ func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Dur
 	if err := writePolicies(polDir, full); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := startServer(bin, dir, polDir)
 	if err != nil {
 		return err
+	}
+	defer stopServer(srv.cmd)
+	if reloadMode {
+		if err := srv.load(full, fmt.Sprintf("serving %d policies", nPol)); err != nil {
+			return err
+		}
+		fmt.Printf("kcedar reload test: %d connections, %d policies, %s steady (after %s warm-up), then a reload\n", conns, nPol, duration, warmup)
+		return measureReload(srv.pool, srv.base, bodies, conns, duration, warmup, func() error { return writePolicies(polDir, full+reloadMarker) }, func() bool {
+			body, _ := get(srv.pool, srv.base+"/readyz")
+			return strings.Contains(body, fmt.Sprintf("serving %d policies", nPol+1))
+		})
+	}
+	return phases(srv, full, nPol, bodies, conns, duration, warmup, rounds)
+}
+
+// server is a running kcedar serve of the load test.
+type server struct {
+	cmd    *exec.Cmd
+	pool   *x509.CertPool
+	base   string
+	polDir string
+}
+
+// startServer starts kcedar serving the policies of polDir (dir holds its
+// CA) and waits until it is ready.
+func startServer(bin, dir, polDir string) (*server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
 	}
 	addr := ln.Addr().String()
 	ln.Close()
@@ -172,67 +201,62 @@ func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Dur
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, err
 	}
-	defer stopServer(cmd)
-
-	var pool *x509.CertPool
-	base := "https://" + addr
+	srv := &server{cmd: cmd, base: "https://" + addr, polDir: polDir}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if pem, err := os.ReadFile(caFile); err == nil && len(pem) > 0 {
-			pool = x509.NewCertPool()
-			pool.AppendCertsFromPEM(pem)
-			if body, err := get(pool, base+"/readyz"); err == nil && strings.HasPrefix(body, "ok") {
-				break
+			srv.pool = x509.NewCertPool()
+			srv.pool.AppendCertsFromPEM(pem)
+			if body, err := get(srv.pool, srv.base+"/readyz"); err == nil && strings.HasPrefix(body, "ok") {
+				return srv, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kcedar did not become ready")
+			stopServer(cmd)
+			return nil, fmt.Errorf("kcedar did not become ready")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
 
-	load := func(content string, want string) error {
-		if err := writePolicies(polDir, content); err != nil {
-			return err
-		}
-		for deadline := time.Now().Add(10 * time.Second); ; {
-			body, _ := get(pool, base+"/readyz")
-			if strings.Contains(body, want) {
-				return nil
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("policy set not loaded (want %q): %s", want, body)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+// load writes content as the policy set and waits until /readyz says want.
+func (srv *server) load(content string, want string) error {
+	if err := writePolicies(srv.polDir, content); err != nil {
+		return err
 	}
-	if reloadMode {
-		if err := load(full, fmt.Sprintf("serving %d policies", nPol)); err != nil {
-			return err
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		body, _ := get(srv.pool, srv.base+"/readyz")
+		if strings.Contains(body, want) {
+			return nil
 		}
-		fmt.Printf("kcedar reload test: %d connections, %d policies, %s steady (after %s warm-up), then a reload\n", conns, nPol, duration, warmup)
-		return measureReload(pool, base, bodies, conns, duration, warmup, func() error { return writePolicies(polDir, full+reloadMarker) }, func() bool {
-			body, _ := get(pool, base+"/readyz")
-			return strings.Contains(body, fmt.Sprintf("serving %d policies", nPol+1))
-		})
+		if time.Now().After(deadline) {
+			return fmt.Errorf("policy set not loaded (want %q): %s", want, body)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// phases alternates the full set and the empty one, rounds times, and
+// reports each and their medians.
+func phases(srv *server, full string, nPol int, bodies [][]byte, conns int, duration, warmup time.Duration, rounds int) error {
+	pid := srv.cmd.Process.Pid
 	fmt.Printf("kcedar load test: %d connections, %d rounds of %s per phase (after %s warm-up), %d policies vs none\n", conns, rounds, duration, warmup, nPol)
 	var fulls, empties []result
 	for r := 0; r < rounds; r++ {
-		if err := load(full, fmt.Sprintf("serving %d policies", nPol)); err != nil {
+		if err := srv.load(full, fmt.Sprintf("serving %d policies", nPol)); err != nil {
 			return err
 		}
-		f, err := measure(pool, base, bodies, conns, duration, warmup, cmd.Process.Pid)
+		f, err := measure(srv.pool, srv.base, bodies, conns, duration, warmup, pid)
 		if err != nil {
 			return err
 		}
 		report(fmt.Sprintf("round %d: %d policies", r+1, nPol), f)
-		if err := load("// empty\n", "serving 0 policies"); err != nil {
+		if err := srv.load("// empty\n", "serving 0 policies"); err != nil {
 			return err
 		}
-		e, err := measure(pool, base, bodies, conns, duration, warmup, cmd.Process.Pid)
+		e, err := measure(srv.pool, srv.base, bodies, conns, duration, warmup, pid)
 		if err != nil {
 			return err
 		}
