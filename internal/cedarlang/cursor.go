@@ -20,6 +20,8 @@ import (
 //
 // A Cursor is used by one goroutine.
 type Cursor struct {
+	// Eager, eagerIDs and singleBuf keep their storage when a Cursor is
+	// released and reused.
 	Eager []*Policy
 
 	eagerIDs []int32
@@ -42,11 +44,8 @@ type Cursor struct {
 	// or namespaces from costing what the policies keyed on them number.
 	skipResidualOnly bool
 
-	groupBuf [8]uint64
-	listBuf  [16][]int32
-	// eagerBuf, idBuf, singleBuf: storage a released Cursor keeps.
-	eagerBuf  []*Policy
-	idBuf     []int32
+	groupBuf  [8]uint64
+	listBuf   [16][]int32
 	singleBuf []int32
 }
 
@@ -57,20 +56,19 @@ var cursors = sync.Pool{New: func() any { return new(Cursor) }}
 // newCursor is an empty Cursor of ps, from the pool.
 func newCursor(ps *PolicySet) *Cursor {
 	c := cursors.Get().(*Cursor)
-	eager, ids, singles := c.eagerBuf[:0], c.idBuf[:0], c.singleBuf[:0]
-	*c = Cursor{ps: ps, last: -1, eagerBuf: eager, idBuf: ids, singleBuf: singles}
+	*c = Cursor{ps: ps, last: -1, Eager: c.Eager[:0], eagerIDs: c.eagerIDs[:0], singleBuf: c.singleBuf[:0]}
 	return c
 }
 
 // Release returns c for reuse: neither c nor its Eager slice may be used
 // after.
 func (c *Cursor) Release() {
-	if cap(c.eagerBuf) > 4096 || cap(c.idBuf) > 4096 || cap(c.singleBuf) > 4096 {
+	if cap(c.Eager) > 4096 || cap(c.eagerIDs) > 4096 || cap(c.singleBuf) > 4096 {
 		return // grown by a rare request: let it go
 	}
 	// Keep nothing of the set alive: no policy, no posting.
-	clear(c.eagerBuf[:cap(c.eagerBuf)])
-	c.ps, c.Eager, c.peeked, c.lists, c.eagerIDs = nil, nil, nil, nil, nil
+	clear(c.Eager[:cap(c.Eager)])
+	c.ps, c.peeked, c.lists = nil, nil, nil
 	clear(c.listBuf[:])
 	cursors.Put(c)
 }
@@ -90,14 +88,11 @@ func (ps *PolicySet) Lookup(q CandidateQuery) *Cursor {
 	ix := ps.index
 	c.s.groups = c.groupBuf[:0]
 	ix.describe(&c.s, q)
-	lists, singles := ix.gather(&c.s, q.Verb, [2]bool{true, false}, c.listBuf[:0], c.idBuf)
+	lists, singles := ix.gather(&c.s, q.Verb, [2]bool{true, false}, c.listBuf[:0], c.eagerIDs)
 	c.eagerIDs = ix.materialize(ps, &c.s, false, lists, singles)
-	c.idBuf = c.eagerIDs
-	c.Eager = c.eagerBuf
 	for _, i := range c.eagerIDs {
 		c.Eager = append(c.Eager, ps.Policies[i])
 	}
-	c.eagerBuf = c.Eager
 	if q.SkipResidualOnly {
 		c.skipResidualOnly, c.s.skipOpen = true, true
 	}
@@ -142,10 +137,8 @@ func (c *Cursor) nextID() (int32, bool) {
 		if !ok {
 			return 0, false
 		}
-		if c.skipResidualOnly {
-			if c.ps.index.needsValue[i]&c.s.openMask != 0 {
-				continue
-			}
+		if c.skipResidualOnly && c.ps.index.needsValue[i]&c.s.openMask != 0 {
+			continue
 		}
 		// A fingerprint shared with a key of the other partition may bring
 		// its postings: they are not this partition's.

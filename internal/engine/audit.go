@@ -230,15 +230,12 @@ func (e *Engine) candidateFacts(req *entities.Request, verbs []string) (forbid, 
 	for _, verb := range verbs {
 		cur := e.policies.Lookup(cedarlang.NewCandidateQuery(req, target, verb))
 		if e.shadow {
+			// Every policy is an audit policy.
 			audit = audit || !cur.Empty()
-		}
-		for _, p := range cur.Eager {
-			switch {
-			case e.shadow:
-			case p.IsAudit():
-				audit = true
-			case p.Effect == types.Forbid:
-				forbid = true
+		} else {
+			for _, p := range cur.Eager {
+				audit = audit || p.IsAudit()
+				forbid = forbid || !p.IsAudit() && p.Effect == types.Forbid
 			}
 		}
 		cur.Release()

@@ -268,7 +268,8 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 	// Without admission (or folded by the caller), a decision is folded:
 	// only a permit satisfied outright allows, and a forbid's residual
 	// denies.
-	folded = folded || len(AdmissionShapes(target, req, verb)) == 0
+	shapes := AdmissionShapes(target, req, verb)
+	folded = folded || len(shapes) == 0
 	q.SkipResidualOnly = folded
 	cur := e.policies.Lookup(q)
 	defer cur.Release()
@@ -277,14 +278,14 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 	}
 	enforced, audit := e.splitLookup(cur)
 	enforced.folded = folded
-	results, admission, partial := e.evaluateWorld(req, verb, target, open, absent, enforced)
+	results, admission, partial := e.evaluateWorld(req, verb, target, open, absent, shapes, enforced)
 	d = decide(results, target.EntityType)
 	if partial && d.IsConditional() && !admission {
 		// Nothing will evaluate conditions for this request: fold now.
 		d = d.FailureDecision()
 	}
 	if len(audit) > 0 {
-		auditResults, _, auditPartial := e.evaluateWorld(req, verb, target, open, absent, candidates{fixed: audit})
+		auditResults, _, auditPartial := e.evaluateWorld(req, verb, target, open, absent, shapes, candidates{fixed: audit})
 		d = d.withAudit(auditFindings(d, results, auditResults, target.EntityType, folded || !admission))
 		partial = partial || auditPartial
 	}
@@ -309,13 +310,13 @@ type candidates struct {
 func (c candidates) enforced() bool { return c.permits != nil }
 
 // evaluateWorld evaluates the candidates for req and verb in one world of
-// its open values. A fully known request is evaluated one-phase; otherwise
-// each policy is partially evaluated and what remains is its residual.
-// admission reports whether admission will see the request (conditions can
-// be evaluated), partial whether partial evaluation was needed.
-func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool, cands candidates) (results []policyResult, admission, partial bool) {
-	shapes := AdmissionShapes(target, req, verb)
-	if len(cands.fixed) == 0 && cands.permits == nil {
+// its open values; shapes are the request's AdmissionShapes. A fully known
+// request is evaluated one-phase; otherwise each policy is partially
+// evaluated and what remains is its residual. admission reports whether
+// admission will see the request (conditions can be evaluated), partial
+// whether partial evaluation was needed.
+func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool, shapes []shape, cands candidates) (results []policyResult, admission, partial bool) {
+	if len(cands.fixed) == 0 && !cands.enforced() {
 		return nil, len(shapes) > 0, false
 	}
 	principal := e.principalEntity(req.User)
@@ -341,9 +342,8 @@ func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entiti
 			return classify(p, evaluateCompiled(p, ents, principal.UID, action, resourceUID))
 		}), false, false
 	}
-	w := &world{e: e, verb: verb, target: target, open: open, absent: absent, principal: principal, action: action,
+	w := &world{e: e, verb: verb, target: target, open: open, absent: absent, principal: renderedPrincipal{Entity: principal}, action: action,
 		resourceUID: resourceUID, shapes: shapes, admission: len(shapes) > 0, ns: ns, sel: sel}
-	w.rendered.Entity = principal
 	w.prepare(req)
 	return evaluateCandidates(cands, cands.folded || !w.admission, w.evaluate), w.admission, true
 }
@@ -384,7 +384,7 @@ type world struct {
 	verb                string
 	target              entities.Target
 	open, absent        map[string]bool
-	principal           types.Entity
+	principal           renderedPrincipal // rendered once for memo keys
 	action, resourceUID types.EntityUID
 	shapes              []shape
 	admission           bool
@@ -395,8 +395,6 @@ type world struct {
 	attrs, attrsNoNS types.RecordMap
 	// envs: per shape, the environment with and without the namespace object.
 	envs []*eval.Env
-	// rendered: the principal, for memo keys.
-	rendered renderedPrincipal
 }
 
 // prepare computes the resource attributes (open ones as variables) and the
@@ -443,7 +441,7 @@ func (w *world) envFor(sh shape, nsAbsent bool) eval.Env {
 	if sh.oldObject {
 		m[schemagen.AttrOldObject] = eval.Variable(schemagen.AttrOldObject)
 	}
-	ents := &entities.Entities{Principal: w.principal, Resource: types.Entity{UID: w.resourceUID, Attributes: types.NewRecord(m)}, Maps: w.ns.maps}
+	ents := &entities.Entities{Principal: w.principal.Entity, Resource: types.Entity{UID: w.resourceUID, Attributes: types.NewRecord(m)}, Maps: w.ns.maps}
 	return eval.Env{Entities: ents, Principal: w.principal.UID, Action: w.action, Resource: w.resourceUID, Context: entities.ContextFor(w.action)}
 }
 
@@ -494,11 +492,11 @@ func (w *world) evaluate(p *cedarlang.Policy) policyResult {
 // residual is p's residual in shape i; an unknown namespace may also not
 // exist, so where the two differ it is split on the namespace's presence.
 func (w *world) residual(p *cedarlang.Policy, in *policyInputs, i int) (ast.IsNode, *memoEntry) {
-	expr, memo := w.e.partialExpr(w.envAt(i, false), w.shapes[i].code(), p, in, w.verb, w.target.EntityType, &w.rendered, w.attrs)
+	expr, memo := w.e.partialExpr(w.envAt(i, false), w.shapes[i].code(), p, in, w.verb, w.target.EntityType, &w.principal, w.attrs)
 	if !(w.ns.applies && !w.ns.known && readsNamespace(in)) {
 		return expr, memo
 	}
-	other, _ := w.e.partialExpr(w.envAt(i, true), w.shapes[i].code(), p, in, w.verb, w.target.EntityType, &w.rendered, w.attrsNoNS)
+	other, _ := w.e.partialExpr(w.envAt(i, true), w.shapes[i].code(), p, in, w.verb, w.target.EntityType, &w.principal, w.attrsNoNS)
 	if ast.Equal(ast.NewNode(expr), ast.NewNode(other)) {
 		return expr, memo
 	}

@@ -92,7 +92,7 @@ func (e *Engine) mayReadNamespace(cands candidates) bool {
 	if len(e.nsReaders) == 0 {
 		return false
 	}
-	if cands.permits != nil && e.permitReadsNamespace {
+	if cands.enforced() && e.permitReadsNamespace {
 		return true
 	}
 	for _, p := range cands.fixed {

@@ -395,6 +395,12 @@ func decodeJSON(body []byte, v any) error {
 	if json.Unmarshal(body, v) == nil {
 		return nil
 	}
+	return decodeWithDecoder(body, v)
+}
+
+// decodeWithDecoder is decodeJSON by a json.Decoder, whose messages say
+// what is wrong with a body.
+func decodeWithDecoder(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
 		return badRequest("decoding body: %v", err)
