@@ -238,7 +238,7 @@ func TestOfflinePolicyObjectsDecideAsServe(t *testing.T) {
 func policyTexts(ps *cedarlang.PolicySet) string {
 	var out []string
 	for _, p := range ps.Policies {
-		out = append(out, p.ID+" "+p.Source+": "+string(p.Compiled.MarshalCedar()))
+		out = append(out, p.ID+" "+p.Source+": "+string(p.Text()))
 	}
 	slices.Sort(out)
 	return strings.Join(out, "\n")

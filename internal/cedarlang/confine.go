@@ -3,8 +3,6 @@ package cedarlang
 import (
 	"fmt"
 
-	cedarlib "github.com/cedar-policy/cedar-go"
-	cedarast "github.com/cedar-policy/cedar-go/ast"
 	"github.com/cedar-policy/cedar-go/types"
 
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
@@ -58,7 +56,7 @@ func ConfineToNamespace(policies []*Policy, ns, prefix string) ([]*Policy, error
 		a.Conditions = append(a.Conditions, p.AST.Conditions...)
 		c := *p
 		c.AST = &a
-		c.Compiled = cedarlib.NewPolicyFromAST((*cedarast.Policy)(&a))
+		c.compiled = &compiledPolicy{}
 		if c.ID != c.Source {
 			c.ID = prefix + c.ID
 		}

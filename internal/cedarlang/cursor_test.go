@@ -96,7 +96,7 @@ func genQuery(rng *rand.Rand) CandidateQuery {
 func describeSet(set *PolicySet) string {
 	var b strings.Builder
 	for _, p := range set.Policies {
-		fmt.Fprintf(&b, "  %s audit=%v\n", p.Compiled.MarshalCedar(), p.IsAudit())
+		fmt.Fprintf(&b, "  %s audit=%v\n", p.Text(), p.IsAudit())
 	}
 	return b.String()
 }

@@ -345,7 +345,7 @@ func checkCandidatesProperty(t *testing.T, build func([]*Policy) *index) {
 				var b strings.Builder
 				fmt.Fprintf(&b, "set %d request %d: user=%q groups=%v verb=%s resource=%s\n", s, r, user.Name, groups, verb, rtype)
 				for _, p := range set.Policies {
-					b.WriteString("  " + string(p.Compiled.MarshalCedar()) + "\n")
+					b.WriteString("  " + string(p.Text()) + "\n")
 				}
 				return b.String()
 			}
@@ -396,7 +396,7 @@ func checkCandidatesProperty(t *testing.T, build func([]*Policy) *index) {
 			// erroring forbids, which kcedar counts as denying.
 			cs := cedarlib.NewPolicySet()
 			for _, p := range set.Policies {
-				cs.Add(types.PolicyID(p.ID), p.Compiled)
+				cs.Add(types.PolicyID(p.ID), p.Compiled())
 			}
 			dec, diag := cedarlib.Authorize(cs, ents, cedarlib.Request{Principal: principal.UID, Action: act, Resource: resource.UID, Context: entities.ContextFor(act)})
 			erroringForbid := false

@@ -19,7 +19,7 @@ func evaluate(policies []*Policy, entities types.EntityGetter, principal, action
 	in := &oracle.Policies{}
 	byID := map[string]*Policy{}
 	for _, p := range policies {
-		in.Add(p.ID, p.Compiled)
+		in.Add(p.ID, p.Compiled())
 		byID[p.ID] = p
 	}
 	r := oracle.Evaluate(in, entities, principal, action, resource)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	cedarlib "github.com/cedar-policy/cedar-go"
+	cedarast "github.com/cedar-policy/cedar-go/ast"
 	"github.com/cedar-policy/cedar-go/types"
 
 	"github.com/kcedar/kcedar/internal/lib/cedarlex"
@@ -38,7 +40,7 @@ type Policy struct {
 	Effect   types.Effect
 	Source   string // file:line:column
 	AST      *ast.Policy
-	Compiled *cedarlib.Policy
+	compiled *compiledPolicy
 	// UsesObjects is set when the policy mentions resource.object or
 	// resource.oldObject: only then does partial evaluation need the objects.
 	UsesObjects bool
@@ -46,6 +48,27 @@ type Policy struct {
 	// Audit, a policy that is evaluated but never changes a decision.
 	Enforcement Enforcement
 }
+
+// compiledPolicy is a policy's cedar-go evaluator, compiled on first use:
+// compiled trees take as much memory as the ASTs, and most policies of a
+// large set are never evaluated between two reloads (the index rules them
+// out), so compiling them all at load would only give the garbage
+// collector more to mark.
+type compiledPolicy struct {
+	once   sync.Once
+	policy *cedarlib.Policy
+}
+
+// Compiled is the policy's cedar-go evaluator, compiled from AST the first
+// time it is asked for. The AST must not change after that.
+func (p *Policy) Compiled() *cedarlib.Policy {
+	c := p.compiled
+	c.once.Do(func() { c.policy = cedarlib.NewPolicyFromAST((*cedarast.Policy)(p.AST)) })
+	return c.policy
+}
+
+// Text is the policy in Cedar syntax, as cedar-go writes it.
+func (p *Policy) Text() []byte { return (*cedarast.Policy)(p.AST).MarshalCedar() }
 
 // Enforcement is how a policy takes part in decisions (@enforcement).
 type Enforcement int
@@ -102,15 +125,14 @@ func ParsePolicies(fileName string, src []byte) ([]*Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s:%v", fileName, err)
 	}
-	list, lines, err := parseChunked(fileName, src, ends)
+	list, lines, err := parseEach(fileName, src, ends)
 	if err != nil {
 		return nil, parseError(fileName, err)
 	}
 	out := make([]*Policy, 0, len(list))
-	for i, cp := range list {
-		a := (*ast.Policy)(cp.AST())
-		p := &Policy{Effect: cp.Effect(), AST: a, Compiled: cp}
-		pos := cp.Position()
+	for i, a := range list {
+		p := &Policy{Effect: types.Effect(a.Effect), AST: a, compiled: &compiledPolicy{}}
+		pos := a.Position
 		p.Source = fmt.Sprintf("%s:%d:%d", fileName, pos.Line+lines[i], pos.Column)
 		p.ID = p.Source
 		for _, an := range a.Annotations {
@@ -165,55 +187,52 @@ func annotationAt(src []byte, line, col int, key string) (int, int) {
 	}
 }
 
-// chunkPolicies is how many policies parseChunked hands cedar-go at a time.
-// cedar-go tokenizes its whole input into one slice before parsing; on a
-// file of thousands of policies that slice is megabytes, regrown and
-// rescanned by the GC, which made parsing most of the start-up time of a
-// 100,000-policy set. Chunks keep it small.
-const chunkPolicies = 64
-
-// parseChunked parses src as cedar-go would, chunkPolicies policies at a
-// time, split at the top-level semicolons checkNesting found (ends). Each
-// chunk keeps its columns: the part of its first line before it is blanked
-// (one space per rune), and lines[i] is the number of lines before policy
-// i's chunk, to add to its position. On any error the whole file is parsed
-// again, so errors (and their positions) are cedar-go's own.
-func parseChunked(fileName string, src []byte, ends []int) (list cedarlib.PolicyList, lines []int, err error) {
-	whole := func() (cedarlib.PolicyList, []int, error) {
-		list, err := cedarlib.NewPolicyListFromBytes(fileName, src)
-		return list, make([]int, len(list)), err
-	}
-	if len(ends) <= chunkPolicies {
-		return whole()
+// parseEach parses src as cedar-go would, one policy at a time, split at the
+// top-level semicolons checkNesting found (ends), without compiling any
+// (Policy.Compiled does that on first use). One at a time, because cedar-go
+// tokenizes its whole input into one slice before parsing: on a file of
+// thousands of policies that slice is megabytes, regrown and rescanned by
+// the GC. Each policy keeps its columns: the part of its first line before
+// it is blanked (one space per rune), and lines[i] is the number of lines
+// before policy i's text, to add to its position. On any error, or text
+// after the last policy, the whole file is parsed again by cedar-go, so
+// errors (and their positions) are cedar-go's own.
+func parseEach(fileName string, src []byte, ends []int) (list []*ast.Policy, lines []int, err error) {
+	whole := func() ([]*ast.Policy, []int, error) {
+		_, err := cedarlib.NewPolicyListFromBytes(fileName, src)
+		if err == nil {
+			err = fmt.Errorf("<input>: policies were split at the wrong places") // cannot happen: a split only fails where the whole does
+		}
+		return nil, nil, err
 	}
 	var buf []byte
-	start, line := 0, 0 // chunk start offset, and the lines before it
-	for i := chunkPolicies; ; i += chunkPolicies {
-		end := len(src)
-		if i < len(ends) {
-			end = ends[i-1]
-		}
-		lineStart := bytes.LastIndexByte(src[:start], '\n') + 1
-		buf = buf[:0]
-		for range utf8.RuneCount(src[lineStart:start]) {
-			buf = append(buf, ' ')
-		}
+	start, line := 0, 0 // the policy's text start, and the lines before it
+	for _, end := range ends {
+		buf = blankedPrefix(buf[:0], src, start)
 		buf = append(buf, src[start:end]...)
-		chunk, err := cedarlib.NewPolicyListFromBytes(fileName, buf)
-		if err != nil {
+		var a cedarast.Policy
+		if err := a.UnmarshalCedar(buf); err != nil {
 			return whole()
 		}
-		list = append(list, chunk...)
-		for range chunk {
-			lines = append(lines, line)
-		}
-		if end == len(src) {
-			break
-		}
+		a.Position.Filename = fileName
+		list, lines = append(list, (*ast.Policy)(&a)), append(lines, line)
 		line += bytes.Count(src[start:end], []byte{'\n'})
 		start = end
 	}
+	if tail, err := cedarlib.NewPolicyListFromBytes(fileName, src[start:]); err != nil || len(tail) > 0 {
+		return whole()
+	}
 	return list, lines, nil
+}
+
+// blankedPrefix appends to buf one space per rune of src's line before
+// start, so that a policy parsed from buf keeps its column.
+func blankedPrefix(buf, src []byte, start int) []byte {
+	lineStart := bytes.LastIndexByte(src[:start], '\n') + 1
+	for range utf8.RuneCount(src[lineStart:start]) {
+		buf = append(buf, ' ')
+	}
+	return buf
 }
 
 // checkScope refuses scopes that name a specific resource entity: resource

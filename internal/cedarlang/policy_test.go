@@ -74,7 +74,7 @@ permit(principal, action, resource) unless { resource has oldObject };
 			t.Errorf("policy %d: got id=%q reason=%q source=%q describe=%q effect=%v usesObjects=%v, want %+v",
 				i, p.ID, p.Reason, p.Source, p.Describe(), p.Effect, p.UsesObjects, w)
 		}
-		if p.AST == nil || p.Compiled == nil {
+		if p.AST == nil || p.Compiled() == nil {
 			t.Errorf("policy %d: AST or Compiled missing", i)
 		}
 	}

@@ -94,7 +94,7 @@ func (v *SchemaValidator) validateRaw(p *Policy) error {
 			return nil
 		}
 	}
-	text := sha256.Sum256(p.Compiled.MarshalCedar())
+	text := sha256.Sum256(p.Text())
 	v.mu.Lock()
 	err, ok := v.invalid[text]
 	v.mu.Unlock()

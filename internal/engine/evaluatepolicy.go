@@ -16,7 +16,7 @@ type candidateList []*cedarlang.Policy
 func (l candidateList) All() iter.Seq2[types.PolicyID, *cedarlib.Policy] {
 	return func(yield func(types.PolicyID, *cedarlib.Policy) bool) {
 		for _, p := range l {
-			if !yield(types.PolicyID(p.ID), p.Compiled) {
+			if !yield(types.PolicyID(p.ID), p.Compiled()) {
 				return
 			}
 		}

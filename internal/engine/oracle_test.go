@@ -9,7 +9,7 @@ import (
 func oraclePolicies(ps []*cedarlang.Policy) *oracle.Policies {
 	out := &oracle.Policies{}
 	for _, p := range ps {
-		out.Add(p.ID, p.Compiled)
+		out.Add(p.ID, p.Compiled())
 	}
 	return out
 }

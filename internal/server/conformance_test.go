@@ -349,7 +349,7 @@ func kepOnePhase(t testing.TB, s *Server, a *admissionv1.AdmissionRequest, verb 
 	ents.Principal = entities.PrincipalEntity(*data.User)
 	in := &oracle.Policies{}
 	for _, p := range s.store.Current().Policies {
-		in.Add(p.ID, p.Compiled)
+		in.Add(p.ID, p.Compiled())
 	}
 	return oracle.Evaluate(in, ents, ents.Principal.UID, schemagen.ActionUID(verb), ents.Resource.UID).Decision
 }

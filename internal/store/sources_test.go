@@ -37,7 +37,7 @@ func TestSourcesAloneLoadOnlyOnceSet(t *testing.T) {
 		t.Fatalf("ids %v, want %v", got, want)
 	}
 	for _, p := range s.Current().Policies[1:] {
-		if text := string(p.Compiled.MarshalCedar()); !strings.Contains(text, `resource has namespace && (resource.namespace == "team")`) && !strings.Contains(text, `resource has namespace && resource.namespace == "team"`) {
+		if text := string(p.Text()); !strings.Contains(text, `resource has namespace && (resource.namespace == "team")`) && !strings.Contains(text, `resource has namespace && resource.namespace == "team"`) {
 			t.Errorf("policy %s is not confined: %s", p.ID, text)
 		}
 	}
@@ -131,7 +131,7 @@ func TestSourcesConfinedWithChecker(t *testing.T) {
 		t.Fatalf("ids %v, want %v", got, want)
 	}
 	p := s.Current().Policies[2]
-	if text := string(p.Compiled.MarshalCedar()); !strings.Contains(text, `resource.namespace == "team"`) {
+	if text := string(p.Text()); !strings.Contains(text, `resource.namespace == "team"`) {
 		t.Errorf("policy %s is not confined: %s", p.ID, text)
 	}
 	gen := s.Current().Generation

@@ -95,7 +95,7 @@ func SamePolicies(a, b []*cedarlang.Policy) error {
 		if hasID(a[i]) != hasID(b[i]) || hasID(a[i]) && a[i].ID != b[i].ID {
 			return fmt.Errorf("policy %d: id %s became %s", i+1, a[i].ID, b[i].ID)
 		}
-		ta, tb := a[i].Compiled.MarshalCedar(), b[i].Compiled.MarshalCedar()
+		ta, tb := a[i].Text(), b[i].Text()
 		if !bytes.Equal(ta, tb) {
 			return fmt.Errorf("policy %s: %s became %s", a[i].ID, ta, tb)
 		}

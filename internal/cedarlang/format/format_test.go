@@ -98,8 +98,8 @@ func checkFormatted(t *testing.T, name string, in, out []byte) {
 	}
 	for i := range before {
 		a, b := before[i], after[i]
-		if string(a.Compiled.MarshalCedar()) != string(b.Compiled.MarshalCedar()) {
-			t.Errorf("policy %d changed:\n%s\n%s", i, a.Compiled.MarshalCedar(), b.Compiled.MarshalCedar())
+		if string(a.Text()) != string(b.Text()) {
+			t.Errorf("policy %d changed:\n%s\n%s", i, a.Text(), b.Text())
 		}
 		if (a.ID == a.Source) != (b.ID == b.Source) || a.ID != a.Source && a.ID != b.ID {
 			t.Errorf("policy %d: id %s became %s", i, a.ID, b.ID)
