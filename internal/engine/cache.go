@@ -17,6 +17,7 @@ func requestKey(req *entities.Request) string {
 		b.WriteString(s)
 		b.WriteByte(0)
 	}
+	b.Grow(userKeySize(req.User) + 64 + len(req.Path) + len(req.Namespace) + len(req.Name))
 	writeUser(&b, req.User)
 	b.WriteByte(2)
 	if req.ResourceRequest {
@@ -43,6 +44,16 @@ func requestKey(req *entities.Request) string {
 	return b.String()
 }
 
+// userKeySize is about how many bytes writeUser writes for u (without
+// extra), so that a key is written in one allocation.
+func userKeySize(u entities.UserInfo) int {
+	n := len(u.Name) + len(u.UID) + 3
+	for _, g := range u.Groups {
+		n += len(g) + 1
+	}
+	return n
+}
+
 // writeUser writes what tells users apart (name, uid, groups, extra) to b.
 func writeUser(b *strings.Builder, u entities.UserInfo) {
 	w := func(s string) {
@@ -55,6 +66,9 @@ func writeUser(b *strings.Builder, u entities.UserInfo) {
 		w(g)
 	}
 	b.WriteByte(1)
+	if len(u.Extra) == 0 {
+		return
+	}
 	for _, k := range slices.Sorted(maps.Keys(u.Extra)) {
 		w(k)
 		for _, v := range u.Extra[k] {
@@ -73,6 +87,7 @@ func (e *Engine) principalEntity(u entities.UserInfo) types.Entity {
 		return entities.PrincipalEntity(u)
 	}
 	var b strings.Builder
+	b.Grow(userKeySize(u))
 	writeUser(&b, u)
 	key := b.String()
 	if p, ok := e.principals.get(key); ok {

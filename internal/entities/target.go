@@ -84,7 +84,7 @@ func (t Target) OptionalWhenOpen(attr string) bool {
 // variable; nil leaves the attribute out); with a nil openValue, open
 // attributes take the request's values.
 func (t Target) Attributes(req *Request, open map[string]bool, openValue func(attr string) types.Value) types.RecordMap {
-	m := types.RecordMap{}
+	m := make(types.RecordMap, 6) // the most a target has: group, resource, subresource, namespace, name, named
 	set := func(attr, v string, present bool) {
 		if open[attr] && openValue != nil {
 			if v := openValue(attr); v != nil {
