@@ -274,3 +274,33 @@ func TestCheckNestingRandomTokens(t *testing.T) {
 		_, _ = ParsePolicies("r.cedar", b.Bytes())
 	}
 }
+
+// A policy is compiled on first use, once, whoever asks first; the compiled
+// policy is the AST's (a confined copy gets its own, with the guard).
+func TestCompiledOnFirstUseOnce(t *testing.T) {
+	ps := mustParse(t, "c.cedar", `permit(principal, action, resource) when { resource.namespace == "a" };`)
+	p := ps[0]
+	if p.compiled.policy != nil {
+		t.Fatal("compiled at parse")
+	}
+	got := make(chan any, 8)
+	for range 8 {
+		go func() { got <- p.Compiled() }()
+	}
+	first := <-got
+	for range 7 {
+		if c := <-got; c != first {
+			t.Fatal("compiled twice")
+		}
+	}
+	if !bytes.Equal(p.Compiled().MarshalCedar(), p.Text()) {
+		t.Fatalf("compiled %s, AST %s", p.Compiled().MarshalCedar(), p.Text())
+	}
+	confined, err := ConfineToNamespace(ps, "team", "x/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := string(confined[0].Compiled().MarshalCedar()); !strings.Contains(text, `"team"`) || p.Compiled() == confined[0].Compiled() {
+		t.Fatalf("the confined policy shares the original's compiled form: %s", text)
+	}
+}

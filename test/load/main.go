@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -54,6 +55,7 @@ func main() {
 		workload = flag.String("workload", "rbac-like", "rbac-like: testgen.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (internal/rbacconvert) and its generated SubjectAccessReviews; zoo: the policy-shape zoo (internal/testing/testgen/zoo) of -policies policies and its requests; team: issue 23's team-and-namespace shape (testgen.TeamAndNamespace), whose keys hold more satisfied permits as -policies grows; shapes: issue 23's set with other shapes (testgen.OtherShapes: relations, prefixes, a big group, break-glass forbids, username sets, disjunctions), one tenant per 8 policies")
 		startup  = flag.Bool("startup", false, "measure serve start-up (time to ready, RSS) and validate time instead of load")
 	)
+	flag.Float64Var(&rate, "rate", 0, "pace the load at this many SubjectAccessReviews per second over all connections (0: as fast as the server answers); at a rate both phases sustain, CPU per SAR compares equal offered loads, not a faster floor whose requests share more wake-ups")
 	flag.BoolVar(&reloadMode, "reload", false, "measure decision latency through a reload of the same set instead: steady p99 vs the p99 of the 5 s after the new set serves")
 	flag.Parse()
 	if *startup {
@@ -145,6 +147,9 @@ func rbacWorkload() (string, [][]byte, error) {
 
 // reloadMode: -reload.
 var reloadMode bool
+
+// rate: -rate (0: unpaced).
+var rate float64
 
 func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Duration, rounds int) error {
 	nPol := strings.Count(full, "@id(")
@@ -269,8 +274,20 @@ func phases(srv *server, full string, nPol int, bodies [][]byte, conns int, dura
 	report("empty policy set (floor)", me)
 	fmt.Printf("floor/full throughput ratio: %.2f (bar: <= 1.30)\n", me.rps/mf.rps)
 	fmt.Printf("floor/full p99 ratio:        %.2f (bar: the floor's p99 at most 1.5x lower)\n", float64(mf.p99)/float64(me.p99))
-	fmt.Printf("full/floor CPU per SAR:      %.2f\n", float64(mf.cpuPerReq)/float64(me.cpuPerReq))
+	fmt.Printf("full/floor CPU per SAR:      %.2f (medians; by round, the median of each round's ratio: %.2f)\n", float64(mf.cpuPerReq)/float64(me.cpuPerReq), medianRatio(fulls, empties))
 	return nil
+}
+
+// medianRatio is the median over rounds of full CPU per SAR over the
+// floor's in the same round: phases that ran seconds apart, so that a drift
+// of the machine's speed across rounds cancels out.
+func medianRatio(fulls, empties []result) float64 {
+	ratios := make([]float64, len(fulls))
+	for i := range fulls {
+		ratios[i] = float64(fulls[i].cpuPerReq) / float64(empties[i].cpuPerReq)
+	}
+	sort.Float64s(ratios)
+	return ratios[len(ratios)/2]
 }
 
 // writePolicies replaces the policy files in dir with content, cut into
@@ -399,7 +416,9 @@ func drive(ctx context.Context, pool *x509.CertPool, base string, bodies [][]byt
 			tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, ForceAttemptHTTP2: false}
 			client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 			defer tr.CloseIdleConnections()
+			pace := newPacer(conns)
 			for i := c; ctx.Err() == nil; i++ {
+				pace.wait()
 				t0 := time.Now()
 				resp, err := client.Post(base+"/v1/authorize", "application/json", bytes.NewReader(bodies[i%len(bodies)]))
 				if err != nil {
@@ -423,6 +442,36 @@ func drive(ctx context.Context, pool *x509.CertPool, base string, bodies [][]byt
 	}
 	wg.Wait()
 	return errs.Load()
+}
+
+// pacer spaces one connection's requests so that conns connections
+// together send rate requests per second; a connection that falls behind
+// sends at once, without making up more than one missed slot.
+type pacer struct {
+	interval time.Duration
+	next     time.Time
+}
+
+func newPacer(conns int) *pacer {
+	if rate <= 0 {
+		return &pacer{}
+	}
+	interval := time.Duration(float64(conns) / rate * float64(time.Second))
+	// Connections start spread over one interval, not all at once.
+	return &pacer{interval: interval, next: time.Now().Add(time.Duration(rand.Int64N(int64(interval))))}
+}
+
+func (p *pacer) wait() {
+	if p.interval == 0 {
+		return
+	}
+	now := time.Now()
+	if d := p.next.Sub(now); d > 0 {
+		time.Sleep(d)
+	} else if -d > p.interval {
+		p.next = now
+	}
+	p.next = p.next.Add(p.interval)
 }
 
 func rss(pid int) (cur, peak int64) {
