@@ -49,14 +49,16 @@ type Policy struct {
 	Enforcement Enforcement
 }
 
-// compiledPolicy is a policy's cedar-go evaluator, compiled on first use:
-// compiled trees take as much memory as the ASTs, and most policies of a
-// large set are never evaluated between two reloads (the index rules them
-// out), so compiling them all at load would only give the garbage
-// collector more to mark.
+// compiledPolicy holds what is derived from a policy's AST on first use:
+// its cedar-go evaluator and its sure test (sure.go). Compiled trees take
+// as much memory as the ASTs, and most policies of a large set are never
+// evaluated between two reloads (the index rules them out), so compiling
+// them all at load would only give the garbage collector more to mark.
 type compiledPolicy struct {
-	once   sync.Once
-	policy *cedarlib.Policy
+	once     sync.Once
+	policy   *cedarlib.Policy
+	sureOnce sync.Once
+	sure     *sureTest
 }
 
 // Compiled is the policy's cedar-go evaluator, compiled from AST the first

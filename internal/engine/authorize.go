@@ -319,7 +319,6 @@ func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entiti
 	if len(cands.fixed) == 0 && !cands.enforced() {
 		return nil, len(shapes) > 0, false
 	}
-	principal := e.principalEntity(req.User)
 	action := schemagen.ActionUID(verb)
 	resourceUID := target.EntityUID(req)
 	var ns nsValue
@@ -332,20 +331,35 @@ func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entiti
 	}
 	sel := selectorConstraints(req, verb, target)
 	if len(open) == 0 && len(shapes) == 0 && sel == nil {
-		// Fully known: one-phase evaluation of every policy.
-		known := target.Attributes(req, nil, nil)
-		if ns.known {
-			known[schemagen.AttrNamespaceObject] = ns.rec
-		}
-		ents := &entities.Entities{Principal: principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(known)}, Maps: ns.maps}
-		return evaluateCandidates(cands, true, func(p *cedarlang.Policy) policyResult {
-			return classify(p, evaluateCompiled(p, ents, principal.UID, action, resourceUID))
-		}), false, false
+		return e.evaluateKnown(req, action, resourceUID, target, ns, cands), false, false
 	}
-	w := &world{e: e, verb: verb, target: target, open: open, absent: absent, principal: renderedPrincipal{Entity: principal}, action: action,
+	w := &world{e: e, verb: verb, target: target, open: open, absent: absent, principal: renderedPrincipal{Entity: e.principalEntity(req.User)}, action: action,
 		resourceUID: resourceUID, shapes: shapes, admission: len(shapes) > 0, ns: ns, sel: sel}
 	w.prepare(req)
 	return evaluateCandidates(cands, cands.folded || !w.admission, w.evaluate), w.admission, true
+}
+
+// evaluateKnown evaluates the candidates of a fully known request one-phase.
+// A policy the request surely satisfies (Policy.SurelySatisfied: the shapes
+// RBAC-like policies take) is satisfied without evaluating it; the others
+// are evaluated by cedar-go, and the request is made Cedar data (the
+// principal, the resource's record) only for them.
+func (e *Engine) evaluateKnown(req *entities.Request, action, resourceUID types.EntityUID, target entities.Target, ns nsValue, cands candidates) []policyResult {
+	known := target.Attributes(req, nil, nil)
+	if ns.known {
+		known[schemagen.AttrNamespaceObject] = ns.rec
+	}
+	facts := cedarlang.SureFacts{Principal: entities.PrincipalUID(req.User.Name), Groups: req.User.Groups, Action: action, ResourceType: resourceUID.Type, Attributes: known}
+	var ents *entities.Entities
+	return evaluateCandidates(cands, true, func(p *cedarlang.Policy) policyResult {
+		if p.SurelySatisfied(&facts) {
+			return classify(p, ast.NodeValue{Value: types.True})
+		}
+		if ents == nil {
+			ents = &entities.Entities{Principal: e.principalEntity(req.User), Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(known)}, Maps: ns.maps}
+		}
+		return classify(p, evaluateCompiled(p, ents, ents.Principal.UID, action, resourceUID))
+	})
 }
 
 // evaluateCandidates evaluates cands with eval: every fixed policy, then

@@ -1,0 +1,204 @@
+package cedarlang_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	cedarlib "github.com/cedar-policy/cedar-go"
+	"github.com/cedar-policy/cedar-go/types"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/rbacconvert"
+	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
+	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
+)
+
+// A sure test may only ever answer what cedar-go answers: whenever it says
+// a request surely satisfies a policy, evaluating the policy on the same
+// request (as the engine makes it Cedar data) is true, without an error.
+// Policies: the converted RBAC of a generated configuration, the team and
+// other-shapes sets, the zoo, and each of those confined to a namespace.
+// Requests: each generator's own, plus near misses (one of user, groups,
+// verb, namespace, name or resource taken from another request). The test
+// also checks that sure tests answer often (it could not fail otherwise).
+func TestSureTestsAgreeWithCedar(t *testing.T) {
+	s := defaultSchema(t)
+	sets := surePolicySets(t, s)
+	rng := rand.New(rand.NewPCG(5, 81))
+	sure, leftToCedar := 0, 0
+	for _, base := range sureRequests(t) {
+		// The policies the index finds for base (where matches are), and
+		// others, each against base and its near misses.
+		var ps []*cedarlang.Policy
+		for _, set := range sets {
+			ps = append(ps, set.Candidates(cedarlang.NewCandidateQuery(base, entities.ResolveTarget(s, base), entities.Verbs(s, base)[0]))...)
+			for range 3 {
+				ps = append(ps, set.Policies[rng.IntN(len(set.Policies))])
+			}
+		}
+		for _, req := range append([]*entities.Request{base}, nearMisses(rng, base)...) {
+			f, ents, creq := requestData(s, req)
+			for _, p := range ps {
+				got := p.SurelySatisfied(&f)
+				want, err := holdsInCedar(p, ents, creq)
+				if got && (!want || err != nil) {
+					t.Fatalf("sure test says %s satisfies %+v; cedar-go says %v (error %v)\npolicy: %s", p.ID, *req, want, err, p.Text())
+				}
+				if got {
+					sure++
+				} else if want && err == nil {
+					leftToCedar++
+				}
+			}
+		}
+	}
+	t.Logf("%d pairs surely satisfied, %d satisfied pairs left to cedar-go", sure, leftToCedar)
+	if sure < 1000 {
+		t.Fatalf("only %d surely satisfied pairs: the test does not exercise sure tests", sure)
+	}
+}
+
+// nearMisses are copies of r that each differ in one value: the user,
+// groups (one dropped, or none), verb, namespace, name (or none), or the
+// resource (another, or the Namespace object).
+func nearMisses(rng *rand.Rand, r *entities.Request) []*entities.Request {
+	verbs := []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "impersonate"}
+	var out []*entities.Request
+	for k := range 8 {
+		m := *r
+		switch k {
+		case 0:
+			m.User.Name = fmt.Sprintf("system:serviceaccount:ns-%d:sa-%d", rng.IntN(9), rng.IntN(50))
+		case 1:
+			if len(m.User.Groups) > 0 {
+				m.User.Groups = m.User.Groups[1:]
+			}
+		case 2:
+			m.Verb = verbs[rng.IntN(len(verbs))]
+		case 3:
+			m.Namespace = fmt.Sprintf("ns-%d", rng.IntN(9))
+		case 4:
+			m.Name = ""
+		case 5:
+			m.APIGroup, m.APIVersion, m.Resource, m.Subresource = "", "v1", "namespaces", ""
+		case 6:
+			m.APIGroup, m.APIVersion, m.Resource = "example.com", "v1", "widgets"
+		default:
+			m.Namespace = ""
+		}
+		out = append(out, &m)
+	}
+	return out
+}
+
+// surePolicySets are the policy sets the sure test is checked on.
+func surePolicySets(t *testing.T, s *schemagen.Schema) []*cedarlang.PolicySet {
+	var out []*cedarlang.PolicySet
+	newSet := func(ps []*cedarlang.Policy) {
+		set, err := cedarlang.NewPolicySet(ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, set)
+	}
+	add := func(name, src string) {
+		ps, err := cedarlang.ParsePolicies(name, []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		newSet(ps)
+		var permits []*cedarlang.Policy
+		for _, p := range ps {
+			if p.Effect == types.Permit {
+				permits = append(permits, p)
+			}
+		}
+		confined, err := cedarlang.ConfineToNamespace(permits, fmt.Sprintf("ns-%d", len(out)%7), "c/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		newSet(confined)
+	}
+	add("team.cedar", strings.Join(testgen.TeamAndNamespace(600), ""))
+	add("shapes.cedar", strings.Join(testgen.OtherShapes(600), "\n"))
+	add("zoo.cedar", zoo.Policies(600, 3))
+	add("rbac.cedar", convertedRBAC(t, s))
+	// Each check alone, where no other check of the policy hides it.
+	add("single.cedar", `
+permit(principal, action, resource) when { resource has name };
+permit(principal, action, resource) when { resource.name == "" };
+permit(principal, action, resource) when { !(resource is core::namespaces) };
+permit(principal, action == k8s::Action::"get", resource);
+permit(principal, action in [k8s::Action::"list", k8s::Action::"*"], resource is core::pods);
+permit(principal in k8s::Group::"system:authenticated", action, resource) when { "ns-1" == resource.namespace };
+permit(principal is k8s::ServiceAccount, action, resource) when { resource is core::secrets || resource is core::configmaps };
+`)
+	return out
+}
+
+// convertedRBAC is a generated RBAC configuration converted to Cedar.
+func convertedRBAC(t *testing.T, s *schemagen.Schema) string {
+	gen := testgen.RBACConfig(77, 40, 80)
+	res, err := rbacconvert.Convert(s, &rbacconvert.Input{Roles: gen.Roles, ClusterRoles: gen.ClusterRoles, RoleBindings: gen.RoleBindings, ClusterRoleBindings: gen.ClusterRoleBindings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(res.Policies)
+}
+
+// sureRequests are the generators' requests.
+func sureRequests(t *testing.T) []*entities.Request {
+	var base []*entities.Request
+	base = append(base, testgen.TeamRequests(300)...)
+	base = append(base, testgen.OtherShapesRequests(600, 600)...)
+	base = append(base, zoo.Requests(600, 600, 4)...)
+	for _, spec := range testgen.SubjectAccessReviews(78, 600) {
+		req, err := entities.RequestFromSAR(&spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base = append(base, req)
+	}
+	return base
+}
+
+// requestData is req (its first verb) as sure facts and as the Cedar data
+// the engine evaluates a fully known request with.
+func requestData(s *schemagen.Schema, req *entities.Request) (cedarlang.SureFacts, *entities.Entities, cedarlib.Request) {
+	target := entities.ResolveTarget(s, req)
+	action := schemagen.ActionUID(entities.Verbs(s, req)[0])
+	resource := target.EntityUID(req)
+	attrs := target.Attributes(req, nil, nil)
+	principal := entities.PrincipalEntity(req.User)
+	f := cedarlang.SureFacts{Principal: entities.PrincipalUID(req.User.Name), Groups: req.User.Groups, Action: action, ResourceType: resource.Type, Attributes: attrs}
+	ents := &entities.Entities{Principal: principal, Resource: types.Entity{UID: resource, Attributes: types.NewRecord(attrs)}}
+	return f, ents, cedarlib.Request{Principal: principal.UID, Action: action, Resource: resource, Context: entities.ContextFor(action)}
+}
+
+// holdsInCedar evaluates p alone with cedar-go.
+func holdsInCedar(p *cedarlang.Policy, ents *entities.Entities, req cedarlib.Request) (bool, error) {
+	set := cedarlib.NewPolicySet()
+	set.Add("p", p.Compiled())
+	_, diag := cedarlib.Authorize(set, ents, req)
+	if len(diag.Errors) > 0 {
+		return false, fmt.Errorf("%s", diag.Errors[0].Message)
+	}
+	return len(diag.Reasons) > 0, nil
+}
+
+// defaultSchema is the schema of the embedded discovery documents.
+func defaultSchema(t *testing.T) *schemagen.Schema {
+	docs, err := schemagen.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := schemagen.Generate(docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
