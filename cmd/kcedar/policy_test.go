@@ -20,6 +20,7 @@ import (
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
 	"github.com/kcedar/kcedar/internal/rbacconvert"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 )
 
 // Packing the policy library and unpacking it gives the same files back.
@@ -68,14 +69,7 @@ func TestPolicyUnpackRefusesEscapes(t *testing.T) {
 // object holds.
 func stockRBACTwice(t *testing.T) (*schemagen.Schema, []byte) {
 	t.Helper()
-	docs, err := schemagen.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := schemagen.Generate(docs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := embeddedschema.Schema(t)
 	in := &rbacconvert.Input{}
 	if err := in.ReadPaths([]string{"../../internal/rbacconvert/testdata/bootstrap"}); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/rbacconvert"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 )
@@ -26,7 +27,7 @@ import (
 // verb, namespace, name or resource taken from another request). The test
 // also checks that sure tests answer often (it could not fail otherwise).
 func TestSureTestsAgreeWithCedar(t *testing.T) {
-	s := defaultSchema(t)
+	s := embeddedschema.Schema(t)
 	sets := surePolicySets(t, s)
 	rng := rand.New(rand.NewPCG(5, 81))
 	sure, leftToCedar := 0, 0
@@ -188,17 +189,4 @@ func holdsInCedar(p *cedarlang.Policy, ents *entities.Entities, req cedarlib.Req
 		return false, fmt.Errorf("%s", diag.Errors[0].Message)
 	}
 	return len(diag.Reasons) > 0, nil
-}
-
-// defaultSchema is the schema of the embedded discovery documents.
-func defaultSchema(t *testing.T) *schemagen.Schema {
-	docs, err := schemagen.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := schemagen.Generate(docs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }

@@ -8,21 +8,8 @@ import (
 
 	"github.com/cedar-policy/cedar-go/types"
 
-	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 )
-
-func embeddedSchema(t testing.TB) *schemagen.Schema {
-	t.Helper()
-	docs, err := schemagen.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := schemagen.Generate(docs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 var validateCorpus = `
 @id("ok-scoped") permit (principal, action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods) when { resource.namespace == "dev" };
@@ -57,7 +44,7 @@ func messages(errs []error) []string {
 // Collapsing equivalent actions (collapse) changes how long validation
 // takes, not what it finds.
 func TestValidateCollapseEquivalent(t *testing.T) {
-	s := embeddedSchema(t)
+	s := embeddedschema.Schema(t)
 	fast, err := NewSchemaValidator(s)
 	if err != nil {
 		t.Fatal(err)

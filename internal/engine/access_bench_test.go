@@ -3,11 +3,12 @@ package engine
 import (
 	"testing"
 
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
 func benchWhoCan(b *testing.B, n int, ns string) {
-	az := NewEngine(realSchema(b), mustPolicies(b, testgen.RBACLike(n)), NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(embeddedschema.Schema(b), mustPolicies(b, testgen.RBACLike(n)), NewCodec(RandomKeyring()), EngineOptions{})
 	req := whoCanReq("get", "", "pods", "", ns, "")
 	var rv AccessReview
 	b.ReportAllocs()

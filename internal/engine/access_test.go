@@ -7,41 +7,18 @@ import (
 	"math/rand"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/kcedar/kcedar/internal/entities"
-	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 )
-
-var (
-	realSchemaOnce sync.Once
-	realSchemaVal  *schemagen.Schema
-	realSchemaErr  error
-)
-
-// realSchema is the embedded v1.37 schema.
-func realSchema(t testing.TB) *schemagen.Schema {
-	realSchemaOnce.Do(func() {
-		docs, err := schemagen.Default()
-		if err != nil {
-			realSchemaErr = err
-			return
-		}
-		realSchemaVal, realSchemaErr = schemagen.Generate(docs)
-	})
-	if realSchemaErr != nil {
-		t.Fatal(realSchemaErr)
-	}
-	return realSchemaVal
-}
 
 func whoCanReq(verb, group, resource, sub, ns, name string) *entities.Request {
 	return &entities.Request{ResourceRequest: true, Verb: verb, APIGroup: group, Resource: resource, Subresource: sub, Namespace: ns, Name: name}
 }
 
 func TestWhoCanHandPicked(t *testing.T) {
-	s := realSchema(t)
+	s := embeddedschema.Schema(t)
 	ps := mustPolicies(t, `
 @id("team-a") permit(principal in k8s::Group::"team-a", action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods)
 when { resource.namespace like "team-a-*" };
@@ -102,7 +79,7 @@ when { resource has oldObject };
 // conditions on groups, extra, usernames and types), the review's rule gives
 // every principal of a generated universe the decision Authorize gives it.
 func TestWhoCanRuleEqualsAuthorize(t *testing.T) {
-	s := realSchema(t)
+	s := embeddedschema.Schema(t)
 	rng := rand.New(rand.NewSource(14))
 	sets, perSet := 1000, 10
 	if testing.Short() {
@@ -285,7 +262,7 @@ func genWhoCanQuestion(rng *rand.Rand) *entities.Request {
 }
 
 func TestWhatCan(t *testing.T) {
-	s := realSchema(t)
+	s := embeddedschema.Schema(t)
 	ps := mustPolicies(t, `
 @id("read") permit(principal in k8s::Group::"dev", action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods);
 @id("named") permit(principal in k8s::Group::"dev", action == k8s::Action::"get", resource is core::configmaps)
@@ -356,7 +333,7 @@ when { resource has object && resource.object.metadata has labels && resource.ob
 // on names), and every typed resource and verb Authorize allows for every
 // name is listed by an unconditional rule.
 func TestWhatCanAgreesWithAuthorize(t *testing.T) {
-	s := realSchema(t)
+	s := embeddedschema.Schema(t)
 	rng := rand.New(rand.NewSource(1414))
 	sets := 20
 	if testing.Short() {
@@ -433,7 +410,7 @@ func TestWhoCanListsNoDeniedSubject(t *testing.T) {
 @id("dev") permit(principal in k8s::Group::"dev", action, resource is core::pods);
 @id("no-alice") forbid(principal == k8s::User::"alice", action == k8s::Action::"delete", resource is core::pods);
 `)
-	az := NewEngine(realSchema(t), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(embeddedschema.Schema(t), ps, NewCodec(RandomKeyring()), EngineOptions{})
 	if rv := whoCan(t, az, whoCanReq("delete", "", "pods", "", "a", "p")); !slices.Equal(rv.Users, []string{"bob"}) || !slices.Equal(rv.Groups, []string{"dev"}) || len(rv.Denied) != 1 {
 		t.Errorf("delete: %+v", rv)
 	}
@@ -465,7 +442,7 @@ func whatCan(t testing.TB, az RuleResolver, u entities.UserInfo, namespace strin
 // A cancelled context stops who-can and what-can with the context's error,
 // and a live one answers.
 func TestReviewsStopWhenCancelled(t *testing.T) {
-	s := realSchema(t)
+	s := embeddedschema.Schema(t)
 	ps := mustPolicies(t, `@id("read") permit(principal in k8s::Group::"dev", action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods);`)
 	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: DefaultCacheSize})
 	ctx, cancel := context.WithCancel(context.Background())

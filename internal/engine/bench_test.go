@@ -9,6 +9,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
@@ -50,7 +51,7 @@ func benchZoo(b *testing.B, n int) { benchZooAudit(b, n, 0) }
 // benchZooAudit is benchZoo with every auditEvery-th policy in audit mode
 // (0: none).
 func benchZooAudit(b *testing.B, n, auditEvery int) {
-	s := embedded(b)
+	s := embeddedschema.Schema(b)
 	ps, err := zoo.PolicySet(n, 1)
 	if err != nil {
 		b.Fatal(err)

@@ -9,25 +9,10 @@ import (
 	"time"
 
 	"github.com/kcedar/kcedar/internal/entities"
-	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/wire"
 )
-
-var benchSchema *schemagen.Schema
-
-func embeddedSchema(b *testing.B) *schemagen.Schema {
-	if benchSchema == nil {
-		docs, err := schemagen.Default()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if benchSchema, err = schemagen.Generate(docs); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return benchSchema
-}
 
 const conditionalPolicies = `
 @id("alice-pods-on-n1") @reason("alice may only place pods on n1")
@@ -44,7 +29,7 @@ var benchPod = []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-7
 // benchAuthorizer is an engine over 1,000 RBAC-like policies and the
 // conditional ones, with caches of cacheSize (0: none).
 func benchAuthorizer(b *testing.B, cacheSize int) *Engine {
-	s := embeddedSchema(b)
+	s := embeddedschema.Schema(b)
 	ps := mustPolicies(b, testgen.RBACLike(1000)+conditionalPolicies)
 	return NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: cacheSize})
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/cedar-policy/cedar-go/types"
@@ -13,32 +12,10 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
-	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 )
-
-var (
-	embeddedOnce sync.Once
-	embeddedS    *schemagen.Schema
-	embeddedErr  error
-)
-
-// embedded is the schema generated from the embedded discovery documents.
-func embedded(t testing.TB) *schemagen.Schema {
-	embeddedOnce.Do(func() {
-		docs, err := schemagen.Default()
-		if err != nil {
-			embeddedErr = err
-			return
-		}
-		embeddedS, embeddedErr = schemagen.Generate(docs)
-	})
-	if embeddedErr != nil {
-		t.Fatal(embeddedErr)
-	}
-	return embeddedS
-}
 
 // The index is an optimization only: over the policy-shape zoo, deciding with
 // the index gives exactly the outcome of deciding with every policy as a
@@ -52,7 +29,7 @@ func TestIndexDifferentialZoo(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		requests = 2000
 	}
-	s := embedded(t)
+	s := embeddedschema.Schema(t)
 	// Plus forbids on any type that read optional attributes unguarded: on
 	// k8s::Resource an open namespace or name may also be absent, and then
 	// they fail (and deny).
@@ -131,7 +108,7 @@ func TestIndexDifferentialTeamAndShapes(t *testing.T) {
 // without conditions), and counts the outcomes by kind.
 func compareIndexed(t *testing.T, indexed *cedarlang.PolicySet, reqs []*entities.Request) map[string]int {
 	t.Helper()
-	s := embedded(t)
+	s := embeddedschema.Schema(t)
 	codec := NewCodec(RandomKeyring())
 	az := NewEngine(s, indexed, codec, EngineOptions{})
 	ref := NewEngine(s, indexed.Unindexed(), codec, EngineOptions{})

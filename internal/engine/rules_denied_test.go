@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 )
 
 // A user whom only a forbid names sees it in what-can: the rule it denies,
@@ -19,7 +20,7 @@ func TestWhatCanListsForbids(t *testing.T) {
 @id("no-metrics") forbid(principal == k8s::User::"frank", action == k8s::Action::"get", resource is k8s::NonResourceURL) when { resource.path == "/metrics" };
 @id("dev") permit(principal in k8s::Group::"dev", action, resource is core::pods);
 `)
-	az := NewEngine(realSchema(t), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(embeddedschema.Schema(t), ps, NewCodec(RandomKeyring()), EngineOptions{})
 	rv := whatCan(t, az, entities.UserInfo{Name: "frank"}, "team-a")
 	if len(rv.ResourceRules) != 0 || len(rv.NonResourceRules) != 0 {
 		t.Errorf("frank is allowed nothing: %+v", rv)
@@ -51,7 +52,7 @@ func TestWhatCanListsForbids(t *testing.T) {
 // conditions, leaves a deny condition on the request, and every typed
 // resource and verb Authorize denies is listed by a denied rule.
 func TestWhatCanDeniedAgreesWithAuthorize(t *testing.T) {
-	s := realSchema(t)
+	s := embeddedschema.Schema(t)
 	rng := rand.New(rand.NewSource(2510))
 	sets := 20
 	if testing.Short() {

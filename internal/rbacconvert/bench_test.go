@@ -6,6 +6,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
@@ -14,7 +15,7 @@ import (
 // and generated SubjectAccessReviews.
 func benchWorkload(b *testing.B) (*engine.Engine, []*entities.Request) {
 	b.Helper()
-	s := defaultSchema(b)
+	s := embeddedschema.Schema(b)
 	in := readInput(b, "testdata/bootstrap")
 	gen := testgen.RBACConfig(20261121, 50, 100)
 	in.Roles = append(in.Roles, gen.Roles...)
@@ -75,7 +76,7 @@ func BenchmarkAuthorizeConvertedCached(b *testing.B) {
 
 // BenchmarkConvert measures the conversion of the same input.
 func BenchmarkConvert(b *testing.B) {
-	s := defaultSchema(b)
+	s := embeddedschema.Schema(b)
 	in := readInput(b, "testdata/bootstrap")
 	gen := testgen.RBACConfig(20261121, 50, 100)
 	in.Roles = append(in.Roles, gen.Roles...)

@@ -4,12 +4,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 )
 
 // The bootstrap policy's warnings are all Kubernetes' own; the features
 // fixture (your roles) has none of them.
 func TestBootstrapWarningsSeparated(t *testing.T) {
-	s := defaultSchema(t)
+	s := embeddedschema.Schema(t)
 	res, err := Convert(s, readInput(t, "testdata/bootstrap", "testdata/features.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +80,7 @@ subjects: [{kind: User, name: alice}]
 	if err := in.Read("x.yaml", strings.NewReader(yaml)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Convert(defaultSchema(t), in)
+	res, err := Convert(embeddedschema.Schema(t), in)
 	if err != nil {
 		t.Fatal(err)
 	}

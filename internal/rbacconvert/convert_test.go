@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -22,32 +21,11 @@ import (
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-var (
-	schemaOnce sync.Once
-	schemaVal  *schemagen.Schema
-	schemaErr  error
-)
-
-func defaultSchema(t testing.TB) *schemagen.Schema {
-	t.Helper()
-	schemaOnce.Do(func() {
-		docs, err := schemagen.Default()
-		if err != nil {
-			schemaErr = err
-			return
-		}
-		schemaVal, schemaErr = schemagen.Generate(docs)
-	})
-	if schemaErr != nil {
-		t.Fatal(schemaErr)
-	}
-	return schemaVal
-}
 
 func readInput(t testing.TB, paths ...string) *Input {
 	t.Helper()
@@ -91,7 +69,7 @@ func compile(t testing.TB, s *schemagen.Schema, res *Result) *engine.Engine {
 // TestGolden converts each testdata/*.yaml file and testdata/* directory and
 // compares with testdata/<name>.cedar (and .warnings); -update rewrites them.
 func TestGolden(t *testing.T) {
-	s := defaultSchema(t)
+	s := embeddedschema.Schema(t)
 	entries, err := os.ReadDir("testdata")
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +131,7 @@ func firstDiff(want, got []byte) string {
 }
 
 func TestFeatureWarnings(t *testing.T) {
-	s := defaultSchema(t)
+	s := embeddedschema.Schema(t)
 	res, err := Convert(s, readInput(t, "testdata/features.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +171,7 @@ func TestFeatureWarnings(t *testing.T) {
 
 // TestDeterministic: the output does not depend on the order of the input.
 func TestDeterministic(t *testing.T) {
-	s := defaultSchema(t)
+	s := embeddedschema.Schema(t)
 	in := readInput(t, "testdata/bootstrap", "testdata/features.yaml")
 	gen := testgen.RBACConfig(7, 50, 100)
 	in.Roles = append(in.Roles, gen.Roles...)
@@ -225,7 +203,7 @@ func TestDeterministic(t *testing.T) {
 // RBAC authorizer (testgen.RBACObjects.Allows), which the e2e test checks against a real apiserver:
 // every answer must agree.
 func TestOfflineParity(t *testing.T) {
-	s := defaultSchema(t)
+	s := embeddedschema.Schema(t)
 	for _, seed := range []uint64{1, 2, 3} {
 		in := readInput(t, "testdata/bootstrap")
 		gen := testgen.RBACConfig(seed, 50, 100)
@@ -317,7 +295,7 @@ func TestReadJSONAndBootstrapFilter(t *testing.T) {
 // TestEdgePatterns compares kcedar with the reference RBAC authorizer on odd rule
 // resources and every combination of request attributes around them.
 func TestEdgePatterns(t *testing.T) {
-	s := defaultSchema(t)
+	s := embeddedschema.Schema(t)
 	resources := [][]string{{"pods/"}, {"/pods"}, {"*/"}, {"pods/exec/x"}, {"*/exec"}, {"pods", "pods/log"},
 		{"userextras", "userextras/scopes"}, {"*/scopes"}, {"widgets/status"}, {"namespaces"}, {"*"}, {"nodes"},
 		{"pods/*"}, {"*/*"}, {"userextras/*"}, {"namespaces/*", "nodes/*"}, {"widgets/*", "pods/exec"}}
@@ -412,7 +390,7 @@ func TestEdgePatterns(t *testing.T) {
 // --strict-warnings` (no errors, no lint warnings) on the fixtures and on
 // generated configurations.
 func TestOutputLintClean(t *testing.T) {
-	s := defaultSchema(t)
+	s := embeddedschema.Schema(t)
 	checker, err := lint.NewChecker(s)
 	if err != nil {
 		t.Fatal(err)

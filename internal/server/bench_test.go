@@ -10,31 +10,16 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
-
-var embeddedSchema *schemagen.Schema
-
-func loadEmbedded(b *testing.B) *schemagen.Schema {
-	if embeddedSchema == nil {
-		docs, err := schemagen.Default()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if embeddedSchema, err = schemagen.Generate(docs); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return embeddedSchema
-}
 
 // benchHandler measures the whole handler (JSON in, decision, JSON out)
 // without the network, with n generated policies validated against the
 // embedded schema.
 func benchHandler(b *testing.B, n int) {
-	s := loadEmbedded(b)
+	s := embeddedschema.Schema(b)
 	dir := b.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "p.cedar"), []byte(testgen.RBACLike(n)), 0o644); err != nil {
 		b.Fatal(err)

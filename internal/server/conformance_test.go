@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,40 +27,18 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
 const kepTestdata = "testdata/admission"
 
-var (
-	kepSchemaOnce sync.Once
-	kepSchemaVal  *schemagen.Schema
-	kepSchemaErr  error
-)
-
-// kepSchema is the embedded default schema, as `kcedar serve` uses it.
-func kepSchema(t testing.TB) *schemagen.Schema {
-	t.Helper()
-	kepSchemaOnce.Do(func() {
-		docs, err := schemagen.Default()
-		if err != nil {
-			kepSchemaErr = err
-			return
-		}
-		kepSchemaVal, kepSchemaErr = schemagen.Generate(docs)
-	})
-	if kepSchemaErr != nil {
-		t.Fatalf("embedded schema: %v", kepSchemaErr)
-	}
-	return kepSchemaVal
-}
-
 // kepServer is a KEP-native kcedar (no admission enforcement) over the shared
 // policies, validated against the schema, signing with keys.
 func kepServer(t testing.TB, keys *engine.Keyring) *Server {
 	t.Helper()
-	schema := kepSchema(t)
+	schema := embeddedschema.Schema(t)
 	validator, err := cedarlang.NewSchemaValidator(schema)
 	if err != nil {
 		t.Fatal(err)

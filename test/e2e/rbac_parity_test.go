@@ -25,6 +25,7 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/rbacconvert"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/test/e2e/framework"
 )
@@ -83,14 +84,7 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 		t.Fatal(err)
 	}
 	reference := &testgen.RBACObjects{Roles: in.Roles, ClusterRoles: in.ClusterRoles, RoleBindings: in.RoleBindings, ClusterRoleBindings: in.ClusterRoleBindings}
-	docs, err := schemagen.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := schemagen.Generate(docs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := embeddedschema.Schema(t)
 	t0 = time.Now()
 	res, err := rbacconvert.Convert(s, in)
 	if err != nil {

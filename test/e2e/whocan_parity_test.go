@@ -21,6 +21,7 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/rbacconvert"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/test/e2e/framework"
 )
 
@@ -44,14 +45,7 @@ func TestWhoCanRBACParity(t *testing.T) {
 	if err := in.ReadCluster(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
-	docs, err := schemagen.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := schemagen.Generate(docs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := embeddedschema.Schema(t)
 	res, err := rbacconvert.Convert(s, in)
 	if err != nil {
 		t.Fatal(err)

@@ -7,21 +7,14 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/engine/offline"
-	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 )
 
 // The policy library (policies/library) and the quickstart: every policy
 // file validates clean (lint warnings included), and every decision test
 // file (*_test.yaml, as `kcedar test policies/` runs them) passes.
 func TestLibrary(t *testing.T) {
-	docs, err := schemagen.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := schemagen.Generate(docs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := embeddedschema.Schema(t)
 	c, err := lint.NewChecker(s)
 	if err != nil {
 		t.Fatal(err)

@@ -10,27 +10,14 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
-	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
-func embedded(t *testing.T) *schemagen.Schema {
-	t.Helper()
-	docs, err := schemagen.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := schemagen.Generate(docs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // Every example policy file validates against the embedded schema.
 func TestExamplesValidate(t *testing.T) {
-	s := embedded(t)
+	s := embeddedschema.Schema(t)
 	v, err := cedarlang.NewSchemaValidator(s)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +56,7 @@ func TestExamplesValidate(t *testing.T) {
 }
 
 func TestQuickstartDecisions(t *testing.T) {
-	s := embedded(t)
+	s := embeddedschema.Schema(t)
 	store := store.NewStore([]string{"quickstart"}, nil, nil)
 	if err := store.Load(); err != nil {
 		t.Fatal(err)

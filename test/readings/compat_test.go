@@ -6,6 +6,7 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 )
 
 // stringComparing is how policies compared quantities and int-or-string
@@ -31,7 +32,7 @@ when {
 };`
 
 func TestStringComparingPoliciesStillWork(t *testing.T) {
-	s := defaultSchema(t)
+	s := embeddedschema.Schema(t)
 	c, err := lint.NewChecker(s)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 )
 
 // effectiveLimit allows a pod whose effective cpu limit is present and at
@@ -35,7 +36,7 @@ func container(name string, limits map[string]any) map[string]any {
 // pod-level limits as Kubernetes does, and a limit is present only where
 // it bounds the pod.
 func TestEffectiveResources(t *testing.T) {
-	d := decider(t, defaultSchema(t), effectiveLimit)
+	d := decider(t, embeddedschema.Schema(t), effectiveLimit)
 	cpu := func(q string) map[string]any { return map[string]any{"cpu": q} }
 	for _, tc := range []struct {
 		name string

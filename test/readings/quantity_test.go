@@ -9,7 +9,6 @@ import (
 	"math/big"
 	"math/rand"
 	"strings"
-	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -19,30 +18,8 @@ import (
 	"github.com/kcedar/kcedar/internal/engine/offline"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 )
-
-var (
-	schemaOnce sync.Once
-	schemaVal  *schemagen.Schema
-	schemaErr  error
-)
-
-// defaultSchema is the embedded default schema, generated once.
-func defaultSchema(t testing.TB) *schemagen.Schema {
-	t.Helper()
-	schemaOnce.Do(func() {
-		docs, err := schemagen.Default()
-		if err != nil {
-			schemaErr = err
-			return
-		}
-		schemaVal, schemaErr = schemagen.Generate(docs)
-	})
-	if schemaErr != nil {
-		t.Fatal(schemaErr)
-	}
-	return schemaVal
-}
 
 // milliOracle is q in milli-units when that is exact and fits an int64:
 // q's exact decimal value as a rational, times 1000. A value it finds is
@@ -188,7 +165,7 @@ func decider(t testing.TB, s *schemagen.Schema, src string) *offline.Decider {
 // Quantity.Cmp; where it is not, the permit does not grant and the forbid
 // denies (fail closed).
 func TestQuantityComparisonsMatchQuantityCmp(t *testing.T) {
-	s := defaultSchema(t)
+	s := embeddedschema.Schema(t)
 	rng := rand.New(rand.NewSource(24))
 	thresholds := []string{"0", "1m", "500m", "1", "4", "1Gi", "1.5G", "100Ti", "9223372036854775"}
 	var cases, unrepresentable int

@@ -39,9 +39,9 @@ import (
 	"time"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/server"
 	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
@@ -307,14 +307,7 @@ func inPlaceRequests() [][]byte {
 // expected computes the answers of a policy set in process, with the
 // schema `kcedar serve` validates against by default.
 func expected(t *testing.T, set string, bodies [][]byte) []string {
-	docs, err := schemagen.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema, err := schemagen.Generate(docs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	schema := embeddedschema.Schema(t)
 	v, err := cedarlang.NewSchemaValidator(schema)
 	if err != nil {
 		t.Fatal(err)

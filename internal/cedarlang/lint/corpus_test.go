@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 )
 
 var (
@@ -18,19 +18,8 @@ var (
 
 func testChecker(t testing.TB) *Checker {
 	t.Helper()
-	checkerOnce.Do(func() {
-		docs, err := schemagen.Default()
-		if err != nil {
-			checkerErr = err
-			return
-		}
-		s, err := schemagen.Generate(docs)
-		if err != nil {
-			checkerErr = err
-			return
-		}
-		checkerVal, checkerErr = NewChecker(s)
-	})
+	s := embeddedschema.Schema(t)
+	checkerOnce.Do(func() { checkerVal, checkerErr = NewChecker(s) })
 	if checkerErr != nil {
 		t.Fatal(checkerErr)
 	}

@@ -7,36 +7,14 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
-	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
-
-var (
-	schemaOnce sync.Once
-	schemaVal  *schemagen.Schema
-	schemaErr  error
-)
-
-func testSchema(t testing.TB) *schemagen.Schema {
-	schemaOnce.Do(func() {
-		docs, err := schemagen.Default()
-		if err != nil {
-			schemaErr = err
-			return
-		}
-		schemaVal, schemaErr = schemagen.Generate(docs)
-	})
-	if schemaErr != nil {
-		t.Fatal(schemaErr)
-	}
-	return schemaVal
-}
 
 func mustSet(t testing.TB, text string) *cedarlang.PolicySet {
 	t.Helper()
@@ -154,7 +132,7 @@ type checker struct {
 }
 
 func newChecker(t *testing.T, c int, oldPs, newPs []string) (*checker, bool) {
-	s := testSchema(t)
+	s := embeddedschema.Schema(t)
 	oldSet, newSet := mustSet(t, text(oldPs)), mustSet(t, text(newPs))
 	res := Compare(s, oldSet, newSet)
 	if len(res.Inexact) > 0 {
@@ -296,13 +274,13 @@ func TestDiffPinnedProperty(t *testing.T) {
 
 func TestSelfDiffIsEmpty(t *testing.T) {
 	set := mustSet(t, testgen.RBACLike(200))
-	if res := Compare(testSchema(t), set, set); len(res.Regions) != 0 || len(res.Added)+len(res.Removed) != 0 {
+	if res := Compare(embeddedschema.Schema(t), set, set); len(res.Regions) != 0 || len(res.Added)+len(res.Removed) != 0 {
 		t.Fatalf("self diff: %+v", res)
 	}
 }
 
 func benchEdit(b *testing.B, n int) {
-	s := testSchema(b)
+	s := embeddedschema.Schema(b)
 	text := testgen.RBACLike(n)
 	oldSet := mustSet(b, text)
 	newSet := mustSet(b, strings.Replace(text, `resource.namespace == "ns-5" }`, `resource.namespace == "ns-6" }`, 1))

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 )
 
 // Every policy of OtherShapes parses and is valid against the embedded
@@ -15,14 +15,7 @@ import (
 // count, and the output is deterministic.
 func TestOtherShapesValid(t *testing.T) {
 	const n = 2000
-	docs, err := schemagen.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := schemagen.Generate(docs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := embeddedschema.Schema(t)
 	v, err := cedarlang.NewSchemaValidator(s)
 	if err != nil {
 		t.Fatal(err)
