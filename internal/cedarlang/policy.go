@@ -194,11 +194,13 @@ func annotationAt(src []byte, line, col int, key string) (int, int) {
 // (Policy.Compiled does that on first use). One at a time, because cedar-go
 // tokenizes its whole input into one slice before parsing: on a file of
 // thousands of policies that slice is megabytes, regrown and rescanned by
-// the GC. Each policy keeps its columns: the part of its first line before
-// it is blanked (one space per rune), and lines[i] is the number of lines
-// before policy i's text, to add to its position. On any error, or text
-// after the last policy, the whole file is parsed again by cedar-go, so
-// errors (and their positions) are cedar-go's own.
+// the GC. Each policy's position is made the whole file's: lines[i] is the
+// number of lines before policy i's text, to add to its line, and a policy
+// that starts on the line another ended on gets that line's columns before
+// it (counted once, as the text advances: a file of one long line stays
+// linear). On any error, or text after the last policy, the whole file is
+// parsed again by cedar-go, so errors (and their positions) are cedar-go's
+// own.
 func parseEach(fileName string, src []byte, ends []int) (list []*ast.Policy, lines []int, err error) {
 	whole := func() ([]*ast.Policy, []int, error) {
 		_, err := cedarlib.NewPolicyListFromBytes(fileName, src)
@@ -207,34 +209,30 @@ func parseEach(fileName string, src []byte, ends []int) (list []*ast.Policy, lin
 		}
 		return nil, nil, err
 	}
-	var buf []byte
-	start, line := 0, 0 // the policy's text start, and the lines before it
+	start, line, column := 0, 0, 0 // the text's start, the lines and runes of its line before it
 	for _, end := range ends {
-		buf = blankedPrefix(buf[:0], src, start)
-		buf = append(buf, src[start:end]...)
 		var a cedarast.Policy
-		if err := a.UnmarshalCedar(buf); err != nil {
+		if err := a.UnmarshalCedar(src[start:end]); err != nil {
 			return whole()
 		}
-		a.Position.Filename = fileName
+		if a.Position.Line == 1 {
+			a.Position.Column += column
+		}
+		a.Position.Filename, a.Position.Offset = fileName, a.Position.Offset+start
 		list, lines = append(list, (*ast.Policy)(&a)), append(lines, line)
-		line += bytes.Count(src[start:end], []byte{'\n'})
+		text := src[start:end]
+		line += bytes.Count(text, []byte{'\n'})
+		if nl := bytes.LastIndexByte(text, '\n'); nl >= 0 {
+			column = utf8.RuneCount(text[nl+1:])
+		} else {
+			column += utf8.RuneCount(text)
+		}
 		start = end
 	}
 	if tail, err := cedarlib.NewPolicyListFromBytes(fileName, src[start:]); err != nil || len(tail) > 0 {
 		return whole()
 	}
 	return list, lines, nil
-}
-
-// blankedPrefix appends to buf one space per rune of src's line before
-// start, so that a policy parsed from buf keeps its column.
-func blankedPrefix(buf, src []byte, start int) []byte {
-	lineStart := bytes.LastIndexByte(src[:start], '\n') + 1
-	for range utf8.RuneCount(src[lineStart:start]) {
-		buf = append(buf, ' ')
-	}
-	return buf
 }
 
 // checkScope refuses scopes that name a specific resource entity: resource
