@@ -3,7 +3,6 @@ package cedarlang
 import (
 	"slices"
 
-	cedarlib "github.com/cedar-policy/cedar-go"
 	publicast "github.com/cedar-policy/cedar-go/ast"
 	"github.com/cedar-policy/cedar-go/types"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
@@ -128,5 +127,5 @@ func literalPaths(p *ast.Policy) []string {
 func AccessText(p *Policy) string {
 	bare := *p.AST
 	bare.Annotations = nil
-	return string(cedarlib.NewPolicyFromAST((*publicast.Policy)(&bare)).MarshalCedar())
+	return string((*publicast.Policy)(&bare).MarshalCedar())
 }

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	cedarlib "github.com/cedar-policy/cedar-go"
 	publicast "github.com/cedar-policy/cedar-go/ast"
 	"github.com/cedar-policy/cedar-go/types"
 
@@ -290,7 +289,7 @@ func decisionKey(d engine.Decision) string {
 // exprText is the Cedar text of an expression.
 func exprText(n ast.IsNode) string {
 	p := ast.Permit().When(ast.NewNode(n))
-	return string(cedarlib.NewPolicyFromAST((*publicast.Policy)(p)).MarshalCedar())
+	return string((*publicast.Policy)(p).MarshalCedar())
 }
 
 // undecided is the region reported when the method found no change but
