@@ -56,7 +56,7 @@ func ConfineToNamespace(policies []*Policy, ns, prefix string) ([]*Policy, error
 		a.Conditions = append(a.Conditions, p.AST.Conditions...)
 		c := *p
 		c.AST = &a
-		c.compiled = &compiledPolicy{}
+		c.lazy = &lazyForms{} // its own AST: compiled and tested anew
 		if c.ID != c.Source {
 			c.ID = prefix + c.ID
 		}

@@ -35,12 +35,12 @@ const (
 
 // Policy is one parsed policy with the facts kcedar needs about it.
 type Policy struct {
-	ID       string
-	Reason   string // the @reason annotation, shown to users
-	Effect   types.Effect
-	Source   string // file:line:column
-	AST      *ast.Policy
-	compiled *compiledPolicy
+	ID     string
+	Reason string // the @reason annotation, shown to users
+	Effect types.Effect
+	Source string // file:line:column
+	AST    *ast.Policy
+	lazy   *lazyForms
 	// UsesObjects is set when the policy mentions resource.object or
 	// resource.oldObject: only then does partial evaluation need the objects.
 	UsesObjects bool
@@ -49,24 +49,24 @@ type Policy struct {
 	Enforcement Enforcement
 }
 
-// compiledPolicy holds what is derived from a policy's AST on first use:
-// its cedar-go evaluator and its sure test (sure.go). Compiled trees take
-// as much memory as the ASTs, and most policies of a large set are never
+// lazyForms holds what is derived from a policy's AST on first use: its
+// cedar-go evaluator and its sure test (sure.go). Compiled trees take as
+// much memory as the ASTs, and most policies of a large set are never
 // evaluated between two reloads (the index rules them out), so compiling
 // them all at load would only give the garbage collector more to mark.
-type compiledPolicy struct {
-	once     sync.Once
-	policy   *cedarlib.Policy
-	sureOnce sync.Once
-	sure     *sureTest
+type lazyForms struct {
+	compileOnce sync.Once
+	compiled    *cedarlib.Policy
+	sureOnce    sync.Once
+	sure        *sureTest
 }
 
 // Compiled is the policy's cedar-go evaluator, compiled from AST the first
 // time it is asked for. The AST must not change after that.
 func (p *Policy) Compiled() *cedarlib.Policy {
-	c := p.compiled
-	c.once.Do(func() { c.policy = cedarlib.NewPolicyFromAST((*cedarast.Policy)(p.AST)) })
-	return c.policy
+	l := p.lazy
+	l.compileOnce.Do(func() { l.compiled = cedarlib.NewPolicyFromAST((*cedarast.Policy)(p.AST)) })
+	return l.compiled
 }
 
 // Text is the policy in Cedar syntax, as cedar-go writes it.
@@ -133,7 +133,7 @@ func ParsePolicies(fileName string, src []byte) ([]*Policy, error) {
 	}
 	out := make([]*Policy, 0, len(list))
 	for i, a := range list {
-		p := &Policy{Effect: types.Effect(a.Effect), AST: a, compiled: &compiledPolicy{}}
+		p := &Policy{Effect: types.Effect(a.Effect), AST: a, lazy: &lazyForms{}}
 		pos := a.Position
 		p.Source = fmt.Sprintf("%s:%d:%d", fileName, pos.Line+lines[i], pos.Column)
 		p.ID = p.Source

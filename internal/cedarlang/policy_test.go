@@ -280,7 +280,7 @@ func TestCheckNestingRandomTokens(t *testing.T) {
 func TestCompiledOnFirstUseOnce(t *testing.T) {
 	ps := mustParse(t, "c.cedar", `permit(principal, action, resource) when { resource.namespace == "a" };`)
 	p := ps[0]
-	if p.compiled.policy != nil {
+	if p.lazy.compiled != nil {
 		t.Fatal("compiled at parse")
 	}
 	got := make(chan any, 8)

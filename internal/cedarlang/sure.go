@@ -5,6 +5,7 @@ import (
 
 	"github.com/cedar-policy/cedar-go/types"
 
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
@@ -65,6 +66,12 @@ type SureFacts struct {
 	Attributes   types.RecordMap
 }
 
+// FactsOf are the sure facts of req, given the action, the resource and its
+// attributes the engine evaluates it with.
+func FactsOf(req *entities.Request, action, resource types.EntityUID, attrs types.RecordMap) SureFacts {
+	return SureFacts{Principal: entities.PrincipalUID(req.User.Name), Groups: req.User.Groups, Action: action, ResourceType: resource.Type, Attributes: attrs}
+}
+
 // SurelySatisfied reports whether the request of facts certainly satisfies
 // p (see sureTest); false also when p has no sure test.
 func (p *Policy) SurelySatisfied(f *SureFacts) bool {
@@ -109,9 +116,9 @@ func (c *sureCheck) holds(f *SureFacts) bool {
 
 // sureTest is p's sure test, found on first use (nil: none).
 func (p *Policy) sureTest() *sureTest {
-	d := p.compiled
-	d.sureOnce.Do(func() { d.sure = findSureTest(p.AST) })
-	return d.sure
+	l := p.lazy
+	l.sureOnce.Do(func() { l.sure = findSureTest(p.AST) })
+	return l.sure
 }
 
 // findSureTest is a's sure test, or nil when a has a part outside the
@@ -237,10 +244,6 @@ func equalsCheck(l, r ast.IsNode) (sureCheck, bool) {
 	if !ok || !isVar(a.Arg, "resource") {
 		return sureCheck{}, false
 	}
-	lit, ok := r.(ast.NodeValue)
-	if !ok {
-		return sureCheck{}, false
-	}
-	s, ok := lit.Value.(types.String)
-	return sureCheck{kind: sureEquals, name: a.Value, value: s}, ok
+	s, ok := literalString(r)
+	return sureCheck{kind: sureEquals, name: a.Value, value: types.String(s)}, ok
 }

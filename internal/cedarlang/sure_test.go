@@ -175,7 +175,7 @@ func requestData(s *schemagen.Schema, req *entities.Request) (cedarlang.SureFact
 	resource := target.EntityUID(req)
 	attrs := target.Attributes(req, nil, nil)
 	principal := entities.PrincipalEntity(req.User)
-	f := cedarlang.SureFacts{Principal: entities.PrincipalUID(req.User.Name), Groups: req.User.Groups, Action: action, ResourceType: resource.Type, Attributes: attrs}
+	f := cedarlang.FactsOf(req, action, resource, attrs)
 	ents := &entities.Entities{Principal: principal, Resource: types.Entity{UID: resource, Attributes: types.NewRecord(attrs)}}
 	return f, ents, cedarlib.Request{Principal: principal.UID, Action: action, Resource: resource, Context: entities.ContextFor(action)}
 }

@@ -349,7 +349,7 @@ func (e *Engine) evaluateKnown(req *entities.Request, action, resourceUID types.
 	if ns.known {
 		known[schemagen.AttrNamespaceObject] = ns.rec
 	}
-	facts := cedarlang.SureFacts{Principal: entities.PrincipalUID(req.User.Name), Groups: req.User.Groups, Action: action, ResourceType: resourceUID.Type, Attributes: known}
+	facts := cedarlang.FactsOf(req, action, resourceUID, known)
 	var ents *entities.Entities
 	return evaluateCandidates(cands, true, func(p *cedarlang.Policy) policyResult {
 		if p.SurelySatisfied(&facts) {
