@@ -142,6 +142,40 @@ func AdmissionShapes(t entities.Target, req *entities.Request, verb string) []sh
 	return nil
 }
 
+// AdmissionWebhookSees reports whether a request that kcedar allows reaches
+// kcedar's admission webhook (the ValidatingWebhookConfiguration verified
+// under --admission-enforcement sends every CREATE, UPDATE, DELETE and
+// CONNECT of every resource and subresource): it is a write or a connect on
+// a concrete, typed resource (AdmissionShapes), and not of the kinds
+// kube-apiserver never sends to admission webhooks. Everything else that
+// kcedar allows (reads, impersonate, bind, escalate, approve, a "*" verb,
+// wildcards) is acted on without admission, so a conditional allow of it
+// must not be answered Allow.
+func (e *Engine) AdmissionWebhookSees(req *entities.Request) bool {
+	if !req.ResourceRequest || ExemptFromWebhookAdmission(req.APIGroup, req.Resource) {
+		return false
+	}
+	return AdmissionShapes(entities.ResolveTarget(e.schema, req), req, req.Verb) != nil
+}
+
+// ExemptFromWebhookAdmission reports whether kube-apiserver never calls
+// admission webhooks for a resource (and its subresources): the admission
+// configuration kinds, so that no webhook can lock the cluster out of
+// fixing its webhooks (k8s.io/apiserver, admission/plugin/webhook/
+// predicates/rules, IsExemptAdmissionConfigurationResource).
+func ExemptFromWebhookAdmission(group, resource string) bool {
+	if group != "admissionregistration.k8s.io" {
+		return false
+	}
+	switch resource {
+	case "validatingwebhookconfigurations", "mutatingwebhookconfigurations",
+		"validatingadmissionpolicies", "validatingadmissionpolicybindings",
+		"mutatingadmissionpolicies", "mutatingadmissionpolicybindings":
+		return true
+	}
+	return false
+}
+
 // authorizeVerb decides req for verb; folded: the caller folds the decision
 // (it is one case of several), so conditions are of no use.
 func (e *Engine) authorizeVerb(req *entities.Request, verb string, folded bool) (Decision, bool) {

@@ -41,7 +41,9 @@ type SARCaller struct {
 	Draft bool
 	// AdmissionEnforced: kcedar's admission webhook is verified to enforce
 	// conditional allows (--admission-enforcement on a cluster without the
-	// feature).
+	// feature). A conditional allow is then answered Allow only for a
+	// request that webhook will see (AdmissionWebhookSees); any other
+	// request gets the folded decision.
 	AdmissionEnforced bool
 }
 
@@ -59,6 +61,12 @@ type SARAnswer struct {
 // answer rendered for caller.
 func (e *Engine) AuthorizeSubjectAccessReview(ctx context.Context, req *entities.Request, caller SARCaller) SARAnswer {
 	d := e.Authorize(ctx, req)
+	switch {
+	case req.UnconditionalOnly:
+		caller = SARCaller{} // conditional rights do not count: fold
+	case caller.AdmissionEnforced && !e.AdmissionWebhookSees(req):
+		caller.AdmissionEnforced = false
+	}
 	a := e.renderSubjectAccessReview(d, caller)
 	a.Decision = d
 	return a

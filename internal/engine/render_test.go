@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/wire"
 )
@@ -36,5 +38,57 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 	a := az.renderSubjectAccessReview(full, caller)
 	if !a.Status.Denied || a.Status.Allowed || a.Label != DecisionDeny.String() {
 		t.Fatalf("deny conditions only: %+v, want Deny", a)
+	}
+}
+
+// With admission enforcement, a conditional allow is answered Allow only
+// for a request kcedar's admission webhook will see: a write or connect of
+// a typed resource that kube-apiserver sends to webhooks. Anything else
+// (the admission configuration kinds, which no webhook sees; reads; verbs
+// such as impersonate that never reach admission) gets the decision kcedar
+// gives without admission enforcement, and so does a review that asks for
+// unconditional rights only (the escalation check's).
+func TestAdmissionEnforcedOnlyWhereTheWebhookSees(t *testing.T) {
+	ps := mustPolicies(t, `
+@id("pods-on-safe") permit(principal == k8s::User::"lead", action in [k8s::Action::"create", k8s::Action::"get"], resource is core::pods)
+when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "safe" };
+@id("ops-webhooks") permit(principal in k8s::Group::"ops", action == k8s::Action::"delete", resource is io::k8s::admissionregistration::validatingwebhookconfigurations)
+unless { resource has oldObject && resource.oldObject.metadata has name && resource.oldObject.metadata.name like "kcedar*" };
+@id("ops-secrets") permit(principal in k8s::Group::"ops", action in [k8s::Action::"delete", k8s::Action::"get"], resource is core::secrets)
+unless { resource has oldObject && resource.oldObject.metadata has labels && resource.oldObject.metadata.labels.hasTag("protected") };
+`)
+	az := NewEngine(embeddedschema.Schema(t), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	lead, ops := "lead", "mallory"
+	// A validatingwebhookconfigurations/status update is exempt too: the
+	// exemption is by kind.
+	if az.AdmissionWebhookSees(resReq(ops, nil, "update", "admissionregistration.k8s.io", "validatingadmissionpolicies", "status", "", "p")) {
+		t.Error("validatingadmissionpolicies/status: the webhook never sees it")
+	}
+	if !az.AdmissionWebhookSees(resReq(ops, nil, "create", "", "pods", "eviction", "a", "p")) || az.AdmissionWebhookSees(resReq(ops, nil, "get", "", "pods", "", "a", "p")) {
+		t.Error("pods/eviction create is admitted; a get is not")
+	}
+	cases := []struct {
+		name  string
+		req   *entities.Request
+		allow bool
+	}{
+		{"create pods: admission sees it", resReq(lead, nil, "create", "", "pods", "", "a", ""), true},
+		{"delete secrets: admission sees it", resReq(ops, []string{"ops"}, "delete", "", "secrets", "", "a", "s"), true},
+		{"delete a webhook configuration: no webhook sees it", resReq(ops, []string{"ops"}, "delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", "kcedar-conditions"), false},
+	}
+	for _, tc := range cases {
+		d := az.Authorize(context.Background(), tc.req)
+		if !d.IsConditional() {
+			t.Fatalf("%s: %v, want a conditional decision to render", tc.name, d)
+		}
+		a := az.AuthorizeSubjectAccessReview(context.Background(), tc.req, SARCaller{AdmissionEnforced: true})
+		if a.Status.Allowed != tc.allow {
+			t.Errorf("%s: allowed=%v (%s), want %v", tc.name, a.Status.Allowed, a.Label, tc.allow)
+		}
+		strict := *tc.req
+		strict.UnconditionalOnly = true
+		if a := az.AuthorizeSubjectAccessReview(context.Background(), &strict, SARCaller{AdmissionEnforced: true, Upstream: true}); a.Status.Allowed || a.Status.ConditionalDecision != nil {
+			t.Errorf("%s, unconditional rights only: %+v, want the folded decision", tc.name, a)
+		}
 	}
 }

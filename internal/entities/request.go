@@ -40,7 +40,24 @@ type Request struct {
 
 	// Non-resource requests.
 	Path string
+
+	// UnconditionalOnly: the caller counts only rights held without
+	// conditions (the SubjectAccessReview carried UnconditionalOnlyExtra).
+	// kcedar's escalation check asks this way, so a right granted only on
+	// conditions is never counted as held, in any serving mode.
+	UnconditionalOnly bool
 }
+
+// UnconditionalOnlyExtra is the user-info extra key by which a
+// SubjectAccessReview asks kcedar to count only unconditional rights: a
+// conditional allow is folded (NoOpinion, or Deny where a deny condition
+// remains) whatever the serving mode, as for a caller that cannot evaluate
+// conditions. kcedar removes the key before deciding, so policies never see
+// it. It can only make an answer stricter, so a client that sends it on a
+// real request only loses access. Because kube-apiserver's webhook cache is
+// keyed on the whole review, extra included, an answer cached for a real
+// request never stands in for one that carries it.
+const UnconditionalOnlyExtra = "kcedar.dev/unconditional-only"
 
 // Named reports whether a resource request names an object (resource.named):
 // RBAC matches "" in resourceNames exactly when it does not.
@@ -63,7 +80,14 @@ func RequestFromSAR(spec *authorizationv1.SubjectAccessReviewSpec) (*Request, er
 	if len(spec.Extra) > 0 {
 		r.User.Extra = make(map[string][]string, len(spec.Extra))
 		for k, v := range spec.Extra {
+			if k == UnconditionalOnlyExtra {
+				r.UnconditionalOnly = true
+				continue
+			}
 			r.User.Extra[k] = v
+		}
+		if len(r.User.Extra) == 0 {
+			r.User.Extra = nil
 		}
 	}
 	switch {

@@ -149,3 +149,26 @@ func TestRequestFromSARFieldSelectors(t *testing.T) {
 		t.Fatalf("selectors narrowed to namespace %q name %q", r.Namespace, r.Name)
 	}
 }
+
+// The unconditional-only key is a request to kcedar, not part of the user:
+// it is taken out of the extra policies see.
+func TestUnconditionalOnlyExtra(t *testing.T) {
+	spec := &authorizationv1.SubjectAccessReviewSpec{User: "lead", Extra: map[string]authorizationv1.ExtraValue{
+		UnconditionalOnlyExtra: {"true"}, "team": {"a"}},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "pods"}}
+	r, err := RequestFromSAR(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.UnconditionalOnly || len(r.User.Extra) != 1 || r.User.Extra["team"][0] != "a" {
+		t.Fatalf("%+v", r)
+	}
+	delete(spec.Extra, "team")
+	if r, _ = RequestFromSAR(spec); !r.UnconditionalOnly || r.User.Extra != nil {
+		t.Fatalf("%+v", r)
+	}
+	delete(spec.Extra, UnconditionalOnlyExtra)
+	if r, _ = RequestFromSAR(spec); r.UnconditionalOnly {
+		t.Fatalf("%+v", r)
+	}
+}
