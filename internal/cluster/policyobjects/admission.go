@@ -149,23 +149,73 @@ func (h *AdmissionHandler) reviewWrite(ctx context.Context, req *admissionv1.Adm
 		return deny(msg), "duplicate-id"
 	}
 	allow := &admissionv1.AdmissionResponse{Allowed: true, Warnings: relayWarnings(v.Warnings)}
-	var old policyObject
+	var old *policyObject
 	if req.Operation == admissionv1.Update {
-		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+		old = &policyObject{}
+		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
 			return deny(fmt.Sprintf("decoding the stored %s: %v", kind, err)), "invalid"
 		}
-		if old.Spec.Content == obj.Spec.Content {
-			return allow, "" // labels, annotations: access is unchanged
+	}
+	newPolicies := parseContent(kind, ns, name, obj.Spec.Content)
+	if owners := addedOwners(old, &obj); len(owners) > 0 {
+		// The garbage collector deletes an object whose owners are gone,
+		// under its own identity: adding an owner needs what deleting the
+		// object needs, checked now for the writer.
+		if r := h.deletion(ctx, req, write{kind: kind, namespace: ns, name: name, old: newPolicies}, owners); r != nil {
+			return deny(r.Message), r.Reason
 		}
 	}
-	w := write{kind: kind, namespace: ns, name: name, new: parseContent(kind, ns, name, obj.Spec.Content)}
-	if req.Operation == admissionv1.Update {
+	if old != nil && old.Spec.Content == obj.Spec.Content {
+		return allow, "" // labels, annotations: access is unchanged
+	}
+	w := write{kind: kind, namespace: ns, name: name, new: newPolicies}
+	if old != nil {
 		w.old = parseContent(kind, ns, name, old.Spec.Content)
 	}
 	if r := h.escalation(ctx, req, w); r != nil {
 		return deny(r.Message), r.Reason
 	}
 	return allow, ""
+}
+
+// addedOwners lists the owner references obj has that old (nil for a
+// create) does not: each one lets the garbage collector delete obj once
+// that owner is gone (or at once, if it never existed).
+func addedOwners(old, obj *policyObject) []string {
+	had := map[string]bool{}
+	if old != nil {
+		for _, o := range old.Metadata.OwnerReferences {
+			had[ownerKey(o)] = true
+		}
+	}
+	var out []string
+	for _, o := range obj.Metadata.OwnerReferences {
+		if !had[ownerKey(o)] {
+			out = append(out, fmt.Sprintf("%s %s", o.Kind, o.Name))
+		}
+	}
+	return out
+}
+
+func ownerKey(o metav1.OwnerReference) string {
+	return strings.Join([]string{o.APIVersion, o.Kind, o.Name, string(o.UID)}, "\x00")
+}
+
+// deletion checks a write that can lead to the object's deletion (owners,
+// named for the message) as its delete would be checked: the writer needs
+// delete on the object and, for each enforced forbid it holds, what that
+// forbid blocks.
+func (h *AdmissionHandler) deletion(ctx context.Context, req *admissionv1.AdmissionRequest, w write, owners []string) *WriteRefusal {
+	if h.Escalation == nil {
+		return nil
+	}
+	r := h.Escalation.CheckDeletion(ctx, req.UserInfo, w, h.checker().lint.Schema)
+	if r == nil {
+		return nil
+	}
+	r.Message = fmt.Sprintf("adding the owner reference to %s lets the garbage collector delete %s, so it needs what deleting it needs: %s",
+		strings.Join(owners, ", "), w.source(), r.Message)
+	return r
 }
 
 // reviewDelete checks a delete: removing a forbid gives back what it

@@ -16,6 +16,7 @@ import (
 	"github.com/cedar-policy/cedar-go/types"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -64,13 +65,17 @@ type EscalationCheck struct {
 // non-resource path), and the policy that gives it.
 type permission struct {
 	verb, group, resource, subresource, namespace, name string
-	path                                                string
-	nonResource                                         bool
-	policy                                              *cedarlang.Policy
+	// nameSelector: the name comes from a metadata.name field selector
+	// (a list or watch), as kube-apiserver's request-info resolver sends it.
+	nameSelector bool
+	path         string
+	nonResource  bool
+	policy       *cedarlang.Policy
 }
 
 func (p permission) key() string {
-	return strings.Join([]string{p.verb, p.group, p.resource, p.subresource, p.namespace, p.name, p.path, fmt.Sprint(p.nonResource)}, "\x00")
+	return strings.Join([]string{p.verb, p.group, p.resource, p.subresource, p.namespace, p.name, p.path,
+		fmt.Sprint(p.nonResource), fmt.Sprint(p.nameSelector)}, "\x00")
 }
 
 // write is one write of a policy object, as the check reads it.
@@ -95,11 +100,7 @@ func (e *EscalationCheck) Check(ctx context.Context, user authenticationv1.UserI
 	if len(perms) == 0 {
 		return nil
 	}
-	timeout := e.Timeout
-	if timeout <= 0 {
-		timeout = 8 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, e.timeout())
 	defer cancel()
 	if ok, err := e.Reviewer.Allowed(ctx, e.escalateSpec(user, w)); err == nil && ok {
 		return nil
@@ -115,6 +116,32 @@ func (e *EscalationCheck) Check(ctx context.Context, user authenticationv1.UserI
 		return nil
 	}
 	return &WriteRefusal{Reason: "escalation", Message: w.explain(missing)}
+}
+
+// CheckDeletion returns nil when user may make a write that can delete the
+// object holding w.old (new is ignored): user holds delete on the object
+// and what its enforced forbids block, else why not.
+func (e *EscalationCheck) CheckDeletion(ctx context.Context, user authenticationv1.UserInfo, w write, s *schemagen.Schema) *WriteRefusal {
+	w.new = nil
+	spec := userSpec(user)
+	spec.ResourceAttributes = &authorizationv1.ResourceAttributes{Namespace: w.namespace, Verb: "delete", Group: Group, Resource: w.resource(), Name: w.name}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout())
+	defer cancel()
+	ok, err := e.Reviewer.Allowed(ctx, spec)
+	switch {
+	case err != nil:
+		return &WriteRefusal{Reason: "check-failed", Message: fmt.Sprintf("%s: checking your own rights failed, so the write is refused: %v", w.source(), err)}
+	case !ok:
+		return &WriteRefusal{Reason: "escalation", Message: fmt.Sprintf("you may not delete %s (delete on %s)", w.source(), w.resource())}
+	}
+	return e.Check(ctx, user, w, s)
+}
+
+func (e *EscalationCheck) timeout() time.Duration {
+	if e.Timeout > 0 {
+		return e.Timeout
+	}
+	return 8 * time.Second
 }
 
 func (w write) source() string { return SourceName(w.kind, w.namespace, w.name) }
@@ -133,14 +160,20 @@ func (e *EscalationCheck) escalateSpec(user authenticationv1.UserInfo, w write) 
 	return spec
 }
 
+// userSpec asks as u, counting only rights u holds without conditions
+// (entities.UnconditionalOnlyExtra): a right kcedar grants only on
+// conditions is enforced in admission for u's own requests, but a policy
+// written by u would grant it to others unconditionally, so it is never a
+// right u may delegate. The extra key also keeps kube-apiserver's webhook
+// cache from answering the check with a decision cached for u's own
+// request (the cache is keyed on the whole review).
 func userSpec(u authenticationv1.UserInfo) authorizationv1.SubjectAccessReviewSpec {
 	spec := authorizationv1.SubjectAccessReviewSpec{User: u.Username, Groups: u.Groups, UID: u.UID}
-	if len(u.Extra) > 0 {
-		spec.Extra = make(map[string]authorizationv1.ExtraValue, len(u.Extra))
-		for k, v := range u.Extra {
-			spec.Extra[k] = authorizationv1.ExtraValue(v)
-		}
+	spec.Extra = make(map[string]authorizationv1.ExtraValue, len(u.Extra)+1)
+	for k, v := range u.Extra {
+		spec.Extra[k] = authorizationv1.ExtraValue(v)
 	}
+	spec.Extra[entities.UnconditionalOnlyExtra] = authorizationv1.ExtraValue{"true"}
 	return spec
 }
 
@@ -177,8 +210,14 @@ func (p permission) spec(user authenticationv1.UserInfo) authorizationv1.Subject
 	spec := userSpec(user)
 	if p.nonResource {
 		spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: p.path, Verb: p.verb}
-	} else {
-		spec.ResourceAttributes = &authorizationv1.ResourceAttributes{Namespace: p.namespace, Verb: p.verb, Group: p.group, Resource: p.resource, Subresource: p.subresource, Name: p.name}
+		return spec
+	}
+	spec.ResourceAttributes = &authorizationv1.ResourceAttributes{Namespace: p.namespace, Verb: p.verb, Group: p.group, Resource: p.resource, Subresource: p.subresource, Name: p.name}
+	if p.nameSelector {
+		// As kube-apiserver's webhook authorizer renders a list or watch
+		// pinned by fieldSelector=metadata.name=<name>.
+		spec.ResourceAttributes.FieldSelector = &authorizationv1.FieldSelectorAttributes{Requirements: []metav1.FieldSelectorRequirement{
+			{Key: "metadata.name", Operator: metav1.FieldSelectorOpIn, Values: []string{p.name}}}}
 	}
 	return spec
 }
@@ -329,13 +368,12 @@ func reachPermissions(p *cedarlang.Policy, ns string, byType map[types.EntityTyp
 	// a policy reaching thousands of names and types costs no more.
 	full := func() bool { return len(out) > MaxEscalationChecks }
 	addResource := func(group, resource, subresource string) {
-		for _, v := range verbs {
-			for _, n := range names {
-				if full() {
-					return
-				}
-				out = append(out, permission{verb: v, group: group, resource: resource, subresource: subresource, namespace: ns, name: n, policy: p})
+		for _, q := range requestsOf(verbs, names, subresource) {
+			if full() {
+				return
 			}
+			out = append(out, permission{verb: q.verb, group: group, resource: resource, subresource: subresource, namespace: ns,
+				name: q.name, nameSelector: q.nameSelector, policy: p})
 		}
 	}
 	addPaths := func() {
@@ -365,6 +403,53 @@ func reachPermissions(p *cedarlang.Policy, ns string, byType map[types.EntityTyp
 				sub = "*"
 			}
 			addResource(res.Key.Group, res.Key.Resource, sub)
+		}
+	}
+	return out
+}
+
+// verbName is one (verb, name) a policy reaches, as authorization sees it.
+type verbName struct {
+	verb, name   string
+	nameSelector bool
+}
+
+// requestsOf is the (verb, name) pairs of verbs and names (a name "": every
+// name) on a resource with subresource, with each name where kube-apiserver
+// sends one (k8s.io/apiserver's request-info resolver):
+//   - a create of a top-level object and any deletecollection carry no name:
+//     their URL is the collection's, so a policy on the name grants them only
+//     as a condition that admission checks, and the writer needs the verb on
+//     every name;
+//   - a list or watch pinned by a metadata.name field selector carries it,
+//     with the selector;
+//   - everything else (get, update, patch, delete, and a create on a
+//     subresource such as pods/eviction or pods/exec) carries the parent's.
+//
+// The verb "*" with names on a top-level resource stands for every verb on
+// those names, so it adds the unnamed create and deletecollection it also
+// grants.
+func requestsOf(verbs, names []string, subresource string) []verbName {
+	named := len(names) > 0 && names[0] != ""
+	var out []verbName
+	seen := map[verbName]bool{}
+	add := func(q verbName) {
+		if !seen[q] {
+			seen[q] = true
+			out = append(out, q)
+		}
+	}
+	for _, v := range verbs {
+		if named && (v == "deletecollection" || v == "create" && subresource == "") {
+			add(verbName{verb: v})
+			continue
+		}
+		for _, n := range names {
+			add(verbName{verb: v, name: n, nameSelector: n != "" && (v == "list" || v == "watch")})
+		}
+		if named && v == "*" && subresource == "" {
+			add(verbName{verb: "create"})
+			add(verbName{verb: "deletecollection"})
 		}
 	}
 	return out

@@ -253,11 +253,143 @@ func reaches(t *testing.T, s *schemagen.Schema, p *cedarlang.Policy, kind, ns st
 	}
 	var out []*entities.Request
 	for _, r := range reqs {
-		if d.Decide(r, nil).Decision == want {
+		// A conditional decision grants too: under admission enforcement
+		// it is an Allow whose conditions admission checks later. An open
+		// namespace is left out: admission checks the request's own, and
+		// the universe has each namespace (an open name stays: a create's
+		// name is open when it is authorized).
+		if got := d.Decide(r, nil).Decision; got == want || got == "Conditional" && r.Namespace != "" {
 			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// genObjectWrite draws a write of a policy object as the webhook gets it:
+// content as genWrite draws it, and sometimes owner references added, kept
+// or dropped with the content unchanged.
+func genObjectWrite(rng *rand.Rand, forbids bool) (op admissionv1.Operation, old, new []string, oldOwners, newOwners int) {
+	old, new = genWrite(rng, forbids)
+	switch {
+	case new == nil:
+		return admissionv1.Delete, old, nil, rng.Intn(2), 0
+	case old == nil:
+		return admissionv1.Create, nil, new, 0, rng.Intn(2)
+	}
+	oldOwners = rng.Intn(2)
+	if rng.Intn(2) == 0 {
+		new = slices.Clone(old) // a metadata-only update
+	}
+	return admissionv1.Update, old, new, oldOwners, oldOwners + rng.Intn(2) - rng.Intn(2)*oldOwners
+}
+
+// policyObjectRaw is an object of kind holding srcs, with n owner references.
+func policyObjectRaw(kind, ns string, srcs []string, n int) runtime.RawExtension {
+	meta := map[string]any{"name": "obj"}
+	if ns != "" {
+		meta["namespace"] = ns
+	}
+	var owners []any
+	for i := 0; i < n; i++ {
+		owners = append(owners, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": fmt.Sprintf("owner-%d", i), "uid": fmt.Sprintf("uid-%d", i)})
+	}
+	if owners != nil {
+		meta["ownerReferences"] = owners
+	}
+	raw, _ := json.Marshal(map[string]any{"apiVersion": GroupVersion.String(), "kind": kind, "metadata": meta, "spec": map[string]any{"content": strings.Join(srcs, "")}})
+	return runtime.RawExtension{Raw: raw}
+}
+
+// TestEscalationPropertyMetadata draws writes through the admission webhook,
+// owner references included, and checks that an accepted write that adds
+// an owner reference (so that the garbage collector may delete the object)
+// came from a writer who could delete the object: delete on it, and every
+// request an enforced forbid of its content blocks. Content is checked as
+// in TestEscalationProperty.
+func TestEscalationPropertyMetadata(t *testing.T) {
+	s := schematest.Schema()
+	rng := rand.New(rand.NewSource(31))
+	reqs := universe()
+	counts := map[string]int{}
+	for i := 0; i < 200; i++ {
+		rbac := genRole(rng)
+		if rng.Intn(2) == 0 {
+			rbac.ClusterRoles = append(rbac.ClusterRoles, rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "deleter"},
+				Rules: []rbacv1.PolicyRule{{Verbs: []string{"delete"}, APIGroups: []string{Group}, Resources: []string{ResourceCluster, ResourceNamespaced}}}})
+			rbac.ClusterRoleBindings = append(rbac.ClusterRoleBindings, rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "deleter"},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, Name: "leads"}}, RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: "deleter"}})
+		}
+		rev := &rbacReviewer{rbac: rbac}
+		kind, ns := KindCluster, ""
+		if rng.Intn(4) == 0 {
+			kind, ns = KindNamespaced, "team-a"
+		}
+		op, oldSrc, newSrc, oldOwners, newOwners := genObjectWrite(rng, kind == KindCluster)
+		req := &admissionv1.AdmissionRequest{UID: "u", Kind: metav1.GroupVersionKind{Group: Group, Version: Version, Kind: kind},
+			Namespace: ns, Name: "obj", Operation: op, UserInfo: writer}
+		if oldSrc != nil {
+			req.OldObject = policyObjectRaw(kind, ns, oldSrc, oldOwners)
+		}
+		if newSrc != nil {
+			req.Object = policyObjectRaw(kind, ns, newSrc, newOwners)
+		}
+		h := &AdmissionHandler{Checker: testChecker(t), Logger: quietLogger(), Escalation: &EscalationCheck{Reviewer: rev}}
+		resp := h.Review(context.Background(), req)
+		if !resp.Allowed && strings.Contains(resp.Result.Message, "invalid Cedar policies") {
+			counts["invalid"]++
+			continue
+		}
+		w := write{kind: kind, namespace: ns, name: "obj", old: parseAll(t, oldSrc), new: parseAll(t, newSrc)}
+		beyond := writeBeyond(t, s, rbac, w, reqs)
+		if newOwners > oldOwners || op == admissionv1.Create && newOwners > 0 {
+			deleteSpec := userSpec(writer)
+			deleteSpec.ResourceAttributes = &authorizationv1.ResourceAttributes{Verb: "delete", Group: Group, Resource: w.resource(), Namespace: ns, Name: "obj"}
+			if ok, _ := rev.Allowed(context.Background(), deleteSpec); !ok {
+				beyond = append(beyond, "delete of the object")
+			}
+			beyond = append(beyond, writeBeyond(t, s, rbac, write{kind: kind, namespace: ns, name: "obj", old: w.new}, reqs)...)
+		}
+		content := fmt.Sprintf("%s owners %d -> %d\nold:\n%s\nnew:\n%s\nroles: %+v", op, oldOwners, newOwners, strings.Join(oldSrc, ""), strings.Join(newSrc, ""), rbac)
+		switch {
+		case resp.Allowed && len(beyond) > 0 && !holdsEscalate(rev, w) && !slices.Contains(beyond, "delete of the object"):
+			t.Fatalf("case %d: accepted, but the write takes %v\n%s", i, beyond, content)
+		case resp.Allowed && slices.Contains(beyond, "delete of the object"):
+			t.Fatalf("case %d: accepted an owner reference from a writer who may not delete the object\n%s", i, content)
+		case !resp.Allowed && len(beyond) == 0:
+			t.Fatalf("case %d: refused, but the write takes nothing beyond the writer's rights: %s\n%s", i, resp.Result.Message, content)
+		}
+		counts[fmt.Sprintf("%s allowed=%v owners-added=%v", op, resp.Allowed, newOwners > oldOwners)]++
+	}
+	t.Logf("%v", counts)
+	for _, k := range []string{"UPDATE allowed=true owners-added=true", "UPDATE allowed=false owners-added=true", "UPDATE allowed=true owners-added=false"} {
+		if counts[k] < 5 {
+			t.Fatalf("%v: the generator must draw %q", counts, k)
+		}
+	}
+}
+
+func holdsEscalate(rev *rbacReviewer, w write) bool {
+	ok, _ := rev.Allowed(context.Background(), (&EscalationCheck{}).escalateSpec(writer, w))
+	return ok
+}
+
+// writeBeyond is what w gives (its added or changed enforced permits, its
+// removed or changed enforced forbids) that RBAC does not allow the writer,
+// over the universe reqs.
+func writeBeyond(t *testing.T, s *schemagen.Schema, rbac *testgen.RBACObjects, w write, reqs []*entities.Request) []string {
+	t.Helper()
+	var beyond []string
+	given := append(added(w.new, w.old, types.Permit), added(w.old, w.new, types.Forbid)...)
+	for _, p := range given {
+		for _, r := range reaches(t, s, p, w.kind, w.namespace, reqs) {
+			asWriter := *r
+			asWriter.User = entities.UserInfo{Name: writer.Username, Groups: writer.Groups}
+			if ok, _ := rbac.Allows(&asWriter); !ok {
+				beyond = append(beyond, fmt.Sprintf("%s gives %s %s/%s %q in %q", p.ID, r.Verb, r.Resource, r.Subresource, r.Name, r.Namespace))
+			}
+		}
+	}
+	return beyond
 }
 
 // TestEscalationProperty draws writers' RBAC, policy objects and edits,
@@ -329,8 +461,17 @@ type fixedReviewer struct {
 func (f *fixedReviewer) Allowed(_ context.Context, spec authorizationv1.SubjectAccessReviewSpec) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if spec.Extra[entities.UnconditionalOnlyExtra] == nil {
+		f.seen = append(f.seen, "without "+entities.UnconditionalOnlyExtra)
+	}
 	if ra := spec.ResourceAttributes; ra != nil {
-		f.seen = append(f.seen, strings.Join([]string{ra.Verb, ra.Group, ra.Resource, ra.Subresource, ra.Namespace, ra.Name}, "|"))
+		seen := strings.Join([]string{ra.Verb, ra.Group, ra.Resource, ra.Subresource, ra.Namespace, ra.Name}, "|")
+		if fs := ra.FieldSelector; fs != nil {
+			for _, r := range fs.Requirements {
+				seen += fmt.Sprintf("|%s=%s", r.Key, strings.Join(r.Values, ","))
+			}
+		}
+		f.seen = append(f.seen, seen)
 	} else {
 		f.seen = append(f.seen, "nonresource|"+spec.NonResourceAttributes.Verb+"|"+spec.NonResourceAttributes.Path)
 	}
@@ -401,6 +542,18 @@ func TestEscalationCases(t *testing.T) {
 			w:       write{kind: KindCluster, name: "o", old: ps(`@id("f") forbid(principal, action == k8s::Action::"delete", resource is core::pods);`), new: ps(`@id("f") forbid(principal, action == k8s::Action::"delete", resource is core::pods) unless { principal in k8s::Group::"admins" };`)},
 			rev:     &fixedReviewer{allow: denyAll},
 			refused: `removing forbid "f"`},
+		{name: "names as authorization sees them: none on a create or a deletecollection, a list's by its field selector, a subresource's parent's (pods/exec)",
+			w: write{kind: KindNamespaced, namespace: "team-a", name: "o", new: ps(`@id("named") permit(principal, action in [k8s::Action::"create", k8s::Action::"deletecollection", k8s::Action::"list", k8s::Action::"get"], resource is core::configmaps) when { resource.name == "app-config" };
+@id("exec") permit(principal, action == k8s::Action::"create", resource is core::pods_exec) when { resource.name == "web" };`)},
+			rev:     &fixedReviewer{allow: namedOnly},
+			refused: `permit "named" (line 1) grants create core configmaps in team-a; permit "named" (line 1) grants deletecollection core configmaps in team-a`,
+			wantSARs: []string{"escalate|kcedar.dev|namespacedcedarpolicies||team-a|o", "create||configmaps||team-a|", "deletecollection||configmaps||team-a|",
+				"list||configmaps||team-a|app-config|metadata.name=app-config", "get||configmaps||team-a|app-config", "create||pods|exec|team-a|web"}},
+		{name: "every verb on a name needs the unnamed create and deletecollection it grants",
+			w:        write{kind: KindNamespaced, namespace: "team-a", name: "o", new: ps(`@id("all-on-name") permit(principal, action, resource is core::configmaps) when { resource.name == "app-config" };`)},
+			rev:      &fixedReviewer{allow: namedOnly},
+			refused:  `grants create core configmaps in team-a`,
+			wantSARs: []string{"escalate|kcedar.dev|namespacedcedarpolicies||team-a|o", "*||configmaps||team-a|app-config", "create||configmaps||team-a|", "deletecollection||configmaps||team-a|"}},
 		{name: "a failing check refuses",
 			w:       write{kind: KindNamespaced, namespace: "team-a", name: "o", new: ps(secrets)},
 			rev:     &fixedReviewer{err: fmt.Errorf("connection refused")},
@@ -509,6 +662,61 @@ func TestAdmissionEscalation(t *testing.T) {
 		got := promtest.Value(t, reg, "kcedar_policy_write_refusals_total", map[string]string{"operation": op, "reason": "escalation"})
 		if got != 1 {
 			t.Errorf("escalation refusals of %s: %v, want 1", op, got)
+		}
+	}
+}
+
+// namedOnly allows what an RBAC rule listing resourceNames allows: a named
+// request (never escalate).
+func namedOnly(s authorizationv1.SubjectAccessReviewSpec) bool {
+	return s.ResourceAttributes.Name != "" && s.ResourceAttributes.Verb != "escalate"
+}
+
+// An owner reference lets the garbage collector delete the object, so
+// adding one (on a create or an update, whatever the content does) needs
+// what deleting the object needs; keeping, dropping or relabelling does
+// not.
+func TestAdmissionOwnerReferences(t *testing.T) {
+	forbid := []string{`@id("no-secrets") forbid(principal, action, resource is core::secrets);`}
+	mayDelete := func(s authorizationv1.SubjectAccessReviewSpec) bool {
+		return s.ResourceAttributes.Verb == "delete" && s.ResourceAttributes.Group == Group
+	}
+	holdsAll := func(authorizationv1.SubjectAccessReviewSpec) bool { return true }
+	req := func(op admissionv1.Operation, oldOwners, newOwners int) *admissionv1.AdmissionRequest {
+		r := &admissionv1.AdmissionRequest{UID: "u", Kind: metav1.GroupVersionKind{Group: Group, Version: Version, Kind: KindCluster}, Name: "obj", Operation: op, UserInfo: writer,
+			Object: policyObjectRaw(KindCluster, "", forbid, newOwners)}
+		if op == admissionv1.Update {
+			r.OldObject = policyObjectRaw(KindCluster, "", forbid, oldOwners)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name    string
+		req     *admissionv1.AdmissionRequest
+		allow   func(authorizationv1.SubjectAccessReviewSpec) bool
+		refused string
+	}{
+		{"an owner added by a writer who may not delete", req(admissionv1.Update, 0, 1), denyAll, "you may not delete CedarPolicy/obj"},
+		{"an owner added by a writer who may delete but not what the forbid blocks", req(admissionv1.Update, 0, 1), mayDelete, `removing forbid "no-secrets"`},
+		{"an owner added by a writer who holds it all", req(admissionv1.Update, 0, 1), holdsAll, ""},
+		{"a create with an owner", req(admissionv1.Create, 0, 1), denyAll, "lets the garbage collector delete CedarPolicy/obj"},
+		{"owners kept", req(admissionv1.Update, 1, 1), denyAll, ""},
+		{"an owner dropped", req(admissionv1.Update, 1, 0), denyAll, ""},
+		{"a create without owners", req(admissionv1.Create, 0, 0), denyAll, ""},
+	} {
+		rev := &fixedReviewer{allow: tc.allow}
+		h := &AdmissionHandler{Checker: testChecker(t), Logger: quietLogger(), Escalation: &EscalationCheck{Reviewer: rev}}
+		resp := h.Review(context.Background(), tc.req)
+		switch {
+		case tc.refused == "" && !resp.Allowed:
+			t.Errorf("%s: refused: %s", tc.name, resp.Result.Message)
+		case tc.refused != "" && resp.Allowed:
+			t.Errorf("%s: accepted", tc.name)
+		case tc.refused != "" && !strings.Contains(resp.Result.Message, tc.refused):
+			t.Errorf("%s: the refusal %q does not say %q", tc.name, resp.Result.Message, tc.refused)
+		}
+		if slices.Contains(rev.seen, "without "+entities.UnconditionalOnlyExtra) {
+			t.Errorf("%s: a check asked without %s", tc.name, entities.UnconditionalOnlyExtra)
 		}
 	}
 }
