@@ -284,9 +284,10 @@ func (c *Checker) typeIn(t, g types.EntityType, depth int) bool {
 }
 
 // neverHasHint suggests what h meant, given the shapes of its root (start)
-// and of its receiver (recv): hasTag for a map, a similar attribute, the
-// attribute one level up (metadata is not per version) or a few levels down
-// (objects sit under their version), else what the receiver has.
+// and of its receiver (recv): a similar attribute, hasTag for a map,
+// metadata one level up (it is not per version), the attribute a few levels
+// down (objects sit under their version) or one level up, else what the
+// receiver has.
 func (c *Checker) neverHasHint(h hasTest, start, recv []shape) string {
 	recvText := h.recv()
 	if h.root == "context" {
@@ -302,14 +303,9 @@ func (c *Checker) neverHasHint(h hasTest, start, recv []shape) string {
 		}
 		return fmt.Sprintf("`has` tests an attribute; to test a tag write %s.hasTag(%q)", recvText, h.attr)
 	}
-	if len(h.path) > 0 {
-		up := append([]string(nil), h.path[:len(h.path)-1]...)
-		if parent := c.walkShapes(start, up); slices.ContainsFunc(parent, func(s shape) bool { _, ok := s.rec[types.String(h.attr)]; return ok }) {
-			hint := "did you mean " + strings.Join(append([]string{h.root}, append(up, h.attr)...), ".") + "?"
-			if h.attr == schemagen.AttrMetadata {
-				hint += " metadata is not per version"
-			}
-			return hint
+	if h.attr == schemagen.AttrMetadata {
+		if hint := c.parentHint(h, start); hint != "" {
+			return hint + " metadata is not per version"
 		}
 	}
 	if below, root := c.findBelow(recv, h.attr, 3); below != nil {
@@ -320,6 +316,9 @@ func (c *Checker) neverHasHint(h hasTest, start, recv []shape) string {
 		}
 		return fmt.Sprintf("did you mean %s.%s? guard it: %s", recvText, strings.Join(below, "."), c.guard(h.root, strings.Join(full, "."), typs))
 	}
+	if hint := c.parentHint(h, start); hint != "" {
+		return hint
+	}
 	switch {
 	case len(names) == 0:
 		return recvText + " has no attributes"
@@ -327,6 +326,19 @@ func (c *Checker) neverHasHint(h hasTest, start, recv []shape) string {
 		return recvText + " has: " + strings.Join(names, ", ")
 	}
 	return "check the field names with `kcedar schema export` (objects sit under their version: resource.object.v1.spec)"
+}
+
+// parentHint is "did you mean <the receiver's parent>.<attr>?" when the
+// receiver's parent (under h's scope, from start) can have attr, else "".
+func (c *Checker) parentHint(h hasTest, start []shape) string {
+	if len(h.path) == 0 {
+		return ""
+	}
+	up := append([]string(nil), h.path[:len(h.path)-1]...)
+	if !slices.ContainsFunc(c.walkShapes(start, up), func(s shape) bool { _, ok := s.rec[types.String(h.attr)]; return ok }) {
+		return ""
+	}
+	return "did you mean " + strings.Join(append([]string{h.root}, append(up, h.attr)...), ".") + "?"
 }
 
 // attrNamesOf lists the attributes any of shapes declares, sorted.
