@@ -96,7 +96,9 @@ then.
 
 Lint warnings flag valid policies that cannot do what they seem to: a
 comparison to "*", like "*", a forbid that can fail to evaluate, a permit
-that depends on the object but only applies to reads.
+that depends on the object but only applies to reads, a has test that never
+holds on the schema (resource.object has spec: objects sit under their
+version, resource.object.v1.spec).
 
 Exit status: 0 clean (warnings allowed unless --strict-warnings), 1 invalid
 policies, 2 usage or I/O error.`

@@ -4,7 +4,8 @@
 // names the policy, and carries a one-line hint for the common mistakes. It
 // also warns about policies that are valid but cannot do what they seem to
 // (comparisons to "*", forbids that can fail to evaluate, permits that are
-// conditional on objects only for reads). `kcedar validate` is its CLI.
+// conditional on objects only for reads, has tests that never hold on the
+// schema). `kcedar validate` is its CLI.
 package lint
 
 import (

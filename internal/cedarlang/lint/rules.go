@@ -52,6 +52,7 @@ func (c *Checker) lint(ps *policySource) []Diagnostic {
 		}
 	}
 	out = append(out, typedReadingDiagnostics(ps)...)
+	out = append(out, c.neverHasDiagnostics(ps)...)
 	if ps.p.Effect == types.Permit && ps.p.UsesObjects && onlyReads(p) && !c.connectScope(p) {
 		out = append(out, ps.diag(Warning, CodeReadConditional,
 			"this permit depends on resource.object/oldObject but applies only to get: a get has no admission and no label selector, so the object is never known and the permit never allows anything",
