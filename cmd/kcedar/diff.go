@@ -250,6 +250,8 @@ func changeKind(g diff.Region) string {
 		return changeGained
 	case to < from:
 		return changeLost
+	case g.MayWiden:
+		return changeGained
 	}
 	return changeConditional
 }

@@ -138,7 +138,7 @@ func newChecker(t *testing.T, c int, oldPs, newPs []string) (*checker, bool) {
 	if len(res.Inexact) > 0 {
 		return nil, false
 	}
-	return &checker{t: t, c: c, oldPs: oldPs, newPs: newPs, res: res, oldEng: newEngine(s, oldSet), newEng: newEngine(s, newSet)}, true
+	return &checker{t: t, c: c, oldPs: oldPs, newPs: newPs, res: res, oldEng: newEngine(s, oldSet, nil), newEng: newEngine(s, newSet, nil)}, true
 }
 
 // check fails when req differs but lies in no region, lies in a region
