@@ -35,6 +35,7 @@ type diffOptions struct {
 	output   string
 	exitCode bool
 	failOn   []string
+	nsObjs   namespaceObjects
 	// oldPaths and newPaths are OLD and NEW (oldPaths empty when OLD is
 	// the cluster's or the objects' set).
 	oldPaths, newPaths []string
@@ -67,8 +68,9 @@ one may exist.
 Output (-o): table (the default); markdown, for a pull-request comment; json,
 a stable document:
   changed          true when any region is reported
-  removedPolicies  ids of OLD's policies not in NEW (by access text)
-  addedPolicies    ids of NEW's policies not in OLD
+  removedPolicies  ids of OLD's policies whose id is not in NEW
+  addedPolicies    ids of NEW's policies whose id is not in OLD
+  editedPolicies   ids on both sides whose access text differs
   inexact          the constructs not decided exactly (absent when none)
   regions[]        each with:
     kind           gained, lost, conditional or inexact
@@ -120,6 +122,7 @@ func (o *diffOptions) AddFlags(f *pflag.FlagSet) {
 	o.pol.AddFlags(f, true)
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or markdown")
 	f.BoolVar(&o.exitCode, "exit-code", false, "exit 3 when there are changes of the kinds --fail-on names")
+	o.nsObjs.AddFlag(f)
 	f.StringSliceVar(&o.failOn, "fail-on", []string{changeGained}, "kinds of change that make --exit-code exit 3: gained, lost, conditional (comma-separated or repeated)")
 }
 
@@ -182,7 +185,11 @@ func (o *diffOptions) Run(ctx context.Context, w, errw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep := newDiffReport(diff.Compare(checker.Schema, oldSet, newSet))
+	ns, err := readNamespaceObjects(o.nsObjs)
+	if err != nil {
+		return &exitError{2, err}
+	}
+	rep := newDiffReport(diff.CompareWith(checker.Schema, oldSet, newSet, diff.Options{Namespaces: ns}))
 	switch o.output {
 	case "json":
 		err = writeJSON(w, rep)
@@ -205,6 +212,7 @@ type diffReport struct {
 	Changed bool         `json:"changed"`
 	Removed []string     `json:"removedPolicies"`
 	Added   []string     `json:"addedPolicies"`
+	Edited  []string     `json:"editedPolicies"`
 	Inexact []string     `json:"inexact,omitempty"`
 	Regions []diffRegion `json:"regions"`
 }
@@ -218,7 +226,21 @@ type diffRegion struct {
 }
 
 func newDiffReport(res *diff.Result) *diffReport {
-	rep := &diffReport{Changed: len(res.Regions) > 0, Removed: nonNil(res.Removed), Added: nonNil(res.Added), Inexact: res.Inexact, Regions: []diffRegion{}}
+	rep := &diffReport{Changed: len(res.Regions) > 0, Inexact: res.Inexact, Regions: []diffRegion{}}
+	// A policy of the same id on both sides whose text differs is edited.
+	for _, id := range res.Removed {
+		if slices.Contains(res.Added, id) {
+			rep.Edited = append(rep.Edited, id)
+		} else {
+			rep.Removed = append(rep.Removed, id)
+		}
+	}
+	for _, id := range res.Added {
+		if !slices.Contains(rep.Edited, id) {
+			rep.Added = append(rep.Added, id)
+		}
+	}
+	rep.Removed, rep.Added, rep.Edited = nonNil(rep.Removed), nonNil(rep.Added), nonNil(rep.Edited)
 	for _, g := range res.Regions {
 		r := diffRegion{Kind: changeKind(g), Region: g}
 		for _, t := range g.Targets {
@@ -272,49 +294,104 @@ func (r *diffReport) failing(kinds []string) int {
 // pods/exec; a non-resource URL by its path.
 func kubectlName(t diff.Target) string {
 	if t.EntityType == string(schemagen.NonResourceURLType) {
-		return shown(t.Path, "")
+		return shown(t.Path, "", "any other path")
 	}
-	name := shown(t.Resource, "")
+	name := shown(t.Resource, "", "any other resource")
 	if t.APIGroup != "" {
-		name += "." + shown(t.APIGroup, "")
+		name += "." + shown(t.APIGroup, "", "(any other group)")
 	}
 	if t.Subresource != "" {
-		name += "/" + shown(t.Subresource, "")
+		name += "/" + shown(t.Subresource, "", "(any other subresource)")
 	}
 	return name
 }
 
-// shown is a value as the table shows it: "(other)" for a fresh value,
-// empty as empty says.
-func shown(v, empty string) string {
+// shown is a value as the table shows it: other for a fresh value (one
+// that stands for any value no policy names), empty as empty says.
+func shown(v, empty, other string) string {
 	switch {
 	case v == "":
 		return empty
 	case diff.IsOther(v):
-		return "(other)"
+		return other
 	}
 	return v
 }
 
 // shownList is shown over a list, comma-separated.
-func shownList(vs []string, empty string) string {
+func shownList(vs []string, empty, other string) string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
-		out[i] = shown(v, empty)
+		out[i] = shown(v, empty, other)
 	}
 	return strings.Join(out, ",")
+}
+
+// shownNames are a region's names: "(none)" for no name, "N (field
+// selector)" for a list or watch whose field selector names N.
+func shownNames(vs []string) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		if n, ok := strings.CutPrefix(v, "metadata.name="); ok {
+			out[i] = shown(n, "", "any other name") + " (field selector)"
+			continue
+		}
+		out[i] = shown(v, "(none)", "any other name")
+	}
+	return strings.Join(out, ",")
+}
+
+// labelsText is a namespace-label world in words: a label selector (k=v,
+// !k for a label absent), "unknown namespace", "no labels", "other labels".
+func labelsText(world string) string {
+	switch world {
+	case "(unknown)":
+		return "unknown namespace"
+	case "(no labels)", "(other labels)":
+		return strings.Trim(world, "()")
+	}
+	parts := strings.Split(world, ",")
+	for i, p := range parts {
+		if k, v, ok := strings.Cut(p, "="); ok && diff.IsOther(v) {
+			parts[i] = k + "=(any other value)"
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// namespacesText is a region's namespaces, with their labels where the
+// policies read them.
+func namespacesText(g diffRegion) string {
+	text := shownList(g.Namespaces, "(all)", "any other namespace")
+	if len(g.NamespaceLabels) == 0 {
+		return text
+	}
+	worlds := make([]string, len(g.NamespaceLabels))
+	for i, w := range g.NamespaceLabels {
+		worlds[i] = labelsText(w)
+	}
+	return text + " labelled " + strings.Join(worlds, " or ")
 }
 
 // subjectText is a region's subject in words.
 func subjectText(s diff.Subject) string {
 	var b strings.Builder
-	switch s.Kind {
-	case diff.KindAnyone:
+	nsOther, nameOther := diff.IsOther(s.Namespace), diff.IsOther(s.Name)
+	switch {
+	case s.Kind == diff.KindAnyone:
 		b.WriteString("anyone")
-	case diff.KindServiceAccount:
-		fmt.Fprintf(&b, "serviceaccount %s:%s", shown(s.Namespace, `""`), shown(s.Name, `""`))
+	case s.Kind == diff.KindServiceAccount && nsOther && nameOther:
+		b.WriteString("any other serviceaccount")
+	case s.Kind == diff.KindServiceAccount && nameOther:
+		fmt.Fprintf(&b, "any other serviceaccount in %s", shown(s.Namespace, `""`, ""))
+	case s.Kind == diff.KindServiceAccount && nsOther:
+		fmt.Fprintf(&b, "serviceaccount %s in any other namespace", shown(s.Name, `""`, ""))
+	case s.Kind == diff.KindServiceAccount:
+		fmt.Fprintf(&b, "serviceaccount %s:%s", shown(s.Namespace, `""`, ""), shown(s.Name, `""`, ""))
+	case nameOther:
+		fmt.Fprintf(&b, "any other %s", s.Kind)
 	default:
-		fmt.Fprintf(&b, "%s %s", s.Kind, shown(s.Name, `""`))
+		fmt.Fprintf(&b, "%s %s", s.Kind, shown(s.Name, `""`, ""))
 	}
 	if len(s.InGroups) > 0 {
 		fmt.Fprintf(&b, " in %s", strings.Join(s.InGroups, ","))
@@ -325,27 +402,38 @@ func subjectText(s diff.Subject) string {
 	return b.String()
 }
 
+// exampleValue is a value of an example: <another K> for a fresh value.
+func exampleValue(v, k string) string {
+	return shown(v, "", "<another "+k+">")
+}
+
 // exampleText is an example request in one line.
 func exampleText(e *diff.Example) string {
 	if e == nil {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString(e.User)
+	b.WriteString(exampleValue(e.User, "user"))
 	if len(e.Groups) > 0 {
 		fmt.Fprintf(&b, " (groups %s)", strings.Join(e.Groups, ","))
 	}
-	fmt.Fprintf(&b, " %s ", e.Verb)
+	fmt.Fprintf(&b, " %s ", exampleValue(e.Verb, "verb"))
 	if e.Path != "" {
-		b.WriteString(e.Path)
+		b.WriteString(exampleValue(e.Path, "path"))
 		return b.String()
 	}
 	b.WriteString(kubectlName(diff.Target{APIGroup: e.APIGroup, Resource: e.Resource, Subresource: e.Subresource}))
-	if e.Name != "" {
-		b.WriteString(" " + e.Name)
+	switch {
+	case e.NameFromSelector:
+		b.WriteString(" --field-selector metadata.name=" + exampleValue(e.Name, "name"))
+	case e.Name != "":
+		b.WriteString(" " + exampleValue(e.Name, "name"))
 	}
 	if e.Namespace != "" {
-		b.WriteString(" -n " + e.Namespace)
+		b.WriteString(" -n " + exampleValue(e.Namespace, "namespace"))
+	}
+	if e.NamespaceLabels != "" {
+		b.WriteString(" (namespace: " + labelsText(e.NamespaceLabels) + ")")
 	}
 	return b.String()
 }
@@ -367,12 +455,12 @@ func regionCells(g diffRegion) []string {
 	if g.Note != "" {
 		change += " (" + g.Note + ")"
 	}
-	names := shownList(g.Names, "(none)")
+	names := shownNames(g.Names)
 	if len(g.Names) == 1 && diff.IsOther(g.Subject.Name) && g.Names[0] == g.Subject.Name {
 		names = "(the subject's name)"
 	}
-	return []string{change, subjectText(g.Subject), strings.Join(g.Verbs, ","), strings.Join(g.Resources, ","),
-		shownList(g.Namespaces, "(all)"), names, policiesText(g.Region), exampleText(g.Example)}
+	return []string{change, subjectText(g.Subject), shownList(g.Verbs, "", "any other verb"), strings.Join(g.Resources, ","),
+		namespacesText(g), names, policiesText(g.Region), exampleText(g.Example)}
 }
 
 // tableRows are the regions' cells, one row per change that reads the same
@@ -413,10 +501,23 @@ var diffColumns = []string{"CHANGE", "SUBJECT", "VERBS", "RESOURCES", "NAMESPACE
 
 // summary is the report's closing line.
 func (r *diffReport) summary() string {
-	if !r.Changed {
-		return fmt.Sprintf("no change in access (%s removed, %s added)", plural(len(r.Removed), "policy"), plural(len(r.Added), "policy"))
+	var counts []string
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{len(r.Edited), "edited"}, {len(r.Removed), "removed"}, {len(r.Added), "added"}} {
+		if c.n > 0 {
+			counts = append(counts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
 	}
-	s := fmt.Sprintf("%s changed (%s removed, %s added)", plural(len(r.Regions), "region"), plural(len(r.Removed), "policy"), plural(len(r.Added), "policy"))
+	policies := "policies: " + strings.Join(counts, ", ")
+	if len(counts) == 0 {
+		policies = "no policy changed"
+	}
+	if !r.Changed {
+		return fmt.Sprintf("no change in access (%s)", policies)
+	}
+	s := fmt.Sprintf("%s changed (%s)", plural(len(r.Regions), "region"), policies)
 	if len(r.Inexact) > 0 {
 		s += "; not decided exactly: " + strings.Join(r.Inexact, ", ")
 	}

@@ -74,8 +74,8 @@ func TestDiffCommandWidened(t *testing.T) {
 			t.Errorf("region %+v", g)
 		}
 	}
-	if !slices.Equal(rep.Removed, []string{"kubelet-own-node"}) || !slices.Equal(rep.Added, []string{"kubelet-own-node"}) {
-		t.Errorf("removed %v, added %v", rep.Removed, rep.Added)
+	if !slices.Equal(rep.Edited, []string{"kubelet-own-node"}) || len(rep.Removed)+len(rep.Added) != 0 {
+		t.Errorf("edited %v, removed %v, added %v", rep.Edited, rep.Removed, rep.Added)
 	}
 
 	out, code = run(t, newDiffCmd(), "--exit-code", libraryDir, dir)
