@@ -22,7 +22,7 @@ func init() { rootCmd.AddCommand(newDiffCmd()) }
 const (
 	changeGained      = "gained"      // more access: to Allow, or Deny to something weaker
 	changeLost        = "lost"        // less access
-	changeConditional = "conditional" // conditional before and after, on another predicate
+	changeConditional = "conditional" // conditional before and after, on other conditions no wider
 	changeInexact     = "inexact"     // not decided exactly: may be any of the others
 )
 
@@ -51,19 +51,34 @@ validate takes them, checked against the schema of the schema flags (the
 embedded Kubernetes schema by default). With --cluster (or --policy-objects
 FILE) OLD is instead what a running kcedar serves: the policy objects of the
 current kubeconfig, composed as kcedar serve composes them, plus any
---policies files; then give NEW alone.
+--policies files, which join the OLD side (the files kcedar serve loads
+beside the objects); then give NEW alone:
+  kcedar diff --cluster --policies served-files/ NEW
+compares (cluster objects + served-files/) with NEW.
 
 Only the policies that differ can change a decision. The requests they reach
 are enumerated, one representative per class of values the policies cannot
 tell apart, and decided with both sets. A region is every combination of its
-verbs, resources, namespaces and names made by its subject. "(other)" stands
-for any value no policy names there, "(all)" for an open namespace (a
-request across namespaces) and "(none)" for a request without a name. A
-subject's groups are those the policies name there: "in" groups it must be
-in, "not in" groups it must not be in, any others do not matter. Where the
-method cannot decide exactly (principal uid or extra, selectors, many
-groups) it says so and names the construct: it never reports no change where
-one may exist.
+verbs, resources, namespaces and names made by its subject. "any other
+verb" (user, namespace, name, ...) stands for any value no policy names
+there, "(all)" for an open namespace (a request across namespaces) and
+"(none)" for a request without a name; an example shows such a value as
+<another verb>. A subject's groups are those the policies name there: "in"
+groups it must be in, "not in" groups it must not be in, any others do not
+matter. Where the method cannot decide exactly (principal uid or extra,
+label selectors where a changed policy reads the object, many groups) it
+says so and names the construct: it never reports no change where one may
+exist.
+
+A policy that reads the namespace's labels (resource.namespaceObject) is
+decided in every namespace-label world: the namespace unknown, without
+labels, and every assignment of the label keys the policies name; regions
+list them (namespaceLabels, "labelled" in the table). --namespace-object
+decides the namespaces it gives with their own labels. A name from a field
+selector (a list or watch pinned to metadata.name=N: resource.named is
+false) is its own name class where a policy reads resource.named. A list or
+watch with a label selector is not decided exactly where a changed policy
+reads resource.object.
 
 Output (-o): table (the default); markdown, for a pull-request comment; json,
 a stable document:
@@ -81,19 +96,30 @@ a stable document:
                    or non-resource paths
     targets        the same as {entityType, apiGroup, resource, subresource, path}
     namespaces     namespaces ("" an open namespace)
-    names          names ("" no name)
+    names          names ("" no name; "metadata.name=N" a request whose
+                   field selector names N)
+    namespaceLabels  the namespace-label worlds: label selectors (k=v, !k
+                   absent), "(unknown)", "(no labels)", "(other labels)";
+                   absent where no policy reads the namespace's labels
     change         {from, to}: Allow, Deny, NoOpinion or Conditional
     example        one request of the region: {user, groups, verb, apiGroup,
                    resource, subresource, namespace, name, path}
     oldPolicies    the policies deciding the example with OLD
     newPolicies    the policies deciding it with NEW
     exact          false where the region was not decided exactly
+    mayWiden       conditional before and after, and the new conditions
+                   may allow an object the old ones do not (kind gained)
     note           what is special about the region
-  Values beginning with "kcedar-other" stand for any value no policy names.
 
 --exit-code makes the exit status 3 when a region has a kind --fail-on names
 (default gained: anything to Allow, Deny to anything weaker, NoOpinion to
-Conditional). A region not decided exactly counts as every kind.
+Conditional, and Conditional to Conditional unless every new allow condition
+was an old one and every old deny condition is a new one: a widened or
+reworded condition counts as gained). conditional is a Conditional to
+Conditional change proven no wider. A region not decided exactly counts as
+every kind. In the table, "any other verb", "any other user", ... stand for
+any value no policy names; in -o json those values begin with
+"kcedar-other".
 
 Exit status: 0 compared (no failing change), 1 invalid policies, 2 usage or
 I/O error, 3 changes --fail-on names (with --exit-code).`
@@ -123,6 +149,8 @@ func (o *diffOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or markdown")
 	f.BoolVar(&o.exitCode, "exit-code", false, "exit 3 when there are changes of the kinds --fail-on names")
 	o.nsObjs.AddFlag(f)
+	f.Lookup("namespace-object").Usage = "Namespace object(s) (YAML or JSON; several documents or a List): a namespace given is decided with its labels; every other namespace with every assignment of the labels the policies name (repeatable)"
+	f.Lookup("policies").Usage = "with --cluster or --policy-objects only: policy files that join the cluster's (or the objects') policies on the OLD side, as kcedar serve would load them beside the objects; NEW is always the argument (repeatable)"
 	f.StringSliceVar(&o.failOn, "fail-on", []string{changeGained}, "kinds of change that make --exit-code exit 3: gained, lost, conditional (comma-separated or repeated)")
 }
 
