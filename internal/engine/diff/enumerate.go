@@ -298,7 +298,10 @@ func (r *run) decidePoint(x point) {
 // policy reads the object, a selector adds the same object policies to
 // both sides and cannot make them differ.
 func (r *run) checkSelectors(x point, t entities.Target) {
-	if (x.verb != "list" && x.verb != "watch") || t.Resource == nil || len(t.Resource.Versions) == 0 {
+	verbs := r.sp.dims[dimVerb]
+	list, _ := verbs.classify("list")
+	watch, _ := verbs.classify("watch")
+	if (x.verb != list && x.verb != watch) || t.Resource == nil || len(t.Resource.Versions) == 0 {
 		return
 	}
 	if slices.ContainsFunc(r.d, func(f *facts) bool { return f.readsObject && f.matches(x) }) {
