@@ -34,7 +34,7 @@ type authorizeOptions struct {
 	object    string
 	oldObject string
 	// namespaceObjects: files of Namespace objects that fill namespaceObject.
-	namespaceObjects []string
+	namespaceObjects namespaceObjects
 	operation        string
 	raw              bool              // take --resource etc. literally
 	inputs           map[string][]byte // files read, by path: stdin ("-") is read once
@@ -102,7 +102,7 @@ func (o *authorizeOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.req.Path, "path", "", "non-resource URL path, e.g. /healthz")
 	f.StringVar(&o.object, "object", "", "the object in admission (YAML or JSON file)")
 	f.StringVar(&o.oldObject, "old-object", "", "the stored object in admission (YAML or JSON file)")
-	f.StringArrayVar(&o.namespaceObjects, "namespace-object", nil, "Namespace object(s) (YAML or JSON; several documents or a List) that fill resource.namespaceObject, as kcedar serve's informer does; a namespace not given is unknown (repeatable)")
+	o.namespaceObjects.AddFlag(f)
 	f.StringVar(&o.operation, "operation", "", "admission operation: CREATE, UPDATE, DELETE or CONNECT (default: from the verb)")
 }
 
@@ -170,7 +170,7 @@ func runAuthorize(ctx context.Context, w, errw io.Writer, checker *lint.Checker,
 	if err != nil {
 		return err
 	}
-	ns, err := readNamespaceObjects(o.namespaceObjects)
+	ns, err := o.namespaceObjects.lookup()
 	if err != nil {
 		return &exitError{2, err}
 	}

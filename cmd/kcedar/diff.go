@@ -22,7 +22,7 @@ func init() { rootCmd.AddCommand(newDiffCmd()) }
 const (
 	changeGained      = "gained"      // more access: to Allow, or Deny to something weaker
 	changeLost        = "lost"        // less access
-	changeConditional = "conditional" // conditional before and after, on another predicate
+	changeConditional = "conditional" // conditional before and after, on other conditions no wider
 	changeInexact     = "inexact"     // not decided exactly: may be any of the others
 )
 
@@ -35,6 +35,7 @@ type diffOptions struct {
 	output   string
 	exitCode bool
 	failOn   []string
+	nsObjs   namespaceObjects
 	// oldPaths and newPaths are OLD and NEW (oldPaths empty when OLD is
 	// the cluster's or the objects' set).
 	oldPaths, newPaths []string
@@ -50,25 +51,41 @@ validate takes them, checked against the schema of the schema flags (the
 embedded Kubernetes schema by default). With --cluster (or --policy-objects
 FILE) OLD is instead what a running kcedar serves: the policy objects of the
 current kubeconfig, composed as kcedar serve composes them, plus any
---policies files; then give NEW alone.
+--policies files, which join the OLD side (the files kcedar serve loads
+beside the objects); then give NEW alone:
+  kcedar diff --cluster --policies served-files/ NEW
+compares (cluster objects + served-files/) with NEW.
 
 Only the policies that differ can change a decision. The requests they reach
 are enumerated, one representative per class of values the policies cannot
 tell apart, and decided with both sets. A region is every combination of its
-verbs, resources, namespaces and names made by its subject. "(other)" stands
-for any value no policy names there, "(all)" for an open namespace (a
-request across namespaces) and "(none)" for a request without a name. A
-subject's groups are those the policies name there: "in" groups it must be
-in, "not in" groups it must not be in, any others do not matter. Where the
-method cannot decide exactly (principal uid or extra, selectors, many
-groups) it says so and names the construct: it never reports no change where
-one may exist.
+verbs, resources, namespaces and names made by its subject. "any other
+verb" (user, namespace, name, ...) stands for any value no policy names
+there, "(all)" for an open namespace (a request across namespaces) and
+"(none)" for a request without a name; an example shows such a value as
+<another verb>. A subject's groups are those the policies name there: "in"
+groups it must be in, "not in" groups it must not be in, any others do not
+matter. Where the method cannot decide exactly (principal uid or extra,
+label selectors where a changed policy reads the object, many groups) it
+says so and names the construct: it never reports no change where one may
+exist.
+
+A policy that reads the namespace's labels (resource.namespaceObject) is
+decided in every namespace-label world: the namespace unknown, without
+labels, and every assignment of the label keys the policies name; regions
+list them (namespaceLabels, "labelled" in the table). --namespace-object
+decides the namespaces it gives with their own labels. A name from a field
+selector (a list or watch pinned to metadata.name=N: resource.named is
+false) is its own name class where a policy reads resource.named. A list or
+watch with a label selector is not decided exactly where a changed policy
+reads resource.object.
 
 Output (-o): table (the default); markdown, for a pull-request comment; json,
 a stable document:
   changed          true when any region is reported
-  removedPolicies  ids of OLD's policies not in NEW (by access text)
-  addedPolicies    ids of NEW's policies not in OLD
+  removedPolicies  ids of OLD's policies whose id is not in NEW
+  addedPolicies    ids of NEW's policies whose id is not in OLD
+  editedPolicies   ids on both sides whose access text differs
   inexact          the constructs not decided exactly (absent when none)
   regions[]        each with:
     kind           gained, lost, conditional or inexact
@@ -79,19 +96,30 @@ a stable document:
                    or non-resource paths
     targets        the same as {entityType, apiGroup, resource, subresource, path}
     namespaces     namespaces ("" an open namespace)
-    names          names ("" no name)
+    names          names ("" no name; "metadata.name=N" a request whose
+                   field selector names N)
+    namespaceLabels  the namespace-label worlds: label selectors (k=v, !k
+                   absent), "(unknown)", "(no labels)", "(other labels)";
+                   absent where no policy reads the namespace's labels
     change         {from, to}: Allow, Deny, NoOpinion or Conditional
     example        one request of the region: {user, groups, verb, apiGroup,
                    resource, subresource, namespace, name, path}
     oldPolicies    the policies deciding the example with OLD
     newPolicies    the policies deciding it with NEW
     exact          false where the region was not decided exactly
+    mayWiden       conditional before and after, and the new conditions
+                   may allow an object the old ones do not (kind gained)
     note           what is special about the region
-  Values beginning with "kcedar-other" stand for any value no policy names.
 
 --exit-code makes the exit status 3 when a region has a kind --fail-on names
 (default gained: anything to Allow, Deny to anything weaker, NoOpinion to
-Conditional). A region not decided exactly counts as every kind.
+Conditional, and Conditional to Conditional unless every new allow condition
+was an old one and every old deny condition is a new one: a widened or
+reworded condition counts as gained). conditional is a Conditional to
+Conditional change proven no wider. A region not decided exactly counts as
+every kind. In the table, "any other verb", "any other user", ... stand for
+any value no policy names; in -o json those values begin with
+"kcedar-other".
 
 Exit status: 0 compared (no failing change), 1 invalid policies, 2 usage or
 I/O error, 3 changes --fail-on names (with --exit-code).`
@@ -120,6 +148,9 @@ func (o *diffOptions) AddFlags(f *pflag.FlagSet) {
 	o.pol.AddFlags(f, true)
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or markdown")
 	f.BoolVar(&o.exitCode, "exit-code", false, "exit 3 when there are changes of the kinds --fail-on names")
+	o.nsObjs.AddFlag(f)
+	f.Lookup("namespace-object").Usage = "Namespace object(s) (YAML or JSON; several documents or a List): a namespace given is decided with its labels; every other namespace with every assignment of the labels the policies name (repeatable)"
+	f.Lookup("policies").Usage = "with --cluster or --policy-objects only: policy files that join the cluster's (or the objects') policies on the OLD side, as kcedar serve would load them beside the objects; NEW is always the argument (repeatable)"
 	f.StringSliceVar(&o.failOn, "fail-on", []string{changeGained}, "kinds of change that make --exit-code exit 3: gained, lost, conditional (comma-separated or repeated)")
 }
 
@@ -182,7 +213,11 @@ func (o *diffOptions) Run(ctx context.Context, w, errw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep := newDiffReport(diff.Compare(checker.Schema, oldSet, newSet))
+	ns, err := readNamespaceObjects(o.nsObjs)
+	if err != nil {
+		return &exitError{2, err}
+	}
+	rep := newDiffReport(diff.CompareWith(checker.Schema, oldSet, newSet, diff.Options{Namespaces: ns}))
 	switch o.output {
 	case "json":
 		err = writeJSON(w, rep)
@@ -205,6 +240,7 @@ type diffReport struct {
 	Changed bool         `json:"changed"`
 	Removed []string     `json:"removedPolicies"`
 	Added   []string     `json:"addedPolicies"`
+	Edited  []string     `json:"editedPolicies"`
 	Inexact []string     `json:"inexact,omitempty"`
 	Regions []diffRegion `json:"regions"`
 }
@@ -218,7 +254,21 @@ type diffRegion struct {
 }
 
 func newDiffReport(res *diff.Result) *diffReport {
-	rep := &diffReport{Changed: len(res.Regions) > 0, Removed: nonNil(res.Removed), Added: nonNil(res.Added), Inexact: res.Inexact, Regions: []diffRegion{}}
+	rep := &diffReport{Changed: len(res.Regions) > 0, Inexact: res.Inexact, Regions: []diffRegion{}}
+	// A policy of the same id on both sides whose text differs is edited.
+	for _, id := range res.Removed {
+		if slices.Contains(res.Added, id) {
+			rep.Edited = append(rep.Edited, id)
+		} else {
+			rep.Removed = append(rep.Removed, id)
+		}
+	}
+	for _, id := range res.Added {
+		if !slices.Contains(rep.Edited, id) {
+			rep.Added = append(rep.Added, id)
+		}
+	}
+	rep.Removed, rep.Added, rep.Edited = nonNil(rep.Removed), nonNil(rep.Added), nonNil(rep.Edited)
 	for _, g := range res.Regions {
 		r := diffRegion{Kind: changeKind(g), Region: g}
 		for _, t := range g.Targets {
@@ -250,6 +300,8 @@ func changeKind(g diff.Region) string {
 		return changeGained
 	case to < from:
 		return changeLost
+	case g.MayWiden:
+		return changeGained
 	}
 	return changeConditional
 }
@@ -270,49 +322,104 @@ func (r *diffReport) failing(kinds []string) int {
 // pods/exec; a non-resource URL by its path.
 func kubectlName(t diff.Target) string {
 	if t.EntityType == string(schemagen.NonResourceURLType) {
-		return shown(t.Path, "")
+		return shown(t.Path, "", "any other path")
 	}
-	name := shown(t.Resource, "")
+	name := shown(t.Resource, "", "any other resource")
 	if t.APIGroup != "" {
-		name += "." + shown(t.APIGroup, "")
+		name += "." + shown(t.APIGroup, "", "(any other group)")
 	}
 	if t.Subresource != "" {
-		name += "/" + shown(t.Subresource, "")
+		name += "/" + shown(t.Subresource, "", "(any other subresource)")
 	}
 	return name
 }
 
-// shown is a value as the table shows it: "(other)" for a fresh value,
-// empty as empty says.
-func shown(v, empty string) string {
+// shown is a value as the table shows it: other for a fresh value (one
+// that stands for any value no policy names), empty as empty says.
+func shown(v, empty, other string) string {
 	switch {
 	case v == "":
 		return empty
 	case diff.IsOther(v):
-		return "(other)"
+		return other
 	}
 	return v
 }
 
 // shownList is shown over a list, comma-separated.
-func shownList(vs []string, empty string) string {
+func shownList(vs []string, empty, other string) string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
-		out[i] = shown(v, empty)
+		out[i] = shown(v, empty, other)
 	}
 	return strings.Join(out, ",")
+}
+
+// shownNames are a region's names: "(none)" for no name, "N (field
+// selector)" for a list or watch whose field selector names N.
+func shownNames(vs []string) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		if n, ok := strings.CutPrefix(v, "metadata.name="); ok {
+			out[i] = shown(n, "", "any other name") + " (field selector)"
+			continue
+		}
+		out[i] = shown(v, "(none)", "any other name")
+	}
+	return strings.Join(out, ",")
+}
+
+// labelsText is a namespace-label world in words: a label selector (k=v,
+// !k for a label absent), "unknown namespace", "no labels", "other labels".
+func labelsText(world string) string {
+	switch world {
+	case "(unknown)":
+		return "unknown namespace"
+	case "(no labels)", "(other labels)":
+		return strings.Trim(world, "()")
+	}
+	parts := strings.Split(world, ",")
+	for i, p := range parts {
+		if k, v, ok := strings.Cut(p, "="); ok && diff.IsOther(v) {
+			parts[i] = k + "=(any other value)"
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// namespacesText is a region's namespaces, with their labels where the
+// policies read them.
+func namespacesText(g diffRegion) string {
+	text := shownList(g.Namespaces, "(all)", "any other namespace")
+	if len(g.NamespaceLabels) == 0 {
+		return text
+	}
+	worlds := make([]string, len(g.NamespaceLabels))
+	for i, w := range g.NamespaceLabels {
+		worlds[i] = labelsText(w)
+	}
+	return text + " labelled " + strings.Join(worlds, " or ")
 }
 
 // subjectText is a region's subject in words.
 func subjectText(s diff.Subject) string {
 	var b strings.Builder
-	switch s.Kind {
-	case diff.KindAnyone:
+	nsOther, nameOther := diff.IsOther(s.Namespace), diff.IsOther(s.Name)
+	switch {
+	case s.Kind == diff.KindAnyone:
 		b.WriteString("anyone")
-	case diff.KindServiceAccount:
-		fmt.Fprintf(&b, "serviceaccount %s:%s", shown(s.Namespace, `""`), shown(s.Name, `""`))
+	case s.Kind == diff.KindServiceAccount && nsOther && nameOther:
+		b.WriteString("any other serviceaccount")
+	case s.Kind == diff.KindServiceAccount && nameOther:
+		fmt.Fprintf(&b, "any other serviceaccount in %s", shown(s.Namespace, `""`, ""))
+	case s.Kind == diff.KindServiceAccount && nsOther:
+		fmt.Fprintf(&b, "serviceaccount %s in any other namespace", shown(s.Name, `""`, ""))
+	case s.Kind == diff.KindServiceAccount:
+		fmt.Fprintf(&b, "serviceaccount %s:%s", shown(s.Namespace, `""`, ""), shown(s.Name, `""`, ""))
+	case nameOther:
+		fmt.Fprintf(&b, "any other %s", s.Kind)
 	default:
-		fmt.Fprintf(&b, "%s %s", s.Kind, shown(s.Name, `""`))
+		fmt.Fprintf(&b, "%s %s", s.Kind, shown(s.Name, `""`, ""))
 	}
 	if len(s.InGroups) > 0 {
 		fmt.Fprintf(&b, " in %s", strings.Join(s.InGroups, ","))
@@ -323,27 +430,38 @@ func subjectText(s diff.Subject) string {
 	return b.String()
 }
 
+// exampleValue is a value of an example: <another K> for a fresh value.
+func exampleValue(v, k string) string {
+	return shown(v, "", "<another "+k+">")
+}
+
 // exampleText is an example request in one line.
 func exampleText(e *diff.Example) string {
 	if e == nil {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString(e.User)
+	b.WriteString(exampleValue(e.User, "user"))
 	if len(e.Groups) > 0 {
 		fmt.Fprintf(&b, " (groups %s)", strings.Join(e.Groups, ","))
 	}
-	fmt.Fprintf(&b, " %s ", e.Verb)
+	fmt.Fprintf(&b, " %s ", exampleValue(e.Verb, "verb"))
 	if e.Path != "" {
-		b.WriteString(e.Path)
+		b.WriteString(exampleValue(e.Path, "path"))
 		return b.String()
 	}
 	b.WriteString(kubectlName(diff.Target{APIGroup: e.APIGroup, Resource: e.Resource, Subresource: e.Subresource}))
-	if e.Name != "" {
-		b.WriteString(" " + e.Name)
+	switch {
+	case e.NameFromSelector:
+		b.WriteString(" --field-selector metadata.name=" + exampleValue(e.Name, "name"))
+	case e.Name != "":
+		b.WriteString(" " + exampleValue(e.Name, "name"))
 	}
 	if e.Namespace != "" {
-		b.WriteString(" -n " + e.Namespace)
+		b.WriteString(" -n " + exampleValue(e.Namespace, "namespace"))
+	}
+	if e.NamespaceLabels != "" {
+		b.WriteString(" (namespace: " + labelsText(e.NamespaceLabels) + ")")
 	}
 	return b.String()
 }
@@ -365,12 +483,12 @@ func regionCells(g diffRegion) []string {
 	if g.Note != "" {
 		change += " (" + g.Note + ")"
 	}
-	names := shownList(g.Names, "(none)")
+	names := shownNames(g.Names)
 	if len(g.Names) == 1 && diff.IsOther(g.Subject.Name) && g.Names[0] == g.Subject.Name {
 		names = "(the subject's name)"
 	}
-	return []string{change, subjectText(g.Subject), strings.Join(g.Verbs, ","), strings.Join(g.Resources, ","),
-		shownList(g.Namespaces, "(all)"), names, policiesText(g.Region), exampleText(g.Example)}
+	return []string{change, subjectText(g.Subject), shownList(g.Verbs, "", "any other verb"), strings.Join(g.Resources, ","),
+		namespacesText(g), names, policiesText(g.Region), exampleText(g.Example)}
 }
 
 // tableRows are the regions' cells, one row per change that reads the same
@@ -411,10 +529,23 @@ var diffColumns = []string{"CHANGE", "SUBJECT", "VERBS", "RESOURCES", "NAMESPACE
 
 // summary is the report's closing line.
 func (r *diffReport) summary() string {
-	if !r.Changed {
-		return fmt.Sprintf("no change in access (%s removed, %s added)", plural(len(r.Removed), "policy"), plural(len(r.Added), "policy"))
+	var counts []string
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{len(r.Edited), "edited"}, {len(r.Removed), "removed"}, {len(r.Added), "added"}} {
+		if c.n > 0 {
+			counts = append(counts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
 	}
-	s := fmt.Sprintf("%s changed (%s removed, %s added)", plural(len(r.Regions), "region"), plural(len(r.Removed), "policy"), plural(len(r.Added), "policy"))
+	policies := "policies: " + strings.Join(counts, ", ")
+	if len(counts) == 0 {
+		policies = "no policy changed"
+	}
+	if !r.Changed {
+		return fmt.Sprintf("no change in access (%s)", policies)
+	}
+	s := fmt.Sprintf("%s changed (%s)", plural(len(r.Regions), "region"), policies)
 	if len(r.Inexact) > 0 {
 		s += "; not decided exactly: " + strings.Join(r.Inexact, ", ")
 	}

@@ -74,8 +74,8 @@ func TestDiffCommandWidened(t *testing.T) {
 			t.Errorf("region %+v", g)
 		}
 	}
-	if !slices.Equal(rep.Removed, []string{"kubelet-own-node"}) || !slices.Equal(rep.Added, []string{"kubelet-own-node"}) {
-		t.Errorf("removed %v, added %v", rep.Removed, rep.Added)
+	if !slices.Equal(rep.Edited, []string{"kubelet-own-node"}) || len(rep.Removed)+len(rep.Added) != 0 {
+		t.Errorf("edited %v, removed %v, added %v", rep.Edited, rep.Removed, rep.Added)
 	}
 
 	out, code = run(t, newDiffCmd(), "--exit-code", libraryDir, dir)
@@ -132,5 +132,44 @@ spec:
 	}
 	if _, code := run(t, newDiffCmd(), "--policy-objects", objs, newDir, newDir); code != 2 {
 		t.Errorf("--policy-objects with OLD and NEW: exit %d, want 2", code)
+	}
+}
+
+// The changes a review once found diff blind to: each gains access, so
+// --exit-code (default --fail-on gained) must exit 3.
+var diffHoles = []struct{ name, old, new string }{
+	{"namespace labels", `@id("team") permit(principal, action == k8s::Action::"get", resource is core::pods) when {
+  resource has namespaceObject && resource.namespaceObject.metadata has labels &&
+  resource.namespaceObject.metadata.labels.hasTag("team") && resource.namespaceObject.metadata.labels.getTag("team") == "a"
+};`, `@id("team") permit(principal, action == k8s::Action::"get", resource is core::pods) when {
+  resource has namespaceObject && resource.namespaceObject.metadata has labels &&
+  resource.namespaceObject.metadata.labels.hasTag("team")
+};`},
+	{"label selector", `@id("agent") permit(principal == k8s::User::"agent", action == k8s::Action::"get", resource is core::pods);`,
+		`@id("agent") permit(principal == k8s::User::"agent", action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods) when {
+  resource has object && resource.object.metadata has labels &&
+  resource.object.metadata.labels.hasTag("app") && resource.object.metadata.labels.getTag("app") == "agent"
+};`},
+	{"selector-derived name", `@id("one") permit(principal == k8s::User::"bob", action == k8s::Action::"get", resource is core::configmaps) when { resource.name == "x" };`,
+		`@id("one") permit(principal == k8s::User::"bob", action == k8s::Action::"get", resource is core::configmaps) when { resource.name == "x" };
+@id("watch-one") permit(principal == k8s::User::"bob", action in [k8s::Action::"list", k8s::Action::"watch"], resource is core::configmaps) when { !resource.named && resource.name == "x" };`},
+	{"widened condition", `@id("pin") permit(principal == k8s::User::"carol", action == k8s::Action::"create", resource is core::pods) when {
+  resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "safe-node"
+};`, `@id("pin") permit(principal == k8s::User::"carol", action == k8s::Action::"create", resource is core::pods) when {
+  resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName != ""
+};`},
+}
+
+// TestDiffCommandHoles: each change gains access and must fail --exit-code.
+func TestDiffCommandHoles(t *testing.T) {
+	for _, h := range diffHoles {
+		t.Run(h.name, func(t *testing.T) {
+			dir := t.TempDir()
+			oldFile, newFile := writeFile(t, dir, "old.cedar", h.old), writeFile(t, dir, "new.cedar", h.new)
+			out, code := run(t, newDiffCmd(), "--exit-code", oldFile, newFile)
+			if code != 3 || strings.Contains(out, "no change in access") {
+				t.Errorf("exit %d, want 3:\n%s", code, out)
+			}
+		})
 	}
 }

@@ -4,15 +4,32 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/spf13/pflag"
+
 	"github.com/kcedar/kcedar/internal/engine/offline"
 	"github.com/kcedar/kcedar/internal/entities"
 )
 
-// readNamespaceObjects reads --namespace-object files (nil without any).
-func readNamespaceObjects(files []string) (entities.NamespaceLookup, error) {
-	if len(files) == 0 {
+// namespaceObjects is the --namespace-object flag that authorize, can-i,
+// who-can and diff share: files of Namespace objects that fill
+// resource.namespaceObject.
+type namespaceObjects []string
+
+// AddFlag registers --namespace-object on f.
+func (n *namespaceObjects) AddFlag(f *pflag.FlagSet) {
+	f.StringArrayVar((*[]string)(n), "namespace-object", nil, "Namespace object(s) (YAML or JSON; several documents or a List) that fill resource.namespaceObject, as kcedar serve's informer does; a namespace not given is unknown (repeatable)")
+}
+
+// lookup reads the files (nil without any).
+func (n namespaceObjects) lookup() (entities.NamespaceLookup, error) {
+	if len(n) == 0 {
 		return nil, nil
 	}
+	return readNamespaceObjects(n)
+}
+
+// readNamespaceObjects reads --namespace-object files.
+func readNamespaceObjects(files []string) (entities.StaticNamespaces, error) {
 	out := entities.StaticNamespaces{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)

@@ -97,6 +97,7 @@ type reviewOptions struct {
 	pol       policySourceOptions
 	output    string
 	namespace string
+	nsObjects namespaceObjects
 }
 
 // AddFlags registers the shared flags on f; namespaceUsage is the help
@@ -106,6 +107,7 @@ func (o *reviewOptions) AddFlags(f *pflag.FlagSet, namespaceUsage string) {
 	o.pol.AddFlags(f, true)
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.StringVarP(&o.namespace, "namespace", "n", "", namespaceUsage)
+	o.nsObjects.AddFlag(f)
 }
 
 // Complete lets --cluster read the cluster's schema too (see
@@ -137,7 +139,11 @@ func (o *reviewOptions) engine(ctx context.Context, errw io.Writer) (*schemagen.
 	if err != nil {
 		return nil, nil, err
 	}
-	return checker.Schema, engine.NewEngine(checker.Schema, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{}), nil
+	ns, err := o.nsObjects.lookup()
+	if err != nil {
+		return nil, nil, &exitError{2, err}
+	}
+	return checker.Schema, engine.NewEngine(checker.Schema, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: ns}), nil
 }
 
 // writeJSON writes v as the server's endpoints answer: indented, with <, >

@@ -56,9 +56,22 @@ func differing(a, b *cedarlang.PolicySet) []*cedarlang.Policy {
 	return out
 }
 
+// Options are Compare's options.
+type Options struct {
+	// Namespaces are Namespace objects by name: a namespace given is
+	// decided with its labels; every other namespace with every
+	// assignment of the labels the policies name.
+	Namespaces entities.StaticNamespaces
+}
+
 // Compare finds every region of requests decided differently by the
 // policies old and new (both against schema s).
 func Compare(s *schemagen.Schema, oldSet, newSet *cedarlang.PolicySet) *Result {
+	return CompareWith(s, oldSet, newSet, Options{})
+}
+
+// CompareWith is Compare with options.
+func CompareWith(s *schemagen.Schema, oldSet, newSet *cedarlang.PolicySet, opts Options) *Result {
 	dOld, dNew := differing(oldSet, newSet), differing(newSet, oldSet)
 	res := &Result{Removed: ids(dOld), Added: ids(dNew), schema: s}
 	d := append(slices.Clone(dOld), dNew...)
@@ -76,9 +89,19 @@ func Compare(s *schemagen.Schema, oldSet, newSet *cedarlang.PolicySet) *Result {
 			}
 		}
 	}
+	if lits.readsNS {
+		for name := range opts.Namespaces {
+			addTo(lits.strs, dimNamespace, name)
+		}
+	}
 	res.sp = newSpace(s, lits)
+	ns := &nsLookup{given: opts.Namespaces}
+	var lookup entities.NamespaceLookup // nil keeps the engines' caches where no policy reads labels
+	if lits.readsNS {
+		lookup = ns
+	}
 	run := &run{s: s, sp: res.sp, d: factsAll(d), relevant: relevant, inexact: map[string]bool{},
-		old: newEngine(s, oldSet), new: newEngine(s, newSet), dStrings: stringsOf(d)}
+		old: newEngine(s, oldSet, lookup), new: newEngine(s, newSet, lookup), dStrings: stringsOf(d), ns: ns}
 	for k := range lits.inexact {
 		run.inexact[k] = true
 	}
@@ -101,8 +124,8 @@ func ids(ps []*cedarlang.Policy) []string {
 	return out
 }
 
-func newEngine(s *schemagen.Schema, ps *cedarlang.PolicySet) engine.Authorizer {
-	return engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+func newEngine(s *schemagen.Schema, ps *cedarlang.PolicySet, ns entities.NamespaceLookup) engine.Authorizer {
+	return engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: ns})
 }
 
 // unionReach is where the policies can match: the union of their reaches
@@ -164,6 +187,9 @@ type facts struct {
 	pin    string
 	pinned bool
 	groups []string
+	// readsNS, readsObject: it reads resource.namespaceObject,
+	// resource.object.
+	readsNS, readsObject bool
 }
 
 func factsOf(p *cedarlang.Policy) *facts {
@@ -171,6 +197,7 @@ func factsOf(p *cedarlang.Policy) *facts {
 	l := newLiterals()
 	l.add(p)
 	f.groups = l.groups()
+	f.readsNS, f.readsObject = l.readsNS, l.readsObject
 	if p.Effect == types.Permit {
 		f.pin, f.pinned = namespacePin(p.AST)
 	}
@@ -272,18 +299,52 @@ func decisionKey(d engine.Decision) string {
 	if !d.IsConditional() {
 		return d.Type().String()
 	}
+	deny, allow := conditionTexts(d)
 	var parts []string
-	for _, side := range []struct {
-		name string
-		rs   []engine.Residual
-	}{{"deny", d.DenyConditions()}, {"allow", d.AllowConditions()}} {
-		for _, r := range side.rs {
-			parts = append(parts, side.name+" "+string(r.EntityType)+" "+exprText(r.Expr))
+	for t := range deny {
+		parts = append(parts, "deny "+t)
+	}
+	for t := range allow {
+		parts = append(parts, "allow "+t)
+	}
+	sort.Strings(parts)
+	return "Conditional\n" + strings.Join(parts, "\n")
+}
+
+// conditionTexts are the texts of a conditional decision's deny and allow
+// conditions, each with its entity type (the conditions of one side are
+// alternatives: a repeated one says nothing more).
+func conditionTexts(d engine.Decision) (deny, allow map[string]bool) {
+	texts := func(rs []engine.Residual) map[string]bool {
+		out := map[string]bool{}
+		for _, r := range rs {
+			out[string(r.EntityType)+" "+exprText(r.Expr)] = true
+		}
+		return out
+	}
+	return texts(d.DenyConditions()), texts(d.AllowConditions())
+}
+
+// mayWiden reports whether the conditional decision n may allow an object
+// the conditional decision o does not. A conditional decision allows when
+// no deny condition holds (or fails) and an allow condition holds, so n
+// allows no more than o when each of n's allow conditions is one of o's
+// and each of o's deny conditions is one of n's. Conditions are compared as
+// text: a rewording that allows nothing more still counts as widening.
+func mayWiden(o, n engine.Decision) bool {
+	oDeny, oAllow := conditionTexts(o)
+	nDeny, nAllow := conditionTexts(n)
+	for t := range nAllow {
+		if !oAllow[t] {
+			return true
 		}
 	}
-	// The conditions are alternatives: a repeated one says nothing more.
-	sort.Strings(parts)
-	return "Conditional\n" + strings.Join(slices.Compact(parts), "\n")
+	for t := range oDeny {
+		if !nDeny[t] {
+			return true
+		}
+	}
+	return false
 }
 
 // exprText is the Cedar text of an expression.

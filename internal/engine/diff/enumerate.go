@@ -23,13 +23,31 @@ type point struct {
 	// admitted: admission sees the request, so conditions on its object
 	// (and its open namespace) remain conditions.
 	admitted bool
+	// nsObject: the resource has a namespace object (nslabels.go).
+	nsObject bool
+	// nameFromSelector: the name comes from a field selector
+	// (metadata.name=N): the request names no object.
+	nameFromSelector bool
 }
 
 // request is x made by the user with groups.
 func (x point) request(user string, groups []string) *entities.Request {
 	return &entities.Request{User: entities.UserInfo{Name: user, Groups: groups}, Verb: x.verb, ResourceRequest: x.resourceRequest,
-		APIGroup: x.group, Resource: x.resource, Subresource: x.subresource, Namespace: x.namespace, Name: x.name, Path: x.path}
+		APIGroup: x.group, Resource: x.resource, Subresource: x.subresource, Namespace: x.namespace, Name: x.name, Path: x.path,
+		NameFromSelector: x.nameFromSelector}
 }
+
+// nameText is x's name as a region lists it: "metadata.name=N" for a name
+// from a field selector.
+func (x point) nameText() string {
+	if x.nameFromSelector {
+		return selectorNamePrefix + x.name
+	}
+	return x.name
+}
+
+// selectorNamePrefix marks a name from a field selector in Region.Names.
+const selectorNamePrefix = "metadata.name="
 
 // run is one comparison under way.
 type run struct {
@@ -43,6 +61,8 @@ type run struct {
 	decided  int
 	// dStrings are the string literals of the differing policies.
 	dStrings map[string]bool
+	// ns is the Namespace lookup of both engines.
+	ns *nsLookup
 }
 
 // cell is one representative request decided differently.
@@ -50,6 +70,7 @@ type cell struct {
 	x        point
 	user     string
 	in, out  []string // groups the user is in, and those relevant it is not in
+	world    string   // the namespace-label world ("" where none applies)
 	old, new engine.Decision
 	// otherConditions: groups of permits pinned elsewhere were left out
 	// (run.onlyAddsConditions); they may add conditions to both sides.
@@ -64,7 +85,10 @@ func (r *run) points(reach cedarlang.Reach, l *literals) []point {
 	}
 	for i, x := range out {
 		req := x.request("", nil)
-		out[i].admitted = x.verb != entities.Wildcard && len(engine.AdmissionShapes(entities.ResolveTarget(r.s, req), req, x.verb)) > 0
+		target := entities.ResolveTarget(r.s, req)
+		out[i].admitted = x.verb != entities.Wildcard && len(engine.AdmissionShapes(target, req, x.verb)) > 0
+		out[i].nsObject = target.HasNamespaceObject()
+		r.checkSelectors(out[i], target)
 	}
 	return slices.DeleteFunc(out, func(x point) bool {
 		return !slices.ContainsFunc(r.d, func(f *facts) bool { return f.matches(x) })
@@ -172,8 +196,12 @@ func (r *run) pointsOf(t point, reach cedarlang.Reach) []point {
 		namespaces := append([]string{""}, r.sp.dims[dimNamespace].reps...)
 		for _, ns := range namespaces {
 			for _, n := range append([]string{""}, r.sp.dims[dimName].reps...) {
-				t.namespace, t.name = ns, n
+				t.namespace, t.name, t.nameFromSelector = ns, n, false
 				out = append(out, t)
+				if n != "" && r.sp.selectorNames {
+					t.nameFromSelector = true
+					out = append(out, t)
+				}
 			}
 		}
 	}
@@ -201,23 +229,23 @@ func (sp *space) users() []string {
 	return out
 }
 
-// decidePoint decides every principal at x with both sets and keeps the
-// cells that differ.
-func (r *run) decidePoint(x point) {
-	var groups []string
+// groupsAt are the groups whose memberships are enumerated at x, and
+// whether groups of permits pinned elsewhere were left out
+// (run.onlyAddsConditions).
+func (r *run) groupsAt(x point) (groups []string, skipped bool) {
 	seen := map[string]bool{}
-	skipped := false
 	for _, f := range r.relevant {
-		if f.matches(x) && r.onlyAddsConditions(f, x) {
+		if !f.matches(x) {
+			continue
+		}
+		if r.onlyAddsConditions(f, x) {
 			skipped = true
 			continue
 		}
-		if f.matches(x) {
-			for _, g := range f.groups {
-				if !seen[g] {
-					seen[g] = true
-					groups = append(groups, g)
-				}
+		for _, g := range f.groups {
+			if !seen[g] {
+				seen[g] = true
+				groups = append(groups, g)
 			}
 		}
 	}
@@ -226,29 +254,57 @@ func (r *run) decidePoint(x point) {
 		r.inexact[fmt.Sprintf("membership in more than %d groups (%d at one point)", MaxGroups, len(groups))] = true
 		groups = groups[:MaxGroups]
 	}
+	return groups, skipped
+}
+
+// decidePoint decides every principal at x, in every namespace-label world
+// there, with both sets and keeps the cells that differ.
+func (r *run) decidePoint(x point) {
+	groups, skipped := r.groupsAt(x)
 	users := slices.DeleteFunc(r.sp.users(), func(u string) bool {
 		uid := entities.PrincipalUID(u)
 		return !slices.ContainsFunc(r.d, func(f *facts) bool { return principalMay(f.p, uid) })
 	})
-	for mask := 0; mask < 1<<len(groups); mask++ {
-		var in, out []string
-		for i, g := range groups {
-			if mask&(1<<i) != 0 {
-				in = append(in, g)
-			} else {
-				out = append(out, g)
+	for _, w := range r.worldsAt(x) {
+		r.ns.current = &w
+		for mask := 0; mask < 1<<len(groups); mask++ {
+			var in, out []string
+			for i, g := range groups {
+				if mask&(1<<i) != 0 {
+					in = append(in, g)
+				} else {
+					out = append(out, g)
+				}
+			}
+			for _, u := range users {
+				if r.decided >= maxDecisions {
+					r.inexact[fmt.Sprintf("more than %d requests to decide", maxDecisions)] = true
+					return
+				}
+				r.decided++
+				o, n := r.decide(x.request(u, in))
+				if decisionKey(o) != decisionKey(n) {
+					r.cells = append(r.cells, cell{x: x, user: u, in: in, out: out, world: w.desc, old: o, new: n, otherConditions: skipped})
+				}
 			}
 		}
-		for _, u := range users {
-			if r.decided >= maxDecisions {
-				r.inexact[fmt.Sprintf("more than %d requests to decide", maxDecisions)] = true
-				return
-			}
-			r.decided++
-			o, n := r.decide(x.request(u, in))
-			if decisionKey(o) != decisionKey(n) {
-				r.cells = append(r.cells, cell{x: x, user: u, in: in, out: out, old: o, new: n, otherConditions: skipped})
-			}
-		}
+	}
+}
+
+// checkSelectors notes where a label selector may change a decision the
+// method does not enumerate: a list or watch of a resource with objects
+// that a changed policy reading resource.object matches (the selector
+// fixes the listed objects' labels, engine/selectors.go). Where no changed
+// policy reads the object, a selector adds the same object policies to
+// both sides and cannot make them differ.
+func (r *run) checkSelectors(x point, t entities.Target) {
+	verbs := r.sp.dims[dimVerb]
+	list, _ := verbs.classify("list")
+	watch, _ := verbs.classify("watch")
+	if (x.verb != list && x.verb != watch) || t.Resource == nil || len(t.Resource.Versions) == 0 {
+		return
+	}
+	if slices.ContainsFunc(r.d, func(f *facts) bool { return f.readsObject && f.matches(x) }) {
+		r.inexact["label selectors of a list or watch (a changed policy reads resource.object)"] = true
 	}
 }

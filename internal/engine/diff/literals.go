@@ -49,11 +49,18 @@ type literals struct {
 	crossDims map[string]bool
 	// inexact names constructs the enumeration does not cover.
 	inexact map[string]bool
+	// readsNS: a policy reads resource.namespaceObject; nsKeys are the
+	// namespace label keys they name (nslabels.go).
+	readsNS bool
+	nsKeys  map[string]bool
+	// readsObject: a policy reads resource.object; readsNamed: it reads
+	// resource.named.
+	readsObject, readsNamed bool
 }
 
 func newLiterals() *literals {
 	return &literals{strs: map[string]map[string]bool{}, likes: map[string][]types.Pattern{}, entities: map[types.EntityType]map[string]bool{},
-		crossDims: map[string]bool{}, inexact: map[string]bool{}}
+		crossDims: map[string]bool{}, inexact: map[string]bool{}, nsKeys: map[string]bool{}}
 }
 
 func addTo[K comparable](m map[K]map[string]bool, k K, v string) {
@@ -71,6 +78,7 @@ func (l *literals) add(p *cedarlang.Policy) {
 			l.node(n)
 			return true
 		})
+		ast.Inspect(ast.NewNode(c.Body), l.nsNode)
 	}
 }
 
@@ -125,7 +133,9 @@ func (l *literals) node(n ast.IsNode) {
 	case ast.NodeTypeContainsAny:
 		l.compare(v.Left, v.Right)
 	case ast.NodeTypeAccess:
-		l.access(v)
+		l.access(v.Arg, string(v.Value))
+	case ast.NodeTypeHas:
+		l.access(v.Arg, string(v.Value))
 	case ast.NodeTypeHasTag:
 		l.tags(v.Left)
 	case ast.NodeTypeGetTag:
@@ -180,20 +190,32 @@ func (l *literals) literalsOf(n ast.IsNode, d string) {
 	})
 }
 
-// access notes attributes the enumeration does not vary.
-func (l *literals) access(a ast.NodeTypeAccess) {
+// access notes attributes the enumeration does not vary, and reads of the
+// object and of resource.named (a read of attribute attr of arg, or a
+// `has` test of it).
+func (l *literals) access(arg ast.IsNode, attr string) {
 	switch {
-	case isVarNode(a.Arg, "principal") && a.Value == schemagen.AttrUID:
+	case isVarNode(arg, "principal") && attr == schemagen.AttrUID:
 		l.inexact["principal.uid"] = true
-	case isVarNode(a.Arg, "resource") && a.Value == "labelSelector":
+	case isVarNode(arg, "resource") && attr == "labelSelector":
 		l.inexact["resource.labelSelector"] = true
-	case isVarNode(a.Arg, "resource") && a.Value == "fieldSelector":
+	case isVarNode(arg, "resource") && attr == "fieldSelector":
 		l.inexact["resource.fieldSelector"] = true
+	case isVarNode(arg, "resource") && attr == "object":
+		l.readsObject = true
+	case isVarNode(arg, "resource") && attr == schemagen.AttrNamed:
+		l.readsNamed = true
 	}
 }
 
 // attrDim is the dimension n reads, or "".
 func attrDim(n ast.IsNode) string {
+	if g, ok := n.(ast.NodeTypeGetTag); ok {
+		if k, ok := labelKey(g.Left, g.Right); ok {
+			return nsLabelDim(k)
+		}
+		return ""
+	}
 	a, ok := n.(ast.NodeTypeAccess)
 	if !ok {
 		return ""
@@ -249,7 +271,9 @@ func (l *literals) values(d string) []string {
 	case dimPNamespace, dimPName:
 		l.principalParts(d, set)
 	}
-	delete(set, "")
+	if !strings.HasPrefix(d, nsLabelDim("")) {
+		delete(set, "") // a label's value may be empty; these never are
+	}
 	return sortedKeys(set)
 }
 

@@ -55,18 +55,25 @@ type Change struct {
 // combination of its verbs, targets, namespaces and names made by its
 // subject. Values equal to Other stand for any value no policy names.
 type Region struct {
-	Subject     Subject   `json:"subject"`
-	Verbs       []string  `json:"verbs"`
-	Targets     []Target  `json:"targets"`
-	Namespaces  []string  `json:"namespaces,omitempty"`
-	Names       []string  `json:"names,omitempty"`
-	Change      Change    `json:"change"`
-	Example     *Example  `json:"example,omitempty"`
-	OldPolicies []string  `json:"oldPolicies,omitempty"`
-	NewPolicies []string  `json:"newPolicies,omitempty"`
-	Exact       bool      `json:"exact"`
-	Note        string    `json:"note,omitempty"`
-	changeKey   [2]string // the decisions' keys, for grouping
+	Subject    Subject  `json:"subject"`
+	Verbs      []string `json:"verbs"`
+	Targets    []Target `json:"targets"`
+	Namespaces []string `json:"namespaces,omitempty"`
+	Names      []string `json:"names,omitempty"`
+	// NamespaceLabels are the namespace-label worlds of the region, as
+	// label selectors (k=v, !k), "(unknown)", "(no labels)" or "(other
+	// labels)"; absent where no policy reads the namespace's labels.
+	NamespaceLabels []string `json:"namespaceLabels,omitempty"`
+	Change          Change   `json:"change"`
+	Example         *Example `json:"example,omitempty"`
+	OldPolicies     []string `json:"oldPolicies,omitempty"`
+	NewPolicies     []string `json:"newPolicies,omitempty"`
+	Exact           bool     `json:"exact"`
+	// MayWiden: conditional before and after, and the new conditions may
+	// allow an object the old ones do not (see mayWiden).
+	MayWiden  bool      `json:"mayWiden,omitempty"`
+	Note      string    `json:"note,omitempty"`
+	changeKey [2]string // the decisions' keys, for grouping
 }
 
 // Example is one concrete request of a region.
@@ -79,13 +86,18 @@ type Example struct {
 	Subresource string   `json:"subresource,omitempty"`
 	Namespace   string   `json:"namespace,omitempty"`
 	Name        string   `json:"name,omitempty"`
-	Path        string   `json:"path,omitempty"`
+	// NameFromSelector: the name is a field selector's (metadata.name=N).
+	NameFromSelector bool `json:"nameFromSelector,omitempty"`
+	// NamespaceLabels is the namespace-label world of the example.
+	NamespaceLabels string `json:"namespaceLabels,omitempty"`
+	Path            string `json:"path,omitempty"`
 }
 
 // Request is the example as an entities.Request.
 func (e *Example) Request() *entities.Request {
 	return &entities.Request{User: entities.UserInfo{Name: e.User, Groups: e.Groups}, Verb: e.Verb, ResourceRequest: e.Path == "" && e.Resource != "",
-		APIGroup: e.APIGroup, Resource: e.Resource, Subresource: e.Subresource, Namespace: e.Namespace, Name: e.Name, Path: e.Path}
+		APIGroup: e.APIGroup, Resource: e.Resource, Subresource: e.Subresource, Namespace: e.Namespace, Name: e.Name, Path: e.Path,
+		NameFromSelector: e.NameFromSelector}
 }
 
 // principalMay reports whether p's scope admits principal uid (with some
@@ -131,6 +143,7 @@ func policyIDs(d engine.Decision) []string {
 type row struct {
 	r                 Region
 	verbs, names, nss []string
+	worlds            []string
 	targets           []Target
 }
 
@@ -142,25 +155,33 @@ func mergeCells(cells []cell, exact bool) []Region {
 	rows := make([]row, len(cells))
 	for i, c := range cells {
 		t := Target{EntityType: string(c.x.entityType), APIGroup: c.x.group, Resource: c.x.resource, Subresource: c.x.subresource, Path: c.x.path}
-		ex := &Example{User: c.user, Groups: c.in, Verb: c.x.verb, APIGroup: c.x.group, Resource: c.x.resource, Subresource: c.x.subresource, Namespace: c.x.namespace, Name: c.x.name, Path: c.x.path}
+		ex := &Example{User: c.user, Groups: c.in, Verb: c.x.verb, APIGroup: c.x.group, Resource: c.x.resource, Subresource: c.x.subresource,
+			Namespace: c.x.namespace, Name: c.x.name, NameFromSelector: c.x.nameFromSelector, NamespaceLabels: c.world, Path: c.x.path}
 		rows[i] = row{r: Region{Subject: subjectOf(c), Change: Change{From: c.old.Type().String(), To: c.new.Type().String()}, Example: ex,
 			OldPolicies: policyIDs(c.old), NewPolicies: policyIDs(c.new), Exact: exact, changeKey: [2]string{decisionKey(c.old), decisionKey(c.new)}},
-			verbs: []string{c.x.verb}, names: []string{c.x.name}, nss: []string{c.x.namespace}, targets: []Target{t}}
+			verbs: []string{c.x.verb}, names: []string{c.x.nameText()}, nss: []string{c.x.namespace}, worlds: []string{c.world}, targets: []Target{t}}
 		if c.old.IsConditional() && c.new.IsConditional() {
-			rows[i].r.Note = "conditional on a different object predicate"
+			rows[i].r.MayWiden = mayWiden(c.old, c.new)
+			rows[i].r.Note = "conditional on other object conditions, no wider"
+			if rows[i].r.MayWiden {
+				rows[i].r.Note = "conditional on other object conditions that may allow more"
+			}
 		}
 		if c.otherConditions {
 			rows[i].r.Note = strings.TrimPrefix(rows[i].r.Note+"; other groups' permits in other namespaces may add conditions to both sides", "; ")
 		}
 	}
 	rows = mergeGroups(rows)
-	for _, dim := range []int{dimRowNames, dimRowNamespaces, dimRowVerbs, dimRowTargets} {
+	for _, dim := range []int{dimRowWorlds, dimRowNames, dimRowNamespaces, dimRowVerbs, dimRowTargets} {
 		rows = mergeAlong(rows, dim)
 	}
 	out := make([]Region, len(rows))
 	for i, w := range rows {
 		out[i] = w.r
 		out[i].Verbs, out[i].Names, out[i].Namespaces, out[i].Targets = w.verbs, w.names, w.nss, w.targets
+		if !slices.Equal(w.worlds, []string{""}) {
+			out[i].NamespaceLabels = w.worlds
+		}
 		if w.targets[0].EntityType == string(schemagen.NonResourceURLType) {
 			out[i].Names, out[i].Namespaces = nil, nil
 		}
@@ -169,7 +190,8 @@ func mergeCells(cells []cell, exact bool) []Region {
 }
 
 const (
-	dimRowNames = iota
+	dimRowWorlds = iota
+	dimRowNames
 	dimRowNamespaces
 	dimRowVerbs
 	dimRowTargets
@@ -189,6 +211,8 @@ func mergeAlong(rows []row, dim int) []row {
 		}
 		m := &out[i]
 		switch dim {
+		case dimRowWorlds:
+			m.worlds = appendNew(m.worlds, w.worlds...)
 		case dimRowNames:
 			m.names = appendNew(m.names, w.names...)
 		case dimRowNamespaces:
@@ -278,6 +302,9 @@ func (w row) key(dim int) string {
 	s := w.r.Subject
 	parts := []string{s.Kind, s.Namespace, s.Name, strings.Join(s.InGroups, ","), strings.Join(s.NotIn, ","),
 		w.r.changeKey[0], w.r.changeKey[1], strings.Join(w.r.OldPolicies, ","), strings.Join(w.r.NewPolicies, ","), w.r.Note}
+	if dim != dimRowWorlds {
+		parts = append(parts, "w:"+strings.Join(sorted(w.worlds), "\x01"))
+	}
 	if dim != dimRowNames {
 		parts = append(parts, "n:"+strings.Join(sorted(w.names), ","))
 	}
@@ -305,8 +332,15 @@ func sorted(s []string) []string {
 
 // Contains reports whether req lies in region i: each of its values is
 // represented by a value of the region's lists. ok is false when a value
-// of req has no representative (the enumeration did not cover it).
+// of req has no representative (the enumeration did not cover it). Every
+// namespace is taken as unknown (see ContainsIn).
 func (r *Result) Contains(i int, req *entities.Request) (in, ok bool) {
+	return r.ContainsIn(i, req, nil)
+}
+
+// ContainsIn is Contains where the namespaces are those of ns (nil: none
+// known).
+func (r *Result) ContainsIn(i int, req *entities.Request, ns entities.NamespaceLookup) (in, ok bool) {
 	g := r.Regions[i]
 	sp := r.sp
 	if sp == nil || g.Subject.Kind == KindAnyone {
@@ -332,7 +366,24 @@ func (r *Result) Contains(i int, req *entities.Request) (in, ok bool) {
 		path := cls(dimPath, req.Path)
 		return slices.ContainsFunc(g.Targets, func(t Target) bool { return t.Path == path && t.EntityType == string(schemagen.NonResourceURLType) }), ok
 	}
-	return r.resourceHas(g, req, cls), ok
+	if !r.resourceHas(g, req, cls) {
+		return false, ok
+	}
+	return r.worldHas(g, req, ns), ok
+}
+
+// worldHas reports whether the request's namespace is in one of the
+// region's namespace-label worlds.
+func (r *Result) worldHas(g Region, req *entities.Request, ns entities.NamespaceLookup) bool {
+	if len(g.NamespaceLabels) == 0 {
+		return true
+	}
+	var obj map[string]any
+	if ns != nil {
+		obj, _ = ns.Namespace(req.Namespace)
+	}
+	desc, covered := r.sp.classifyWorld(obj)
+	return covered && slices.Contains(g.NamespaceLabels, desc)
 }
 
 // subjectHas reports whether the user is the subject.
@@ -391,6 +442,9 @@ func (r *Result) resourceHas(g Region, req *entities.Request, cls func(d, v stri
 	}
 	if name != "" {
 		name = cls(dimName, name)
+		if req.NameFromSelector && r.sp.selectorNames {
+			name = selectorNamePrefix + name
+		}
 	}
 	return slices.Contains(g.Namespaces, ns) && slices.Contains(g.Names, name)
 }

@@ -98,6 +98,13 @@ type space struct {
 	// shapeRep is, for each resource type no policy names, the type that
 	// represents its shape (set when the reach is every type).
 	shapeRep map[types.EntityType]types.EntityType
+	// nsKeys are the namespace label keys the policies name, otherLabel a
+	// key none names (nslabels.go).
+	nsKeys     []string
+	otherLabel string
+	// selectorNames: a policy reads resource.named, so a name from a field
+	// selector is its own class (names "metadata.name=N").
+	selectorNames bool
 }
 
 func newSpace(s *schemagen.Schema, l *literals) *space {
@@ -105,6 +112,12 @@ func newSpace(s *schemagen.Schema, l *literals) *space {
 	for _, d := range stringDims {
 		sp.dims[d] = newDimension(l, d)
 	}
+	sp.nsKeys = sortedKeys(l.nsKeys)
+	for _, k := range sp.nsKeys {
+		sp.dims[nsLabelDim(k)] = newDimension(l, nsLabelDim(k))
+	}
+	sp.otherLabel = (&dimension{literal: l.nsKeys}).unused(freshValue + "-label")
+	sp.selectorNames = l.readsNamed
 	for _, r := range s.Resources {
 		sp.typed[r.EntityType] = r
 	}
