@@ -62,7 +62,7 @@ func (e *Engine) Admit(ctx context.Context, data *AdmissionData, optionsKind str
 		if !d.IsConditional() || len(d.AllowConditions()) == 0 {
 			continue // decided at authorization time; nothing to enforce
 		}
-		enc := e.Encode(d)
+		enc := e.Encode(d, RequestBinding(&req, false))
 		if enc.Type != wire.DecisionTypeConditionsMap || len(enc.ConditionsMap.AllowConditions) == 0 {
 			continue // the authorizer answered this verb unconditionally too
 		}

@@ -45,9 +45,10 @@ func (h auditHarness) engine(src string, audit, drop map[string]bool, cache int)
 	return NewEngine(schematest.Schema(), set, h.codec, EngineOptions{CacheSize: cache})
 }
 
-// describe is everything a caller of the enforced decision sees of it.
+// describe is everything a caller of the enforced decision sees of it (its
+// conditions signed for one fixed request).
 func (h auditHarness) describe(e *Engine, d Decision) string {
-	enc, _ := json.Marshal(e.Encode(d))
+	enc, _ := json.Marshal(e.Encode(d, Binding{Verb: "create"}))
 	return fmt.Sprintf("%s|%s|%s|%v|%s", d.Type(), d.Reason(), d.EvaluationError(), policyIDs(d.Policies()), enc)
 }
 

@@ -439,11 +439,12 @@ func TestLegacyBareConditionIDs(t *testing.T) {
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };
 `)
 	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
-	d := az.Authorize(context.Background(), resReq("bob", nil, "create", "", "pods", "", "a", ""))
+	req := resReq("bob", nil, "create", "", "pods", "", "a", "")
+	d := az.Authorize(context.Background(), req)
 	if !d.IsConditional() {
 		t.Fatalf("want a conditional decision, got %v", d.Type())
 	}
-	enc := az.Encode(d)
+	enc := az.Encode(d, RequestBinding(req, false))
 	cond := enc.ConditionsMap.AllowConditions[0]
 	if cond.ID != "kcedar.dev/bob-n1" {
 		t.Fatalf("condition id %q, want kcedar.dev/bob-n1", cond.ID)
@@ -453,7 +454,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 	parts := strings.SplitN(cond.Condition, ";", 5)
 	body := parts[3] + ";" + parts[4]
 	legacy := wire.Condition{ID: "bob-n1", Type: cond.Type, Description: cond.Description,
-		Condition: strings.Join([]string{conditionPrefix, key.ID, mac(key, DecisionAllow, "bob-n1", cond.Type, body), body}, ";")}
+		Condition: strings.Join([]string{conditionPrefix, key.ID, mac(key, DecisionAllow, "bob-n1", cond.Type, body, RequestBinding(req, false), true), body}, ";")}
 	user := entities.UserInfo{Name: "bob"}
 	data := &AdmissionData{Operation: "CREATE", Resource: "pods", APIVersion: "v1", Namespace: "a", Name: "p", User: &user,
 		Object: []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a"},"spec":{"nodeName":"n1"}}`)}

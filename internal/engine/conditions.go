@@ -3,7 +3,6 @@ package engine
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -28,8 +27,9 @@ import (
 // of object attributes changes); conditions of any other version are then
 // refused (see checkVersion). Version 2: typed readings of quantities and
 // int-or-string values, and values that do not convert are present, not
-// dropped.
-const conditionVersion = "2"
+// dropped. Version 3: the MAC binds the condition to the request it was
+// issued for (binding.go), and every part of its input is length-prefixed.
+const conditionVersion = "3"
 
 // conditionTypeStem is ConditionType without its version.
 const conditionTypeStem = "kcedar.dev/cedar-residual-v"
@@ -45,11 +45,12 @@ const ConditionType = conditionTypeStem + conditionVersion
 // the decision for them when a condition is longer.
 const MaxConditionBytes = wire.MaxConditionBytes
 
-// A condition string is "kc2;<key id>;<mac>;<entity type>;<Cedar expression>",
+// A condition string is "kc3;<key id>;<mac>;<entity type>;<Cedar expression>",
 // its first field the format tag conditionPrefix. The MAC (HMAC-SHA256, 128
 // bits) covers the tag, the effect, id and type of the condition too, so
 // moving a condition between lists, renaming it or relabeling its version
-// breaks it.
+// breaks it, and the request the condition was issued for (Binding), which
+// is not in the string: the verifier takes it from the callback.
 const conditionPrefix = conditionTagStem + conditionVersion
 
 // conditionTagStem is conditionPrefix without its version.
@@ -144,17 +145,28 @@ func Describe(p *cedarlang.Policy) string {
 }
 
 // encodeResidual turns a residual into a condition with the given effect,
-// cached in the engine. It fails when the condition would be longer than
-// MaxConditionBytes.
-func (e *Engine) encodeResidual(r Residual, effect DecisionType) (wire.Condition, error) {
+// signed for binding b. The unsigned condition is cached in the engine (the
+// binding changes with every request; signing is cheap). It fails when the
+// condition would be longer than MaxConditionBytes.
+func (e *Engine) encodeResidual(r Residual, effect DecisionType, b Binding) (wire.Condition, error) {
 	key := e.codec.Keys.signing()
+	cond, err := e.unsignedResidual(r, effect, key)
+	if err != nil {
+		return wire.Condition{}, err
+	}
+	return sign(cond, effect, key, b, e.eval.namespaced(r.EntityType)), nil
+}
+
+// unsignedResidual is the condition of a residual before signing: its
+// Condition holds just the body ("<entity type>;<expression>").
+func (e *Engine) unsignedResidual(r Residual, effect DecisionType, key Key) (wire.Condition, error) {
 	if r.memo != nil {
 		mk := effect.String() + "\x00" + string(r.EntityType) + "\x00" + key.cacheID()
 		r.memo.mu.Lock()
 		ent, ok := r.memo.encoded[mk]
 		r.memo.mu.Unlock()
 		if !ok {
-			cond, err := e.codec.encode(r, effect, key)
+			cond, err := e.codec.encode(r, key)
 			ent = encodedEntry{cond: cond, err: err}
 			r.memo.mu.Lock()
 			if r.memo.encoded == nil {
@@ -166,59 +178,67 @@ func (e *Engine) encodeResidual(r Residual, effect DecisionType) (wire.Condition
 		return ent.cond, ent.err
 	}
 	if e.encoded == nil {
-		return e.codec.encode(r, effect, key)
+		return e.codec.encode(r, key)
 	}
 	ck := encodeKey{policy: r.Policy, effect: effect, entityType: r.EntityType, hash: hashExpr(r.Expr), keyID: key.cacheID()}
 	if ent, ok := e.encoded.get(ck); ok && ast.Equal(ast.NewNode(ent.expr), ast.NewNode(r.Expr)) {
 		return ent.cond, ent.err
 	}
-	cond, err := e.codec.encode(r, effect, key)
+	cond, err := e.codec.encode(r, key)
 	e.encoded.put(ck, encodedEntry{expr: r.Expr, keyID: key.cacheID(), cond: cond, err: err})
 	return cond, err
 }
 
-func (c *Codec) encode(r Residual, effect DecisionType, key Key) (wire.Condition, error) {
+func (c *Codec) encode(r Residual, key Key) (wire.Condition, error) {
 	text, err := exprText(r.Expr)
 	if err != nil {
 		return wire.Condition{}, err
 	}
 	cond := wire.Condition{ID: ConditionID(r.Policy.ID), Type: ConditionType, Description: Describe(r.Policy)}
-	body := string(r.EntityType) + ";" + text
-	cond.Condition = conditionPrefix + ";" + key.ID + ";" + mac(key, effect, cond.ID, cond.Type, body) + ";" + body
-	if len(cond.Condition) > MaxConditionBytes {
-		return wire.Condition{}, fmt.Errorf("condition of policy %s is %d bytes, over the limit of %d", r.Policy.ID, len(cond.Condition), MaxConditionBytes)
+	cond.Condition = string(r.EntityType) + ";" + text
+	if n := signedLen(key, cond.Condition); n > MaxConditionBytes {
+		return wire.Condition{}, fmt.Errorf("condition of policy %s is %d bytes, over the limit of %d", r.Policy.ID, n, MaxConditionBytes)
 	}
 	return cond, nil
 }
 
-func mac(key Key, effect DecisionType, id, typ, body string) string {
-	h := hmac.New(sha256.New, key.Secret)
-	for _, part := range []string{conditionPrefix, effect.String(), id, typ, body} {
-		h.Write([]byte(part))
-		h.Write([]byte{0})
-	}
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
+// signedLen is the length of body signed with key.
+func signedLen(key Key, body string) int {
+	return len(conditionPrefix) + 1 + len(key.ID) + 1 + macLen + 1 + len(body)
 }
 
-// ErrForeignCondition marks a condition kcedar did not write or that was altered.
-var ErrForeignCondition = errors.New("condition was not written by kcedar or was altered")
+// sign completes an unsigned condition (unsignedResidual) for binding b.
+func sign(cond wire.Condition, effect DecisionType, key Key, b Binding, namespaced bool) wire.Condition {
+	body := cond.Condition
+	cond.Condition = conditionPrefix + ";" + key.ID + ";" + mac(key, effect, cond.ID, cond.Type, body, b, namespaced) + ";" + body
+	return cond
+}
+
+// ErrForeignCondition marks a condition kcedar did not write, did not write
+// for this request (its binding differs), or that was altered: the MAC
+// cannot tell these apart.
+var ErrForeignCondition = errors.New("condition was not written by kcedar for this request, or was altered")
 
 // ErrConditionVersion marks a condition kcedar wrote in another version of
 // the condition format: it is refused, never evaluated, since its meaning may
 // differ from what this kcedar would evaluate.
 var ErrConditionVersion = errors.New("it is refused (fail closed): retry the request so it is authorized again")
 
-// Decode verifies a condition written by Encode with the given effect and
-// returns its entity type and expression.
-func (c *Codec) Decode(cond wire.Condition, effect DecisionType) (types.EntityType, ast.IsNode, error) {
-	d, err := c.decode(cond, effect)
+// Decode verifies a condition written by Encode with the given effect for
+// binding b (its namespace taken as given, even for a cluster-scoped entity
+// type) and returns its entity type and expression.
+func (c *Codec) Decode(cond wire.Condition, effect DecisionType, b Binding) (types.EntityType, ast.IsNode, error) {
+	d, err := c.decode(cond, effect, []Binding{b}, nil)
 	if err != nil {
 		return "", nil, err
 	}
 	return d.entityType, d.expr, nil
 }
 
-func (c *Codec) decode(cond wire.Condition, effect DecisionType) (*decoded, error) {
+// decode verifies a condition with the given effect, signed for one of
+// bindings; namespaced tells whether an entity type is namespaced (nil:
+// every one is).
+func (c *Codec) decode(cond wire.Condition, effect DecisionType, bindings []Binding, namespaced func(types.EntityType) bool) (*decoded, error) {
 	tag, _, _ := strings.Cut(cond.Condition, ";")
 	if err := checkVersion(cond.Type, tag); err != nil {
 		return nil, fmt.Errorf("condition %q: %w", cond.ID, err)
@@ -234,9 +254,7 @@ func (c *Codec) decode(cond wire.Condition, effect DecisionType) (*decoded, erro
 	if !ok {
 		return nil, fmt.Errorf("condition %q: %w (unknown key %q)", cond.ID, ErrForeignCondition, parts[1])
 	}
-	body := parts[3] + ";" + parts[4]
-	want := mac(key, effect, cond.ID, cond.Type, body)
-	if !hmac.Equal([]byte(want), []byte(parts[2])) {
+	if !verify(key, effect, cond, parts, bindings, namespaced == nil || namespaced(types.EntityType(parts[3]))) {
 		return nil, fmt.Errorf("condition %q: %w", cond.ID, ErrForeignCondition)
 	}
 	cacheKey := effect.String() + "\x00" + cond.Condition
@@ -262,6 +280,18 @@ func (c *Codec) decode(cond wire.Condition, effect DecisionType) (*decoded, erro
 	c.cache[cacheKey] = d
 	c.mu.Unlock()
 	return d, nil
+}
+
+// verify reports whether the MAC of a condition (split in parts) is right for
+// one of bindings.
+func verify(key Key, effect DecisionType, cond wire.Condition, parts []string, bindings []Binding, namespaced bool) bool {
+	body := parts[3] + ";" + parts[4]
+	for _, b := range bindings {
+		if hmac.Equal([]byte(mac(key, effect, cond.ID, cond.Type, body, b, namespaced)), []byte(parts[2])) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkVersion refuses a condition not of the current format version. A

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 // admission data of a pod that meets it.
 type versionFixture struct {
 	az   *Engine
+	req  *entities.Request
 	cond wire.Condition
 	data *AdmissionData
 }
@@ -30,14 +32,15 @@ func newVersionFixture(t *testing.T) versionFixture {
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };
 `)
 	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{})
-	d := az.Authorize(context.Background(), resReq("bob", nil, "create", "", "pods", "", "a", ""))
+	req := resReq("bob", nil, "create", "", "pods", "", "a", "")
+	d := az.Authorize(context.Background(), req)
 	if !d.IsConditional() {
 		t.Fatalf("want a conditional decision, got %v", d.Type())
 	}
 	user := entities.UserInfo{Name: "bob"}
 	data := &AdmissionData{Operation: "CREATE", Resource: "pods", APIVersion: "v1", Namespace: "a", Name: "p", User: &user,
 		Object: []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a"},"spec":{"nodeName":"n1"}}`)}
-	return versionFixture{az: az, cond: az.Encode(d).ConditionsMap.AllowConditions[0], data: data}
+	return versionFixture{az: az, req: req, cond: az.Encode(d, RequestBinding(req, false)).ConditionsMap.AllowConditions[0], data: data}
 }
 
 // evaluate evaluates c in the allow list (deny false) or the deny list.
@@ -50,13 +53,15 @@ func (f versionFixture) evaluate(c wire.Condition, deny bool) Decision {
 }
 
 // resign signs the body of f.cond again as format tag (kc1: as kcedar did
-// before the format was versioned), with type typ and effect.
+// before the format was versioned; kc2: as kcedar did before conditions were
+// bound to their request), with type typ and effect, the way formats kc1 and
+// kc2 were signed.
 func (f versionFixture) resign(tag, typ string, effect DecisionType) wire.Condition {
 	key := f.az.Codec().Keys.signing()
 	parts := strings.SplitN(f.cond.Condition, ";", 5)
 	body := parts[3] + ";" + parts[4]
-	// The MAC of format kc1, written out here so the test does not depend on
-	// how the current code signs.
+	// The MAC of formats kc1 and kc2, written out here so the test does not
+	// depend on how the current code signs.
 	h := hmac.New(sha256.New, key.Secret)
 	for _, part := range []string{tag, effect.String(), f.cond.ID, typ, body} {
 		h.Write([]byte(part))
@@ -69,23 +74,54 @@ func (f versionFixture) resign(tag, typ string, effect DecisionType) wire.Condit
 	return c
 }
 
-// A condition kcedar writes now is of format kc2 and round-trips: it decodes
+// A condition kcedar writes now is of format kc3 and round-trips: it decodes
 // and evaluates.
 func TestConditionVersionCurrentRoundTrips(t *testing.T) {
 	f := newVersionFixture(t)
-	if f.cond.Type != "kcedar.dev/cedar-residual-v2" || !strings.HasPrefix(f.cond.Condition, "kc2;") {
-		t.Fatalf("condition not of format kc2: type %q, condition %q", f.cond.Type, f.cond.Condition)
+	if f.cond.Type != "kcedar.dev/cedar-residual-v3" || !strings.HasPrefix(f.cond.Condition, "kc3;") {
+		t.Fatalf("condition not of format kc3: type %q, condition %q", f.cond.Type, f.cond.Condition)
 	}
-	if _, _, err := f.az.Codec().Decode(f.cond, DecisionAllow); err != nil {
+	if _, _, err := f.az.Codec().Decode(f.cond, DecisionAllow, RequestBinding(f.req, false)); err != nil {
 		t.Fatalf("decode: %v", err)
 	}
 	if v := f.evaluate(f.cond, false); !v.IsAllowed() {
-		t.Fatalf("kc2 condition: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
+		t.Fatalf("kc3 condition: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
 	}
 	// The same signature, re-created by hand, is the one kcedar wrote: the
-	// MAC covers the format tag first.
-	if again := f.resign("kc2", ConditionType, DecisionAllow); again.Condition != f.cond.Condition {
-		t.Fatalf("re-signed kc2 condition differs:\n%s\n%s", again.Condition, f.cond.Condition)
+	// MAC covers the format tag first, every part length-prefixed, then the
+	// binding (upstream shape: user, groups, extra, resource, namespace, verb).
+	key := f.az.Codec().Keys.signing()
+	parts := strings.SplitN(f.cond.Condition, ";", 5)
+	h := hmac.New(sha256.New, key.Secret)
+	for _, part := range []string{"kc3", "Allow", f.cond.ID, ConditionType, parts[3] + ";" + parts[4],
+		"upstream", "bob", "", "0", "0", "", "pods", "", "a", "create"} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write([]byte(part))
+	}
+	if sum := base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16]); sum != parts[2] {
+		t.Fatalf("re-signed kc3 MAC differs: %s, kcedar wrote %s", sum, parts[2])
+	}
+}
+
+// A condition signed in format kc2 (by a kcedar before conditions were bound
+// to their request, with a key this one still holds) is refused with a
+// reason that names the format; it neither allows nor escapes a deny.
+func TestConditionVersionKC2Refused(t *testing.T) {
+	f := newVersionFixture(t)
+	const want = "condition format kc2 was written by an older kcedar; it is refused (fail closed): retry the request so it is authorized again"
+	old := f.resign("kc2", "kcedar.dev/cedar-residual-v2", DecisionAllow)
+	_, _, err := f.az.Codec().Decode(old, DecisionAllow, RequestBinding(f.req, false))
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrConditionVersion) {
+		t.Fatalf("decode of a kc2 condition: %v, want %q", err, want)
+	}
+	if v := f.evaluate(old, false); v.IsAllowed() || !strings.Contains(v.EvaluationError(), want) {
+		t.Fatalf("kc2 allow condition: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
+	}
+	oldDeny := f.resign("kc2", "kcedar.dev/cedar-residual-v2", DecisionDeny)
+	if v := f.evaluate(oldDeny, true); v.Type() != DecisionDeny || !strings.Contains(v.EvaluationError(), want) {
+		t.Fatalf("kc2 deny condition: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
 	}
 }
 
@@ -96,7 +132,7 @@ func TestConditionVersionOlderRefused(t *testing.T) {
 	f := newVersionFixture(t)
 	old := f.resign("kc1", "kcedar.dev/cedar-residual-v1", DecisionAllow)
 	const want = "condition format kc1 was written by an older kcedar; it is refused (fail closed): retry the request so it is authorized again"
-	_, _, err := f.az.Codec().Decode(old, DecisionAllow)
+	_, _, err := f.az.Codec().Decode(old, DecisionAllow, RequestBinding(f.req, false))
 	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrConditionVersion) {
 		t.Fatalf("decode of a kc1 condition: %v, want %q", err, want)
 	}
@@ -115,7 +151,7 @@ func TestConditionVersionOlderRefused(t *testing.T) {
 func TestConditionVersionNewerRefused(t *testing.T) {
 	f := newVersionFixture(t)
 	newer := f.resign("kc10", "kcedar.dev/cedar-residual-v10", DecisionAllow)
-	_, _, err := f.az.Codec().Decode(newer, DecisionAllow)
+	_, _, err := f.az.Codec().Decode(newer, DecisionAllow, RequestBinding(f.req, false))
 	if !errors.Is(err, ErrConditionVersion) || !strings.Contains(err.Error(), "condition format kc10 is unknown to this kcedar") {
 		t.Fatalf("decode of a kc10 condition: %v", err)
 	}
@@ -139,16 +175,17 @@ func TestConditionVersionEditedFails(t *testing.T) {
 		cond wire.Condition
 		want error
 	}{
-		"kc2 tag edited to kc1":         {retag(f.cond, "kc1", ConditionType), ErrForeignCondition},
-		"kc2 type edited to v1":         {retag(f.cond, "kc2", "kcedar.dev/cedar-residual-v1"), ErrForeignCondition},
-		"kc2 relabeled as kc1":          {retag(f.cond, "kc1", "kcedar.dev/cedar-residual-v1"), ErrConditionVersion},
-		"kc1 relabeled as kc2":          {retag(old, "kc2", ConditionType), ErrForeignCondition},
-		"kc2 tag edited to kc02":        {retag(f.cond, "kc02", ConditionType), ErrForeignCondition},
-		"kc2 tag edited to no tag":      {retag(f.cond, "", ConditionType), ErrForeignCondition},
-		"kc2 tag edited to kc3, signed": {f.resign("kc3", ConditionType, DecisionAllow), ErrForeignCondition},
+		"kc3 tag edited to kc2":          {retag(f.cond, "kc2", ConditionType), ErrForeignCondition},
+		"kc3 type edited to v2":          {retag(f.cond, "kc3", "kcedar.dev/cedar-residual-v2"), ErrForeignCondition},
+		"kc3 relabeled as kc2":           {retag(f.cond, "kc2", "kcedar.dev/cedar-residual-v2"), ErrConditionVersion},
+		"kc1 relabeled as kc3":           {retag(old, "kc3", ConditionType), ErrForeignCondition},
+		"kc2 relabeled as kc3":           {retag(f.resign("kc2", "kcedar.dev/cedar-residual-v2", DecisionAllow), "kc3", ConditionType), ErrForeignCondition},
+		"kc3 tag edited to kc03":         {retag(f.cond, "kc03", ConditionType), ErrForeignCondition},
+		"kc3 tag edited to no tag":       {retag(f.cond, "", ConditionType), ErrForeignCondition},
+		"kc3 signed as kc2 was, unbound": {f.resign("kc3", ConditionType, DecisionAllow), ErrForeignCondition},
 	}
 	for name, tc := range cases {
-		_, _, err := f.az.Codec().Decode(tc.cond, DecisionAllow)
+		_, _, err := f.az.Codec().Decode(tc.cond, DecisionAllow, RequestBinding(f.req, false))
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: decode: %v, want %v", name, err, tc.want)
 		}

@@ -10,7 +10,10 @@ import (
 // EvaluateConditionSets evaluates the seed draft's conditionsChain: in
 // order, until one set is not NoOpinion. Only sets kcedar authored are
 // evaluated; a set of another authorizer cannot be, so it fails closed.
+// Conditions verify only if they were signed for the draft's shape and the
+// request of data (its namespace, else the objects', and its operation).
 func (e *Engine) EvaluateConditionSets(ctx context.Context, sets []wire.SubjectAccessReviewConditionSet, data *AdmissionData) Decision {
+	data = draftData(data)
 	for _, set := range sets {
 		if v := e.evaluateConditionSet(ctx, set, data); v.Type() != DecisionNoOpinion {
 			return v
@@ -33,7 +36,7 @@ func (e *Engine) evaluateConditionSet(ctx context.Context, set wire.SubjectAcces
 	if err != nil {
 		return Denied(nil, []error{err}).WithReason("kcedar: malformed condition set")
 	}
-	return e.EvaluateConditions(ctx, &wire.ConditionsAwareDecision{Type: wire.DecisionTypeConditionsMap, ConditionsMap: m}, data)
+	return e.eval.evaluateMap(m, data, true)
 }
 
 // conditionsMapOf is a draft condition set as a ConditionsMap.

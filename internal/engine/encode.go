@@ -12,14 +12,16 @@ import (
 // A forbid residual that cannot be encoded denies outright; a permit residual
 // that cannot be encoded is dropped (it can then only fail to allow). The
 // result always satisfies upstream's validation of a ConditionsAwareDecision.
-func (e *Engine) Encode(d Decision) wire.ConditionsAwareDecision {
+// The conditions are signed for binding b: they verify only for that request
+// (binding.go).
+func (e *Engine) Encode(d Decision, b Binding) wire.ConditionsAwareDecision {
 	if !d.IsConditional() {
 		return WireDecision(d)
 	}
 	errs := append([]error(nil), d.Errors()...)
 	m := &wire.ConditionsMap{}
 	for _, r := range d.DenyConditions() {
-		cond, err := e.encodeResidual(r, DecisionDeny)
+		cond, err := e.encodeResidual(r, DecisionDeny, b)
 		if err != nil {
 			errs = append(errs, err)
 			return WireDecision(Denied(nil, errs).WithReason("kcedar: denied by policy " + r.Policy.ID + ": its condition cannot be sent to the API server, so it applies unconditionally"))
@@ -34,7 +36,7 @@ func (e *Engine) Encode(d Decision) wire.ConditionsAwareDecision {
 			errs = append(errs, &PolicyError{PolicyID: r.Policy.ID, Err: fmt.Errorf("dropped, more than %d conditions", wire.MaxConditions)})
 			continue
 		}
-		cond, err := e.encodeResidual(r, DecisionAllow)
+		cond, err := e.encodeResidual(r, DecisionAllow, b)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%w; the policy cannot allow this request", err))
 			continue

@@ -128,7 +128,11 @@ func (h *equivalenceHarness) check(src string, c admissionCase) (string, error) 
 	if out.IsConditional() {
 		kind = "conditional"
 	}
-	dec := az.Encode(out)
+	// An API server's SubjectAccessReview for a write names the namespace
+	// the admission request is in (c.req may leave it open).
+	b := RequestBinding(c.req, false)
+	b.Namespace = c.data.Namespace
+	dec := az.Encode(out, b)
 	if err := wire.Validate(&dec); err != nil {
 		return "", fmt.Errorf("upstream would reject the decision for %s: %v", c.req, err)
 	}

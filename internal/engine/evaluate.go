@@ -54,8 +54,15 @@ func (e *Evaluator) resourceFor(t types.EntityType) (*schemagen.Resource, bool) 
 
 // EvaluateDecision evaluates a decision kcedar returned: a concrete one as it
 // is, a ConditionsMap by the KEP's rules, a Union in order until one member is
-// not NoOpinion. Malformed input is a Deny.
+// not NoOpinion. Malformed input is a Deny. Conditions verify only if they
+// were signed for the upstream shape and the request of data.
 func (e *Evaluator) EvaluateDecision(d *wire.ConditionsAwareDecision, data *AdmissionData) Decision {
+	return e.evaluateDecision(d, data, false)
+}
+
+// evaluateDecision is EvaluateDecision for conditions sent in the draft's
+// shape (draft) or upstream's.
+func (e *Evaluator) evaluateDecision(d *wire.ConditionsAwareDecision, data *AdmissionData, draft bool) Decision {
 	if d == nil {
 		return malformed("request.decision is missing")
 	}
@@ -83,11 +90,11 @@ func (e *Evaluator) EvaluateDecision(d *wire.ConditionsAwareDecision, data *Admi
 		if d.ConditionsMap == nil {
 			return malformed("type ConditionsMap without conditionsMap")
 		}
-		return e.EvaluateMap(d.ConditionsMap, data)
+		return e.evaluateMap(d.ConditionsMap, data, draft)
 	case wire.DecisionTypeUnion:
 		var errs []error
 		for _, m := range d.Union {
-			v := e.EvaluateDecision(&m.Decision, data)
+			v := e.evaluateDecision(&m.Decision, data, draft)
 			errs = append(errs, v.Errors()...)
 			if v.Type() != DecisionNoOpinion {
 				return withErrors(v, errs)
@@ -124,8 +131,15 @@ type conditionResult struct {
 // EvaluateMap applies the KEP's rules: a deny condition that holds or fails
 // denies; else a noOpinion condition that holds or fails gives NoOpinion;
 // else an allow condition that holds allows (failing ones are ignored); else
-// NoOpinion.
+// NoOpinion. Conditions verify only if they were signed for the upstream
+// shape and the request of data.
 func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Decision {
+	return e.evaluateMap(m, data, false)
+}
+
+// evaluateMap is EvaluateMap for conditions sent in the draft's shape (draft)
+// or upstream's.
+func (e *Evaluator) evaluateMap(m *wire.ConditionsMap, data *AdmissionData, draft bool) Decision {
 	total := len(m.DenyConditions) + len(m.NoOpinionConditions) + len(m.AllowConditions)
 	if total == 0 {
 		return malformed("empty conditionsMap")
@@ -135,7 +149,8 @@ func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Deci
 	}
 	// Decode (and verify) every condition first, so each object is converted
 	// once, with just the paths all conditions on it read.
-	deny, noOp, allow := e.decodeAll(m.DenyConditions, DecisionDeny), e.decodeAll(m.NoOpinionConditions, DecisionNoOpinion), e.decodeAll(m.AllowConditions, DecisionAllow)
+	bindings := admissionBindings(data, draft)
+	deny, noOp, allow := e.decodeAll(m.DenyConditions, DecisionDeny, bindings), e.decodeAll(m.NoOpinionConditions, DecisionNoOpinion, bindings), e.decodeAll(m.AllowConditions, DecisionAllow, bindings)
 	r := &mapRun{e: e, envs: &envCache{e: e, data: data, need: map[types.EntityType][2]*entities.Paths{}}}
 	for _, list := range [][]pendingCondition{deny, noOp, allow} {
 		r.need(list)
@@ -168,12 +183,13 @@ type pendingCondition struct {
 	err  error
 }
 
-// decodeAll decodes conditions of one effect.
-func (e *Evaluator) decodeAll(conds []wire.Condition, effect DecisionType) []pendingCondition {
+// decodeAll decodes conditions of one effect, each verified for one of
+// bindings.
+func (e *Evaluator) decodeAll(conds []wire.Condition, effect DecisionType, bindings []Binding) []pendingCondition {
 	out := make([]pendingCondition, len(conds))
 	for i, c := range conds {
 		out[i].cond = c
-		out[i].d, out[i].err = e.Codec.decode(c, effect)
+		out[i].d, out[i].err = e.Codec.decode(c, effect, bindings, e.namespaced)
 	}
 	return out
 }

@@ -67,7 +67,7 @@ func (e *Engine) AuthorizeSubjectAccessReview(ctx context.Context, req *entities
 	case caller.AdmissionEnforced && !e.AdmissionWebhookSees(req):
 		caller.AdmissionEnforced = false
 	}
-	a := e.renderSubjectAccessReview(d, caller)
+	a := e.renderSubjectAccessReview(d, req, caller)
 	a.Decision = d
 	return a
 }
@@ -77,14 +77,15 @@ func (e *Engine) AuthorizeSubjectAccessReview(ctx context.Context, req *entities
 // conditionalDecision or the draft's chain); otherwise a Conditional
 // decision is folded (Decision.FailureDecision), or with verified admission
 // enforcement answered Allow while the webhook enforces the conditions.
-func (e *Engine) renderSubjectAccessReview(d Decision, caller SARCaller) SARAnswer {
+// Conditions are signed for req (RequestBinding) in the caller's shape.
+func (e *Engine) renderSubjectAccessReview(d Decision, req *entities.Request, caller SARCaller) SARAnswer {
 	switch {
 	case !d.IsConditional():
 		return plainAnswer(d)
 	case caller.Upstream || caller.Draft:
-		return e.conditionsAnswer(d, caller)
+		return e.conditionsAnswer(d, req, caller)
 	case caller.AdmissionEnforced && len(d.AllowConditions()) > 0:
-		return e.admissionEnforcedAnswer(d)
+		return e.admissionEnforcedAnswer(d, req)
 	}
 	return plainAnswer(d)
 }
@@ -95,9 +96,10 @@ func plainAnswer(d Decision) SARAnswer {
 	return SARAnswer{Status: wire.SubjectAccessReviewStatus{SubjectAccessReviewStatus: statusOf(d)}, Label: d.Type().String()}
 }
 
-// conditionsAnswer signs d's conditions for a caller that takes them.
-func (e *Engine) conditionsAnswer(d Decision, caller SARCaller) SARAnswer {
-	dec := e.Encode(d)
+// conditionsAnswer signs d's conditions for a caller that takes them, bound
+// to req in the shape it takes: upstream's when it handles both.
+func (e *Engine) conditionsAnswer(d Decision, req *entities.Request, caller SARCaller) SARAnswer {
+	dec := e.Encode(d, RequestBinding(req, !caller.Upstream))
 	if dec.Type != wire.DecisionTypeConditionsMap {
 		return wireAnswer(dec)
 	}
@@ -116,9 +118,10 @@ func (e *Engine) conditionsAnswer(d Decision, caller SARCaller) SARAnswer {
 
 // admissionEnforcedAnswer allows a conditional allow whose conditions
 // kcedar's admission webhook enforces: admission sees every request that can
-// produce conditions (AdmissionShapes).
-func (e *Engine) admissionEnforcedAnswer(d Decision) SARAnswer {
-	dec := e.Encode(d)
+// produce conditions (AdmissionShapes). The conditions are encoded only to
+// learn which fit; the admission webhook computes and signs them again.
+func (e *Engine) admissionEnforcedAnswer(d Decision, req *entities.Request) SARAnswer {
+	dec := e.Encode(d, RequestBinding(req, false))
 	if dec.Type != wire.DecisionTypeConditionsMap {
 		return wireAnswer(dec)
 	}

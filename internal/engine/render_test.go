@@ -23,19 +23,20 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n2" };
 `)
 	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{})
-	d := az.Authorize(context.Background(), resReq("bob", nil, "create", "", "pods", "", "a", ""))
+	req := resReq("bob", nil, "create", "", "pods", "", "a", "")
+	d := az.Authorize(context.Background(), req)
 	if len(d.DenyConditions()) != 1 || len(d.AllowConditions()) != 1 {
 		t.Fatalf("want one deny and one allow condition, got %v", d)
 	}
 	caller := SARCaller{AdmissionEnforced: true}
-	if a := az.renderSubjectAccessReview(d, caller); !a.Status.Allowed || a.Label != LabelConditionalAllow {
+	if a := az.renderSubjectAccessReview(d, req, caller); !a.Status.Allowed || a.Label != LabelConditionalAllow {
 		t.Fatalf("with both conditions: %+v, want an enforced allow", a)
 	}
 	full := Conditional(slices.Repeat(d.DenyConditions(), wire.MaxConditions), d.AllowConditions(), nil)
-	if enc := az.Encode(full); enc.Type != wire.DecisionTypeConditionsMap || len(enc.ConditionsMap.AllowConditions) != 0 {
+	if enc := az.Encode(full, RequestBinding(req, false)); enc.Type != wire.DecisionTypeConditionsMap || len(enc.ConditionsMap.AllowConditions) != 0 {
 		t.Fatalf("want deny conditions only, got %+v", enc)
 	}
-	a := az.renderSubjectAccessReview(full, caller)
+	a := az.renderSubjectAccessReview(full, req, caller)
 	if !a.Status.Denied || a.Status.Allowed || a.Label != DecisionDeny.String() {
 		t.Fatalf("deny conditions only: %+v, want Deny", a)
 	}

@@ -525,6 +525,13 @@ func TestConformanceDraft(t *testing.T) {
 							}
 						}
 						req := map[string]any{"conditionSets": st.ConditionsChain, "operation": c.Request.Operation}
+						if c.Request.Operation == admissionv1.Connect {
+							// The conditions are bound to the namespace, which
+							// the draft's callback takes from the objects; a
+							// CONNECT's object (PodExecOptions) has none, so
+							// the caller sends kcedar's namespace field.
+							req["namespace"] = c.Request.Namespace
+						}
 						for _, f := range []string{"object", "oldObject", "options"} {
 							if raw, ok := fields[f]; ok {
 								req[f] = raw
@@ -630,7 +637,7 @@ func TestConformanceAttacks(t *testing.T) {
 		// One byte of the signature.
 		bad := edit(allowN2, func(c *wire.Condition) {
 			b := []byte(c.Condition)
-			i := len("kc2;k1;")
+			i := len("kc3;k1;")
 			b[i] ^= 1
 			c.Condition = string(b)
 		})
@@ -696,10 +703,11 @@ func TestConformanceAttacks(t *testing.T) {
 		}
 	})
 	t.Run("condition replayed for another resource", func(t *testing.T) {
-		// The deny condition cannot be evaluated there: Deny.
-		kepRefused(t, s, rawN1, cases["update-cm-owner-kept"], wire.DecisionTypeDeny, "core::pods")
+		// Conditions are bound to the resource they were issued for: the
+		// deny condition does not verify there: Deny.
+		kepRefused(t, s, rawN1, cases["update-cm-owner-kept"], wire.DecisionTypeDeny, "not written by kcedar for this request")
 		_, rawUpdate := kepConditional(t, s, cases["update-cm-owner-kept"])
-		kepRefused(t, s, rawUpdate, n1, wire.DecisionTypeNoOpinion, "core::configmaps")
+		kepRefused(t, s, rawUpdate, n1, wire.DecisionTypeNoOpinion, "not written by kcedar for this request")
 	})
 	t.Run("malformed decisions", func(t *testing.T) {
 		for name, c := range map[string]struct {
@@ -720,11 +728,11 @@ func TestConformanceAttacks(t *testing.T) {
 	})
 	t.Run("deeply nested", func(t *testing.T) {
 		// 1e5 parentheses in an (unsigned) condition: refused before parsing.
-		nested := "kc2;k1;AAAAAAAAAAAAAAAAAAAAAA;core::pods;" + strings.Repeat("(", 100000) + "true" + strings.Repeat(")", 100000)
+		nested := "kc3;k1;AAAAAAAAAAAAAAAAAAAAAA;core::pods;" + strings.Repeat("(", 100000) + "true" + strings.Repeat(")", 100000)
 		start := time.Now()
 		kepRefused(t, s, withAllow(dN1, wire.Condition{ID: "alice-pods-on-n1", Type: engine.ConditionType, Condition: nested}), n1, wire.DecisionTypeNoOpinion, "longer than")
 		// As many as fit: refused by the signature, before parsing.
-		fit := "kc2;k1;AAAAAAAAAAAAAAAAAAAAAA;core::pods;" + strings.Repeat("(", 480) + "true" + strings.Repeat(")", 480)
+		fit := "kc3;k1;AAAAAAAAAAAAAAAAAAAAAA;core::pods;" + strings.Repeat("(", 480) + "true" + strings.Repeat(")", 480)
 		kepRefused(t, s, withAllow(dN1, wire.Condition{ID: "alice-pods-on-n1", Type: engine.ConditionType, Condition: fit}), n1, wire.DecisionTypeNoOpinion, "altered")
 		// A decision nested in 2,500 Unions around a tampered map.
 		bad := withAllow(dN2, edit(allowN2, func(c *wire.Condition) { c.Condition = strings.Replace(c.Condition, `"n1"`, `"n2"`, 1) }))
@@ -787,6 +795,38 @@ func TestConformanceAttacks(t *testing.T) {
 	})
 }
 
+// TestConformanceBinding replays create-pod-n1's conditions with its
+// admission request, one attribute changed: they would hold there, but they
+// are bound to the request they were issued for, so they are refused (the
+// deny condition fails closed: Deny).
+func TestConformanceBinding(t *testing.T) {
+	s := kepServer(t, kepKeyring(t, kepKey("k1", 1)))
+	n1 := kepCases(t)["create-pod-n1"]
+	_, rawN1 := kepConditional(t, s, n1)
+	if typ, _ := kepUpstreamReview(t, s, rawN1, n1); typ != wire.DecisionTypeAllow {
+		t.Fatalf("genuine create-pod-n1: %s", typ)
+	}
+	for name, change := range map[string]func(map[string]any){
+		"another user": func(r map[string]any) { r["userInfo"].(map[string]any)["username"] = "mallory" },
+		"another group": func(r map[string]any) {
+			r["userInfo"].(map[string]any)["groups"] = []string{"system:authenticated", "system:masters"}
+		},
+		"another namespace": func(r map[string]any) { r["namespace"] = "other" },
+		"an UPDATE":         func(r map[string]any) { r["operation"], r["oldObject"] = "UPDATE", r["object"] },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var r map[string]any
+			if err := json.Unmarshal(n1.Raw, &r); err != nil {
+				t.Fatal(err)
+			}
+			change(r)
+			other := *n1
+			other.Raw = kepMarshal(t, r)
+			kepRefused(t, s, rawN1, &other, wire.DecisionTypeDeny, "not written by kcedar for this request")
+		})
+	}
+}
+
 // TestConformanceKeyRotation: conditions signed with the old key verify while
 // it is kept below the new one, and stop verifying once it is removed; deny
 // conditions that no longer verify deny.
@@ -799,7 +839,7 @@ func TestConformanceKeyRotation(t *testing.T) {
 	dOld, rawOld := kepConditional(t, before, n1)
 	_, rawOldControl := kepConditional(t, before, control)
 	_, rawOldUpdate := kepConditional(t, before, update) // allow conditions only
-	if !strings.HasPrefix(dOld.ConditionsMap.AllowConditions[0].Condition, "kc2;old;") {
+	if !strings.HasPrefix(dOld.ConditionsMap.AllowConditions[0].Condition, "kc3;old;") {
 		t.Fatalf("not signed with the old key: %s", dOld.ConditionsMap.AllowConditions[0].Condition)
 	}
 
@@ -815,7 +855,7 @@ func TestConformanceKeyRotation(t *testing.T) {
 		t.Fatalf("old-key update condition after rotation: %s", typ)
 	}
 	dNew, rawNew := kepConditional(t, rotated, n1)
-	if !strings.HasPrefix(dNew.ConditionsMap.AllowConditions[0].Condition, "kc2;new;") {
+	if !strings.HasPrefix(dNew.ConditionsMap.AllowConditions[0].Condition, "kc3;new;") {
 		t.Fatalf("not signed with the new key: %s", dNew.ConditionsMap.AllowConditions[0].Condition)
 	}
 	if typ, _ := kepUpstreamReview(t, before, rawNew, n1); typ == wire.DecisionTypeAllow {

@@ -1,0 +1,197 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/testing/schematest"
+	"github.com/kcedar/kcedar/internal/wire"
+)
+
+// bindingPolicies leave a condition on the node a pod is created or updated
+// on, for bob (in group dev), and a forbid on node n9 for everyone.
+const bindingPolicies = `
+@id("bob-n1") permit(principal == k8s::User::"bob", action in [k8s::Action::"create", k8s::Action::"update"], resource is core::pods)
+when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };
+@id("not-n9") forbid(principal, action, resource is core::pods)
+when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n9" };
+`
+
+// bindingCase is a request authorized on the binding policies: its
+// conditions, signed for it in one shape.
+type bindingCase struct {
+	az   *Engine
+	req  *entities.Request
+	dec  wire.ConditionsAwareDecision
+	user entities.UserInfo
+}
+
+func newBindingCase(t *testing.T, verb string, draft bool) bindingCase {
+	t.Helper()
+	az := NewEngine(schematest.Schema(), mustPolicies(t, bindingPolicies), NewCodec(RandomKeyring()), EngineOptions{})
+	req := resReq("bob", []string{"dev", "system:authenticated"}, verb, "", "pods", "", "a", "")
+	req.User.UID = "uid-bob"
+	req.User.Extra = map[string][]string{"scopes": {"x", "y"}}
+	d := az.Authorize(context.Background(), req)
+	if !d.IsConditional() || len(d.DenyConditions()) != 1 || len(d.AllowConditions()) != 1 {
+		t.Fatalf("want one deny and one allow condition, got %v", d)
+	}
+	dec := az.Encode(d, RequestBinding(req, draft))
+	if dec.Type != wire.DecisionTypeConditionsMap {
+		t.Fatalf("not a ConditionsMap: %+v", dec)
+	}
+	return bindingCase{az: az, req: req, dec: dec, user: req.User}
+}
+
+// data is the admission data of the request c was authorized for: a pod on
+// node in namespace a, created by bob.
+func (c bindingCase) data(node string) *AdmissionData {
+	user := c.user
+	return &AdmissionData{Operation: "CREATE", Resource: "pods", APIVersion: "v1", Namespace: "a", Name: "p", User: &user,
+		Object: []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a"},"spec":{"nodeName":"` + node + `"}}`)}
+}
+
+func (c bindingCase) upstream(data *AdmissionData) Decision {
+	return c.az.EvaluateConditions(context.Background(), &c.dec, data)
+}
+
+func (c bindingCase) draft(data *AdmissionData) Decision {
+	set := draftConditionSet(c.dec.ConditionsMap)
+	return c.az.EvaluateConditionSets(context.Background(), []wire.SubjectAccessReviewConditionSet{set}, data)
+}
+
+// refused checks that a condition failed verification: never Allow, the
+// MAC's error in the evaluation error.
+func refused(t *testing.T, name string, v Decision) {
+	t.Helper()
+	if v.IsAllowed() || !strings.Contains(v.EvaluationError(), "not written by kcedar for this request") {
+		t.Errorf("%s: %v (%s; %s), want refused as not written for this request", name, v.Type(), v.Reason(), v.EvaluationError())
+	}
+}
+
+// Upstream shape: a condition issued for bob creating a pod in namespace a
+// verifies for exactly that request (groups and extra values in any order)
+// and for no other user, namespace, resource or operation.
+func TestConditionBindingUpstream(t *testing.T) {
+	c := newBindingCase(t, "create", false)
+	if v := c.upstream(c.data("n1")); !v.IsAllowed() {
+		t.Fatalf("the request it was issued for: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
+	}
+	reordered := c.data("n1")
+	reordered.User.Groups = []string{"system:authenticated", "dev"}
+	reordered.User.Extra = map[string][]string{"scopes": {"y", "x"}}
+	if v := c.upstream(reordered); !v.IsAllowed() {
+		t.Fatalf("groups reordered: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
+	}
+	for name, edit := range map[string]func(*AdmissionData){
+		"another user": func(d *AdmissionData) {
+			d.User = &entities.UserInfo{Name: "alice", UID: "uid-bob", Groups: d.User.Groups, Extra: d.User.Extra}
+		},
+		"another uid":          func(d *AdmissionData) { d.User.UID = "uid-other" },
+		"fewer groups":         func(d *AdmissionData) { d.User.Groups = []string{"dev"} },
+		"other extra":          func(d *AdmissionData) { d.User.Extra = map[string][]string{"scopes": {"x"}} },
+		"no user":              func(d *AdmissionData) { d.User = nil },
+		"another namespace":    func(d *AdmissionData) { d.Namespace = "b" },
+		"no namespace":         func(d *AdmissionData) { d.Namespace = "" },
+		"another resource":     func(d *AdmissionData) { d.Resource = "configmaps" },
+		"no resource":          func(d *AdmissionData) { d.Resource = "" },
+		"another group":        func(d *AdmissionData) { d.APIGroup = "apps" },
+		"a subresource":        func(d *AdmissionData) { d.Subresource = "status" },
+		"operation UPDATE":     func(d *AdmissionData) { d.Operation, d.OldObject = "UPDATE", d.Object },
+		"operation DELETE":     func(d *AdmissionData) { d.Operation, d.OldObject = "DELETE", d.Object },
+		"CONNECT to exec":      func(d *AdmissionData) { d.Operation, d.Subresource = "CONNECT", "exec" },
+		"no operation":         func(d *AdmissionData) { d.Operation = "" },
+		"an unknown operation": func(d *AdmissionData) { d.Operation = "create" },
+	} {
+		data := c.data("n1")
+		edit(data)
+		refused(t, name, c.upstream(data))
+		// The deny condition fails verification too: that denies.
+		if v := c.upstream(c.edited("n9", edit)); v.Type() != DecisionDeny {
+			t.Errorf("%s: deny condition: %v, want Deny", name, v.Type())
+		}
+	}
+	if _, _, err := c.az.Codec().Decode(c.dec.ConditionsMap.AllowConditions[0], DecisionAllow, RequestBinding(c.req, true)); !errors.Is(err, ErrForeignCondition) {
+		t.Errorf("upstream condition decoded for the draft's shape: %v", err)
+	}
+	refused(t, "upstream condition sent in the draft's callback", c.draft(c.data("n1")))
+}
+
+func (c bindingCase) edited(node string, edit func(*AdmissionData)) *AdmissionData {
+	d := c.data(node)
+	edit(d)
+	return d
+}
+
+// The verb is bound as authorized: an update's condition verifies for an
+// UPDATE and for an update that creates (CREATE), a create's only for a
+// CREATE, and neither for a DELETE.
+func TestConditionBindingVerb(t *testing.T) {
+	update := newBindingCase(t, "update", false)
+	asUpdate := update.data("n1")
+	asUpdate.Operation, asUpdate.OldObject = "UPDATE", asUpdate.Object
+	for name, v := range map[string]Decision{"UPDATE": update.upstream(asUpdate), "CREATE": update.upstream(update.data("n1"))} {
+		if !v.IsAllowed() {
+			t.Errorf("update's condition in a %s: %v %s %s", name, v.Type(), v.Reason(), v.EvaluationError())
+		}
+	}
+	asDelete := update.data("n1")
+	asDelete.Operation = "DELETE"
+	refused(t, "update's condition in a DELETE", update.upstream(asDelete))
+	create := newBindingCase(t, "create", false)
+	refused(t, "create's condition in an UPDATE", create.upstream(asUpdate))
+}
+
+// Draft shape (no user, no resource in the callback): the condition is bound
+// to the namespace (sent, or the object's) and the operation; not to a user.
+func TestConditionBindingDraft(t *testing.T) {
+	c := newBindingCase(t, "create", true)
+	noUser := c.data("n1")
+	noUser.User, noUser.Resource, noUser.APIVersion = nil, "", ""
+	if v := c.draft(noUser); !v.IsAllowed() {
+		t.Fatalf("the request it was issued for: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
+	}
+	fromObject := *noUser
+	fromObject.Namespace = ""
+	if v := c.draft(&fromObject); !v.IsAllowed() {
+		t.Fatalf("namespace from the object: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
+	}
+	for name, edit := range map[string]func(*AdmissionData){
+		"another namespace": func(d *AdmissionData) { d.Namespace = "b" },
+		"object in another": func(d *AdmissionData) {
+			d.Namespace, d.Object = "", []byte(strings.Replace(string(d.Object), `"a"`, `"b"`, 1))
+		},
+		"no namespace at all": func(d *AdmissionData) { d.Namespace, d.Object = "", []byte(`{"spec":{"nodeName":"n1"}}`) },
+		"operation UPDATE":    func(d *AdmissionData) { d.Operation, d.OldObject = "UPDATE", d.Object },
+		"operation DELETE":    func(d *AdmissionData) { d.Operation = "DELETE" },
+		"no operation":        func(d *AdmissionData) { d.Operation = "" },
+	} {
+		data := *noUser
+		edit(&data)
+		refused(t, name, c.draft(&data))
+	}
+	refused(t, "draft condition sent in the upstream callback", c.upstream(c.data("n1")))
+}
+
+// In the draft's shape a cluster-scoped resource binds no namespace: the
+// SubjectAccessReview of a Namespace's update names it as its namespace, its
+// object has none.
+func TestConditionBindingDraftClusterScoped(t *testing.T) {
+	ps := mustPolicies(t, `@id("ns") permit(principal == k8s::User::"bob", action == k8s::Action::"update", resource is core::namespaces) when { resource has oldObject };`)
+	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	req := resReq("bob", nil, "update", "", "namespaces", "", "team-a", "team-a")
+	d := az.Authorize(context.Background(), req)
+	if !d.IsConditional() {
+		t.Fatalf("want a conditional decision, got %v", d.Type())
+	}
+	dec := az.Encode(d, RequestBinding(req, true))
+	set := draftConditionSet(dec.ConditionsMap)
+	ns := []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a"}}`)
+	data := &AdmissionData{Operation: "UPDATE", Object: ns, OldObject: ns}
+	if v := az.EvaluateConditionSets(context.Background(), []wire.SubjectAccessReviewConditionSet{set}, data); !v.IsAllowed() {
+		t.Fatalf("namespace update: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
+	}
+}
