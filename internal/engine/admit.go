@@ -9,18 +9,14 @@ import (
 // AdmissionVerbs lists the verbs an admission operation may have been
 // authorized as: update and patch may create, patch arrives as UPDATE,
 // deletecollection as DELETE per object, connect as get or create. An
-// UPDATE's options (UpdateOptions or PatchOptions) tell update from patch.
-func AdmissionVerbs(operation, optionsKind string) []string {
+// UPDATE's options cannot tell update from patch: kube-apiserver admits a
+// patch with UpdateOptions (k8s.io/apiserver endpoints/handlers/patch.go,
+// patchToUpdateOptions), so an UPDATE is both, whatever its options.
+func AdmissionVerbs(operation string) []string {
 	switch operation {
 	case "CREATE":
 		return []string{"create", "update", "patch"}
 	case "UPDATE":
-		switch optionsKind {
-		case "UpdateOptions":
-			return []string{"update"}
-		case "PatchOptions":
-			return []string{"patch"}
-		}
 		return []string{"update", "patch"}
 	case "DELETE":
 		return []string{"delete", "deletecollection"}
@@ -46,7 +42,7 @@ func sarName(verb, name string) string {
 // admission data. The webhook does not learn which verb was authorized, so it
 // enforces the conditional allows of every verb the operation may stand for:
 // a request is refused if any of them does not evaluate to Allow.
-func (e *Engine) Admit(ctx context.Context, data *AdmissionData, optionsKind string) Decision {
+func (e *Engine) Admit(ctx context.Context, data *AdmissionData) Decision {
 	if data.User == nil {
 		return Denied(nil, nil).WithReason("kcedar: the admission request has no user")
 	}
@@ -55,7 +51,7 @@ func (e *Engine) Admit(ctx context.Context, data *AdmissionData, optionsKind str
 	if entities.ResolveTarget(e.schema, &base).Resource == nil {
 		return Allowed(nil, nil).WithReason("kcedar: not a resource kcedar types")
 	}
-	for _, verb := range AdmissionVerbs(data.Operation, optionsKind) {
+	for _, verb := range AdmissionVerbs(data.Operation) {
 		req := base
 		req.Verb, req.Name = verb, sarName(verb, data.Name)
 		d := e.Authorize(ctx, &req)

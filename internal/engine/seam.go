@@ -38,7 +38,7 @@ type ConditionsEvaluator interface {
 	EvaluateConditionSets(ctx context.Context, sets []wire.SubjectAccessReviewConditionSet, data *AdmissionData) Decision
 	// Admit decides an admission request on a cluster without conditional
 	// authorization (kcedar's validating webhook).
-	Admit(ctx context.Context, data *AdmissionData, optionsKind string) Decision
+	Admit(ctx context.Context, data *AdmissionData) Decision
 }
 
 // RuleResolver answers the access-review questions: who may make a request

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -104,17 +103,10 @@ func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	v := az.Admit(r.Context(), admissionData(review.Request), optionsKind(review.Request))
+	v := az.Admit(r.Context(), admissionData(review.Request))
 	s.metrics.decisionDuration.WithLabelValues("admit").Observe(time.Since(start).Seconds())
 	s.metrics.decisions.WithLabelValues("admit", engine.Label(v)).Inc()
 	writeJSON(w, admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: admissionReviewType.APIVersion, Kind: admissionReviewType.Kind},
 		Response: engine.RenderAdmissionResponse(v, review.Request.UID)})
 }
 
-func optionsKind(a *admissionv1.AdmissionRequest) string {
-	var tm typeMeta
-	if len(a.Options.Raw) > 0 && json.Unmarshal(a.Options.Raw, &tm) == nil {
-		return tm.Kind
-	}
-	return ""
-}

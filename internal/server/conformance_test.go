@@ -133,19 +133,14 @@ func kepSortedCases(t testing.TB) []*kepCase {
 }
 
 // kepVerbs are the verbs the API server authorized an admission operation
-// as: the options tell update from patch; a connect is create (POST) or get
-// (websocket GET).
+// as: an UPDATE is an update or a patch (a patch is admitted with
+// UpdateOptions, so the options cannot tell); a connect is create (POST) or
+// get (websocket GET).
 func kepVerbs(a *admissionv1.AdmissionRequest) []string {
 	switch a.Operation {
 	case admissionv1.Create:
 		return []string{"create"}
 	case admissionv1.Update:
-		switch optionsKind(a) {
-		case "UpdateOptions":
-			return []string{"update"}
-		case "PatchOptions":
-			return []string{"patch"}
-		}
 		return []string{"update", "patch"}
 	case admissionv1.Delete:
 		return []string{"delete"}
