@@ -30,6 +30,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -347,10 +348,15 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 			return decision != nil
 		})
 		for node, want := range map[string]wire.DecisionType{"n1": wire.DecisionTypeAllow, "n2": wire.DecisionTypeNoOpinion} {
-			got := evaluateConditions(t, hc, replicas[1], decision, node)
+			got := evaluateConditions(t, hc, replicas[1], decision, node, "alice")
 			if got != want {
 				t.Errorf("replica 2 on the pod on %s: %s, want %s", node, got, want)
 			}
+		}
+		// The conditions were issued for alice: presented for bob's request
+		// they do not verify, and the allow condition does not allow.
+		if got := evaluateConditions(t, hc, replicas[1], decision, "n1", "bob"); got == wire.DecisionTypeAllow {
+			t.Errorf("alice's conditions presented for bob: %s, want them refused", got)
 		}
 	})
 
@@ -602,8 +608,8 @@ func conditionalSAR(t *testing.T, hc *http.Client, r *poReplica) *wire.Condition
 }
 
 // evaluateConditions sends decision back to replica r, as the API server's
-// callback would, for a pod on node.
-func evaluateConditions(t *testing.T, hc *http.Client, r *poReplica, decision *wire.ConditionsAwareDecision, node string) wire.DecisionType {
+// callback would, for user's pod on node.
+func evaluateConditions(t *testing.T, hc *http.Client, r *poReplica, decision *wire.ConditionsAwareDecision, node, user string) wire.DecisionType {
 	t.Helper()
 	pod := corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "b"},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
@@ -611,7 +617,10 @@ func evaluateConditions(t *testing.T, hc *http.Client, r *poReplica, decision *w
 	review := wire.AuthorizationConditionsReview{TypeMeta: metav1.TypeMeta{APIVersion: wire.ConditionsReviewVersion, Kind: wire.ConditionsReviewKind},
 		Request: &wire.AuthorizationConditionsRequest{Decision: decision, AdmissionRequest: &admissionv1.AdmissionRequest{
 			UID: "u", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
-			Namespace: "b", Name: "p", Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}}}}
+			Namespace: "b", Name: "p", Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw},
+			// The user the request is made by: conditions are bound to the
+			// user they were issued for.
+			UserInfo: authenticationv1.UserInfo{Username: user}}}}
 	var out wire.AuthorizationConditionsReview
 	if code := post(t, hc, "https://"+r.addr+"/v1/conditions", review, &out); code != http.StatusOK {
 		t.Fatalf("replica %s /v1/conditions: HTTP %d", r.addr, code)
