@@ -121,13 +121,14 @@ func (r *RequestSpec) Resolve(s *schemagen.Schema) (*schemagen.Resolved, error) 
 		}
 		arg += "/" + r.Subresource
 	}
-	group := r.APIGroup
-	if group == "" && strings.HasPrefix(r.Verb, schemagen.ImpersonatePrefix) {
+	res, err := s.ResolveResource(arg, r.APIGroup)
+	if r.APIGroup == "" && strings.HasPrefix(r.Verb, schemagen.ImpersonatePrefix) {
 		// impersonate:<mode> asks about the identities of
 		// authentication.k8s.io (users, nodes, ...), not core nodes.
-		group = schemagen.AuthenticationGroup
+		if id, idErr := s.ResolveResource(arg, schemagen.AuthenticationGroup); idErr == nil {
+			res, err = id, nil
+		}
 	}
-	res, err := s.ResolveResource(arg, group)
 	if err != nil {
 		return nil, err
 	}
