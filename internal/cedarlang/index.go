@@ -1064,12 +1064,13 @@ func (x *extractor) actionScope(s ast.IsActionScopeNode) {
 	}
 }
 
-// actionIn: every verb action's only parent is k8s::Action::"*", so `action
-// in A` is `action == A` unless A is "*" (any verb).
+// actionIn: `action in A` is `action == A` unless A is an action group ("*",
+// any verb, or impersonate-on:<mode>:*, whose members include verbs no schema
+// lists): those are not indexed.
 func actionIn(es []types.EntityUID) ([]string, bool) {
 	out := make([]string, 0, len(es))
 	for _, e := range es {
-		if e == schemagen.AllVerbsAction {
+		if e.Type == schemagen.ActionType && schemagen.IsActionGroup(string(e.ID)) {
 			return nil, false
 		}
 		out = append(out, actionKey(e))

@@ -98,8 +98,18 @@ func (c *sureCheck) holds(f *SureFacts) bool {
 	case sureActionIs:
 		return f.Action == c.uid
 	case sureActionIn:
-		// A verb action's only parent is k8s::Action::"*".
-		return slices.Contains(c.uids, f.Action) || f.Action.Type == schemagen.ActionType && slices.Contains(c.uids, schemagen.AllVerbsAction)
+		if slices.Contains(c.uids, f.Action) {
+			return true
+		}
+		if f.Action.Type != schemagen.ActionType {
+			return false
+		}
+		for _, g := range schemagen.ActionAncestors(string(f.Action.ID)) {
+			if slices.Contains(c.uids, schemagen.ActionUID(g)) {
+				return true
+			}
+		}
+		return false
 	case sureResourceIs:
 		return slices.Contains(c.types, f.ResourceType)
 	case sureResourceIsNot:

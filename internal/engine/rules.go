@@ -406,7 +406,7 @@ func (e *Engine) nonResourceRules(user entities.UserInfo, rc *rulesCollector) []
 	merged := map[key]*NonResourceRule{}
 	var order []key
 	target := entities.Target{EntityType: schemagen.NonResourceURLType}
-	for _, verb := range schemagen.NonResourceVerbs {
+	for _, verb := range schemagen.NonResourceActions() {
 		cands := e.enforcedOnly(e.policies.Candidates(cedarlang.NewCandidateQuery(&entities.Request{User: user, Verb: verb}, target, verb)))
 		if len(cands) == 0 {
 			continue

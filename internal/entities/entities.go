@@ -83,6 +83,18 @@ type Entities struct {
 
 var allVerbsParent = types.NewEntityUIDSet(schemagen.AllVerbsAction)
 
+// actionEntity is the k8s::Action uid with its parents (schemagen.ActionParents).
+func actionEntity(uid types.EntityUID) types.Entity {
+	parents := schemagen.ActionParents(string(uid.ID))
+	switch {
+	case len(parents) == 0:
+		return types.Entity{UID: uid}
+	case parents[0] == schemagen.AllVerbs:
+		return types.Entity{UID: uid, Parents: allVerbsParent}
+	}
+	return types.Entity{UID: uid, Parents: types.NewEntityUIDSet(schemagen.ActionUID(parents[0]))}
+}
+
 // Get implements types.EntityGetter.
 func (e *Entities) Get(uid types.EntityUID) (types.Entity, bool) {
 	switch {
@@ -93,10 +105,7 @@ func (e *Entities) Get(uid types.EntityUID) (types.Entity, bool) {
 	case uid.Type == schemagen.GroupType:
 		return types.Entity{UID: uid}, true
 	case uid.Type == schemagen.ActionType:
-		if uid.ID == schemagen.AllVerbs {
-			return types.Entity{UID: uid}, true
-		}
-		return types.Entity{UID: uid, Parents: allVerbsParent}, true
+		return actionEntity(uid), true
 	}
 	ent, ok := e.Maps[uid]
 	return ent, ok

@@ -132,13 +132,15 @@ func (t Target) EntityUID(req *Request) types.EntityUID {
 }
 
 // Verbs returns the verbs a request's verb stands for: itself, or for "*"
-// every verb action in the schema.
+// every verb action in the schema (for a non-resource request, the
+// non-resource verbs and their impersonate-on forms). An action group named
+// as a verb (impersonate-on:<mode>:*) stands for itself, as in RBAC.
 func Verbs(s *schemagen.Schema, req *Request) []string {
 	if req.Verb != Wildcard {
 		return []string{req.Verb}
 	}
 	if !req.ResourceRequest {
-		return schemagen.NonResourceVerbs
+		return schemagen.NonResourceActions()
 	}
 	return s.Verbs
 }

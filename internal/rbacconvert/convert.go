@@ -383,7 +383,7 @@ func (c *converter) ruleTargets(b binding, where origin, rule *rbacv1.PolicyRule
 			return true
 		}
 		if len(rule.Resources) > 0 && len(rule.APIGroups) > 0 && covers(c.schema.Verbs) ||
-			len(rule.NonResourceURLs) > 0 && b.kind == kindClusterRoleBinding && covers(schemagen.NonResourceVerbs) {
+			len(rule.NonResourceURLs) > 0 && b.kind == kindClusterRoleBinding && covers(schemagen.NonResourceActions()) {
 			c.warn(where, "lists every verb kcedar expands \"*\" into but not \"*\": kcedar allows a SubjectAccessReview for verb \"*\" that RBAC denies")
 		}
 	}
@@ -428,8 +428,8 @@ func (v verbSel) empty() bool { return !v.all && len(v.verbs) == 0 && len(v.cust
 // actionScope returns the action scope for vs on a target whose applicable
 // verbs are applies (nil: all declared verbs apply), and a condition: on the
 // context's verb for undeclared verbs, on the action when no listed verb
-// applies to the target by the schema (the schema's actions apply to the verbs
-// discovery lists; RBAC grants any verb).
+// applies to the target and every principal type by the schema (the schema's
+// actions apply to the verbs discovery lists; RBAC grants any verb).
 func actionScope(vs verbSel, applies func(string) bool) (string, string) {
 	switch {
 	case vs.all:
@@ -440,7 +440,10 @@ func actionScope(vs verbSel, applies func(string) bool) (string, string) {
 	verbs := vs.verbs
 	list := actionList(verbs)
 	for _, v := range verbs {
-		if applies == nil || applies(v) {
+		// An action that applies to some principal types only (the
+		// associated-node verbs: ServiceAccounts) is not a scope for any
+		// subject: RBAC grants it to every subject.
+		if (applies == nil || applies(v)) && schemagen.AppliesToEveryPrincipal(v) {
 			if len(verbs) == 1 {
 				return "action == " + list[0], ""
 			}
@@ -462,11 +465,7 @@ func actionList(verbs []string) []string {
 }
 
 func (c *converter) nonResourceTarget(rule *rbacv1.PolicyRule, vs verbSel) target {
-	nonRes := map[string]bool{}
-	for _, v := range schemagen.NonResourceVerbs {
-		nonRes[v] = true
-	}
-	t := newTarget(vs, func(v string) bool { return nonRes[v] }, string(schemagen.NonResourceURLType))
+	t := newTarget(vs, schemagen.IsNonResourceAction, string(schemagen.NonResourceURLType))
 	var exact []string
 	var alts []string
 	for _, u := range rule.NonResourceURLs {

@@ -33,7 +33,8 @@ const (
 	// and AnnotationKind, "Pod"
 )
 
-// principalTypes are the principal entity types every action applies to.
+// principalTypes are the principal entity types actions apply to (see
+// ActionPrincipals).
 var principalTypes = []types.EntityType{NodeType, ServiceAccountType, UserType}
 
 // CedarAST builds the Cedar schema of s (a new AST on every call).
@@ -300,25 +301,33 @@ func (b *astBuilder) annotateGroupNamespaces() {
 	}
 }
 
-// addActions declares "*" and one action per verb (a member of "*"), for
-// every principal type and the resource types that have the verb.
+// addActions declares "*" and one action per verb (a member of "*", or of
+// its action group, see ActionParents), for the principal types and the
+// resource types that have the verb; and the action groups of the
+// impersonate-on verbs the schema has.
 func (b *astBuilder) addActions() {
-	principals := make([]ast.EntityTypeRef, len(principalTypes))
-	for i, p := range principalTypes {
-		principals[i] = ast.EntityTypeRef(p)
-	}
 	byVerb := b.s.resourceTypesByVerb()
-	nonResource := toSet(NonResourceVerbs)
 	k8s := b.out.Namespaces[Namespace]
 	k8s.Actions = ast.Actions{AllVerbs: {}}
 	for _, v := range b.s.allVerbs() {
 		res := append(byVerb[v], ast.EntityTypeRef(ResourceType))
-		if nonResource[v] {
+		if IsNonResourceAction(v) {
 			res = append(res, ast.EntityTypeRef(NonResourceURLType))
 		}
 		slices.Sort(res)
+		var principals []ast.EntityTypeRef
+		for _, p := range ActionPrincipals(v) {
+			principals = append(principals, ast.EntityTypeRef(p))
+		}
+		var parents []ast.ParentRef
+		for _, p := range ActionParents(v) {
+			parents = append(parents, ast.ParentRefFromID(types.String(p)))
+			if p != AllVerbs {
+				k8s.Actions[types.String(p)] = ast.Action{Parents: []ast.ParentRef{ast.ParentRefFromID(AllVerbs)}}
+			}
+		}
 		k8s.Actions[types.String(v)] = ast.Action{
-			Parents: []ast.ParentRef{ast.ParentRefFromID(AllVerbs)},
+			Parents: parents,
 			AppliesTo: &ast.AppliesTo{
 				Principals: principals,
 				Resources:  res,

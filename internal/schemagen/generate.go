@@ -107,6 +107,9 @@ func Generate(docs *Documents) (*Schema, error) {
 	}
 	g.addVirtualResources()
 	g.addExtraVerbs()
+	g.s.addImpersonation(func(key ResourceKey, et types.EntityType) bool {
+		return g.claimEntityType(key, et, "identity resource")
+	})
 	return g.finish(), nil
 }
 
@@ -228,7 +231,7 @@ func (g *generator) finish() *Schema {
 	return s
 }
 
-// declaredVerbs are the standard and non-resource verbs plus every verb of
+// declaredVerbs are the standard, non-resource and impersonation verbs plus every verb of
 // the resources, sorted, without "*".
 func declaredVerbs(resources map[ResourceKey]*Resource) []string {
 	verbs := map[string]bool{}
@@ -236,6 +239,9 @@ func declaredVerbs(resources map[ResourceKey]*Resource) []string {
 		verbs[v] = true
 	}
 	for _, v := range NonResourceVerbs {
+		verbs[v] = true
+	}
+	for _, v := range ImpersonationVerbs() {
 		verbs[v] = true
 	}
 	for _, r := range resources {

@@ -281,7 +281,8 @@ func (p *astParser) defaultObjectMeta() {
 	}
 }
 
-// parseActions reads the verbs from k8s's actions (all but "*"), and each
+// parseActions reads the verbs from k8s's actions (all but the action groups:
+// "*" and impersonate-on:<mode>:*), and each
 // resource's verbs from the actions that apply to it.
 func (p *astParser) parseActions(k8s ast.Namespace) {
 	s := p.s
@@ -291,7 +292,7 @@ func (p *astParser) parseActions(k8s ast.Namespace) {
 	}
 	verbs := map[string][]string{}
 	for v, act := range k8s.Actions {
-		if v == AllVerbs {
+		if IsActionGroup(string(v)) {
 			continue
 		}
 		s.Verbs = append(s.Verbs, string(v))

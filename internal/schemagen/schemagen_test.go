@@ -424,17 +424,22 @@ func TestVirtualResourcesAndActions(t *testing.T) {
 			t.Errorf("no action %s", v)
 			continue
 		}
-		if !a.Entity.Parents.Contains(all) {
+		for _, p := range ActionParents(v) {
+			if !a.Entity.Parents.Contains(ActionUID(p)) {
+				t.Errorf("action %s is not in %s", v, p)
+			}
+		}
+		if !ActionIn(v, AllVerbs) {
 			t.Errorf("action %s is not in *", v)
 		}
-		if a.AppliesTo == nil || len(a.AppliesTo.Principals) != 3 || len(a.AppliesTo.Context) != 1 || a.AppliesTo.Context[AttrVerb].Optional {
+		if a.AppliesTo == nil || len(a.AppliesTo.Principals) != len(ActionPrincipals(v)) || len(a.AppliesTo.Context) != 1 || a.AppliesTo.Context[AttrVerb].Optional {
 			t.Errorf("action %s appliesTo %+v", v, a.AppliesTo)
 			continue
 		}
 		if !slices.Contains(a.AppliesTo.Resources, ResourceType) {
 			t.Errorf("action %s does not apply to k8s::Resource", v)
 		}
-		if slices.Contains(NonResourceVerbs, v) != slices.Contains(a.AppliesTo.Resources, NonResourceURLType) {
+		if IsNonResourceAction(v) != slices.Contains(a.AppliesTo.Resources, NonResourceURLType) {
 			t.Errorf("action %s: NonResourceURL %v", v, a.AppliesTo.Resources)
 		}
 		for _, r := range s.Resources {

@@ -145,6 +145,30 @@ permit (principal, action == k8s::Action::"approve", resource is core::pods);`,
 permit (principal, action == k8s::Action::"approve", resource is io::k8s::certificates::signers);`,
 	},
 	{
+		name: "legacy impersonate on a constrained identity",
+		broken: `@id("c")
+permit (principal, action == k8s::Action::"impersonate", resource is io::k8s::authentication::nodes);`,
+		code: CodeNotApplicable, pos: "2:20", msg: "no action in the scope applies", hint: "the API server asks the constrained verbs",
+		fixed: `@id("c")
+permit (principal, action == k8s::Action::"impersonate:arbitrary-node", resource is io::k8s::authentication::nodes);`,
+	},
+	{
+		name: "constrained impersonate on a legacy identity",
+		broken: `@id("c")
+permit (principal, action == k8s::Action::"impersonate:user-info", resource is core::users);`,
+		code: CodeNotApplicable, pos: "2:20", msg: "no action in the scope applies", hint: "is asked on the identities of authentication.k8s.io",
+		fixed: `@id("c")
+permit (principal, action == k8s::Action::"impersonate:user-info", resource is io::k8s::authentication::users);`,
+	},
+	{
+		name: "an action group compared with ==",
+		broken: `@id("c")
+permit (principal, action == k8s::Action::"impersonate-on:user-info:*", resource);`,
+		code: CodeNotApplicable, pos: "2:20", msg: "is an action group, not a verb", hint: `write action in k8s::Action::"impersonate-on:user-info:*"`,
+		fixed: `@id("c")
+permit (principal, action in k8s::Action::"impersonate-on:user-info:*", resource);`,
+	},
+	{
 		name: "group as principal",
 		broken: `@id("c")
 permit (principal == k8s::Group::"dev", action, resource is core::pods);`,

@@ -525,6 +525,13 @@ func (c *Checker) explainNotApplicable(ps *policySource) Diagnostic {
 		return ps.diag(Error, CodeNotApplicable, `k8s::Action::"*" is the group of all verbs, not a verb: `+"`action == k8s::Action::\"*\"` never matches",
 			`write action in k8s::Action::"*" (or leave action unconstrained)`, at)
 	}
+	if s, ok := a.Action.(ast.ScopeTypeEq); ok && s.Entity.Type == schemagen.ActionType && schemagen.IsActionGroup(string(s.Entity.ID)) {
+		return ps.diag(Error, CodeNotApplicable, fmt.Sprintf("%s is an action group, not a verb: `action == %s` never matches", s.Entity, s.Entity),
+			fmt.Sprintf("write action in %s", s.Entity), at)
+	}
+	if h := impersonationHint(a); h != "" {
+		return ps.diag(Error, CodeNotApplicable, msg, h, at)
+	}
 	if rt, ok := cedarlang.ScopeResourceType(a.Resource); ok {
 		if verbs := c.verbsFor(rt); len(verbs) > 0 {
 			hint = fmt.Sprintf("%s supports the verbs: %s", rt, strings.Join(verbs, ", "))
@@ -544,6 +551,38 @@ func (c *Checker) verbsFor(t types.EntityType) []string {
 		}
 	}
 	sort.Strings(out)
+	return summarizeVerbs(out)
+}
+
+// summarizeVerbs shortens a sorted verb list for a hint: the
+// impersonate-on:<mode>:<verb> verbs there for every mode become one last
+// entry.
+func summarizeVerbs(verbs []string) []string {
+	have := map[string]bool{}
+	for _, v := range verbs {
+		have[v] = true
+	}
+	out := make([]string, 0, len(verbs))
+	folded := false
+	for _, v := range verbs {
+		_, inner, ok := schemagen.ParseImpersonateOn(v)
+		if !ok {
+			out = append(out, v)
+			continue
+		}
+		every := true
+		for _, m := range schemagen.ImpersonationModes {
+			every = every && have[schemagen.ImpersonateOnVerb(m, inner)]
+		}
+		if every {
+			folded = true
+		} else {
+			out = append(out, v)
+		}
+	}
+	if folded {
+		out = append(out, "impersonate-on:<mode>:<verb> of these")
+	}
 	return out
 }
 
@@ -564,7 +603,7 @@ func (c *Checker) verbHint(verb string) string {
 	if m := closest(verb, verbs); m != "" {
 		return fmt.Sprintf(`did you mean k8s::Action::"%s"?`, m)
 	}
-	return "actions are Kubernetes verbs: " + strings.Join(verbs, ", ")
+	return "actions are Kubernetes verbs: " + strings.Join(summarizeVerbs(verbs), ", ")
 }
 
 // closestType finds the entity type nearest to name: the same resource name
@@ -675,4 +714,25 @@ func (ps *policySource) mismatchAt(msg string) int {
 		return cond
 	}
 	return at
+}
+
+// impersonationHint explains a legacy impersonate on the identities of
+// constrained impersonation (authentication.k8s.io users, groups, nodes,
+// serviceaccounts), and a constrained verb on the legacy ones (core users,
+// groups, serviceaccounts): the API server asks each on its own resources.
+func impersonationHint(a *ast.Policy) string {
+	s, ok := a.Action.(ast.ScopeTypeEq)
+	rt, okT := cedarlang.ScopeResourceType(a.Resource)
+	if !ok || !okT || s.Entity.Type != schemagen.ActionType {
+		return ""
+	}
+	verb := string(s.Entity.ID)
+	ns := schemagen.GroupNamespace(schemagen.AuthenticationGroup) + "::"
+	switch {
+	case verb == "impersonate" && strings.HasPrefix(string(rt), ns):
+		return fmt.Sprintf("the legacy impersonate verb is asked on core::users, core::groups and core::serviceaccounts; on %s the API server asks the constrained verbs (Kubernetes 1.36+): impersonate:<mode>, e.g. k8s::Action::\"impersonate:user-info\"", rt)
+	case strings.HasPrefix(verb, schemagen.ImpersonatePrefix) && strings.HasPrefix(string(rt), "core::"):
+		return fmt.Sprintf("%s is asked on the identities of authentication.k8s.io (%susers, groups, nodes, serviceaccounts, uids, userextras), not on %s (which the legacy impersonate verb uses)", verb, ns, rt)
+	}
+	return ""
 }

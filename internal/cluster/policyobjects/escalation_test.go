@@ -720,3 +720,40 @@ func TestAdmissionOwnerReferences(t *testing.T) {
 		}
 	}
 }
+
+// A grant of the verbs of constrained impersonation is checked like any
+// other: the writer needs impersonate:<mode> on the authentication.k8s.io
+// identity it grants, impersonate-on:<mode>:<verb> on the resource; a grant of
+// a mode's whole group needs every verb ("*") on what it reaches.
+func TestEscalationImpersonation(t *testing.T) {
+	s := schematest.Schema()
+	s.AddImpersonation()
+	ps := func(src string) []*cedarlang.Policy { return parseAll(t, []string{src}) }
+	for _, tc := range []struct {
+		name, src, refused string
+		wantSARs           []string
+	}{
+		{name: "identity", src: `@id("as-foo") permit(principal, action == k8s::Action::"impersonate:arbitrary-node", resource is io::k8s::authentication::nodes) when { resource.name == "foo" };`,
+			refused:  `grants impersonate:arbitrary-node nodes.authentication.k8s.io named foo`,
+			wantSARs: []string{"escalate|kcedar.dev|cedarpolicies|||o", "impersonate:arbitrary-node|authentication.k8s.io|nodes|||foo"}},
+		{name: "request", src: `@id("get-pods") permit(principal, action == k8s::Action::"impersonate-on:arbitrary-node:get", resource is core::pods);`,
+			refused:  `grants impersonate-on:arbitrary-node:get core pods`,
+			wantSARs: []string{"escalate|kcedar.dev|cedarpolicies|||o", "impersonate-on:arbitrary-node:get||pods|||"}},
+		{name: "group", src: `@id("any") permit(principal, action in k8s::Action::"impersonate-on:user-info:*", resource is core::pods);`,
+			refused:  `grants every verb on core pods`,
+			wantSARs: []string{"escalate|kcedar.dev|cedarpolicies|||o", "*||pods|||"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rev := &fixedReviewer{allow: denyAll}
+			r := (&EscalationCheck{Reviewer: rev}).Check(context.Background(), writer, write{kind: KindCluster, name: "o", new: ps(tc.src)}, s)
+			if r == nil || !strings.Contains(r.Message, tc.refused) {
+				t.Fatalf("refusal %v, want one saying %q", r, tc.refused)
+			}
+			slices.Sort(rev.seen[1:])
+			slices.Sort(tc.wantSARs[1:])
+			if !slices.Equal(rev.seen, tc.wantSARs) {
+				t.Fatalf("checks %q, want %q", rev.seen, tc.wantSARs)
+			}
+		})
+	}
+}

@@ -175,7 +175,7 @@ func (r *run) target(t types.EntityType) []point {
 func (r *run) pointsOf(t point, reach cedarlang.Reach) []point {
 	verbs := r.sp.dims[dimVerb].reps
 	if t.entityType == schemagen.NonResourceURLType {
-		verbs = schemagen.NonResourceVerbs
+		verbs = schemagen.NonResourceActions()
 	}
 	if reach.Verbs != nil {
 		verbs = slices.DeleteFunc(slices.Clone(verbs), func(v string) bool { return !slices.Contains(reach.Verbs, v) })

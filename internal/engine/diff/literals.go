@@ -307,9 +307,19 @@ func (l *literals) groups() []string {
 	return sortedKeys(set)
 }
 
-// patterns are the like patterns of dimension d.
+// patterns are the like patterns of dimension d. For the verb, an action
+// group impersonate-on:<mode>:* among the literals is the pattern of its
+// members, so that a member no policy names is represented.
 func (l *literals) patterns(d string) []types.Pattern {
-	return slices.Clone(l.likes[d])
+	out := slices.Clone(l.likes[d])
+	if d == dimVerb {
+		for _, v := range sortedKeys(l.entities[schemagen.ActionType]) {
+			if mode, _, ok := schemagen.ParseImpersonateOn(v); ok && schemagen.IsActionGroup(v) {
+				out = append(out, types.NewPattern(schemagen.ImpersonateOnVerb(mode, ""), types.Wildcard{}))
+			}
+		}
+	}
+	return out
 }
 
 func sortedKeys(m map[string]bool) []string {

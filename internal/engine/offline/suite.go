@@ -94,14 +94,15 @@ type RequestSpec struct {
 
 // Resolve resolves the request the way kubectl resolves resource arguments
 // (pods, po, pod, Pod, deployments.apps, deployments.v1.apps, pods/exec,
-// deploy/scale; APIGroup narrows, "core" for the core group) and checks the
+// deploy/scale; APIGroup narrows, "core" for the core group; for an
+// impersonate:<mode> verb it defaults to authentication.k8s.io) and checks the
 // verb, then rewrites r to the resolved group, version, resource and
 // subresource. It returns what the resource resolved to (nil for a
 // non-resource request, or resource "*": every resource). An unknown resource or verb is an error with a
 // "did you mean" hint.
 func (r *RequestSpec) Resolve(s *schemagen.Schema) (*schemagen.Resolved, error) {
 	if r.Path != "" {
-		if r.Verb != schemagen.AllVerbs && !slices.Contains(schemagen.NonResourceVerbs, r.Verb) {
+		if r.Verb != schemagen.AllVerbs && !schemagen.IsNonResourceAction(r.Verb) {
 			msg := fmt.Sprintf("verb %q is not an HTTP verb of a non-resource request", r.Verb)
 			if m := schemagen.Closest(r.Verb, schemagen.NonResourceVerbs); m != "" {
 				msg += fmt.Sprintf(" (did you mean %s?)", m)
@@ -121,6 +122,13 @@ func (r *RequestSpec) Resolve(s *schemagen.Schema) (*schemagen.Resolved, error) 
 		arg += "/" + r.Subresource
 	}
 	res, err := s.ResolveResource(arg, r.APIGroup)
+	if r.APIGroup == "" && strings.HasPrefix(r.Verb, schemagen.ImpersonatePrefix) {
+		// impersonate:<mode> asks about the identities of
+		// authentication.k8s.io (users, nodes, ...), not core nodes.
+		if id, idErr := s.ResolveResource(arg, schemagen.AuthenticationGroup); idErr == nil {
+			res, err = id, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

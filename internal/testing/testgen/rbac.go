@@ -68,11 +68,14 @@ var (
 	genUsers  = []string{"alice", "bob", "carol", "dave", "erin", "system:node:n1", "system:serviceaccount:team-a:builder"}
 	genGroups = []string{"dev", "ops", "qa", "auditors", "system:serviceaccounts:team-b", "system:authenticated", "system:serviceaccounts"}
 	genSAs    = [][2]string{{"team-a", "builder"}, {"team-b", "deployer"}, {"team-c", "default"}, {"team-a", "ci"}}
-	genNames  = []string{"web", "db", "n1", "alice", "team-a", "cfg"}
-	genVerbs  = []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "impersonate", "bind", "escalate", "approve", "sign", "attest", "use", "frobnicate"}
+	genNames  = []string{"web", "db", "n1", "alice", "team-a", "cfg", "*"}
+	genVerbs  = []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "impersonate", "bind", "escalate", "approve", "sign", "attest", "use", "frobnicate",
+		// Constrained impersonation: the group impersonate-on:user-info:* is a literal verb to RBAC.
+		"impersonate:user-info", "impersonate:associated-node", "impersonate:serviceaccount", "impersonate-on:user-info:get",
+		"impersonate-on:serviceaccount:list", "impersonate-on:associated-node:create", "impersonate-on:user-info:*"}
 	genPaths  = []string{"/healthz", "/healthz/etcd", "/livez", "/readyz", "/version", "/api", "/api/v1", "/apis", "/apis/apps", "/metrics", "/logs/kube.log", "/openapi/v3", "/a*b/c", "/custom/thing"}
 	genURLs   = []string{"/healthz", "/healthz/*", "/livez", "/version", "/api", "/api/*", "/apis/*", "/metrics", "/logs/*", "/a*b/*", "/custom/thing", "*"}
-	genNRVerb = []string{"get", "post", "put", "delete", "head", "list"}
+	genNRVerb = []string{"get", "post", "put", "delete", "head", "list", "impersonate-on:user-info:get", "impersonate-on:arbitrary-node:post"}
 )
 
 // genResource is a resource the generator knows: typed in the default schema
@@ -93,6 +96,10 @@ var genResources = []genResource{
 	{"certificates.k8s.io", "signers", "", false}, {"certificates.k8s.io", "certificatesigningrequests", "approval", false},
 	{"authentication.k8s.io", "userextras", "scopes", false}, {"authentication.k8s.io", "userextras", "team", false},
 	{"apiextensions.k8s.io", "customresourcedefinitions", "", false},
+	// The identities of constrained impersonation.
+	{"authentication.k8s.io", "users", "", false}, {"authentication.k8s.io", "groups", "", false},
+	{"authentication.k8s.io", "nodes", "", false}, {"authentication.k8s.io", "serviceaccounts", "", true},
+	{"authentication.k8s.io", "uids", "", false},
 	// Not in the default schema: k8s::Resource.
 	{"example.com", "widgets", "", true}, {"example.com", "widgets", "status", true}, {"example.com", "gadgets", "", false},
 	{"", "frobs", "", true}, {"metrics.k8s.io", "pods", "", true},
