@@ -143,7 +143,7 @@ image:
 
 # A release: static binaries built as `make image` builds its own (-trimpath,
 # the version ldflags), the image archive of IMAGE_ARCH, and SHA256SUMS over
-# all of them, in bin/release/. VERSION=v0.1.0 names the release; by default
+# all of them, in bin/release/. VERSION=vX.Y.Z names the release; by default
 # it is `git describe`.
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 RELEASE_DIR ?= bin/release
