@@ -43,7 +43,7 @@ func testChecker(t testing.TB) *lint.Checker {
 	t.Helper()
 	checkerOnce.Do(func() {
 		var s *schemagen.Schema
-		if s, checkerErr = loadSchema(nil, schemaSource{}); checkerErr == nil {
+		if s, checkerErr = loadSchema(context.Background(), schemaSource{}); checkerErr == nil {
 			checkerVal, checkerErr = lint.NewChecker(s)
 		}
 	})

@@ -1103,7 +1103,7 @@ func negate(n ast.IsNode) ast.IsNode {
 	case ast.NodeTypeNot:
 		return v.Arg
 	case ast.NodeTypeNotEquals:
-		return ast.NodeTypeEquals{BinaryNode: v.BinaryNode}
+		return ast.NodeTypeEquals(v)
 	case ast.NodeTypeOr:
 		return ast.NodeTypeAnd{BinaryNode: ast.BinaryNode{Left: negate(v.Left), Right: negate(v.Right)}}
 	}

@@ -221,8 +221,6 @@ func genConditionOtherShape(rng *rand.Rand) string {
 	return ` when { principal in [k8s::User::"alice", k8s::User::"carol"] && resource.name like "*y" }`
 }
 
-type genPolicy struct{ scope, text string }
-
 func genPolicySet(t *testing.T, rng *rand.Rand, n int) (*PolicySet, []*cedarlib.PolicySet) {
 	t.Helper()
 	var b strings.Builder

@@ -486,10 +486,6 @@ func parsePattern(text string) (types.Pattern, error) {
 
 // summarize fills the public lists from the cases' entries.
 func (rv *AccessReview) summarize() {
-	type key struct {
-		sub  Subject
-		cond string
-	}
 	allowedIn := map[Subject]int{}
 	// Subjects an unconditional forbid denies in some case are never
 	// listed as allowed (every principal, for a forbid on All).

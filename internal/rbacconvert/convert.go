@@ -188,9 +188,7 @@ func Convert(s *schemagen.Schema, in *Input) (*Result, error) {
 	for _, v := range s.Verbs {
 		c.declared[v] = true
 	}
-	for _, k := range s.SortedResourceKeys() {
-		c.keys = append(c.keys, k)
-	}
+	c.keys = append(c.keys, s.SortedResourceKeys()...)
 	for _, w := range in.Warnings {
 		c.record(w, false)
 	}

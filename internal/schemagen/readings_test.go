@@ -13,12 +13,11 @@ import (
 // int-or-string with the quantity pattern), every int-or-string and every
 // date-time field has its reading, and every field keeps its own type.
 type fidelity struct {
-	t       *testing.T
-	s       *Schema
-	idx     *openAPIIndex
-	seen    map[*spec.Schema]bool
-	counts  map[string]int
-	current string
+	t      *testing.T
+	s      *Schema
+	idx    *openAPIIndex
+	seen   map[*spec.Schema]bool
+	counts map[string]int
 }
 
 // expectedReading is what the OpenAPI schema of a field says its reading

@@ -300,7 +300,7 @@ func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 	}
 	serving := fmt.Sprintf("serving %d policies (generation %d, hash %.12s)", cur.Len(), cur.Generation, s.store.Hash())
 	var problems []string
-	if err, at := s.store.LastFailure(); err != nil {
+	if at, err := s.store.LastFailure(); err != nil {
 		// Still ready: the last good set serves. Taking every replica out of
 		// service for a bad edit would fail the whole cluster's requests.
 		problems = append(problems, fmt.Sprintf("the latest reload failed %s ago, fix the policy files: %v", time.Since(at).Round(time.Second), err))

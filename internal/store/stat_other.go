@@ -8,6 +8,7 @@ import "os"
 type fileStat struct {
 	size  int64
 	mtime int64 // nanoseconds
+	ctime int64 // always 0: no change times here (changeTimes is false)
 }
 
 // renamed: unknown without change times; files settle (readStable rule 3).

@@ -184,11 +184,11 @@ func (s *Store) Hash() string {
 
 // LastFailure is the error of the latest load attempt and when it was first
 // seen for this content; nil if the latest attempt succeeded.
-func (s *Store) LastFailure() (error, time.Time) {
+func (s *Store) LastFailure() (time.Time, error) {
 	if f := s.lastFail.Load(); f != nil {
-		return f.err, f.at
+		return f.at, f.err
 	}
-	return nil, time.Time{}
+	return time.Time{}, nil
 }
 
 // FileReads counts the reads of the policy files: a load or poll that finds

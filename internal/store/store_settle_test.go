@@ -93,7 +93,7 @@ func TestStoreInPlaceWriterIsLoadedOnlyWhenComplete(t *testing.T) {
 	if got := ids(s.Current()); len(got) != 3 {
 		t.Fatalf("serving %v", got)
 	}
-	if err, at := s.LastFailure(); err == nil || at.IsZero() {
+	if at, err := s.LastFailure(); err == nil || at.IsZero() {
 		t.Fatalf("LastFailure %v %v", err, at)
 	}
 }

@@ -356,7 +356,7 @@ func (r *Result) ContainsIn(i int, req *entities.Request, ns entities.NamespaceL
 		return false, ok
 	}
 	verb := req.Verb
-	if verb != entities.Wildcard && !(req.ResourceRequest == false && slices.Contains(schemagen.NonResourceActions(), verb)) {
+	if verb != entities.Wildcard && !(!req.ResourceRequest && slices.Contains(schemagen.NonResourceActions(), verb)) {
 		verb = cls(dimVerb, verb)
 	}
 	if !slices.Contains(g.Verbs, verb) {
