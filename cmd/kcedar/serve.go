@@ -268,7 +268,7 @@ func (o *serveOptions) start(ctx context.Context, p *serveParts) error {
 		}
 	}
 	if o.keyFile != "" {
-		go p.keys.WatchFile(ctx, o.keyFile, o.reloadInterval, o.logger)
+		p.keys.WatchFile(ctx, o.keyFile, o.reloadInterval, o.logger)
 	}
 	if p.verifier != nil {
 		go p.verifier.Run(ctx, func() (kubernetes.Interface, error) { return o.clusterClient("--admission-enforcement") })
