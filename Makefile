@@ -11,6 +11,8 @@
 #   make e2e-cost         kcedar's cost through a real kube-apiserver vs RBAC alone and its floor
 #                         (TestAPIServerCost, no -race; ~5 min; KCEDAR_E2E_COST_* knobs)
 #   make image            bin/kcedar-image.tar: OCI image archive (static binary, no base image)
+#   make image-test       the image package's round trip of that static binary, run from the image
+#                         (go test -tags image; `make test` does not build the binary)
 #   make fuzz             each fuzz target for its execution budget (FUZZTIME overrides)
 #   make soak             soak tests against bin/kcedar (test/soak; ~4 min)
 #   make bench            benchmarks
@@ -44,7 +46,7 @@ SOAK_FLAGS ?=
 GO_FILES = find . -type d \( -name .git -o -name .cache -o -name bin -o -name testdata -o -name node_modules \) -prune \
 	-o -type f -name '*.go' -print
 
-.PHONY: build test vet fmt fmt-check tidy-check tracked-check fuzz soak e2e e2e-cost kube-binaries bench capture-default clean image
+.PHONY: build test vet fmt fmt-check tidy-check tracked-check fuzz soak e2e e2e-cost kube-binaries bench capture-default clean image image-binary image-test
 
 build:
 	$(GO) build -o bin/kcedar ./cmd/kcedar
@@ -58,6 +60,7 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e $(E2E_PKGS)
 	$(GO) vet -tags soak ./test/soak/...
+	$(GO) vet -tags image ./internal/lib/image/
 
 fmt-check:
 	@unformatted=$$($(GO_FILES) | xargs -r $(GOFMT) -l); \
@@ -114,11 +117,21 @@ IMAGE_TAG ?= kcedar:dev
 IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-image:
+IMAGE_BIN = bin/kcedar-linux-$(IMAGE_ARCH)
+
+image-binary:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath \
 		-ldflags "-s -w -X github.com/kcedar/kcedar/internal/lib/version.Version=$(VERSION)" \
-		-o bin/kcedar-linux-$(IMAGE_ARCH) ./cmd/kcedar
-	$(GO) run ./hack/mkimage -binary bin/kcedar-linux-$(IMAGE_ARCH) -arch $(IMAGE_ARCH) -version $(VERSION) -tag $(IMAGE_TAG) -o bin/kcedar-image.tar
+		-o $(IMAGE_BIN) ./cmd/kcedar
+
+image: image-binary
+	$(GO) run ./hack/mkimage -binary $(IMAGE_BIN) -arch $(IMAGE_ARCH) -version $(VERSION) -tag $(IMAGE_TAG) -o bin/kcedar-image.tar
+
+# The image package's round trip of the binary `make image` packs: packed,
+# written, read back, and run from the image (kcedar version), so IMAGE_ARCH
+# must be this machine's (the default).
+image-test: image-binary
+	$(GO) test -tags image -count=1 -run '^TestArchiveOfTheBinaryRuns$$' ./internal/lib/image/ -args -binary $(CURDIR)/$(IMAGE_BIN)
 
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem ./...
