@@ -109,4 +109,3 @@ func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: admissionReviewType.APIVersion, Kind: admissionReviewType.Kind},
 		Response: engine.RenderAdmissionResponse(v, review.Request.UID)})
 }
-
