@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/schemagen"
@@ -120,36 +121,42 @@ func TestRebaseRefusedKeepsTheSetAndMarksTheObjects(t *testing.T) {
 			}
 		}
 
-		// Fixed objects: the rebase goes through, and the new schema checks
-		// every later edit.
-		for name, text := range map[string]string{"pods": podsText, "cm": `@id("pods-too") permit(principal, action == k8s::Action::"list", resource is core::pods);`} {
-			if _, err := client.Resource(ClusterResource).Update(ctx, object(KindCluster, "", name, text, 3), metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		eventually(t, "the fixes served", func() bool { return slices.Equal(storeIDs(store), []string{"pods", "pods-too"}) })
-		if err := src.Rebase(newCheck, newChecker); err != nil {
-			t.Fatal(err)
-		}
-		if store.Current().Schema != newCheck.Schema {
-			t.Fatal("the store did not move to the new schema")
-		}
-		for _, name := range []string{"pods", "cm"} {
-			if c := accepted(t, src, name); c.Status != metav1.ConditionTrue {
-				t.Fatalf("%s after the rebase: %+v", name, c)
-			}
-		}
-		if _, err := client.Resource(ClusterResource).Update(ctx, object(KindCluster, "", "cm", cmText, 4), metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "the configmaps edit judged against the new schema", func() bool {
-			c := accepted(t, src, "cm")
-			return c.ObservedGeneration == 4 && c.Reason == "Invalid"
-		})
-		if slices.Contains(storeIDs(store), "cm") {
-			t.Fatal("a configmaps policy serves after the schema lost configmaps")
-		}
+		rebaseFixedObjects(t, ctx, client, src, newCheck, newChecker)
 	})
+}
+
+// rebaseFixedObjects: once the objects the new schema refused are fixed,
+// the rebase goes through, and the new schema checks every later edit.
+func rebaseFixedObjects(t *testing.T, ctx context.Context, client *dynamicfake.FakeDynamicClient, src *Source, newCheck store.SchemaCheck, newChecker *Checker) {
+	t.Helper()
+	store := src.Store
+	for name, text := range map[string]string{"pods": podsText, "cm": `@id("pods-too") permit(principal, action == k8s::Action::"list", resource is core::pods);`} {
+		if _, err := client.Resource(ClusterResource).Update(ctx, object(KindCluster, "", name, text, 3), metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the fixes served", func() bool { return slices.Equal(storeIDs(store), []string{"pods", "pods-too"}) })
+	if err := src.Rebase(newCheck, newChecker); err != nil {
+		t.Fatal(err)
+	}
+	if store.Current().Schema != newCheck.Schema {
+		t.Fatal("the store did not move to the new schema")
+	}
+	for _, name := range []string{"pods", "cm"} {
+		if c := accepted(t, src, name); c.Status != metav1.ConditionTrue {
+			t.Fatalf("%s after the rebase: %+v", name, c)
+		}
+	}
+	if _, err := client.Resource(ClusterResource).Update(ctx, object(KindCluster, "", "cm", cmText, 4), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the configmaps edit judged against the new schema", func() bool {
+		c := accepted(t, src, "cm")
+		return c.ObservedGeneration == 4 && c.Reason == "Invalid"
+	})
+	if slices.Contains(storeIDs(store), "cm") {
+		t.Fatal("a configmaps policy serves after the schema lost configmaps")
+	}
 }
 
 // An object whose content the new schema refuses while its last valid
