@@ -14,6 +14,8 @@
 #   make e2e-cost         kcedar's cost through a real kube-apiserver vs RBAC alone and its floor
 #                         (TestAPIServerCost, no -race; ~5 min; KCEDAR_E2E_COST_* knobs)
 #   make image            bin/kcedar-image.tar: OCI image archive (static binary, no base image)
+#   make image-test       the image package's round trip of that static binary, run from the image
+#                         (go test -tags image; `make test` does not build the binary)
 #   make release          bin/release/: static binaries for linux and darwin (amd64, arm64),
 #                         the image archive, SHA256SUMS
 #   make fuzz             each fuzz target for its execution budget (FUZZTIME overrides)
@@ -49,7 +51,7 @@ SOAK_FLAGS ?=
 GO_FILES = find . -type d \( -name .git -o -name .cache -o -name bin -o -name testdata -o -name node_modules \) -prune \
 	-o -type f -name '*.go' -print
 
-.PHONY: build test vet lint fmt fmt-check tidy-check tracked-check fuzz soak e2e e2e-cost kube-binaries bench capture-default clean image release
+.PHONY: build test vet lint fmt fmt-check tidy-check tracked-check fuzz soak e2e e2e-cost kube-binaries bench capture-default clean image image-binary image-test release
 
 build:
 	$(GO) build -o bin/kcedar ./cmd/kcedar
@@ -63,6 +65,7 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e $(E2E_PKGS)
 	$(GO) vet -tags soak ./test/soak/...
+	$(GO) vet -tags image ./internal/lib/image/
 
 # staticcheck runs as `go run module@version`: pinned, fetched through the Go
 # module proxy on first use (then cached), and never in go.mod. v0.8.2 is
@@ -135,11 +138,19 @@ IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 LDFLAGS = -s -w -X github.com/kcedar/kcedar/internal/lib/version.Version=$(VERSION)
+IMAGE_BIN = bin/kcedar-linux-$(IMAGE_ARCH)
 
-image:
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "$(LDFLAGS)" \
-		-o bin/kcedar-linux-$(IMAGE_ARCH) ./cmd/kcedar
-	$(GO) run ./hack/mkimage -binary bin/kcedar-linux-$(IMAGE_ARCH) -arch $(IMAGE_ARCH) -version $(VERSION) -tag $(IMAGE_TAG) -o bin/kcedar-image.tar
+image-binary:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(IMAGE_BIN) ./cmd/kcedar
+
+image: image-binary
+	$(GO) run ./hack/mkimage -binary $(IMAGE_BIN) -arch $(IMAGE_ARCH) -version $(VERSION) -tag $(IMAGE_TAG) -o bin/kcedar-image.tar
+
+# The image package's round trip of the binary `make image` packs: packed,
+# written, read back, and run from the image (kcedar version), so IMAGE_ARCH
+# must be this machine's (the default).
+image-test: image-binary
+	$(GO) test -tags image -count=1 -run '^TestArchiveOfTheBinaryRuns$$' ./internal/lib/image/ -args -binary $(CURDIR)/$(IMAGE_BIN)
 
 # A release: static binaries built as `make image` builds its own (-trimpath,
 # the version ldflags), the image archive of IMAGE_ARCH, and SHA256SUMS over

@@ -268,7 +268,7 @@ func (o *serveOptions) start(ctx context.Context, p *serveParts) error {
 		}
 	}
 	if o.keyFile != "" {
-		go p.keys.WatchFile(ctx, o.keyFile, o.reloadInterval, o.logger)
+		p.keys.WatchFile(ctx, o.keyFile, o.reloadInterval, o.logger)
 	}
 	if p.verifier != nil {
 		go p.verifier.Run(ctx, func() (kubernetes.Interface, error) { return o.clusterClient("--admission-enforcement") })
@@ -298,11 +298,18 @@ func listenThen(listen string, after func() error) (net.Listener, error) {
 	return ln, nil
 }
 
+// drainingHandler is what serveTLS serves: kcedar's *server.Server (tests
+// wrap it to see requests arrive and the drain begin).
+type drainingHandler interface {
+	http.Handler
+	Drain() // /readyz answers 503 from now on
+}
+
 // serveTLS serves on ln until ctx ends, then shuts down gracefully: /readyz
 // turns 503 (srv.Drain), the listener stays open for delay (a second signal
 // cuts it short), then closes, and in-flight requests get timeout to finish.
 // The last log line says how it ended.
-func serveTLS(ctx context.Context, ln net.Listener, cfg *tls.Config, srv *server.Server, logger *slog.Logger, delay, timeout time.Duration) error {
+func serveTLS(ctx context.Context, ln net.Listener, cfg *tls.Config, srv drainingHandler, logger *slog.Logger, delay, timeout time.Duration) error {
 	var inFlight atomic.Int64
 	hs := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -17,23 +17,45 @@ import (
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
-// fakeAPIServer records the paths it is asked for and answers 503.
+// fakeAPIServer records the paths it is asked for and answers 503; each
+// request also ticks asks (dropped when a tick is already waiting).
 type fakeAPIServer struct {
 	*httptest.Server
 	mu    sync.Mutex
 	paths []string
+	asks  chan struct{}
 }
 
 func newFakeAPIServer(t *testing.T) *fakeAPIServer {
-	f := &fakeAPIServer{}
+	f := &fakeAPIServer{asks: make(chan struct{}, 1)}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.paths = append(f.paths, r.URL.Path)
 		f.mu.Unlock()
+		select {
+		case f.asks <- struct{}{}:
+		default:
+		}
 		http.Error(w, "not here", http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(f.Close)
 	return f
+}
+
+// waitAsked waits until the server was asked for a path under prefix,
+// checking after every request it answers.
+func (f *fakeAPIServer) waitAsked(t *testing.T, prefix string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for !f.asked(prefix) {
+		select {
+		case <-f.asks:
+		case <-deadline:
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			t.Fatalf("K's server was not asked for %s: %q", prefix, f.paths)
+		}
+	}
 }
 
 func (f *fakeAPIServer) asked(prefix string) bool {
@@ -118,11 +140,7 @@ func TestServePolicyObjectsFollowKubeconfig(t *testing.T) {
 	go po.status.Run(ctx)
 	go ns.Run(ctx)
 	for _, path := range []string{"/apis/kcedar.dev/", "/apis/coordination.k8s.io/", "/api/v1/namespaces"} {
-		for deadline := time.Now().Add(10 * time.Second); !api.asked(path); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("K's server was not asked for %s: %q", path, api.paths)
-			}
-		}
+		api.waitAsked(t, path)
 	}
 	cancel()
 

@@ -142,10 +142,12 @@ func (k *Keyring) lookup(id string) (Key, bool) {
 // WatchFile reloads the keys from path whenever the file changes (file
 // system events on it or its directory, e.g. a Secret volume's "..data" swap;
 // internal/lib/watch), checking every interval as the fallback, until ctx ends.
-// An invalid file keeps the previous keys.
+// An invalid file keeps the previous keys. It returns once the watches are
+// registered (a change made after it returns is seen) and reloads on a
+// goroutine of its own.
 func (k *Keyring) WatchFile(ctx context.Context, path string, interval time.Duration, logger *slog.Logger) {
 	last, _ := os.ReadFile(path)
-	watch.Run(ctx, []string{path}, interval, logger, func() {
+	watch.Start(ctx, []string{path}, interval, logger, func() {
 		data, err := os.ReadFile(path)
 		if err != nil || bytes.Equal(data, last) {
 			return

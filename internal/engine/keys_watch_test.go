@@ -1,8 +1,8 @@
 package engine
 
 import (
+	"context"
 	"encoding/base64"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -26,8 +26,8 @@ func TestKeyringWatchFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go kr.WatchFile(t.Context(), file, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	time.Sleep(100 * time.Millisecond) // let the watch start
+	logged := make(chan string, 100)
+	kr.WatchFile(t.Context(), file, time.Hour, slog.New(messages(logged)))
 	replace := func(content string) {
 		tmp := file + ".tmp"
 		if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
@@ -37,21 +37,50 @@ func TestKeyringWatchFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wait := func(id string) {
+	// A reload of other content logs, after the keys moved (or not): wait
+	// for it. An invalid file is reported again on every event until fixed.
+	const invalid = "conditions key file is invalid; keeping the previous keys"
+	reloaded := func(want string) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); kr.signing().ID != id; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("signing key %s, want %s", kr.signing().ID, id)
+		for {
+			select {
+			case msg := <-logged:
+				if msg == want {
+					return
+				}
+				if msg != invalid {
+					t.Fatalf("logged %q, want %q", msg, want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no reload (%q) after the file changed", want)
 			}
 		}
 	}
 	replace(line("k2", 'b') + line("k1", 'a'))
-	wait("k2")
+	reloaded("conditions keys reloaded")
+	if id := kr.signing().ID; id != "k2" {
+		t.Fatalf("signing key %s, want k2", id)
+	}
 	replace("k3 short\n")
-	time.Sleep(200 * time.Millisecond)
+	reloaded(invalid)
 	if kr.signing().ID != "k2" {
 		t.Fatal("an invalid key file replaced the keys")
 	}
 	replace(line("k3", 'c'))
-	wait("k3")
+	reloaded("conditions keys reloaded")
+	if id := kr.signing().ID; id != "k3" {
+		t.Fatalf("signing key %s, want k3", id)
+	}
 }
+
+// messages is a slog handler sending the message of each record at Info or
+// above to its channel.
+type messages chan<- string
+
+func (m messages) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (m messages) Handle(_ context.Context, r slog.Record) error {
+	m <- r.Message
+	return nil
+}
+func (m messages) WithAttrs([]slog.Attr) slog.Handler { return m }
+func (m messages) WithGroup(string) slog.Handler      { return m }

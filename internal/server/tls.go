@@ -29,6 +29,10 @@ type TLSOptions struct {
 	// checked on handshakes, at most once a second.
 	Context  context.Context
 	Interval time.Duration
+
+	// now, if set, is the clock of the handshake checks (time.Now if nil):
+	// tests move it past the second between checks instead of waiting.
+	now func() time.Time
 }
 
 // Config builds the TLS configuration, writing the self-signed CA (WriteCA)
@@ -59,7 +63,10 @@ func (o TLSOptions) config(logger *slog.Logger, writeCA *func() error) (*tls.Con
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	switch {
 	case o.CertFile != "" && o.KeyFile != "":
-		rl := &certReloader{certFile: o.CertFile, keyFile: o.KeyFile, logger: logger, watched: o.Context != nil}
+		rl := &certReloader{certFile: o.CertFile, keyFile: o.KeyFile, logger: logger, watched: o.Context != nil, now: o.now}
+		if rl.now == nil {
+			rl.now = time.Now
+		}
 		if err := rl.load(); err != nil {
 			return nil, err
 		}
@@ -124,6 +131,7 @@ type certReloader struct {
 	certFile, keyFile string
 	logger            *slog.Logger
 	watched           bool // reloaded by internal/lib/watch, not on handshakes
+	now               func() time.Time
 
 	mu      sync.Mutex
 	cert    *tls.Certificate
@@ -159,7 +167,7 @@ func (c *certReloader) install(certPEM, keyPEM []byte) error {
 		return fmt.Errorf("loading the serving certificate: %w", err)
 	}
 	c.mu.Lock()
-	c.cert, c.certPEM, c.keyPEM, c.checked = &pair, certPEM, keyPEM, time.Now()
+	c.cert, c.certPEM, c.keyPEM, c.checked = &pair, certPEM, keyPEM, c.now()
 	c.mu.Unlock()
 	return nil
 }
@@ -168,9 +176,10 @@ func (c *certReloader) install(certPEM, keyPEM []byte) error {
 // first when unwatched and last checked over a second ago.
 func (c *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c.mu.Lock()
-	due := !c.watched && time.Since(c.checked) > time.Second
+	now := c.now()
+	due := !c.watched && now.Sub(c.checked) > time.Second
 	if due {
-		c.checked = time.Now()
+		c.checked = now
 	}
 	current := c.cert
 	c.mu.Unlock()

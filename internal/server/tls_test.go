@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -11,12 +12,14 @@ import (
 	"errors"
 	"io"
 	"log"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -294,6 +297,67 @@ func TestTLSServingCertificateReload(t *testing.T) {
 	t.Run("watched", func(t *testing.T) { testTLSReload(t, true) })
 }
 
+// Messages of the reloads the certificate files cause.
+const (
+	reloadedMsg = "serving certificate reloaded"
+	mismatchMsg = "reloading the serving certificate failed; keeping the old one"
+	unreadMsg   = "reading the serving certificate failed; keeping the old one"
+	reloadWait  = 10 * time.Second
+)
+
+// reloadLog is a slog handler sending the messages of the certificate
+// reloads to its channel.
+type reloadLog chan string
+
+func (l reloadLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l reloadLog) Handle(_ context.Context, r slog.Record) error {
+	switch r.Message {
+	case reloadedMsg, mismatchMsg, unreadMsg:
+		l <- r.Message
+	}
+	return nil
+}
+func (l reloadLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l reloadLog) WithGroup(string) slog.Handler      { return l }
+
+// await waits for the reload that logs want. A pair written file by file
+// may fail to reload half-way (a failure before a success is skipped); a
+// success while a failure is expected fails the test.
+func (l reloadLog) await(t *testing.T, want string) {
+	t.Helper()
+	for {
+		select {
+		case msg := <-l:
+			if msg == want {
+				return
+			}
+			if msg == reloadedMsg {
+				t.Fatalf("the certificate reloaded, want %q", want)
+			}
+		case <-time.After(reloadWait):
+			t.Fatalf("no reload logging %q", want)
+		}
+	}
+}
+
+// fakeClock is a clock the test moves on.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
 func testTLSReload(t *testing.T, watched bool) {
 	dir := t.TempDir()
 	ca := newTestCA(t, "server CA")
@@ -309,11 +373,13 @@ func testTLSReload(t *testing.T, watched bool) {
 		}
 		mtimes[f] = st.ModTime()
 	}
-	opts := TLSOptions{CertFile: certFile, KeyFile: keyFile}
+	clock := &fakeClock{now: time.Now()}
+	opts := TLSOptions{CertFile: certFile, KeyFile: keyFile, now: clock.Now}
 	if watched {
 		opts.Context, opts.Interval = t.Context(), time.Hour
 	}
-	cfg, err := opts.Config(quietLogger())
+	logs := make(reloadLog, 100)
+	cfg, err := opts.Config(slog.New(logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,24 +394,37 @@ func testTLSReload(t *testing.T, watched bool) {
 		defer conn.Close()
 		return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
 	}
-	waitForSerial := func(want int64) {
+	// After a change: the reload that logs msg, then the serial served.
+	// Watched, a file system event reloads; otherwise the first handshake
+	// once the second between checks passed (on the fake clock).
+	serving := int64(1)
+	reload := func(msg string, want int64) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			got := serial()
-			if got == want {
-				return
+		defer func() { serving = want }()
+		if !watched {
+			if got := serial(); got != serving { // within the second: no check
+				t.Fatalf("serving %d before the check, want %d", got, serving)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("still serving certificate %d, want %d", got, want)
+			clock.Add(2 * time.Second)
+			if got := serial(); got != want {
+				t.Fatalf("serving %d, want %d", got, want)
 			}
-			time.Sleep(50 * time.Millisecond)
+		}
+		logs.await(t, msg)
+		if got := serial(); got != want {
+			t.Fatalf("serving %d after %q, want %d", got, msg, want)
 		}
 	}
-	if got := serial(); got != 1 {
+	if got := serial(); got != serving {
 		t.Fatalf("serving %d", got)
 	}
+	testTLSReloadSteps(t, ca, certFile, keyFile, mtimes, reload)
+}
 
+// testTLSReloadSteps changes the files and checks each reload (see
+// testTLSReload): contents decide, a mismatched or missing pair keeps the
+// old one serving, renames are seen.
+func testTLSReloadSteps(t *testing.T, ca *testCA, certFile, keyFile string, mtimes map[string]time.Time, reload func(msg string, want int64)) {
 	// Replace the pair, keeping the old modification time: contents decide.
 	c2, k2 := ca.issue(t, "kcedar", 2, true)
 	writeTestFile(t, keyFile, k2)
@@ -355,17 +434,11 @@ func testTLSReload(t *testing.T, watched bool) {
 			t.Fatal(err)
 		}
 	}
-	waitForSerial(2)
-
-	// A certificate that does not match the key keeps the old pair serving;
-	// every handshake meanwhile succeeds.
+	reload(reloadedMsg, 2)
+	// A certificate that does not match the key keeps the old pair serving.
 	c3, _ := ca.issue(t, "kcedar", 3, true)
 	writeTestFile(t, certFile, c3)
-	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if got := serial(); got != 2 {
-			t.Fatalf("serving %d with a mismatched pair on disk", got)
-		}
-	}
+	reload(mismatchMsg, 2)
 	// Files swapped by rename (as kubelet does for Secret volumes) are picked up.
 	c4, k4 := ca.issue(t, "kcedar", 4, true)
 	writeTestFile(t, certFile+".new", c4)
@@ -376,14 +449,10 @@ func testTLSReload(t *testing.T, watched bool) {
 	if err := os.Rename(certFile+".new", certFile); err != nil {
 		t.Fatal(err)
 	}
-	waitForSerial(4)
+	reload(reloadedMsg, 4)
 	// Missing files keep the old pair serving too.
 	if err := os.Remove(certFile); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if got := serial(); got != 4 {
-			t.Fatalf("serving %d with the certificate file gone", got)
-		}
-	}
+	reload(unreadMsg, 4)
 }

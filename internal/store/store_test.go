@@ -515,22 +515,32 @@ func TestStoreWatchPicksUpChanges(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "p.cedar")
 	writeFile(t, file, policy("v1"))
-	s, _ := newStore(t, []string{dir}, nil)
+	s, rec := newStore(t, []string{dir}, nil)
 	if err := s.Load(); err != nil {
 		t.Fatal(err)
+	}
+	loaded := make(chan struct{}, 1)
+	s.OnReload = func(r ReloadResult) {
+		rec.record(r)
+		select {
+		case loaded <- struct{}{}:
+		default:
+		}
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { s.Watch(ctx, 10*time.Millisecond); close(done) }()
 
+	// cond is checked after every load (on a file system event or a poll).
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.After(20 * time.Second)
 		for !cond() {
-			if time.Now().After(deadline) {
+			select {
+			case <-loaded:
+			case <-deadline:
 				t.Fatalf("timed out waiting for %s", what)
 			}
-			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	writeFile(t, file, policy("v2"))

@@ -4,7 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,47 +18,41 @@ import (
 // LeaseProblem and sets kcedar_policy_status_lease_failing; once it can be
 // taken, the problem clears and the replica leads.
 func TestStatusLeaseProblem(t *testing.T) {
-	client := fake.NewClientset()
-	missing := true
-	client.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if missing {
-			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "kcedar-system")
-		}
-		return false, nil, nil
-	})
-	w := &StatusWriter{Source: &Source{}, Leases: client.CoordinationV1(), Namespace: "kcedar-system", Name: "kcedar-policy-status", Identity: "a"}
-	if p := w.LeaseProblem(); p != "" {
-		t.Fatalf("a problem before the first try: %s", p)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan struct{})
-	go func() { w.Run(ctx); close(done) }()
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		missing := true
+		client.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if missing {
+				return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "kcedar-system")
 			}
+			return false, nil, nil
+		})
+		w := &StatusWriter{Source: &Source{}, Leases: client.CoordinationV1(), Namespace: "kcedar-system", Name: "kcedar-policy-status", Identity: "a"}
+		if p := w.LeaseProblem(); p != "" {
+			t.Fatalf("a problem before the first try: %s", p)
 		}
-	}
-	waitFor("the problem", func() bool { return w.LeaseProblem() != "" })
-	if p := w.LeaseProblem(); !strings.Contains(p, "kcedar-system/kcedar-policy-status") || !strings.Contains(p, "not found") {
-		t.Errorf("problem %q", p)
-	}
-	if got := gaugeValue(t, w.health.failing); got != 1 {
-		t.Errorf("kcedar_policy_status_lease_failing %v", got)
-	}
-	client.Lock()
-	missing = false
-	client.Unlock()
-	// The election retries every 2 seconds.
-	waitFor("the lease", func() bool { return w.LeaseProblem() == "" && gaugeValue(t, w.health.leading) == 1 })
-	if got := gaugeValue(t, w.health.failing); got != 0 {
-		t.Errorf("kcedar_policy_status_lease_failing %v after the lease was taken", got)
-	}
-	cancel()
-	<-done
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		done := make(chan struct{})
+		go func() { w.Run(ctx); close(done) }()
+		eventually(t, "the problem", func() bool { return w.LeaseProblem() != "" })
+		if p := w.LeaseProblem(); !strings.Contains(p, "kcedar-system/kcedar-policy-status") || !strings.Contains(p, "not found") {
+			t.Errorf("problem %q", p)
+		}
+		if got := gaugeValue(t, w.health.failing); got != 1 {
+			t.Errorf("kcedar_policy_status_lease_failing %v", got)
+		}
+		client.Lock()
+		missing = false
+		client.Unlock()
+		// The election retries every 2 seconds.
+		eventually(t, "the lease", func() bool { return w.LeaseProblem() == "" && gaugeValue(t, w.health.leading) == 1 })
+		if got := gaugeValue(t, w.health.failing); got != 0 {
+			t.Errorf("kcedar_policy_status_lease_failing %v after the lease was taken", got)
+		}
+		cancel()
+		<-done
+	})
 }
 
 // gaugeValue reads g through a registry.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -111,13 +112,12 @@ func TestCheckPolicyWebhook(t *testing.T) {
 	}
 }
 
-// waitPolicyVerified waits until v reports want, in its metric too.
+// waitPolicyVerified checks, once the verifier settled, that v reports want, in its metric too.
 func waitPolicyVerified(t *testing.T, v *PolicyVerifier, want bool, what string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); v.Verified() != want; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: verified is not %v (%v)", what, want, v.Problem())
-		}
+	synctest.Wait() // in the test's bubble: the verifier handled every change
+	if v.Verified() != want {
+		t.Fatalf("%s: verified is not %v (%v)", what, want, v.Problem())
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(v)
@@ -134,47 +134,49 @@ func waitPolicyVerified(t *testing.T, v *PolicyVerifier, want bool, what string)
 // verified), then follows it as it is created, weakened, fixed and
 // deleted, calling OnChange on each change.
 func TestPolicyVerifier(t *testing.T) {
-	client := fake.NewClientset()
-	v := NewPolicyVerifier("kcedar-policies", nil)
-	var changes atomic.Int32
-	v.OnChange = func() { changes.Add(1) }
-	if v.Verified() || v.Problem() == nil {
-		t.Fatal("verified before it ran")
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan struct{})
-	go func() { v.Run(ctx, client); close(done) }()
-	select {
-	case <-v.Decided():
-	case <-time.After(10 * time.Second):
-		t.Fatal("no first answer")
-	}
-	if v.Verified() || !strings.Contains(v.Problem().Error(), "not found") {
-		t.Fatalf("missing configuration: %v", v.Problem())
-	}
-	vwcs := client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	if _, err := vwcs.Create(ctx, policyWebhook(), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitPolicyVerified(t, v, true, "created")
-	weak := policyWebhook()
-	weak.Webhooks[0].Rules[0].Operations = []admissionregistrationv1.OperationType{"CREATE", "UPDATE"}
-	if _, err := vwcs.Update(ctx, weak, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitPolicyVerified(t, v, false, "without DELETE")
-	if _, err := vwcs.Update(ctx, policyWebhook(), metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitPolicyVerified(t, v, true, "fixed")
-	if err := vwcs.Delete(ctx, "kcedar-policies", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitPolicyVerified(t, v, false, "deleted")
-	if n := changes.Load(); n != 5 {
-		t.Errorf("OnChange called %d times, want 5 (decided, created, weakened, fixed, deleted)", n)
-	}
-	cancel()
-	<-done
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		v := NewPolicyVerifier("kcedar-policies", nil)
+		var changes atomic.Int32
+		v.OnChange = func() { changes.Add(1) }
+		if v.Verified() || v.Problem() == nil {
+			t.Fatal("verified before it ran")
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		done := make(chan struct{})
+		go func() { v.Run(ctx, client); close(done) }()
+		select {
+		case <-v.Decided():
+		case <-time.After(10 * time.Second):
+			t.Fatal("no first answer")
+		}
+		if v.Verified() || !strings.Contains(v.Problem().Error(), "not found") {
+			t.Fatalf("missing configuration: %v", v.Problem())
+		}
+		vwcs := client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+		if _, err := vwcs.Create(ctx, policyWebhook(), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPolicyVerified(t, v, true, "created")
+		weak := policyWebhook()
+		weak.Webhooks[0].Rules[0].Operations = []admissionregistrationv1.OperationType{"CREATE", "UPDATE"}
+		if _, err := vwcs.Update(ctx, weak, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPolicyVerified(t, v, false, "without DELETE")
+		if _, err := vwcs.Update(ctx, policyWebhook(), metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPolicyVerified(t, v, true, "fixed")
+		if err := vwcs.Delete(ctx, "kcedar-policies", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPolicyVerified(t, v, false, "deleted")
+		if n := changes.Load(); n != 5 {
+			t.Errorf("OnChange called %d times, want 5 (decided, created, weakened, fixed, deleted)", n)
+		}
+		cancel()
+		<-done
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,13 +15,12 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-// waitVerified waits until v reports want.
+// waitVerified checks, once the verifier settled, that v reports want.
 func waitVerified(t *testing.T, v *Verifier, want bool, what string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); v.Verified() != want; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: verified is not %v", what, want)
-		}
+	synctest.Wait() // in the test's bubble: the verifier handled every change
+	if v.Verified() != want {
+		t.Fatalf("%s: verified is not %v", what, want)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(v)
@@ -37,57 +37,65 @@ func waitVerified(t *testing.T, v *Verifier, want bool, what string) {
 // fixed and deleted, ignores other configurations, and retries a
 // connection that fails.
 func TestVerifier(t *testing.T) {
-	client := fake.NewClientset()
-	var attempts atomic.Int32
-	connect := func() (kubernetes.Interface, error) {
-		if attempts.Add(1) < 3 {
-			return nil, errors.New("no kubeconfig yet")
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		var attempts atomic.Int32
+		connect := func() (kubernetes.Interface, error) {
+			if attempts.Add(1) < 3 {
+				return nil, errors.New("no kubeconfig yet")
+			}
+			return client, nil
 		}
-		return client, nil
-	}
-	v := NewVerifier("kcedar-conditions", nil)
-	v.ConnectRetry = 10 * time.Millisecond
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan struct{})
-	go func() { v.Run(ctx, connect); close(done) }()
-	vwcs := client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+		v := NewVerifier("kcedar-conditions", nil)
+		v.ConnectRetry = 10 * time.Millisecond
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		done := make(chan struct{})
+		go func() { v.Run(ctx, connect); close(done) }()
+		vwcs := client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 
-	other := printedWebhook()
-	other.Name = "something-else"
-	if _, err := vwcs.Create(ctx, other, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(100 * time.Millisecond)
-	if v.Verified() {
-		t.Fatal("verified by another configuration")
-	}
-	if _, err := vwcs.Create(ctx, printedWebhook(), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitVerified(t, v, true, "created")
-	if attempts.Load() < 3 {
-		t.Fatalf("connected after %d attempts", attempts.Load())
-	}
-	weak := printedWebhook()
-	ignore := admissionregistrationv1.Ignore
-	weak.Webhooks[0].FailurePolicy = &ignore
-	if _, err := vwcs.Update(ctx, weak, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitVerified(t, v, false, "failurePolicy Ignore")
-	if _, err := vwcs.Update(ctx, printedWebhook(), metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitVerified(t, v, true, "fixed")
-	if err := vwcs.Delete(ctx, "kcedar-conditions", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitVerified(t, v, false, "deleted")
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after ctx ended")
-	}
+		other := printedWebhook()
+		other.Name = "something-else"
+		if _, err := vwcs.Create(ctx, other, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// A second on the bubble's clock: the connection retries succeeded
+		// and the informer saw the other configuration.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if attempts.Load() < 3 {
+			t.Fatalf("%d connection attempts in a second", attempts.Load())
+		}
+		if v.Verified() {
+			t.Fatal("verified by another configuration")
+		}
+		if _, err := vwcs.Create(ctx, printedWebhook(), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitVerified(t, v, true, "created")
+		if attempts.Load() < 3 {
+			t.Fatalf("connected after %d attempts", attempts.Load())
+		}
+		weak := printedWebhook()
+		ignore := admissionregistrationv1.Ignore
+		weak.Webhooks[0].FailurePolicy = &ignore
+		if _, err := vwcs.Update(ctx, weak, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitVerified(t, v, false, "failurePolicy Ignore")
+		if _, err := vwcs.Update(ctx, printedWebhook(), metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitVerified(t, v, true, "fixed")
+		if err := vwcs.Delete(ctx, "kcedar-conditions", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitVerified(t, v, false, "deleted")
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not return after ctx ended")
+		}
+	})
 }

@@ -12,19 +12,19 @@ import (
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// run starts Run with a poll interval far longer than the test, so only
+// run starts what Run runs, with a poll interval far longer than the test, so only
 // file system events can trigger it.
 func run(t *testing.T, paths ...string) <-chan struct{} {
 	t.Helper()
 	ch := make(chan struct{}, 100)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
+	loop := setup(ctx, paths, time.Hour, quiet()) // the watches are registered when it returns
 	go func() {
-		Run(ctx, paths, time.Hour, quiet(), func() { ch <- struct{}{} })
+		loop(func() { ch <- struct{}{} })
 		close(done)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	time.Sleep(50 * time.Millisecond) // let the watches be registered
 	return ch
 }
 
