@@ -3,9 +3,14 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -71,6 +76,95 @@ func TestConstrainedImpersonation(t *testing.T) {
 			t.Errorf("lucas %s: want 403, got %v", name, err)
 		} else if strings.HasPrefix(name, "as node") && !strings.Contains(err.Error(), "impersonate") {
 			t.Errorf("lucas %s: want a 403 on impersonation, got %v", name, err)
+		}
+	}
+}
+
+// associatedNodePolicies: the csi-driver ServiceAccount may impersonate
+// only the node its pod runs on, and only to get pods. What "its own node"
+// means is the verb: kube-apiserver checks the association (the token's
+// node-name extra against the target node) itself before it asks
+// impersonate:associated-node, with the name "*".
+const associatedNodePolicies = `
+@id("csi-driver-impersonates-its-node")
+permit(principal, action == k8s::Action::"impersonate:associated-node", resource is io::k8s::authentication::nodes)
+when { principal is k8s::ServiceAccount && principal.namespace == "kube-system" && principal.name == "csi-driver" };
+
+@id("csi-driver-as-its-node-gets-pods")
+permit(principal, action == k8s::Action::"impersonate-on:associated-node:get", resource is core::pods)
+when { principal is k8s::ServiceAccount && principal.namespace == "kube-system" && principal.name == "csi-driver" };
+
+@id("nodes-get-pods")
+permit(principal is k8s::Node, action == k8s::Action::"get", resource is core::pods);
+`
+
+// TestAssociatedNodeImpersonation: a node agent's ServiceAccount, with a
+// token bound to its pod on node foo, gets pods as node foo, and is refused
+// listing secrets as foo, acting as node bar, and the legacy impersonate.
+// The decision log shows that kcedar saw and decided the constrained checks
+// (there is no Node authorizer here: the chain is kcedar, then RBAC).
+func TestAssociatedNodeImpersonation(t *testing.T) {
+	decisions := filepath.Join(t.TempDir(), "decisions.jsonl")
+	_, opts := startKcedarWebhook(t, associatedNodePolicies, "--decision-log", decisions, "--decision-log-sample-allows", "1")
+	c := framework.Start(t, opts)
+	ctx := t.Context()
+	admin := c.Client(t)
+	c.EnsureServiceAccount(t, "kube-system", "csi-driver")
+	c.EnsureNamespace(t, "team-a")
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "foo"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The agent's pod, bound to foo (no scheduler, no kubelet: the test
+	// binds it), and a token bound to that pod: kube-apiserver then adds the
+	// node's name to the ServiceAccount's user info.
+	pod, err := admin.CoreV1().Pods("kube-system").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "csi-foo"},
+		Spec: corev1.PodSpec{NodeName: "foo", ServiceAccountName: "csi-driver", Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := admin.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "csi-driver", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := func(user string) kubernetes.Interface {
+		cfg := rest.AnonymousClientConfig(c.AdminConfig)
+		cfg.BearerToken = tr.Status.Token
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+		return kubernetes.NewForConfigOrDie(cfg)
+	}
+	if _, err := as("system:node:foo").CoreV1().Pods("team-a").Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("csi-driver as its node foo gets a pod: want 404 (authorized), got %v", err)
+	}
+	for name, call := range map[string]func() error{
+		"as node foo, list secrets": func() error {
+			_, err := as("system:node:foo").CoreV1().Secrets("team-a").List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"as node bar, get a pod": func() error {
+			_, err := as("system:node:bar").CoreV1().Pods("team-a").Get(ctx, "web", metav1.GetOptions{})
+			return err
+		},
+	} {
+		if err := call(); !apierrors.IsForbidden(err) {
+			t.Errorf("csi-driver %s: want 403, got %v", name, err)
+		}
+	}
+	// The legacy verb is not granted by the constrained ones.
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:kube-system:csi-driver",
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "users", Name: "system:node:foo"}}}
+	if got, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{}); err != nil || got.Status.Allowed {
+		t.Errorf("legacy impersonate of system:node:foo: %v %+v, want not allowed", err, got)
+	}
+	log, err := os.ReadFile(decisions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"verb":"impersonate-on:associated-node:get"`, `"verb":"impersonate:associated-node"`, `"csi-driver-impersonates-its-node"`} {
+		if !strings.Contains(string(log), want) {
+			t.Errorf("kcedar's decision log has no %s:\n%s", want, log)
 		}
 	}
 }
