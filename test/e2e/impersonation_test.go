@@ -168,3 +168,51 @@ func TestAssociatedNodeImpersonation(t *testing.T) {
 		}
 	}
 }
+
+// readsAsAlicePolicies: the reporter ServiceAccount may impersonate user
+// alice, and while impersonating anyone by user-info, only read. KEP-5284
+// asks the identity (impersonate:user-info on alice) and the request
+// (impersonate-on:user-info:<verb>) separately, so "only alice, only for
+// reads" holds because alice is the one identity reporter may take.
+const readsAsAlicePolicies = `
+@id("reporter-impersonates-alice")
+permit(principal, action == k8s::Action::"impersonate:user-info", resource is io::k8s::authentication::users)
+when { principal is k8s::ServiceAccount && principal.namespace == "tools" && principal.name == "reporter" && resource.name == "alice" };
+
+@id("reporter-as-someone-reads")
+permit(principal, action in [k8s::Action::"impersonate-on:user-info:get", k8s::Action::"impersonate-on:user-info:list", k8s::Action::"impersonate-on:user-info:watch"], resource)
+when { principal is k8s::ServiceAccount && principal.namespace == "tools" && principal.name == "reporter" };
+
+@id("alice-works-with-configmaps")
+permit(principal == k8s::User::"alice", action in [k8s::Action::"get", k8s::Action::"list", k8s::Action::"create"], resource is core::configmaps);
+`
+
+// TestImpersonateAliceForReads: reporter reads as alice, and is refused
+// writing as alice (which alice may do herself) and reading as bob.
+func TestImpersonateAliceForReads(t *testing.T) {
+	_, opts := startKcedarWebhook(t, readsAsAlicePolicies)
+	c := framework.Start(t, opts)
+	ctx := t.Context()
+	c.EnsureServiceAccount(t, "tools", "reporter")
+	c.EnsureNamespace(t, "team-a")
+	tr, err := c.Client(t).CoreV1().ServiceAccounts("tools").CreateToken(ctx, "reporter", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := func(user string) kubernetes.Interface {
+		cfg := rest.AnonymousClientConfig(c.AdminConfig)
+		cfg.BearerToken = tr.Status.Token
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+		return kubernetes.NewForConfigOrDie(cfg)
+	}
+	if _, err := as("alice").CoreV1().ConfigMaps("team-a").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatalf("reporter lists configmaps as alice: %v", err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "written-as-alice"}}
+	if _, err := as("alice").CoreV1().ConfigMaps("team-a").Create(ctx, cm, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("reporter creates a configmap as alice: want 403, got %v", err)
+	}
+	if _, err := as("bob").CoreV1().ConfigMaps("team-a").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("reporter lists configmaps as bob: want 403, got %v", err)
+	}
+}
