@@ -111,7 +111,7 @@ func CompareWith(s *schemagen.Schema, oldSet, newSet *cedarlang.PolicySet, opts 
 	res.Inexact = sortedKeys(run.inexact)
 	res.Regions = mergeCells(run.cells, len(res.Inexact) == 0)
 	if len(res.Regions) == 0 && len(res.Inexact) > 0 {
-		res.Regions = []Region{undecided(d, res.Inexact)}
+		res.Regions = []Region{undecided(dOld, dNew, res.Inexact)}
 	}
 	return res
 }
@@ -354,10 +354,11 @@ func exprText(n ast.IsNode) string {
 }
 
 // undecided is the region reported when the method found no change but
-// could not decide exactly: where the differing policies reach.
-func undecided(d []*cedarlang.Policy, inexact []string) Region {
+// could not decide exactly: where the differing policies reach, old's and
+// new's on their sides.
+func undecided(dOld, dNew []*cedarlang.Policy, inexact []string) Region {
 	return Region{Subject: Subject{Kind: KindAnyone}, Change: Change{From: "?", To: "?"},
-		OldPolicies: ids(d), Exact: false, Note: fmt.Sprintf("not decided exactly: %s", strings.Join(inexact, ", "))}
+		OldPolicies: ids(dOld), NewPolicies: ids(dNew), Exact: false, Note: fmt.Sprintf("not decided exactly: %s", strings.Join(inexact, ", "))}
 }
 
 // decide is both decisions of req.
