@@ -7,11 +7,13 @@ import (
 )
 
 // AdmissionVerbs lists the verbs an admission operation may have been
-// authorized as: update and patch may create, patch arrives as UPDATE,
-// deletecollection as DELETE per object, connect as get or create. An
-// UPDATE's options cannot tell update from patch: kube-apiserver admits a
-// patch with UpdateOptions (k8s.io/apiserver endpoints/handlers/patch.go,
-// patchToUpdateOptions), so an UPDATE is both, whatever its options.
+// authorized as: a create by create, or by an update or patch that creates;
+// an update by update or patch; a delete by delete or deletecollection (per
+// object); a connect by the verb of its HTTP method (get, create, update,
+// patch, delete: proxy subresources take them all). An UPDATE's options
+// cannot tell update from patch: kube-apiserver admits a patch with
+// UpdateOptions (k8s.io/apiserver endpoints/handlers/patch.go,
+// patchToUpdateOptions). An unknown operation has none.
 func AdmissionVerbs(operation string) []string {
 	switch operation {
 	case "CREATE":
@@ -21,7 +23,7 @@ func AdmissionVerbs(operation string) []string {
 	case "DELETE":
 		return []string{"delete", "deletecollection"}
 	case "CONNECT":
-		return []string{"get", "create"}
+		return []string{"get", "create", "update", "patch", "delete"}
 	}
 	return nil
 }

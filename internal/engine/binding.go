@@ -32,7 +32,7 @@ import (
 //
 // The name is not bound (a create's SubjectAccessReview has none). The verb
 // is bound as authorized; the callback, which carries the admission
-// operation, tries each verb the operation may stand for (bindingVerbs).
+// operation, tries each verb the operation may stand for (AdmissionVerbs).
 
 // Binding is the request a condition is bound to.
 type Binding struct {
@@ -58,33 +58,13 @@ func RequestBinding(req *entities.Request, draft bool) Binding {
 // admissionBindings are the bindings a callback's data verifies a condition
 // against: one for each verb its operation may have been authorized as.
 func admissionBindings(data *AdmissionData, draft bool) []Binding {
-	verbs := bindingVerbs(data.Operation)
+	verbs := AdmissionVerbs(data.Operation)
 	out := make([]Binding, len(verbs))
 	for i, verb := range verbs {
 		out[i] = Binding{Draft: draft, User: data.User, APIGroup: data.APIGroup, Resource: data.Resource, Subresource: data.Subresource,
 			Namespace: data.Namespace, Verb: verb}
 	}
 	return out
-}
-
-// bindingVerbs are the verbs an admission operation may have been authorized
-// as: a create by create, or by an update or patch that creates; an update
-// by update or patch (a patch arrives as UPDATE, with UpdateOptions); a
-// delete by delete or deletecollection; a connect by the verb of its HTTP
-// method (get, create, update, patch, delete). An unknown operation has none,
-// so no condition verifies for it.
-func bindingVerbs(operation string) []string {
-	switch operation {
-	case "CREATE":
-		return []string{"create", "update", "patch"}
-	case "UPDATE":
-		return []string{"update", "patch"}
-	case "DELETE":
-		return []string{"delete", "deletecollection"}
-	case "CONNECT":
-		return []string{"get", "create", "update", "patch", "delete"}
-	}
-	return nil
 }
 
 // macBytes is how much of the HMAC a condition carries (128 bits), macLen

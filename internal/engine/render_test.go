@@ -117,3 +117,24 @@ when { resource has object && resource.object has v1 && resource.object.v1 has d
 		t.Errorf("owner changed by what may be a patch: allowed, want refused")
 	}
 }
+
+// A connect is authorized by its HTTP method's verb: a PUT or DELETE through
+// pods/proxy is an update or a delete, admitted as CONNECT. Admission
+// enforcement holds it to those verbs' conditions too.
+func TestAdmitConnectHoldsEveryMethodVerb(t *testing.T) {
+	ps := mustPolicies(t, `
+@id("proxy-health-only") permit(principal == k8s::User::"alice", action in [k8s::Action::"update", k8s::Action::"delete"], resource is core::pods_proxy)
+when { resource has object && resource.object has v1 && resource.object.v1 has path && resource.object.v1.path == "/healthz" };
+`)
+	az := NewEngine(embeddedschema.Schema(t), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	data := func(path string) *AdmissionData {
+		return &AdmissionData{Operation: "CONNECT", APIVersion: "v1", Resource: "pods", Subresource: "proxy", Namespace: "a", Name: "p",
+			User: &entities.UserInfo{Name: "alice"}, Object: []byte(`{"apiVersion":"v1","kind":"PodProxyOptions","path":"` + path + `"}`)}
+	}
+	if d := az.Admit(context.Background(), data("/healthz")); !d.IsAllowed() {
+		t.Errorf("/healthz: %v", d)
+	}
+	if d := az.Admit(context.Background(), data("/admin")); d.IsAllowed() {
+		t.Errorf("/admin through pods/proxy by PUT or DELETE: allowed, want refused")
+	}
+}
