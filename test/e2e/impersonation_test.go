@@ -128,12 +128,7 @@ func TestAssociatedNodeImpersonation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	as := func(user string) kubernetes.Interface {
-		cfg := rest.AnonymousClientConfig(c.AdminConfig)
-		cfg.BearerToken = tr.Status.Token
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-		return kubernetes.NewForConfigOrDie(cfg)
-	}
+	as := func(user string) kubernetes.Interface { return impersonating(c, tr.Status.Token, user) }
 	if _, err := as("system:node:foo").CoreV1().Pods("team-a").Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("csi-driver as its node foo gets a pod: want 404 (authorized), got %v", err)
 	}
@@ -199,12 +194,7 @@ func TestImpersonateAliceForReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	as := func(user string) kubernetes.Interface {
-		cfg := rest.AnonymousClientConfig(c.AdminConfig)
-		cfg.BearerToken = tr.Status.Token
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-		return kubernetes.NewForConfigOrDie(cfg)
-	}
+	as := func(user string) kubernetes.Interface { return impersonating(c, tr.Status.Token, user) }
 	if _, err := as("alice").CoreV1().ConfigMaps("team-a").List(ctx, metav1.ListOptions{}); err != nil {
 		t.Fatalf("reporter lists configmaps as alice: %v", err)
 	}
@@ -215,4 +205,12 @@ func TestImpersonateAliceForReads(t *testing.T) {
 	if _, err := as("bob").CoreV1().ConfigMaps("team-a").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("reporter lists configmaps as bob: want 403, got %v", err)
 	}
+}
+
+// impersonating is a client of the bearer of token, impersonating user.
+func impersonating(c *framework.Cluster, token, user string) kubernetes.Interface {
+	cfg := rest.AnonymousClientConfig(c.AdminConfig)
+	cfg.BearerToken = token
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	return kubernetes.NewForConfigOrDie(cfg)
 }
