@@ -64,7 +64,7 @@ func (e *Engine) AuthorizeSubjectAccessReview(ctx context.Context, req *entities
 	switch {
 	case req.UnconditionalOnly:
 		caller = SARCaller{} // conditional rights do not count: fold
-	case caller.AdmissionEnforced && !e.AdmissionWebhookSees(req):
+	case caller.AdmissionEnforced && d.IsConditional() && !e.AdmissionWebhookSees(req):
 		caller.AdmissionEnforced = false
 	}
 	a := e.renderSubjectAccessReview(d, req, caller)
