@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/kcedar/kcedar/internal/server"
 )
 
 const auditCLIPolicies = `@id("alice-pods") permit(principal == k8s::User::"alice", action, resource is core::pods);
@@ -67,9 +66,7 @@ func TestServeShadowFlag(t *testing.T) {
 	if err := f.Parse([]string{"--shadow", "--admission-enforcement"}); err != nil {
 		t.Fatal(err)
 	}
-	var opts server.Options
-	o.applyShadow(&opts)
-	if !opts.Shadow || !o.admission.enforcement {
-		t.Fatalf("shadow %t, admission enforcement %t", opts.Shadow, o.admission.enforcement)
+	if !o.shadow || !o.admission.enforcement {
+		t.Fatalf("shadow %t, admission enforcement %t", o.shadow, o.admission.enforcement)
 	}
 }

@@ -27,9 +27,9 @@ import (
 	"github.com/kcedar/kcedar/internal/engine/offline"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
-	"github.com/kcedar/kcedar/internal/server"
 	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/wire"
+	"github.com/kcedar/kcedar/server"
 )
 
 var (
@@ -93,7 +93,7 @@ func TestAuthorizeMatchesServer(t *testing.T) {
 		if err := store.Load(); err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
-		srv := server.New(checker.Schema, store, server.Options{Logger: quiet})
+		srv := server.New(storeAuthorizer(checker.Schema, store, engine.EngineOptions{}), server.Options{Logger: quiet})
 		dir := t.TempDir()
 		for i, tc := range tf.Tests {
 			cases++
@@ -107,7 +107,7 @@ func TestAuthorizeMatchesServer(t *testing.T) {
 				// The same Namespace objects for both: --namespace-object
 				// and the informer's place in the server.
 				o.namespaceObjects = []string{nsFile}
-				srv = server.New(checker.Schema, store, server.Options{Logger: quiet, Namespaces: lookup})
+				srv = server.New(storeAuthorizer(checker.Schema, store, engine.EngineOptions{Namespaces: lookup}), server.Options{Logger: quiet})
 			}
 			if len(tc.Object) > 0 {
 				o.object = filepath.Join(dir, "object.json")

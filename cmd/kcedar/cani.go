@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kcedar/kcedar/internal/accessreview"
 	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/server"
 )
 
 func init() { rootCmd.AddCommand(newCanICmd()) }
@@ -119,13 +119,13 @@ func (o *canIOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{2, err}
 	}
-	srr := &server.SubjectRulesReview{APIVersion: server.ReviewAPIVersion, Kind: "SubjectRulesReview",
-		Spec: server.SubjectRulesReviewSpec{User: o.as, Groups: o.asGroups, UID: o.asUID, Namespace: o.namespace, Extra: extra}}
+	srr := &accessreview.SubjectRulesReview{APIVersion: accessreview.APIVersion, Kind: "SubjectRulesReview",
+		Spec: accessreview.SubjectRulesReviewSpec{User: o.as, Groups: o.asGroups, UID: o.asUID, Namespace: o.namespace, Extra: extra}}
 	_, az, err := o.engine(ctx, stderr)
 	if err != nil {
 		return err
 	}
-	resp, err := server.WhatCan(ctx, az, srr)
+	resp, err := accessreview.WhatCan(ctx, az, srr)
 	if err != nil {
 		return &exitError{2, err}
 	}

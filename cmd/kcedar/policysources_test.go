@@ -23,12 +23,12 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kcedar/kcedar/internal/accessreview"
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
-	"github.com/kcedar/kcedar/internal/server"
 )
 
 // The vocabulary of the generated policy objects and requests.
@@ -286,21 +286,21 @@ func compareReviews(t *testing.T, set int, r *rand.Rand, served, offline engine.
 	n := 0
 	for k := 0; k < 4; k++ {
 		tg := genTargets[r.Intn(len(genTargets))]
-		rar := &server.ResourceAccessReview{APIVersion: server.ReviewAPIVersion, Kind: "ResourceAccessReview"}
+		rar := &accessreview.ResourceAccessReview{APIVersion: accessreview.APIVersion, Kind: "ResourceAccessReview"}
 		rar.AuthorizationAttributes.Verb = genVerbs[r.Intn(len(genVerbs))]
 		rar.AuthorizationAttributes.ResourceGroup, rar.AuthorizationAttributes.Resource = tg.group, tg.resource
 		rar.AuthorizationAttributes.Namespace = genRequestNamespaces[r.Intn(len(genRequestNamespaces))]
-		want, err1 := server.WhoCan(ctx, served, rar)
-		got, err2 := server.WhoCan(ctx, offline, rar)
+		want, err1 := accessreview.WhoCan(ctx, served, rar)
+		got, err2 := accessreview.WhoCan(ctx, offline, rar)
 		compareJSON(t, fmt.Sprintf("set %d who-can %+v", set, rar.AuthorizationAttributes), want, got, err1, err2)
 		n++
 	}
 	for k := 0; k < 2; k++ {
 		u := genUsers[r.Intn(len(genUsers))]
-		srr := &server.SubjectRulesReview{APIVersion: server.ReviewAPIVersion, Kind: "SubjectRulesReview",
-			Spec: server.SubjectRulesReviewSpec{User: u.Name, Groups: u.Groups, Namespace: genRequestNamespaces[r.Intn(len(genRequestNamespaces))]}}
-		want, err1 := server.WhatCan(ctx, served, srr)
-		got, err2 := server.WhatCan(ctx, offline, srr)
+		srr := &accessreview.SubjectRulesReview{APIVersion: accessreview.APIVersion, Kind: "SubjectRulesReview",
+			Spec: accessreview.SubjectRulesReviewSpec{User: u.Name, Groups: u.Groups, Namespace: genRequestNamespaces[r.Intn(len(genRequestNamespaces))]}}
+		want, err1 := accessreview.WhatCan(ctx, served, srr)
+		got, err2 := accessreview.WhatCan(ctx, offline, srr)
 		compareJSON(t, fmt.Sprintf("set %d can-i %+v", set, srr.Spec), want, got, err1, err2)
 		n++
 	}

@@ -19,15 +19,17 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/cluster/namespaces"
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
 	"github.com/kcedar/kcedar/internal/cluster/schemarefresh"
 	"github.com/kcedar/kcedar/internal/cluster/webhooks"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/handle"
 	"github.com/kcedar/kcedar/internal/schemagen"
-	"github.com/kcedar/kcedar/internal/server"
 	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/server"
 )
 
 func init() { rootCmd.AddCommand(newServeCmd()) }
@@ -143,12 +145,8 @@ func (o *serveOptions) build(ctx context.Context) (*serveParts, error) {
 	}
 	p.logFile = logFile
 	p.objects.admission.OnRefused = func(r policyobjects.RefusedWrite) { dlog.Log(refusalRecord(r)) }
-	opts := server.Options{DecisionLog: dlog, Logger: o.logger, Keys: p.keys, AdmissionEnforcement: o.admission.enforcement,
+	opts := server.Options{DecisionLog: dlog, Logger: o.logger, AdmissionEnforcement: o.admission.enforcement,
 		RequireClientCert: o.tls.ClientCAFile != "", PolicyAdmission: p.objects.admission}
-	o.applyShadow(&opts)
-	if p.namespaces != nil {
-		opts.Namespaces = p.namespaces
-	}
 	opts.AdmissionWebhookVerified, p.verifier = o.admission.verification(o.logger)
 	if p.objects.source != nil {
 		opts.Ready = p.objects.source.Ready
@@ -157,7 +155,7 @@ func (o *serveOptions) build(ctx context.Context) (*serveParts, error) {
 		p.refresher, p.runRefresh = startSchemaRefresh(o.src, schema, fingerprint, o.schemaRefresh, p.store, p.objects, o.logger)
 	}
 	opts.Degraded = p.degraded
-	p.srv = server.New(schema, p.store, opts)
+	p.srv = server.New(o.authorizer(schema, p), opts)
 	if err := p.registerMetrics(); err != nil {
 		return nil, err
 	}
@@ -218,11 +216,28 @@ func (p *serveParts) degraded() string {
 	return strings.Join(problems, "; ")
 }
 
+// authorizer is kcedar's authorizer over the policy store: the engine of
+// the set serving now, built with the namespace informer and --shadow.
+func (o *serveOptions) authorizer(schema *schemagen.Schema, p *serveParts) *cedar.Authorizer {
+	opts := engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Shadow: o.shadow}
+	if p.namespaces != nil {
+		opts.Namespaces = p.namespaces
+	}
+	serving := engine.NewServing(p.store, schema, engine.NewCodec(p.keys), opts)
+	a := cedar.Authorizer(handle.NewAuthorizer(serving, p.store))
+	return &a
+}
+
 // registerMetrics adds the metrics of everything beside the server to its
-// registry (the namespace informer's are registered by server.New).
+// registry.
 func (p *serveParts) registerMetrics() error {
 	reg := p.srv.Registry()
 	registerBuildInfo(reg)
+	if p.namespaces != nil {
+		if err := reg.Register(p.namespaces); err != nil { // the namespace informer's sync age
+			return err
+		}
+	}
 	if p.refresher != nil {
 		if err := p.refresher.RegisterMetrics(reg); err != nil {
 			return err

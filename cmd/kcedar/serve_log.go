@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/kcedar/kcedar/internal/server"
+	"github.com/kcedar/kcedar/server"
 )
 
 // decisionLogOptions are serve's --decision-log flags.

@@ -12,8 +12,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kcedar/kcedar/internal/cluster/namespaces"
-	"github.com/kcedar/kcedar/internal/server"
 	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/server"
 )
 
 // serveOptions are kcedar serve's flags. AddFlags registers them, Complete
@@ -122,12 +122,6 @@ func (o *serveOptions) Validate() error {
 		return fmt.Errorf("--schema-refresh-interval %s: give a duration, or 0 to turn schema refresh off", o.schemaRefresh)
 	}
 	return nil
-}
-
-// applyShadow sets the server's shadow mode from --shadow: the engine of
-// every policy set is built with every policy in audit mode.
-func (o *serveOptions) applyShadow(opts *server.Options) {
-	opts.Shadow = o.shadow
 }
 
 // clusterConfig is serve's one connection to the cluster, for every feature

@@ -16,9 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kcedar/kcedar/internal/server"
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
+	"github.com/kcedar/kcedar/server"
 )
 
 // syncBuffer collects the JSON log.
@@ -105,7 +106,7 @@ func shutdownServer(t *testing.T, ctx context.Context, delay, timeout time.Durat
 	}
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	srv := &signalling{Server: server.New(schematest.Schema(), store, server.Options{Logger: logger}), entered: make(chan struct{}, 1), drained: make(chan struct{})}
+	srv := &signalling{Server: server.New(storeAuthorizer(schematest.Schema(), store, engine.EngineOptions{}), server.Options{Logger: logger}), entered: make(chan struct{}, 1), drained: make(chan struct{})}
 	tlsCfg, err := server.TLSOptions{}.Config(logger)
 	if err != nil {
 		t.Fatal(err)

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kcedar/kcedar/internal/accessreview"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/schemagen"
-	"github.com/kcedar/kcedar/internal/server"
 )
 
 func init() { rootCmd.AddCommand(newWhoCanCmd()) }
@@ -109,7 +109,7 @@ func (o *whoCanOptions) Run(ctx context.Context, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	resp, err := server.WhoCan(ctx, az, rar)
+	resp, err := accessreview.WhoCan(ctx, az, rar)
 	if err != nil {
 		return &exitError{2, err}
 	}
@@ -122,8 +122,8 @@ func (o *whoCanOptions) Run(ctx context.Context, stdout, stderr io.Writer) error
 
 // review builds the ResourceAccessReview the arguments ask, warning on errw
 // of a resource the schema does not know.
-func (o *whoCanOptions) review(schema *schemagen.Schema, errw io.Writer) (*server.ResourceAccessReview, error) {
-	rar := &server.ResourceAccessReview{APIVersion: server.ReviewAPIVersion, Kind: "ResourceAccessReview"}
+func (o *whoCanOptions) review(schema *schemagen.Schema, errw io.Writer) (*accessreview.ResourceAccessReview, error) {
+	rar := &accessreview.ResourceAccessReview{APIVersion: accessreview.APIVersion, Kind: "ResourceAccessReview"}
 	attrs := &rar.AuthorizationAttributes
 	attrs.Verb = o.args[0]
 	if o.url != "" {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kcedar/kcedar/internal/server"
+	"github.com/kcedar/kcedar/internal/accessreview"
 )
 
 func TestParseKubectlResource(t *testing.T) {
@@ -39,7 +39,7 @@ when { resource.namespace == "team-a" };
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
-	var resp server.ResourceAccessReviewResponse
+	var resp accessreview.ResourceAccessReviewResponse
 	if err := json.Unmarshal([]byte(out), &resp); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -54,7 +54,7 @@ when { resource.namespace == "team-a" };
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
-	var srr server.SubjectRulesReview
+	var srr accessreview.SubjectRulesReview
 	if err := json.Unmarshal([]byte(out), &srr); err != nil || srr.Status == nil || len(srr.Status.ResourceRules) != 1 || srr.Status.Incomplete {
 		t.Errorf("can-i: %v %s", err, out)
 	}

@@ -60,7 +60,7 @@ func (c bindingCase) upstream(data *AdmissionData) Decision {
 
 func (c bindingCase) draft(data *AdmissionData) Decision {
 	set := draftConditionSet(c.dec.ConditionsMap)
-	return c.az.EvaluateConditionSets(context.Background(), []wire.SubjectAccessReviewConditionSet{set}, data)
+	return c.az.Evaluator().EvaluateConditionSets([]wire.SubjectAccessReviewConditionSet{set}, data)
 }
 
 // refused checks that a condition failed verification: never Allow, the
@@ -191,7 +191,22 @@ func TestConditionBindingDraftClusterScoped(t *testing.T) {
 	set := draftConditionSet(dec.ConditionsMap)
 	ns := []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a"}}`)
 	data := &AdmissionData{Operation: "UPDATE", Object: ns, OldObject: ns}
-	if v := az.EvaluateConditionSets(context.Background(), []wire.SubjectAccessReviewConditionSet{set}, data); !v.IsAllowed() {
+	if v := az.Evaluator().EvaluateConditionSets([]wire.SubjectAccessReviewConditionSet{set}, data); !v.IsAllowed() {
 		t.Fatalf("namespace update: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
 	}
+}
+
+// draftConditionSet is m in the seed draft's shape, as the server renders
+// it for a caller that asked for the draft's conditionsChain.
+func draftConditionSet(m *wire.ConditionsMap) wire.SubjectAccessReviewConditionSet {
+	set := wire.SubjectAccessReviewConditionSet{AuthorizerName: AuthorizerName, FailureMode: "Deny"}
+	for _, l := range []struct {
+		conds  []wire.Condition
+		effect wire.SubjectAccessReviewConditionEffect
+	}{{m.DenyConditions, wire.ConditionEffectDeny}, {m.NoOpinionConditions, wire.ConditionEffectNoOpinion}, {m.AllowConditions, wire.ConditionEffectAllow}} {
+		for _, c := range l.conds {
+			set.Conditions = append(set.Conditions, wire.SubjectAccessReviewCondition{ID: c.ID, Effect: l.effect, Type: c.Type, Condition: c.Condition, Description: c.Description})
+		}
+	}
+	return set
 }

@@ -1,21 +1,24 @@
 package engine
 
 import (
-	"context"
 	"errors"
 
 	"github.com/kcedar/kcedar/internal/wire"
 )
+
+// AuthorizerName is how kcedar names itself in the seed draft's
+// conditionsChain.
+const AuthorizerName = "kcedar"
 
 // EvaluateConditionSets evaluates the seed draft's conditionsChain: in
 // order, until one set is not NoOpinion. Only sets kcedar authored are
 // evaluated; a set of another authorizer cannot be, so it fails closed.
 // Conditions verify only if they were signed for the draft's shape and the
 // request of data (its namespace, else the objects', and its operation).
-func (e *Engine) EvaluateConditionSets(ctx context.Context, sets []wire.SubjectAccessReviewConditionSet, data *AdmissionData) Decision {
+func (e *Evaluator) EvaluateConditionSets(sets []wire.SubjectAccessReviewConditionSet, data *AdmissionData) Decision {
 	data = draftData(data)
 	for _, set := range sets {
-		if v := e.evaluateConditionSet(ctx, set, data); v.Type() != DecisionNoOpinion {
+		if v := e.evaluateConditionSet(set, data); v.Type() != DecisionNoOpinion {
 			return v
 		}
 	}
@@ -23,7 +26,7 @@ func (e *Engine) EvaluateConditionSets(ctx context.Context, sets []wire.SubjectA
 }
 
 // evaluateConditionSet evaluates one set of the draft's chain.
-func (e *Engine) evaluateConditionSet(ctx context.Context, set wire.SubjectAccessReviewConditionSet, data *AdmissionData) Decision {
+func (e *Evaluator) evaluateConditionSet(set wire.SubjectAccessReviewConditionSet, data *AdmissionData) Decision {
 	switch {
 	case set.Allowed:
 		return Allowed(nil, nil).WithReason(set.AuthorizerName + " allowed")
@@ -36,7 +39,7 @@ func (e *Engine) evaluateConditionSet(ctx context.Context, set wire.SubjectAcces
 	if err != nil {
 		return Denied(nil, []error{err}).WithReason("kcedar: malformed condition set")
 	}
-	return e.eval.evaluateMap(m, data, true)
+	return e.evaluateMap(m, data, true)
 }
 
 // conditionsMapOf is a draft condition set as a ConditionsMap.

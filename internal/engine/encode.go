@@ -62,3 +62,18 @@ func WireDecision(d Decision) wire.ConditionsAwareDecision {
 	}
 	return wire.ConditionsAwareDecision{Type: wire.DecisionTypeDeny, Deny: details}
 }
+
+// WireDetails is the type and details of an encoded decision: Allow,
+// Deny or NoOpinion with their details, else (a ConditionsMap)
+// DecisionConditional without.
+func WireDetails(d wire.ConditionsAwareDecision) (DecisionType, *wire.DecisionDetails) {
+	switch d.Type {
+	case wire.DecisionTypeAllow:
+		return DecisionAllow, d.Allow
+	case wire.DecisionTypeDeny:
+		return DecisionDeny, d.Deny
+	case wire.DecisionTypeNoOpinion:
+		return DecisionNoOpinion, d.NoOpinion
+	}
+	return DecisionConditional, nil
+}

@@ -125,7 +125,7 @@ func (e *Engine) Report(ctx context.Context, req *entities.Request, adm *Admissi
 
 // reportDecision is the type, reason and error of an encoded decision.
 func reportDecision(dec wire.ConditionsAwareDecision) (decision, reason, evalErr string) {
-	t, details := concreteDetails(dec)
+	t, details := WireDetails(dec)
 	if details != nil {
 		reason, evalErr = details.Reason, details.EvaluationError
 	}

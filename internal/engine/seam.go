@@ -20,10 +20,6 @@ import (
 // the decision may be Conditional.
 type Authorizer interface {
 	Authorize(ctx context.Context, req *entities.Request) Decision
-	// AuthorizeSubjectAccessReview decides req and renders the answer for
-	// what caller can take (render.go): the SubjectAccessReview path, one
-	// call into the engine.
-	AuthorizeSubjectAccessReview(ctx context.Context, req *entities.Request, caller SARCaller) SARAnswer
 }
 
 // ConditionsEvaluator evaluates conditions an Authorizer returned against
@@ -34,8 +30,6 @@ type Authorizer interface {
 type ConditionsEvaluator interface {
 	// EvaluateConditions evaluates an upstream ConditionsAwareDecision.
 	EvaluateConditions(ctx context.Context, d *wire.ConditionsAwareDecision, data *AdmissionData) Decision
-	// EvaluateConditionSets evaluates the seed draft's conditionsChain.
-	EvaluateConditionSets(ctx context.Context, sets []wire.SubjectAccessReviewConditionSet, data *AdmissionData) Decision
 	// Admit decides an admission request on a cluster without conditional
 	// authorization (kcedar's validating webhook).
 	Admit(ctx context.Context, data *AdmissionData) Decision

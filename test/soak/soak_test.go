@@ -38,11 +38,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/server"
+	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/handle"
 	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
+	"github.com/kcedar/kcedar/server"
 )
 
 var (
@@ -321,7 +324,9 @@ func expected(t *testing.T, set string, bodies [][]byte) []string {
 	if err := store.Load(); err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(schema, store, server.Options{Logger: quiet})
+	serving := engine.NewServing(store, schema, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{CacheSize: engine.DefaultCacheSize})
+	authz := cedar.Authorizer(handle.NewAuthorizer(serving, store))
+	srv := server.New(&authz, server.Options{Logger: quiet})
 	var out []string
 	for _, b := range bodies {
 		rec := httptest.NewRecorder()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/kcedar/kcedar/internal/engine"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -44,7 +45,7 @@ func TestDecisionsFollowARebasedSchema(t *testing.T) {
 	}
 	var degraded atomic.Value
 	degraded.Store("")
-	s := New(withCM, store, Options{Logger: quietLogger(), Degraded: func() string { return degraded.Load().(string) }})
+	s := New(storeAuthorizer(withCM, store, nil, engine.EngineOptions{}), Options{Logger: quietLogger(), Degraded: func() string { return degraded.Load().(string) }})
 	cm := sarJSON("alice", nil, "get", "", "configmaps", "a", "x")
 	if _, st := post(t, s, "/v1/authorize", cm); st.Allowed {
 		t.Fatal("configmaps allowed as untyped while the schema types them")
@@ -62,7 +63,7 @@ func TestDecisionsFollowARebasedSchema(t *testing.T) {
 					return
 				default:
 				}
-				if a := s.currentEngine(); a == nil || a.Schema() != a.Policies().Schema {
+				if a := s.serving.Engine(); a == nil || a.Schema() != a.Policies().Schema {
 					t.Error("an engine paired a set with another schema than its own")
 					return
 				}
@@ -75,7 +76,7 @@ func TestDecisionsFollowARebasedSchema(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if s.Schema() != withoutCM {
+	if s.serving.Schema() != withoutCM {
 		t.Fatal("Schema() is not the serving set's")
 	}
 	if _, st := post(t, s, "/v1/authorize", cm); !st.Allowed {

@@ -39,25 +39,26 @@ func (s *Server) handleConditions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "conditions", badRequest("request has neither decision (upstream) nor conditionSets (draft)"))
 		return
 	}
-	az := s.authorizerOr503(w)
-	if az == nil {
+	ev := s.serving.Evaluator()
+	if ev == nil {
+		http.Error(w, "no schema is loaded", http.StatusServiceUnavailable)
 		return
 	}
 	start := time.Now()
 	upstream := req.Decision != nil
 	var v engine.Decision
 	if upstream {
-		v = az.EvaluateConditions(r.Context(), req.Decision, admissionData(req.AdmissionRequest))
+		v = ev.EvaluateDecision(req.Decision, admissionData(req.AdmissionRequest))
 	} else {
 		data := &engine.AdmissionData{Operation: req.Operation, Namespace: req.Namespace, Name: req.Name, Object: req.Object.Raw, OldObject: req.OldObject.Raw}
-		v = az.EvaluateConditionSets(r.Context(), req.ConditionSets, data)
+		v = ev.EvaluateConditionSets(req.ConditionSets, data)
 	}
 	var uid types.UID
 	if upstream {
 		uid = req.AdmissionRequest.UID
 	}
-	resp := engine.RenderConditionsResponse(v, uid, upstream)
-	s.metrics.decisions.WithLabelValues("conditions", engine.Label(v)).Inc()
+	resp := renderConditionsResponse(v, uid, upstream)
+	s.metrics.decisions.WithLabelValues("conditions", label(v)).Inc()
 	s.metrics.decisionDuration.WithLabelValues("conditions").Observe(time.Since(start).Seconds())
 	writeJSON(w, wire.AuthorizationConditionsReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: wire.ConditionsReviewVersion, Kind: wire.ConditionsReviewKind},
@@ -98,14 +99,14 @@ func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "admit", badRequest("request is missing"))
 		return
 	}
-	az := s.authorizerOr503(w)
-	if az == nil {
+	e := s.engineOr503(w)
+	if e == nil {
 		return
 	}
 	start := time.Now()
-	v := az.Admit(r.Context(), admissionData(review.Request))
+	v := e.Admit(r.Context(), admissionData(review.Request))
 	s.metrics.decisionDuration.WithLabelValues("admit").Observe(time.Since(start).Seconds())
-	s.metrics.decisions.WithLabelValues("admit", engine.Label(v)).Inc()
+	s.metrics.decisions.WithLabelValues("admit", label(v)).Inc()
 	writeJSON(w, admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: admissionReviewType.APIVersion, Kind: admissionReviewType.Kind},
-		Response: engine.RenderAdmissionResponse(v, review.Request.UID)})
+		Response: renderAdmissionResponse(v, review.Request.UID)})
 }

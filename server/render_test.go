@@ -1,10 +1,12 @@
-package engine
+package server
 
 import (
 	"context"
 	"slices"
 	"testing"
 
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
@@ -22,22 +24,22 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 @id("not-n2") forbid(principal, action == k8s::Action::"create", resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n2" };
 `)
-	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := engine.NewEngine(schematest.Schema(), ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
 	req := resReq("bob", nil, "create", "", "pods", "", "a", "")
 	d := az.Authorize(context.Background(), req)
 	if len(d.DenyConditions()) != 1 || len(d.AllowConditions()) != 1 {
 		t.Fatalf("want one deny and one allow condition, got %v", d)
 	}
-	caller := SARCaller{AdmissionEnforced: true}
-	if a := az.renderSubjectAccessReview(d, req, caller); !a.Status.Allowed || a.Label != LabelConditionalAllow {
+	caller := sarCaller{AdmissionEnforced: true}
+	if a := renderSubjectAccessReview(az, d, req, caller); !a.Status.Allowed || a.Label != labelConditionalAllow {
 		t.Fatalf("with both conditions: %+v, want an enforced allow", a)
 	}
-	full := Conditional(slices.Repeat(d.DenyConditions(), wire.MaxConditions), d.AllowConditions(), nil)
-	if enc := az.Encode(full, RequestBinding(req, false)); enc.Type != wire.DecisionTypeConditionsMap || len(enc.ConditionsMap.AllowConditions) != 0 {
+	full := engine.Conditional(slices.Repeat(d.DenyConditions(), wire.MaxConditions), d.AllowConditions(), nil)
+	if enc := az.Encode(full, engine.RequestBinding(req, false)); enc.Type != wire.DecisionTypeConditionsMap || len(enc.ConditionsMap.AllowConditions) != 0 {
 		t.Fatalf("want deny conditions only, got %+v", enc)
 	}
-	a := az.renderSubjectAccessReview(full, req, caller)
-	if !a.Status.Denied || a.Status.Allowed || a.Label != DecisionDeny.String() {
+	a := renderSubjectAccessReview(az, full, req, caller)
+	if !a.Status.Denied || a.Status.Allowed || a.Label != engine.DecisionDeny.String() {
 		t.Fatalf("deny conditions only: %+v, want Deny", a)
 	}
 }
@@ -58,7 +60,7 @@ unless { resource has oldObject && resource.oldObject.metadata has name && resou
 @id("ops-secrets") permit(principal in k8s::Group::"ops", action in [k8s::Action::"delete", k8s::Action::"get"], resource is core::secrets)
 unless { resource has oldObject && resource.oldObject.metadata has labels && resource.oldObject.metadata.labels.hasTag("protected") };
 `)
-	az := NewEngine(embeddedschema.Schema(t), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := engine.NewEngine(embeddedschema.Schema(t), ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
 	lead, ops := "lead", "mallory"
 	// A validatingwebhookconfigurations/status update is exempt too: the
 	// exemption is by kind.
@@ -82,59 +84,32 @@ unless { resource has oldObject && resource.oldObject.metadata has labels && res
 		if !d.IsConditional() {
 			t.Fatalf("%s: %v, want a conditional decision to render", tc.name, d)
 		}
-		a := az.AuthorizeSubjectAccessReview(context.Background(), tc.req, SARCaller{AdmissionEnforced: true})
+		a := authorizeSubjectAccessReview(context.Background(), az, tc.req, sarCaller{AdmissionEnforced: true})
 		if a.Status.Allowed != tc.allow {
 			t.Errorf("%s: allowed=%v (%s), want %v", tc.name, a.Status.Allowed, a.Label, tc.allow)
 		}
 		strict := *tc.req
 		strict.UnconditionalOnly = true
-		if a := az.AuthorizeSubjectAccessReview(context.Background(), &strict, SARCaller{AdmissionEnforced: true, Upstream: true}); a.Status.Allowed || a.Status.ConditionalDecision != nil {
+		if a := authorizeSubjectAccessReview(context.Background(), az, &strict, sarCaller{AdmissionEnforced: true, Upstream: true}); a.Status.Allowed || a.Status.ConditionalDecision != nil {
 			t.Errorf("%s, unconditional rights only: %+v, want the folded decision", tc.name, a)
 		}
 	}
 }
 
-// kube-apiserver admits a patch as UPDATE with UpdateOptions, so admission
-// enforcement cannot tell a patch from an update: an UPDATE is held to the
-// conditions of both. Here update is unconditional and patch is not; an
-// UPDATE that breaks patch's condition is refused.
-func TestAdmitUpdateIsUpdateAndPatch(t *testing.T) {
-	ps := mustPolicies(t, `
-@id("update-any") permit(principal == k8s::User::"alice", action == k8s::Action::"update", resource is core::configmaps);
-@id("patch-own") permit(principal == k8s::User::"alice", action == k8s::Action::"patch", resource is core::configmaps)
-when { resource has object && resource.object has v1 && resource.object.v1 has data && resource.object.v1.data.hasTag("owner") && resource.object.v1.data.getTag("owner") == "alice" };
-`)
-	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{})
-	data := func(owner string) *AdmissionData {
-		cm := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"a"},"data":{"owner":"` + owner + `"}}`
-		return &AdmissionData{Operation: "UPDATE", APIVersion: "v1", Resource: "configmaps", Namespace: "a", Name: "c",
-			User: &entities.UserInfo{Name: "alice"}, Object: []byte(cm), OldObject: []byte(cm)}
+func mustPolicies(t testing.TB, src string) *cedarlang.PolicySet {
+	t.Helper()
+	ps, err := cedarlang.ParsePolicies("test.cedar", []byte(src))
+	if err != nil {
+		t.Fatalf("parse: %v", err)
 	}
-	if d := az.Admit(context.Background(), data("alice")); !d.IsAllowed() {
-		t.Errorf("owner kept: %v", d)
+	set, err := cedarlang.NewPolicySet(ps)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if d := az.Admit(context.Background(), data("mallory")); d.IsAllowed() {
-		t.Errorf("owner changed by what may be a patch: allowed, want refused")
-	}
+	return set
 }
 
-// A connect is authorized by its HTTP method's verb: a PUT or DELETE through
-// pods/proxy is an update or a delete, admitted as CONNECT. Admission
-// enforcement holds it to those verbs' conditions too.
-func TestAdmitConnectHoldsEveryMethodVerb(t *testing.T) {
-	ps := mustPolicies(t, `
-@id("proxy-health-only") permit(principal == k8s::User::"alice", action in [k8s::Action::"update", k8s::Action::"delete"], resource is core::pods_proxy)
-when { resource has object && resource.object has v1 && resource.object.v1 has path && resource.object.v1.path == "/healthz" };
-`)
-	az := NewEngine(embeddedschema.Schema(t), ps, NewCodec(RandomKeyring()), EngineOptions{})
-	data := func(path string) *AdmissionData {
-		return &AdmissionData{Operation: "CONNECT", APIVersion: "v1", Resource: "pods", Subresource: "proxy", Namespace: "a", Name: "p",
-			User: &entities.UserInfo{Name: "alice"}, Object: []byte(`{"apiVersion":"v1","kind":"PodProxyOptions","path":"` + path + `"}`)}
-	}
-	if d := az.Admit(context.Background(), data("/healthz")); !d.IsAllowed() {
-		t.Errorf("/healthz: %v", d)
-	}
-	if d := az.Admit(context.Background(), data("/admin")); d.IsAllowed() {
-		t.Errorf("/admin through pods/proxy by PUT or DELETE: allowed, want refused")
-	}
+func resReq(user string, groups []string, verb, group, resource, sub, ns, name string) *entities.Request {
+	return &entities.Request{User: entities.UserInfo{Name: user, Groups: groups}, Verb: verb, ResourceRequest: true,
+		APIGroup: group, Resource: resource, Subresource: sub, Namespace: ns, Name: name}
 }

@@ -100,7 +100,7 @@ func (l *DecisionLog) Log(rec DecisionRecord) {
 // logDecision is the hook handleAuthorize calls: the decision, the answer
 // rendered for the caller (its label and any conditions sent) and the
 // generation of the set that decided, and the audit findings.
-func (s *Server) logDecision(req *entities.Request, answer engine.SARAnswer, audit []engine.AuditReport, generation uint64, took time.Duration) {
+func (s *Server) logDecision(req *entities.Request, answer sarAnswer, audit []engine.AuditReport, generation uint64, took time.Duration) {
 	if s.decisionLog == nil {
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kcedar/kcedar/internal/accessreview"
 )
 
 const reviewPolicies = `
@@ -31,7 +33,7 @@ func TestResourceAccessReviewEndpoint(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	var resp ResourceAccessReviewResponse
+	var resp accessreview.ResourceAccessReviewResponse
 	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +67,7 @@ func TestRulesReviewEndpoint(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	var resp SubjectRulesReview
+	var resp accessreview.SubjectRulesReview
 	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || resp.Status == nil {
 		t.Fatalf("%s (%v)", rec.Body, err)
 	}

@@ -7,11 +7,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // when a reload replaces it.
 func (s *Server) registerCacheMetrics(r *prometheus.Registry) {
 	stats := func(evictions bool) float64 {
-		e := s.engine.Load()
-		if e == nil {
-			return 0
-		}
-		n, ev := e.CacheStats()
+		n, ev := s.serving.CacheStats()
 		if evictions {
 			return float64(ev)
 		}

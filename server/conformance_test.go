@@ -47,7 +47,7 @@ func kepServer(t testing.TB, keys *engine.Keyring) *Server {
 	if err := store.Load(); err != nil {
 		t.Fatalf("the shared policies do not load: %v", err)
 	}
-	return New(schema, store, Options{Logger: quietLogger(), Keys: keys})
+	return New(storeAuthorizer(schema, store, keys, engine.EngineOptions{}), Options{Logger: quietLogger()})
 }
 
 func kepKey(id string, b byte) engine.Key {
@@ -308,11 +308,11 @@ func kepOnePhase(t testing.TB, s *Server, a *admissionv1.AdmissionRequest, verb 
 	data := admissionData(a)
 	req := &entities.Request{User: *data.User, Verb: verb, ResourceRequest: true, APIGroup: data.APIGroup, APIVersion: data.APIVersion,
 		Resource: data.Resource, Subresource: data.Subresource, Namespace: data.Namespace, Name: data.Name}
-	target := entities.ResolveTarget(s.Schema(), req)
+	target := entities.ResolveTarget(s.serving.Schema(), req)
 	if target.Resource == nil {
 		t.Fatalf("%s is not a typed resource", req)
 	}
-	ev := &engine.Evaluator{Schema: s.Schema(), Codec: s.codec}
+	ev := s.serving.Evaluator()
 	env, err := ev.Env(target.EntityType, data)
 	if err != nil {
 		t.Fatalf("one-phase environment: %v", err)
@@ -442,7 +442,7 @@ func TestConformanceUpstream(t *testing.T) {
 						t.Errorf("reason %q, the e2e webhook said %q", details.Reason, c.Message)
 					}
 					// The API server may wrap decisions in a Union: same answer.
-					union, _ := json.Marshal(map[string]any{"type": "Union", "union": []any{map[string]any{"authorizerName": AuthorizerName, "decision": st.ConditionalDecision}}})
+					union, _ := json.Marshal(map[string]any{"type": "Union", "union": []any{map[string]any{"authorizerName": authorizerName, "decision": st.ConditionalDecision}}})
 					if typ2, _ := kepUpstreamReview(t, s, union, c); typ2 != typ {
 						t.Errorf("inside a Union: %s, alone: %s", typ2, typ)
 					}
@@ -511,7 +511,7 @@ func TestConformanceDraft(t *testing.T) {
 						if err := json.Unmarshal(st.ConditionsChain, &chain); err != nil {
 							t.Fatal(err)
 						}
-						if len(chain) != 1 || chain[0].AuthorizerName != AuthorizerName || chain[0].Allowed || chain[0].Denied || len(chain[0].Conditions) == 0 {
+						if len(chain) != 1 || chain[0].AuthorizerName != authorizerName || chain[0].Allowed || chain[0].Denied || len(chain[0].Conditions) == 0 {
 							t.Fatalf("conditionsChain: %s", st.ConditionsChain)
 						}
 						for _, cond := range chain[0].Conditions {

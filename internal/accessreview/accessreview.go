@@ -1,23 +1,15 @@
-package server
+package accessreview
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 )
 
-// Access reviews: who can make a request (ResourceAccessReview, from the
-// "Enhance Pluggable Policy" design) and what a principal can do (a
-// SelfSubjectRulesReview for any subject), answered by the engine of the
-// policy set serving now. They reveal the policies: serve them only to
-// trusted clients (--require-client-cert applies to them as to /v1/authorize).
-
-// ReviewAPIVersion is the apiVersion of the review kinds.
-const ReviewAPIVersion = "authorization.kubernetes.io/v1"
+// APIVersion is the apiVersion of the review kinds.
+const APIVersion = "authorization.kubernetes.io/v1"
 
 // AuthorizationAttributes are the action of a ResourceAccessReview. Path
 // (kcedar's addition) asks about a non-resource URL instead of a resource.
@@ -100,7 +92,7 @@ func WhoCan(ctx context.Context, az engine.RuleResolver, r *ResourceAccessReview
 	if err != nil {
 		return nil, err
 	}
-	return &ResourceAccessReviewResponse{APIVersion: ReviewAPIVersion, Kind: kind, Namespace: req.Namespace, AccessReview: rv}, nil
+	return &ResourceAccessReviewResponse{APIVersion: APIVersion, Kind: kind, Namespace: req.Namespace, AccessReview: rv}, nil
 }
 
 // RequestError is a review that cannot be answered as it is.
@@ -138,66 +130,16 @@ func WhatCan(ctx context.Context, az engine.RuleResolver, r *SubjectRulesReview)
 	if err != nil {
 		return nil, err
 	}
-	return &SubjectRulesReview{APIVersion: ReviewAPIVersion, Kind: "SubjectRulesReview", Spec: r.Spec, Status: &st}, nil
+	return &SubjectRulesReview{APIVersion: APIVersion, Kind: "SubjectRulesReview", Spec: r.Spec, Status: &st}, nil
 }
 
-// registerReviews adds the review endpoints.
-func (s *Server) registerReviews(webhook func(string, http.HandlerFunc) http.Handler) {
-	s.mux.Handle("POST /v1/resourceaccessreview", webhook("resourceaccessreview", s.handleResourceAccessReview))
-	s.mux.Handle("POST /v1/rulesreview", webhook("rulesreview", s.handleRulesReview))
-}
-
-func (s *Server) handleResourceAccessReview(w http.ResponseWriter, r *http.Request) {
-	const endpoint = "resourceaccessreview"
-	var rar ResourceAccessReview
-	if !s.decodeWebhook(w, r, endpoint, &rar, rar.check) {
-		return
-	}
-	az := s.authorizerOr503(w)
-	if az == nil {
-		return
-	}
-	resp, err := WhoCan(r.Context(), az, &rar)
-	s.writeReview(w, endpoint, rar.Kind, resp, err)
-}
-
-// check refuses a review of another kind, or a local one without a namespace.
-func (rar *ResourceAccessReview) check() error {
-	if rar.Kind != "ResourceAccessReview" && rar.Kind != "LocalResourceAccessReview" || rar.APIVersion != ReviewAPIVersion {
-		return badRequest("apiVersion %q kind %q is not accepted here; send %s ResourceAccessReview or LocalResourceAccessReview", rar.APIVersion, rar.Kind, ReviewAPIVersion)
+// Check refuses a review of another kind, or a local one without a namespace.
+func (rar *ResourceAccessReview) Check() error {
+	if rar.Kind != "ResourceAccessReview" && rar.Kind != "LocalResourceAccessReview" || rar.APIVersion != APIVersion {
+		return fmt.Errorf("apiVersion %q kind %q is not accepted here; send %s ResourceAccessReview or LocalResourceAccessReview", rar.APIVersion, rar.Kind, APIVersion)
 	}
 	if rar.Kind == "LocalResourceAccessReview" && rar.Namespace == "" && rar.AuthorizationAttributes.Namespace == "" {
-		return badRequest("a LocalResourceAccessReview needs a namespace")
+		return fmt.Errorf("a LocalResourceAccessReview needs a namespace")
 	}
 	return nil
-}
-
-func (s *Server) handleRulesReview(w http.ResponseWriter, r *http.Request) {
-	const endpoint = "rulesreview"
-	var srr SubjectRulesReview
-	if !s.decodeWebhook(w, r, endpoint, &srr, func() error {
-		return checkType(typeMeta{APIVersion: srr.APIVersion, Kind: srr.Kind}, typeMeta{APIVersion: ReviewAPIVersion, Kind: "SubjectRulesReview"})
-	}) {
-		return
-	}
-	az := s.authorizerOr503(w)
-	if az == nil {
-		return
-	}
-	resp, err := WhatCan(r.Context(), az, &srr)
-	s.writeReview(w, endpoint, "SubjectRulesReview", resp, err)
-}
-
-// writeReview writes a review's answer, or its error: 400 for an invalid
-// review, 503 when the request was cancelled or timed out.
-func (s *Server) writeReview(w http.ResponseWriter, endpoint, kind string, resp any, err error) {
-	var reqErr *RequestError
-	switch {
-	case errors.As(err, &reqErr):
-		s.writeError(w, endpoint, badRequest("invalid %s: %v", kind, reqErr.Err))
-	case err != nil:
-		http.Error(w, "review not finished: "+err.Error(), http.StatusServiceUnavailable)
-	default:
-		writeJSON(w, resp)
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"github.com/kcedar/kcedar/internal/engine"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -53,7 +54,7 @@ func logServer(t *testing.T, log *DecisionLog) *Server {
 	if err := store.Load(); err != nil {
 		t.Fatal(err)
 	}
-	return New(schematest.Schema(), store, Options{Logger: quietLogger(), DecisionLog: log})
+	return New(storeAuthorizer(schematest.Schema(), store, nil, engine.EngineOptions{}), Options{Logger: quietLogger(), DecisionLog: log})
 }
 
 // Every deny is logged with its fields; allows are sampled.
@@ -104,7 +105,7 @@ func TestDecisionLogRateLimit(t *testing.T) {
 
 func TestUnauthenticatedIsWarned(t *testing.T) {
 	var logs syncBuffer
-	srv := New(schematest.Schema(), store.NewStore(nil, nil, quietLogger()), Options{Logger: newJSONLogger(&logs), RequireClientCert: true})
+	srv := New(storeAuthorizer(schematest.Schema(), store.NewStore(nil, nil, quietLogger()), nil, engine.EngineOptions{}), Options{Logger: newJSONLogger(&logs), RequireClientCert: true})
 	for i := 0; i < 50; i++ {
 		rec := httptest.NewRecorder()
 		srv.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/authorize", strings.NewReader("{}")))

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/kcedar/kcedar/internal/engine"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,7 +30,7 @@ func auditServer(t *testing.T, buf *syncBuffer, shadow bool) *Server {
 		t.Fatal(err)
 	}
 	// Sample 1 allow in 1000: a line with audit findings is never sampled out.
-	return New(schematest.Schema(), st, Options{Logger: quietLogger(), DecisionLog: NewDecisionLog(buf, 1000, 1e6, 1e6), Shadow: shadow})
+	return New(storeAuthorizer(schematest.Schema(), st, nil, engine.EngineOptions{Shadow: shadow}), Options{Logger: quietLogger(), DecisionLog: NewDecisionLog(buf, 1000, 1e6, 1e6)})
 }
 
 func metricsText(s *Server) string {

@@ -1,4 +1,4 @@
-package engine
+package server
 
 import (
 	"context"
@@ -11,29 +11,30 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
 // This file renders decisions for every consumer; nothing else builds a
-// consumer's answer from a Decision. Labels (metrics, the decision log) are
+// consumer's answer from an engine.Decision. Labels (metrics, the decision log) are
 // rendered here too, so they always match the answer that was sent.
 
-// AuthorizerName is how kcedar names itself in the seed draft's
+// authorizerName is how kcedar names itself in the seed draft's
 // conditionsChain.
-const AuthorizerName = "kcedar"
+const authorizerName = engine.AuthorizerName
 
-// Labels of a SubjectAccessReview answer, beside DecisionType's names.
+// Labels of a SubjectAccessReview answer, beside engine.DecisionType's names.
 const (
-	// LabelConditional: conditions were sent (upstream or the draft).
-	LabelConditional = "Conditional"
-	// LabelConditionalAllow: an Allow whose conditions kcedar's admission
+	// labelConditional: conditions were sent (upstream or the draft).
+	labelConditional = "Conditional"
+	// labelConditionalAllow: an Allow whose conditions kcedar's admission
 	// webhook enforces (--admission-enforcement).
-	LabelConditionalAllow = "ConditionalAllow"
+	labelConditionalAllow = "ConditionalAllow"
 )
 
-// SARCaller is what the caller of a SubjectAccessReview can take.
-type SARCaller struct {
+// sarCaller is what the caller of a SubjectAccessReview can take.
+type sarCaller struct {
 	// Upstream: the caller handles ConditionsMap and Union (KEP-5681 as
 	// k8s.io/apiserver's webhook authorizer implements it).
 	Upstream bool
@@ -47,27 +48,27 @@ type SARCaller struct {
 	AdmissionEnforced bool
 }
 
-// SARAnswer is a rendered SubjectAccessReview answer, its label and the
+// sarAnswer is a rendered SubjectAccessReview answer, its label and the
 // decision it renders.
-type SARAnswer struct {
-	Decision Decision
+type sarAnswer struct {
+	Decision engine.Decision
 	Status   wire.SubjectAccessReviewStatus
 	// Label names the answer for metrics and the decision log: Allow, Deny,
 	// NoOpinion, Conditional or ConditionalAllow.
 	Label string
 }
 
-// AuthorizeSubjectAccessReview implements Authorizer: Authorize, then the
-// answer rendered for caller.
-func (e *Engine) AuthorizeSubjectAccessReview(ctx context.Context, req *entities.Request, caller SARCaller) SARAnswer {
+// authorizeSubjectAccessReview decides req with e, then renders the answer
+// for caller.
+func authorizeSubjectAccessReview(ctx context.Context, e *engine.Engine, req *entities.Request, caller sarCaller) sarAnswer {
 	d := e.Authorize(ctx, req)
 	switch {
 	case req.UnconditionalOnly:
-		caller = SARCaller{} // conditional rights do not count: fold
+		caller = sarCaller{} // conditional rights do not count: fold
 	case caller.AdmissionEnforced && d.IsConditional() && !e.AdmissionWebhookSees(req):
 		caller.AdmissionEnforced = false
 	}
-	a := e.renderSubjectAccessReview(d, req, caller)
+	a := renderSubjectAccessReview(e, d, req, caller)
 	a.Decision = d
 	return a
 }
@@ -75,31 +76,31 @@ func (e *Engine) AuthorizeSubjectAccessReview(ctx context.Context, req *entities
 // renderSubjectAccessReview renders d for a SubjectAccessReview caller:
 // conditions go only to a caller that takes them (signed, as upstream's
 // conditionalDecision or the draft's chain); otherwise a Conditional
-// decision is folded (Decision.FailureDecision), or with verified admission
+// decision is folded (engine.Decision.FailureDecision), or with verified admission
 // enforcement answered Allow while the webhook enforces the conditions.
 // Conditions are signed for req (RequestBinding) in the caller's shape.
-func (e *Engine) renderSubjectAccessReview(d Decision, req *entities.Request, caller SARCaller) SARAnswer {
+func renderSubjectAccessReview(e *engine.Engine, d engine.Decision, req *entities.Request, caller sarCaller) sarAnswer {
 	switch {
 	case !d.IsConditional():
 		return plainAnswer(d)
 	case caller.Upstream || caller.Draft:
-		return e.conditionsAnswer(d, req, caller)
+		return conditionsAnswer(e, d, req, caller)
 	case caller.AdmissionEnforced && len(d.AllowConditions()) > 0:
-		return e.admissionEnforcedAnswer(d, req)
+		return admissionEnforcedAnswer(e, d, req)
 	}
 	return plainAnswer(d)
 }
 
 // plainAnswer is d (folded if Conditional) as allowed / denied / neither.
-func plainAnswer(d Decision) SARAnswer {
+func plainAnswer(d engine.Decision) sarAnswer {
 	d = d.FailureDecision()
-	return SARAnswer{Status: wire.SubjectAccessReviewStatus{SubjectAccessReviewStatus: statusOf(d)}, Label: d.Type().String()}
+	return sarAnswer{Status: wire.SubjectAccessReviewStatus{SubjectAccessReviewStatus: statusOf(d)}, Label: d.Type().String()}
 }
 
 // conditionsAnswer signs d's conditions for a caller that takes them, bound
 // to req in the shape it takes: upstream's when it handles both.
-func (e *Engine) conditionsAnswer(d Decision, req *entities.Request, caller SARCaller) SARAnswer {
-	dec := e.Encode(d, RequestBinding(req, !caller.Upstream))
+func conditionsAnswer(e *engine.Engine, d engine.Decision, req *entities.Request, caller sarCaller) sarAnswer {
+	dec := e.Encode(d, engine.RequestBinding(req, !caller.Upstream))
 	if dec.Type != wire.DecisionTypeConditionsMap {
 		return wireAnswer(dec)
 	}
@@ -113,15 +114,15 @@ func (e *Engine) conditionsAnswer(d Decision, req *entities.Request, caller SARC
 		// The draft's callers take conditions of at most 1,024 bytes.
 		return plainAnswer(d)
 	}
-	return SARAnswer{Status: st, Label: LabelConditional}
+	return sarAnswer{Status: st, Label: labelConditional}
 }
 
 // admissionEnforcedAnswer allows a conditional allow whose conditions
 // kcedar's admission webhook enforces: admission sees every request that can
 // produce conditions (AdmissionShapes). The conditions are encoded only to
 // learn which fit; the admission webhook computes and signs them again.
-func (e *Engine) admissionEnforcedAnswer(d Decision, req *entities.Request) SARAnswer {
-	dec := e.Encode(d, RequestBinding(req, false))
+func admissionEnforcedAnswer(e *engine.Engine, d engine.Decision, req *entities.Request) sarAnswer {
+	dec := e.Encode(d, engine.RequestBinding(req, false))
 	if dec.Type != wire.DecisionTypeConditionsMap {
 		return wireAnswer(dec)
 	}
@@ -136,45 +137,30 @@ func (e *Engine) admissionEnforcedAnswer(d Decision, req *entities.Request) SARA
 		ps[i] = r.Policy
 	}
 	st := authorizationv1.SubjectAccessReviewStatus{Allowed: true,
-		Reason: "kcedar: allowed if the conditions of " + DescribePolicies(ps) + " hold in admission"}
-	return SARAnswer{Status: wire.SubjectAccessReviewStatus{SubjectAccessReviewStatus: st}, Label: LabelConditionalAllow}
+		Reason: "kcedar: allowed if the conditions of " + engine.DescribePolicies(ps) + " hold in admission"}
+	return sarAnswer{Status: wire.SubjectAccessReviewStatus{SubjectAccessReviewStatus: st}, Label: labelConditionalAllow}
 }
 
 // wireAnswer renders a concrete ConditionsAwareDecision (one that Encode
 // could not keep conditional) as allowed / denied / neither.
-func wireAnswer(d wire.ConditionsAwareDecision) SARAnswer {
-	t, details := concreteDetails(d)
-	st := authorizationv1.SubjectAccessReviewStatus{Allowed: t == DecisionAllow, Denied: t == DecisionDeny}
+func wireAnswer(d wire.ConditionsAwareDecision) sarAnswer {
+	t, details := engine.WireDetails(d)
+	st := authorizationv1.SubjectAccessReviewStatus{Allowed: t == engine.DecisionAllow, Denied: t == engine.DecisionDeny}
 	if details != nil {
-		st.Reason, st.EvaluationError = apiServerReason(t == DecisionNoOpinion, details.Reason), details.EvaluationError
+		st.Reason, st.EvaluationError = apiServerReason(t == engine.DecisionNoOpinion, details.Reason), details.EvaluationError
 	}
-	return SARAnswer{Status: wire.SubjectAccessReviewStatus{SubjectAccessReviewStatus: st}, Label: string(d.Type)}
-}
-
-// concreteDetails is the type and details of an encoded decision: Allow,
-// Deny or NoOpinion with their details, else (a ConditionsMap)
-// DecisionConditional without.
-func concreteDetails(d wire.ConditionsAwareDecision) (DecisionType, *wire.DecisionDetails) {
-	switch d.Type {
-	case wire.DecisionTypeAllow:
-		return DecisionAllow, d.Allow
-	case wire.DecisionTypeDeny:
-		return DecisionDeny, d.Deny
-	case wire.DecisionTypeNoOpinion:
-		return DecisionNoOpinion, d.NoOpinion
-	}
-	return DecisionConditional, nil
+	return sarAnswer{Status: wire.SubjectAccessReviewStatus{SubjectAccessReviewStatus: st}, Label: string(d.Type)}
 }
 
 // statusOf is a concrete decision as a SubjectAccessReview status.
-func statusOf(d Decision) authorizationv1.SubjectAccessReviewStatus {
+func statusOf(d engine.Decision) authorizationv1.SubjectAccessReviewStatus {
 	return authorizationv1.SubjectAccessReviewStatus{
-		Allowed: d.IsAllowed(), Denied: d.IsDenied(), Reason: apiServerReason(d.Type() == DecisionNoOpinion, d.Reason()), EvaluationError: d.EvaluationError(),
+		Allowed: d.IsAllowed(), Denied: d.IsDenied(), Reason: apiServerReason(d.Type() == engine.DecisionNoOpinion, d.Reason()), EvaluationError: d.EvaluationError(),
 	}
 }
 
 // reasonPrefix starts every reason kcedar gives.
-const reasonPrefix = AuthorizerName + ": "
+const reasonPrefix = authorizerName + ": "
 
 // apiServerReason is a reason as kcedar sends it to kube-apiserver, whose
 // union authorizer passes an Allow's or a Deny's reason on as it is but
@@ -204,7 +190,7 @@ func draftFits(m *wire.ConditionsMap) bool {
 
 // draftConditionSet renders a ConditionsMap in the seed draft's shape.
 func draftConditionSet(m *wire.ConditionsMap) wire.SubjectAccessReviewConditionSet {
-	set := wire.SubjectAccessReviewConditionSet{AuthorizerName: AuthorizerName, FailureMode: "Deny"}
+	set := wire.SubjectAccessReviewConditionSet{AuthorizerName: authorizerName, FailureMode: "Deny"}
 	add := func(conds []wire.Condition, effect wire.SubjectAccessReviewConditionEffect) {
 		for _, c := range conds {
 			set.Conditions = append(set.Conditions, wire.SubjectAccessReviewCondition{ID: c.ID, Effect: effect, Type: c.Type, Condition: c.Condition, Description: c.Description})
@@ -216,13 +202,13 @@ func draftConditionSet(m *wire.ConditionsMap) wire.SubjectAccessReviewConditionS
 	return set
 }
 
-// RenderConditionsResponse renders the conditions callback's answer to
+// renderConditionsResponse renders the conditions callback's answer to
 // request uid; upstream callers also get the decision in the wire shape.
-func RenderConditionsResponse(d Decision, uid types.UID, upstream bool) *wire.AuthorizationConditionsResponse {
+func renderConditionsResponse(d engine.Decision, uid types.UID, upstream bool) *wire.AuthorizationConditionsResponse {
 	resp := &wire.AuthorizationConditionsResponse{UID: uid,
-		Allowed: d.IsAllowed(), Denied: d.IsDenied(), Reason: apiServerReason(d.Type() == DecisionNoOpinion, d.Reason()), EvaluationError: d.EvaluationError()}
+		Allowed: d.IsAllowed(), Denied: d.IsDenied(), Reason: apiServerReason(d.Type() == engine.DecisionNoOpinion, d.Reason()), EvaluationError: d.EvaluationError()}
 	if upstream {
-		dec := WireDecision(d)
+		dec := engine.WireDecision(d)
 		if dec.NoOpinion != nil {
 			dec.NoOpinion.Reason = apiServerReason(true, dec.NoOpinion.Reason)
 		}
@@ -231,9 +217,9 @@ func RenderConditionsResponse(d Decision, uid types.UID, upstream bool) *wire.Au
 	return resp
 }
 
-// RenderAdmissionResponse renders kcedar's admission webhook answer to
+// renderAdmissionResponse renders kcedar's admission webhook answer to
 // request uid: allowed, or refused with the reason and any evaluation error.
-func RenderAdmissionResponse(d Decision, uid types.UID) *admissionv1.AdmissionResponse {
+func renderAdmissionResponse(d engine.Decision, uid types.UID) *admissionv1.AdmissionResponse {
 	resp := &admissionv1.AdmissionResponse{UID: uid, Allowed: d.IsAllowed()}
 	if !resp.Allowed {
 		msg := d.Reason()
@@ -245,5 +231,5 @@ func RenderAdmissionResponse(d Decision, uid types.UID) *admissionv1.AdmissionRe
 	return resp
 }
 
-// Label names a decision for metrics and the decision log.
-func Label(d Decision) string { return d.Type().String() }
+// label names a decision for metrics and the decision log.
+func label(d engine.Decision) string { return d.Type().String() }

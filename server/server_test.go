@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/kcedar/kcedar/internal/engine"
 	"io"
 	"log/slog"
 	"net/http"
@@ -35,7 +36,7 @@ func newTestServer(t testing.TB, policies string) (*Server, string) {
 	if err := store.Load(); err != nil {
 		t.Fatal(err)
 	}
-	return New(schematest.Schema(), store, Options{Logger: quietLogger()}), dir
+	return New(storeAuthorizer(schematest.Schema(), store, nil, engine.EngineOptions{}), Options{Logger: quietLogger()}), dir
 }
 
 func sarJSON(user string, groups []string, verb, group, resource, ns, name string) string {
@@ -142,7 +143,7 @@ func TestReadyzAndMetrics(t *testing.T) {
 	file := filepath.Join(dir, "p.cedar")
 	os.WriteFile(file, []byte(`permit(principal, action, resource) garbage`), 0o644)
 	store := store.NewStore([]string{dir}, nil, quietLogger())
-	s := New(schematest.Schema(), store, Options{Logger: quietLogger()})
+	s := New(storeAuthorizer(schematest.Schema(), store, nil, engine.EngineOptions{}), Options{Logger: quietLogger()})
 	if err := store.Load(); err == nil {
 		t.Fatal("invalid policies loaded")
 	}

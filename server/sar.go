@@ -11,9 +11,6 @@ import (
 
 var sarType = typeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"}
 
-// AuthorizerName is how kcedar names itself in the draft's conditionsChain.
-const AuthorizerName = engine.AuthorizerName
-
 // sarRequest is the part of a SubjectAccessReview kcedar reads, decoded in
 // one pass, with the KEP's spec fields.
 type sarRequest struct {
@@ -42,19 +39,19 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "authorize", badRequest("invalid SubjectAccessReview: %v", err))
 		return
 	}
-	az := s.authorizerOr503(w)
-	if az == nil {
+	e := s.engineOr503(w)
+	if e == nil {
 		return
 	}
 	start := time.Now()
-	answer := az.AuthorizeSubjectAccessReview(r.Context(), req, s.sarCaller(&sar.Spec))
+	answer := authorizeSubjectAccessReview(r.Context(), e, req, s.sarCaller(&sar.Spec))
 	s.metrics.authorizeDuration().Observe(time.Since(start).Seconds())
 	s.metrics.authorizeDecisions.get(answer.Label).Inc()
 	audit := engine.AuditReports(answer.Decision)
 	for _, a := range audit {
 		s.metrics.auditDecisions.WithLabelValues(a.Effect, a.Would).Inc()
 	}
-	s.logDecision(req, answer, audit, az.Generation(), time.Since(start))
+	s.logDecision(req, answer, audit, e.Generation(), time.Since(start))
 	writeJSON(w, sarResponse{APIVersion: sarType.APIVersion, Kind: sarType.Kind, Status: answer.Status})
 }
 
@@ -62,9 +59,9 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 // only to a caller that handles both ConditionsMap and Union (k8s.io/apiserver's
 // webhook authorizer); the seed draft's callers ask with
 // conditionalAuthorization.mode.
-func (s *Server) sarCaller(spec *wire.SubjectAccessReviewSpec) engine.SARCaller {
+func (s *Server) sarCaller(spec *wire.SubjectAccessReviewSpec) sarCaller {
 	opts := spec.AuthorizationOptions
-	return engine.SARCaller{
+	return sarCaller{
 		Upstream:          opts.Handles(wire.DecisionTypeConditionsMap) && opts.Handles(wire.DecisionTypeUnion),
 		Draft:             spec.ConditionalAuthorization != nil && spec.ConditionalAuthorization.Mode != wire.ConditionsModeNone,
 		AdmissionEnforced: s.enforce && s.webhookVerified(),

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"fmt"
+	"github.com/kcedar/kcedar/internal/engine"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -33,7 +34,7 @@ func benchHandler(b *testing.B, n int) {
 	if err := store.Load(); err != nil {
 		b.Fatal(err)
 	}
-	srv := New(s, store, Options{Logger: quietLogger()})
+	srv := New(storeAuthorizer(s, store, nil, engine.EngineOptions{}), Options{Logger: quietLogger()})
 	var bodies [][]byte
 	for i := 0; i < 64; i++ {
 		ns := fmt.Sprintf("ns-%d", i%60)

@@ -18,9 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/entities"
-	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/handle"
 	"github.com/kcedar/kcedar/internal/store"
 )
 
@@ -30,9 +30,6 @@ const MaxBodyBytes = 1 << 20
 // Options configure a Server.
 type Options struct {
 	Logger *slog.Logger
-	// Keys sign and verify conditions; nil means a random key, valid only in
-	// this process until it restarts.
-	Keys *engine.Keyring
 	// AdmissionEnforcement: on clusters without conditional authorization,
 	// answer Allow for a conditional allow on requests admission is sure to
 	// see, and enforce the conditions in the /v1/admit validating webhook.
@@ -42,8 +39,8 @@ type Options struct {
 	RequireClientCert bool
 	// AdmissionWebhookVerified: with AdmissionEnforcement, reports whether
 	// the admission webhook that enforces conditional allows is verified in
-	// place (internal/cluster/webhooks); conditional allows are answered
-	// Allow only while it returns true. nil: never.
+	// place (kcedar serve checks its configuration); conditional allows are
+	// answered Allow only while it returns true. nil: never.
 	AdmissionWebhookVerified func() bool
 	// Ready, if set, must return nil for /readyz to report ready (e.g. the
 	// policy objects have synced from the API server).
@@ -58,31 +55,20 @@ type Options struct {
 	PolicyAdmission http.Handler
 	// DecisionLog, if set, gets a line per authorization decision.
 	DecisionLog *DecisionLog
-	// Namespaces fills resource.namespaceObject (for SubjectAccessReviews,
-	// the conditions callback and the admission webhook alike); nil leaves
-	// it unknown. See internal/cluster/namespaces.
-	Namespaces entities.NamespaceLookup
-	// Shadow evaluates every policy in audit mode (`kcedar serve --shadow`):
-	// every answer is NoOpinion, and what the policies would have decided
-	// goes to the decision log and kcedar_audit_decisions_total.
-	Shadow bool
 }
 
-// Server answers kube-apiserver's webhook calls from one schema and the
-// policy store.
+// Server answers kube-apiserver's webhook calls with one authorizer.
 type Server struct {
-	schema  atomic.Pointer[schemagen.Schema]
+	// serving is the engine of the policy set serving now; it is replaced
+	// (with all its caches) when the set is.
+	serving *engine.Serving
+	// store is the reloading store behind the authorizer (kcedar serve);
+	// nil for a fixed policy set.
 	store   *store.Store
 	logger  *slog.Logger
 	metrics *metrics
 	mux     *http.ServeMux
-	codec   *engine.Codec
 	enforce bool
-	// shadow: every policy is in audit mode (Options.Shadow).
-	shadow bool
-	// engine is the authorizer of the policy set serving now; it is
-	// replaced (with all its caches) when the set is.
-	engine atomic.Pointer[engine.Engine]
 	// webhookVerified: the admission webhook that enforces conditional
 	// allows is known to be installed.
 	webhookVerified func() bool
@@ -92,36 +78,53 @@ type Server struct {
 	authWarn        *warnLimited
 	// draining: shutting down; /readyz answers 503 so load balancers and
 	// kube-apiserver's endpoints stop sending new requests.
-	draining   atomic.Bool
-	namespaces entities.NamespaceLookup
+	draining atomic.Bool
 }
 
 // Drain makes /readyz answer 503 from now on: the first step of a graceful
 // shutdown, before the listener closes.
 func (s *Server) Drain() { s.draining.Store(true) }
 
-// New returns a server deciding with schema and the policies in the store.
-// It hooks the store's reloads into the metrics.
-func New(schema *schemagen.Schema, policies *store.Store, opts Options) *Server {
+// New returns a server deciding with authz.
+func New(authz *cedar.Authorizer, opts Options) *Server {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	keys := opts.Keys
-	if keys == nil {
-		keys = engine.RandomKeyring()
-	}
-	s := &Server{store: policies, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), codec: engine.NewCodec(keys), enforce: opts.AdmissionEnforcement, shadow: opts.Shadow}
-	s.schema.Store(schema)
-	s.ready = opts.Ready
-	s.degraded = opts.Degraded
-	s.decisionLog = opts.DecisionLog
-	s.authWarn = newWarnLimited(logger)
-	s.namespaces = opts.Namespaces
-	s.webhookVerified = opts.AdmissionWebhookVerified
+	h := handle.Authorizer(*authz)
+	s := &Server{serving: h.Serving(), store: h.Store(), logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), enforce: opts.AdmissionEnforcement,
+		ready: opts.Ready, degraded: opts.Degraded, decisionLog: opts.DecisionLog, authWarn: newWarnLimited(logger), webhookVerified: opts.AdmissionWebhookVerified}
 	if s.webhookVerified == nil {
 		s.webhookVerified = func() bool { return false }
 	}
+	if s.store != nil {
+		s.observeStore()
+	}
+	webhook := func(name string, h http.HandlerFunc) http.Handler {
+		var handler http.Handler = h
+		if opts.RequireClientCert {
+			handler = RequireVerifiedClient(handler)
+		}
+		return s.instrument(name, handler)
+	}
+	s.registerCacheMetrics(s.metrics.registry)
+	s.mux.Handle("POST /v1/authorize", webhook("authorize", s.handleAuthorize))
+	s.mux.Handle("POST /v1/conditions", webhook("conditions", s.handleConditions))
+	s.mux.Handle("POST /v1/admit", webhook("admit", s.handleAdmit))
+	if opts.PolicyAdmission != nil {
+		s.mux.Handle("POST /v1/validate-policy", webhook("validate-policy", opts.PolicyAdmission.ServeHTTP))
+	}
+	s.registerReviews(webhook)
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	s.mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	return s
+}
+
+// observeStore hooks the store's reloads into the metrics.
+func (s *Server) observeStore() {
+	policies := s.store
 	s.metrics.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "kcedar_policy_file_reads_total",
 		Help: "Reads of the policy files. A poll that finds every file's status (size, times, inode) as the serving set's read left it reads nothing.",
@@ -146,29 +149,6 @@ func New(schema *schemagen.Schema, policies *store.Store, opts Options) *Server 
 			s.metrics.loadError.Set(1)
 		}
 	}
-	webhook := func(name string, h http.HandlerFunc) http.Handler {
-		var handler http.Handler = h
-		if opts.RequireClientCert {
-			handler = RequireVerifiedClient(handler)
-		}
-		return s.instrument(name, handler)
-	}
-	s.registerCacheMetrics(s.metrics.registry)
-	if c, ok := opts.Namespaces.(prometheus.Collector); ok {
-		s.metrics.registry.MustRegister(c) // the namespace informer's sync age
-	}
-	s.mux.Handle("POST /v1/authorize", webhook("authorize", s.handleAuthorize))
-	s.mux.Handle("POST /v1/conditions", webhook("conditions", s.handleConditions))
-	s.mux.Handle("POST /v1/admit", webhook("admit", s.handleAdmit))
-	if opts.PolicyAdmission != nil {
-		s.mux.Handle("POST /v1/validate-policy", webhook("validate-policy", opts.PolicyAdmission.ServeHTTP))
-	}
-	s.registerReviews(webhook)
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	s.mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
-	return s
 }
 
 // releaseReplacedSet runs after a reload swapped the policy set: it moves
@@ -179,59 +159,10 @@ func New(schema *schemagen.Schema, policies *store.Store, opts Options) *Server 
 // set keeps). The freed pages go back to the operating system by the
 // runtime's background scavenger, not all at once: returning hundreds of
 // MB in one call made the first decisions on the new set pay to fault
-// fresh pages in (p99 in the 5 s after a 100k reload: ~2.8x steady with
-// debug.FreeOSMemory, ~1.5x with runtime.GC). A reload is rare; one full
-// collection is its cost.
+// fresh pages in. A reload is rare; one full collection is its cost.
 func (s *Server) releaseReplacedSet() {
-	s.currentEngine()
+	s.serving.Engine()
 	runtime.GC()
-}
-
-// Schema is the schema decisions use: the serving set's (a schema refresh
-// swaps the set and its schema together, store.Store.Rebase), else the one
-// the server was made with.
-func (s *Server) Schema() *schemagen.Schema {
-	if ps := s.store.Current(); ps != nil && ps.Schema != nil {
-		return ps.Schema
-	}
-	return s.schema.Load()
-}
-
-// Authorizer is the engine of the policy set serving now, as the seams the
-// handlers use, or nil before a set is loaded.
-func (s *Server) Authorizer() engine.Interface {
-	if e := s.currentEngine(); e != nil {
-		return e
-	}
-	return nil
-}
-
-// currentEngine is the engine of the policy set serving now, or nil before
-// one is loaded. Engines are built once per policy set and schema, so a
-// reload drops every cache the previous set built. The set and the schema
-// it was validated against are read in one atomic load.
-func (s *Server) currentEngine() *engine.Engine {
-	ps := s.store.Current()
-	if ps == nil {
-		return nil
-	}
-	schema := ps.Schema
-	if schema == nil {
-		schema = s.schema.Load()
-	}
-	if schema == nil {
-		return nil
-	}
-	for {
-		cur := s.engine.Load()
-		if cur != nil && cur.Policies() == ps && cur.Schema() == schema {
-			return cur
-		}
-		next := engine.NewEngine(schema, ps, s.codec, engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Namespaces: s.namespaces, Shadow: s.shadow})
-		if s.engine.CompareAndSwap(cur, next) {
-			return next
-		}
-	}
 }
 
 // decodeWebhook is every webhook handler's prologue: it reads the body,
@@ -254,14 +185,14 @@ func (s *Server) decodeWebhook(w http.ResponseWriter, r *http.Request, endpoint 
 	return true
 }
 
-// authorizerOr503 is the serving engine; before a set is loaded it answers
+// engineOr503 is the engine serving now; before a set is loaded it answers
 // 503 and returns nil.
-func (s *Server) authorizerOr503(w http.ResponseWriter) engine.Interface {
-	az := s.Authorizer()
-	if az == nil {
+func (s *Server) engineOr503(w http.ResponseWriter) *engine.Engine {
+	e := s.serving.Engine()
+	if e == nil {
 		http.Error(w, "no valid policy set is loaded", http.StatusServiceUnavailable)
 	}
-	return az
+	return e
 }
 
 // ServeHTTP implements http.Handler; no panic escapes it.
@@ -289,8 +220,12 @@ func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 			return
 		}
 	}
+	if s.store == nil {
+		s.readyFixed(w)
+		return
+	}
 	cur := s.store.Current()
-	if cur == nil || s.Schema() == nil {
+	if cur == nil || s.serving.Schema() == nil {
 		msg := "not ready: no valid policy set loaded"
 		if err := s.store.LastError(); err != nil {
 			msg += ": " + err.Error()
@@ -315,6 +250,17 @@ func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	fmt.Fprintf(w, "ok: %s\n", serving)
+}
+
+// readyFixed is /readyz for a fixed policy set: ready once the engine can
+// be built.
+func (s *Server) readyFixed(w http.ResponseWriter) {
+	e := s.serving.Engine()
+	if e == nil {
+		http.Error(w, "not ready: no valid policy set loaded", http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintf(w, "ok: serving %d policies (generation %d)\n", e.Policies().Len(), e.Generation())
 }
 
 type statusRecorder struct {

@@ -1,0 +1,141 @@
+package cedar
+
+import (
+	"context"
+	"errors"
+
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/handle"
+	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/internal/upstream"
+	"github.com/kcedar/kcedar/residual"
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+// Authorizer decides Kubernetes requests with Cedar policies. It is safe for
+// concurrent use.
+type Authorizer handle.Authorizer
+
+var (
+	_ authorizer.Authorizer   = (*Authorizer)(nil)
+	_ authorizer.RuleResolver = (*Authorizer)(nil)
+)
+
+// PolicyFile is one file of Cedar policies: its name (for messages) and
+// text.
+type PolicyFile struct {
+	Name string
+	Text []byte
+}
+
+// Options configure an Authorizer.
+type Options struct {
+	// Keys sign the conditions ConditionsAwareAuthorize returns and verify
+	// them in EvaluateConditions; nil means one random key, so the
+	// conditions verify only in this process.
+	Keys *residual.Keyring
+	// Namespaces fill resource.namespaceObject; nil leaves it unknown.
+	Namespaces residual.Namespaces
+}
+
+// New returns the authorizer of the policies in files, validated against
+// schema. An invalid policy is an error naming its file and position; no
+// authorizer is made.
+func New(schema *schemagen.Schema, files []PolicyFile, opts Options) (*Authorizer, error) {
+	s := handle.Schema(*schema).Get()
+	checker, err := lint.NewChecker(s)
+	if err != nil {
+		return nil, err
+	}
+	src := make([]store.SourceFile, len(files))
+	for i, f := range files {
+		src[i] = store.SourceFile{Name: f.Name, Data: f.Text}
+	}
+	policies, findings := checker.CheckFiles(src)
+	if len(findings) > 0 {
+		return nil, errors.Join(findings...)
+	}
+	set, err := cedarlang.NewPolicySet(policies)
+	if err != nil {
+		return nil, err
+	}
+	keys := engine.RandomKeyring()
+	if opts.Keys != nil {
+		keys = handle.Keyring(*opts.Keys).Get()
+	}
+	serving := engine.NewServing(engine.FixedPolicies{Set: set}, s, engine.NewCodec(keys),
+		engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Namespaces: upstream.Namespaces(opts.Namespaces)})
+	a := Authorizer(handle.NewAuthorizer(serving, nil))
+	return &a, nil
+}
+
+// decide is a's request decided by the engine serving now.
+func (a *Authorizer) decide(ctx context.Context, attrs authorizer.Attributes) (*engine.Engine, *entities.Request, engine.Decision, error) {
+	req, err := upstream.Request(attrs)
+	if err != nil {
+		return nil, nil, engine.Decision{}, err
+	}
+	e := handle.Authorizer(*a).Serving().Engine()
+	if e == nil {
+		return nil, nil, engine.Decision{}, errors.New("no valid policy set is loaded")
+	}
+	return e, req, e.Authorize(ctx, req), nil
+}
+
+// Authorize implements authorizer.Authorizer: the decision with any
+// conditions folded (Deny if a deny condition remains, else NoOpinion).
+// Attributes kcedar cannot decide (no verb; no user and no groups) are
+// denied with the error.
+func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
+	_, _, d, err := a.decide(ctx, attrs)
+	if err != nil {
+		return authorizer.DecisionDeny, "kcedar: cannot decide", err
+	}
+	return upstream.Unconditional(d)
+}
+
+// ConditionsAwareAuthorize implements authorizer.Authorizer: Allow, Deny or
+// NoOpinion, or a ConditionsMap of signed conditions bound to this request,
+// which EvaluateConditions evaluates in admission.
+func (a *Authorizer) ConditionsAwareAuthorize(ctx context.Context, attrs authorizer.Attributes) authorizer.ConditionsAwareDecision {
+	e, req, d, err := a.decide(ctx, attrs)
+	if err != nil {
+		return authorizer.ConditionsAwareDecisionDeny("kcedar: cannot decide", err)
+	}
+	if req.UnconditionalOnly {
+		return authorizer.ConditionsAwareDecisionFromParts(upstream.Unconditional(d))
+	}
+	return upstream.ConditionsAware(e.Encode(d, engine.RequestBinding(req, false)))
+}
+
+// EvaluateConditions implements authorizer.Authorizer: it evaluates the
+// conditions ConditionsAwareAuthorize returned against the admission data.
+// It needs the keys and the schema, not the policies: a condition is judged
+// by the policy set that issued it.
+func (a *Authorizer) EvaluateConditions(ctx context.Context, decision authorizer.ConditionsAwareDecision, data authorizer.ConditionsData) (authorizer.Decision, string, error) {
+	ev := residual.Evaluator(handle.NewEvaluator(handle.Authorizer(*a).Serving().Evaluator))
+	return ev.EvaluateConditions(ctx, decision, data)
+}
+
+// RulesFor implements authorizer.RuleResolver: the rules u holds in
+// namespace without conditions. It is incomplete when some rules were left
+// out or may not hold (conditional rules, forbids, evaluation errors).
+func (a *Authorizer) RulesFor(ctx context.Context, u user.Info, namespace string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
+	e := handle.Authorizer(*a).Serving().Engine()
+	if e == nil {
+		return nil, nil, true, errors.New("no valid policy set is loaded")
+	}
+	info := entities.UserInfo{Name: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: u.GetExtra()}
+	review, err := e.WhatCan(ctx, info, namespace)
+	if err != nil {
+		return nil, nil, true, err
+	}
+	res, non, incomplete := upstream.Rules(review)
+	return res, non, incomplete, nil
+}

@@ -1,0 +1,103 @@
+package upstream
+
+import (
+	"errors"
+
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/wire"
+)
+
+// Unconditional is d as an unconditional authorizer answers: a Conditional
+// decision folded (Decision.FailureDecision), its reason, and its evaluation
+// errors joined.
+func Unconditional(d engine.Decision) (authorizer.Decision, string, error) {
+	d = d.FailureDecision()
+	var t authorizer.Decision
+	switch d.Type() {
+	case engine.DecisionAllow:
+		t = authorizer.DecisionAllow
+	case engine.DecisionNoOpinion:
+		t = authorizer.DecisionNoOpinion
+	default:
+		t = authorizer.DecisionDeny
+	}
+	return t, d.Reason(), errors.Join(d.Errors()...)
+}
+
+// ConditionsAware is an encoded decision (engine.Engine.Encode) as
+// upstream's ConditionsAwareDecision: a concrete one with its reason and
+// error, a ConditionsMap of GenericConditions carrying kcedar's signed
+// condition text (evaluated by kcedar's EvaluateConditions, not in place).
+func ConditionsAware(w wire.ConditionsAwareDecision) authorizer.ConditionsAwareDecision {
+	t, details := engine.WireDetails(w)
+	var reason string
+	var err error
+	if details != nil {
+		reason = details.Reason
+		if details.EvaluationError != "" {
+			err = errors.New(details.EvaluationError)
+		}
+	}
+	switch t {
+	case engine.DecisionAllow:
+		return authorizer.ConditionsAwareDecisionAllow(reason, err)
+	case engine.DecisionNoOpinion:
+		return authorizer.ConditionsAwareDecisionNoOpinion(reason, err)
+	case engine.DecisionDeny:
+		return authorizer.ConditionsAwareDecisionDeny(reason, err)
+	}
+	m := w.ConditionsMap
+	return authorizer.ConditionsAwareDecisionConditionsMap(generic(m.DenyConditions), generic(m.NoOpinionConditions), generic(m.AllowConditions))
+}
+
+// generic is conds as upstream conditions.
+func generic(conds []wire.Condition) []authorizer.Condition {
+	out := make([]authorizer.Condition, len(conds))
+	for i, c := range conds {
+		out[i] = authorizer.GenericCondition{ID: c.ID, Condition: c.Condition, Type: c.Type, Description: c.Description}
+	}
+	return out
+}
+
+// Wire is an upstream ConditionsAwareDecision in the callback's wire shape,
+// unions included, so kcedar evaluates it exactly as it evaluates a
+// callback's request.decision.
+func Wire(d authorizer.ConditionsAwareDecision) wire.ConditionsAwareDecision {
+	details := func() *wire.DecisionDetails {
+		dd := &wire.DecisionDetails{Reason: d.Reason()}
+		if err := d.Error(); err != nil {
+			dd.EvaluationError = err.Error()
+		}
+		return dd
+	}
+	switch {
+	case d.IsAllow():
+		return wire.ConditionsAwareDecision{Type: wire.DecisionTypeAllow, Allow: details()}
+	case d.IsNoOpinion():
+		return wire.ConditionsAwareDecision{Type: wire.DecisionTypeNoOpinion, NoOpinion: details()}
+	case d.IsConditionsMap():
+		m := d.ConditionsMap()
+		return wire.ConditionsAwareDecision{Type: wire.DecisionTypeConditionsMap, ConditionsMap: &wire.ConditionsMap{
+			DenyConditions: wireConditions(m.DenyConditions()), NoOpinionConditions: wireConditions(m.NoOpinionConditions()),
+			AllowConditions: wireConditions(m.AllowConditions()),
+		}}
+	case d.IsUnion():
+		var members []wire.UnionMember
+		for name, sub := range d.UnionedDecisions() {
+			members = append(members, wire.UnionMember{AuthorizerName: name, Decision: Wire(sub)})
+		}
+		return wire.ConditionsAwareDecision{Type: wire.DecisionTypeUnion, Union: members}
+	}
+	return wire.ConditionsAwareDecision{Type: wire.DecisionTypeDeny, Deny: details()}
+}
+
+// wireConditions is a sequence of upstream conditions in the wire shape.
+func wireConditions(seq func(func(authorizer.Condition) bool)) []wire.Condition {
+	var out []wire.Condition
+	for c := range seq {
+		out = append(out, wire.Condition{ID: c.GetID(), Type: c.GetType(), Condition: c.GetCondition(), Description: c.GetDescription()})
+	}
+	return out
+}

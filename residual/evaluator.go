@@ -1,0 +1,56 @@
+package residual
+
+import (
+	"context"
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/handle"
+	"github.com/kcedar/kcedar/internal/upstream"
+	"github.com/kcedar/kcedar/schemagen"
+)
+
+// Namespaces gets Namespace objects by name, to fill a condition's
+// resource.namespaceObject: a client-go NamespaceLister over an informer is
+// one. A namespace it does not find is unknown to the condition, which then
+// fails closed.
+type Namespaces interface {
+	Get(name string) (*corev1.Namespace, error)
+}
+
+// Evaluator evaluates the conditions kcedar wrote, against admission data,
+// with the KEP's rules: a deny condition that holds (or fails) denies, then
+// an allow condition that holds allows, else no opinion. Malformed, foreign
+// or altered conditions deny. Safe for concurrent use.
+type Evaluator handle.Evaluator
+
+// NewEvaluator returns an evaluator of the conditions signed with keys for
+// requests of schema's cluster; namespaces may be nil.
+func NewEvaluator(schema *schemagen.Schema, keys *Keyring, namespaces Namespaces) *Evaluator {
+	var ns upstream.NamespaceGetter
+	if namespaces != nil {
+		ns = namespaces
+	}
+	ev := &engine.Evaluator{Schema: handle.Schema(*schema).Get(), Codec: engine.NewCodec(handle.Keyring(*keys).Get()), Namespaces: upstream.Namespaces(ns)}
+	h := Evaluator(handle.NewEvaluator(func() *engine.Evaluator { return ev }))
+	return &h
+}
+
+// EvaluateConditions evaluates decision, as kcedar's authorizer returned it
+// (or a union holding it), against data: the answer of upstream's
+// authorizer.Authorizer.EvaluateConditions. It is never conditional.
+func (e *Evaluator) EvaluateConditions(_ context.Context, decision authorizer.ConditionsAwareDecision, data authorizer.ConditionsData) (authorizer.Decision, string, error) {
+	ev := handle.Evaluator(*e).Get()
+	if ev == nil {
+		return authorizer.DecisionDeny, "kcedar: no schema to evaluate conditions with", errors.New("no schema")
+	}
+	adm, err := upstream.AdmissionData(data)
+	if err != nil {
+		return authorizer.DecisionDeny, "kcedar: malformed admission data", err
+	}
+	w := upstream.Wire(decision)
+	return upstream.Unconditional(ev.EvaluateDecision(&w, adm))
+}
