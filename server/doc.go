@@ -1,3 +1,25 @@
-// Package server serves kcedar over HTTPS: SubjectAccessReview decisions, the
-// conditions callback, the admission webhook, health, readiness and metrics.
+// Package server is kcedar's webhook service: an http.Handler over a
+// cedar.Authorizer, and the one place where decisions are rendered for the
+// wire. Its endpoints:
+//
+//   - POST /v1/authorize: kube-apiserver's authorization webhook
+//     (SubjectAccessReview). The status carries upstream's
+//     conditionalDecision to a caller that handles conditions (KEP-5681),
+//     the seed draft's conditionsChain to a caller that asked for it, and
+//     otherwise the decision with its conditions folded; with admission
+//     enforcement, a conditional allow the admission webhook will enforce is
+//     answered allowed.
+//   - POST /v1/conditions: the conditions callback, evaluated with the keys
+//     and the schema only, so it answers whatever policy set serves, or
+//     none.
+//   - POST /v1/admit: the validating admission webhook that enforces
+//     conditions on clusters without conditional authorization.
+//   - POST /v1/resourceaccessreview and /v1/rulesreview: who can make a
+//     request, and what a subject can do.
+//   - GET /healthz, /livez, /readyz and /metrics (Prometheus).
+//
+// Bodies are bounded and checked before they are decoded; anything
+// malformed is a 4xx, and no panic escapes the handler. Serve it over TLS
+// ([TLSOptions]) and, for the webhook endpoints, only to verified clients
+// (Options.RequireClientCert).
 package server

@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/kcedar/kcedar/internal/engine"
@@ -38,17 +39,20 @@ func AdmissionData(data authorizer.ConditionsData) (*engine.AdmissionData, error
 		}
 	}
 	var err error
-	if d.Object, err = objectJSON(data.GetObject()); err != nil {
+	kind := data.GetKind()
+	if d.Object, err = objectJSON(data.GetObject(), kind); err != nil {
 		return nil, fmt.Errorf("object: %w", err)
 	}
-	if d.OldObject, err = objectJSON(data.GetOldObject()); err != nil {
+	if d.OldObject, err = objectJSON(data.GetOldObject(), kind); err != nil {
 		return nil, fmt.Errorf("oldObject: %w", err)
 	}
 	return d, nil
 }
 
-// objectJSON is o as JSON, nil for no object.
-func objectJSON(o runtime.Object) ([]byte, error) {
+// objectJSON is o as JSON, nil for no object. Conditions read an object
+// under its version, so a typed object without apiVersion and kind (Go
+// objects in process usually have none) gets those of kind, the request's.
+func objectJSON(o runtime.Object, kind schema.GroupVersionKind) ([]byte, error) {
 	if o == nil {
 		return nil, nil
 	}
@@ -58,5 +62,12 @@ func objectJSON(o runtime.Object) ([]byte, error) {
 	if u, ok := o.(runtime.Unstructured); ok {
 		return json.Marshal(u.UnstructuredContent())
 	}
-	return json.Marshal(o)
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, err
+	}
+	if content["apiVersion"] == nil && content["kind"] == nil && !kind.Empty() {
+		content["apiVersion"], content["kind"] = kind.GroupVersion().String(), kind.Kind
+	}
+	return json.Marshal(content)
 }
