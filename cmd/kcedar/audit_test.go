@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
-
 )
 
 const auditCLIPolicies = `@id("alice-pods") permit(principal == k8s::User::"alice", action, resource is core::pods);

@@ -18,9 +18,9 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
-	"github.com/kcedar/kcedar/internal/rbacconvert"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/tools/rbacconvert"
 )
 
 // Packing the policy library and unpacking it gives the same files back.
@@ -71,7 +71,7 @@ func stockRBACTwice(t *testing.T) (*schemagen.Schema, []byte) {
 	t.Helper()
 	s := embeddedschema.Schema(t)
 	in := &rbacconvert.Input{}
-	if err := in.ReadPaths([]string{"../../internal/rbacconvert/testdata/bootstrap"}); err != nil {
+	if err := in.ReadPaths([]string{"../../internal/tools/rbacconvert/testdata/bootstrap"}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := rbacconvert.Convert(s, in)

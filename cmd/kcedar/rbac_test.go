@@ -11,7 +11,7 @@ import (
 // rbac convert counts the warnings on Kubernetes' bootstrap roles in one
 // line (-v lists them) and lists those on the user's own roles.
 func TestRBACConvertBootstrapWarnings(t *testing.T) {
-	const fixtures = "../../internal/rbacconvert/testdata/"
+	const fixtures = "../../internal/tools/rbacconvert/testdata/"
 	for name, tc := range map[string]struct {
 		o                      rbacConvertOptions
 		user, bootstrap, notes int

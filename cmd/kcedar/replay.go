@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
-	"github.com/kcedar/kcedar/internal/engine/offline"
 	"github.com/kcedar/kcedar/internal/entities"
-	"github.com/kcedar/kcedar/internal/replay"
+	"github.com/kcedar/kcedar/internal/tools/offline"
+	"github.com/kcedar/kcedar/internal/tools/replay"
 )
 
 func init() { rootCmd.AddCommand(newReplayCmd()) }

@@ -5,8 +5,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/kcedar/kcedar/internal/engine/offline"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/tools/offline"
 )
 
 // resolveRequestFlags resolves a request given by flags the way kubectl

@@ -70,3 +70,20 @@ func (e *Engine) Admit(ctx context.Context, data *AdmissionData) Decision {
 	}
 	return Allowed(nil, nil).WithReason("kcedar: conditions hold")
 }
+
+// DefaultOperation is the admission operation a verb arrives as.
+func DefaultOperation(verb, subresource string) string {
+	switch subresource {
+	case "exec", "attach", "portforward", "proxy":
+		return "CONNECT"
+	}
+	switch verb {
+	case "create":
+		return "CREATE"
+	case "update", "patch":
+		return "UPDATE"
+	case "delete", "deletecollection":
+		return "DELETE"
+	}
+	return ""
+}

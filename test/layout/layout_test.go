@@ -1,9 +1,11 @@
 // Package layout checks that the tree is the architecture: the package table
 // of docs/architecture.md lists every Go package directory of the repository
-// and nothing else, every package imports only kcedar packages of its own
-// layer or a lower one, production code never imports test code, and nothing
-// lives outside internal/, cmd/, test/ and hack/ (kcedar has no public Go
-// API).
+// and nothing else; every package imports only kcedar packages of its own
+// layer or a lower one; the public packages (the faces: server, cedar,
+// residual, schemagen) import only faces below them, and nothing under
+// internal/ imports a face; only the CLI imports the tools layer; production
+// code never imports test code; and the only Go packages outside internal/,
+// cmd/, test/ and hack/ are the faces.
 package layout
 
 import (
@@ -43,16 +45,30 @@ const testLayer = "test"
 // whose rank is at least its own. The test layer is outside the order: it may
 // import anything, and only it may import itself.
 var layerRank = map[string]int{
-	"cli":     0,
-	"serving": 1,
-	"engine":  2,
-	"data":    3,
-	"schema":  4,
-	"lib":     5,
-	testLayer: 6,
+	"cli":      0,
+	faceLayer:  1,
+	toolsLayer: 2,
+	"serving":  3,
+	"engine":   4,
+	"data":     5,
+	"schema":   6,
+	"lib":      7,
+	testLayer:  8,
 }
 
-// topDirs are the only top-level directories that may hold Go packages.
+// faceLayer is the layer of the public packages; toolsLayer that of the
+// CLI's offline tools, which only the CLI imports.
+const (
+	faceLayer  = "face"
+	toolsLayer = "tools"
+)
+
+// faces are the public packages, top to bottom: a face imports only the
+// faces after it.
+var faces = []string{"server", "cedar", "residual", "schemagen"}
+
+// topDirs are the only top-level directories that may hold Go packages
+// besides the faces.
 var topDirs = []string{"internal", "cmd", "test", "hack"}
 
 // TestTableMatchesTree checks that every directory holding .go files is a
@@ -79,13 +95,24 @@ func TestTableMatchesTree(t *testing.T) {
 	}
 }
 
-// TestNoPublicPackages checks that every Go package lives under internal/,
-// cmd/, test/ or hack/: kcedar offers no public Go API.
-func TestNoPublicPackages(t *testing.T) {
+// TestPublicPackagesAreTheFaces checks that the only Go packages outside
+// internal/, cmd/, test/ and hack/ are the faces, each in the face layer,
+// and that every face is in the table as one.
+func TestPublicPackagesAreTheFaces(t *testing.T) {
+	table, _ := readTable(t)
 	for _, dir := range goDirs(t) {
 		top, _, _ := strings.Cut(dir, "/")
-		if !slices.Contains(topDirs, top) {
-			t.Errorf("%s is a Go package outside %s: kcedar has no public Go API, move it under internal/", dir, strings.Join(topDirs, "/, ")+"/")
+		switch {
+		case slices.Contains(faces, dir):
+		case !slices.Contains(topDirs, top):
+			t.Errorf("%s is a Go package outside %s and not a public package (%s): move it under internal/", dir, strings.Join(topDirs, "/, ")+"/", strings.Join(faces, ", "))
+		case table[dir] == faceLayer:
+			t.Errorf("%s is in layer %s but is not a public package", dir, faceLayer)
+		}
+	}
+	for _, f := range faces {
+		if table[f] != faceLayer {
+			t.Errorf("public package %s: layer %q in %s, want %s", f, table[f], archDoc, faceLayer)
 		}
 	}
 }
@@ -111,24 +138,36 @@ func TestImportsFollowLayers(t *testing.T) {
 // check cannot pass the real tree by accepting everything.
 func TestCheckImport(t *testing.T) {
 	table := map[string]string{
-		"cmd/kcedar":               "cli",
-		"internal/server":          "serving",
-		"internal/engine":          "engine",
-		"internal/store":           "data",
-		"internal/lib/watch":       "lib",
-		"internal/testing/testgen": testLayer,
-		"test/load":                testLayer,
+		"cmd/kcedar":                "cli",
+		"server":                    faceLayer,
+		"cedar":                     faceLayer,
+		"schemagen":                 faceLayer,
+		"internal/tools/diff":       toolsLayer,
+		"internal/tools/replay":     toolsLayer,
+		"internal/cluster/webhooks": "serving",
+		"internal/engine":           "engine",
+		"internal/store":            "data",
+		"internal/lib/watch":        "lib",
+		"internal/testing/testgen":  testLayer,
+		"test/load":                 testLayer,
 	}
 	tests := []struct {
 		dir, imp, want string
 	}{
-		{"cmd/kcedar", modulePath + "/internal/server", ""},
-		{"internal/server", modulePath + "/internal/store", ""},
+		{"cmd/kcedar", modulePath + "/server", ""},
+		{"cmd/kcedar", modulePath + "/internal/tools/diff", ""},
+		{"server", modulePath + "/cedar", ""},
+		{"server", modulePath + "/internal/store", ""},
+		{"cedar", modulePath + "/server", "cedar imports server: a public package imports only those below it (server > cedar > residual > schemagen)"},
+		{"schemagen", modulePath + "/schemagen", "schemagen imports schemagen: a public package imports only those below it (server > cedar > residual > schemagen)"},
+		{"internal/engine", modulePath + "/cedar", "internal/engine imports cedar: layer face above engine"},
+		{"server", modulePath + "/internal/tools/diff", "server imports internal/tools/diff: only the CLI imports the tools layer"},
+		{"internal/tools/replay", modulePath + "/internal/tools/diff", "internal/tools/replay imports internal/tools/diff: only the CLI imports the tools layer"},
 		{"internal/store", modulePath + "/internal/lib/watch", ""},
 		{"internal/store", "k8s.io/client-go/rest", ""},
 		{"test/load", modulePath + "/cmd/kcedar", ""},
 		{"test/load", modulePath + "/internal/testing/testgen", ""},
-		{"internal/engine", modulePath + "/internal/server", "internal/engine imports internal/server: layer serving above engine"},
+		{"internal/engine", modulePath + "/internal/cluster/webhooks", "internal/engine imports internal/cluster/webhooks: layer serving above engine"},
 		{"internal/lib/watch", modulePath + "/internal/store", "internal/lib/watch imports internal/store: layer data above lib"},
 		{"internal/engine", modulePath + "/internal/testing/testgen", "internal/engine imports internal/testing/testgen: a test-layer package in engine-layer code"},
 		{"internal/engine", modulePath + "/internal/nowhere", "internal/engine imports internal/nowhere: not in " + archDoc + "'s package table"},
@@ -158,6 +197,10 @@ func checkImport(table map[string]string, dir, layer, imp string) string {
 		return fmt.Sprintf("%s imports %s: a test-layer package in %s-layer code", dir, pkg, layer)
 	case layerRank[impLayer] < layerRank[layer]:
 		return fmt.Sprintf("%s imports %s: layer %s above %s", dir, pkg, impLayer, layer)
+	case impLayer == toolsLayer && layer != "cli":
+		return fmt.Sprintf("%s imports %s: only the CLI imports the tools layer", dir, pkg)
+	case impLayer == faceLayer && layer == faceLayer && slices.Index(faces, pkg) <= slices.Index(faces, dir):
+		return fmt.Sprintf("%s imports %s: a public package imports only those below it (%s)", dir, pkg, strings.Join(faces, " > "))
 	}
 	return ""
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
-	"github.com/kcedar/kcedar/internal/engine/offline"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/tools/offline"
 )
 
 // The policy library (policies/library) and the quickstart: every policy

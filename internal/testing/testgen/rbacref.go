@@ -12,7 +12,7 @@ import (
 // A reference RBAC authorizer, written from the RBAC authorizer's matching
 // rules in k8s.io/kubernetes pkg/apis/rbac/v1/evaluation_helpers.go and
 // plugin/pkg/auth/authorizer/rbac/rbac.go, independently of the converter
-// (internal/rbacconvert): its tests compare the converted policies' answers with
+// (internal/tools/rbacconvert): its tests compare the converted policies' answers with
 // Allows offline, and the e2e parity test compares both with a real
 // kube-apiserver.
 

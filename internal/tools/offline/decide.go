@@ -31,17 +31,5 @@ func (d *Decider) Decide(req *entities.Request, adm *engine.Admission) engine.Re
 
 // DefaultOperation is the admission operation a verb arrives as.
 func DefaultOperation(verb, subresource string) string {
-	switch subresource {
-	case "exec", "attach", "portforward", "proxy":
-		return "CONNECT"
-	}
-	switch verb {
-	case "create":
-		return "CREATE"
-	case "update", "patch":
-		return "UPDATE"
-	case "delete", "deletecollection":
-		return "DELETE"
-	}
-	return ""
+	return engine.DefaultOperation(verb, subresource)
 }

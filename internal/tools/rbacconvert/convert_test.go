@@ -100,10 +100,10 @@ func TestGolden(t *testing.T) {
 				}
 				want, err := os.ReadFile(path)
 				if err != nil {
-					t.Fatalf("%v (run go test ./internal/rbacconvert -update)", err)
+					t.Fatalf("%v (run go test ./internal/tools/rbacconvert -update)", err)
 				}
 				if !bytes.Equal(got, want) {
-					t.Errorf("%s differs from the conversion (run go test ./internal/rbacconvert -update and review the diff)\n%s", path, firstDiff(want, got))
+					t.Errorf("%s differs from the conversion (run go test ./internal/tools/rbacconvert -update and review the diff)\n%s", path, firstDiff(want, got))
 				}
 			}
 		})

@@ -9,7 +9,6 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/engine/offline"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/parallel"
 	"github.com/kcedar/kcedar/internal/schemagen"
@@ -59,7 +58,7 @@ func New(s *schemagen.Schema, ps *cedarlang.PolicySet, opts Options) *Replayer {
 	r := &Replayer{opts: opts, workers: make(chan *worker, n), sum: newSummary()}
 	for range n {
 		lookup := &recordingLookup{known: opts.Namespaces}
-		r.workers <- &worker{decider: offline.NewDeciderWithNamespaces(s, ps, lookup), lookup: lookup}
+		r.workers <- &worker{decider: engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: lookup}), lookup: lookup}
 	}
 	return r
 }
@@ -163,7 +162,7 @@ func (l *recordingLookup) Namespace(name string) (map[string]any, bool) {
 // worker decides one line at a time with its own decider (its lookup
 // records what one request needed).
 type worker struct {
-	decider *offline.Decider
+	decider *engine.Engine
 	lookup  *recordingLookup
 }
 
@@ -217,7 +216,7 @@ func (w *worker) decide(ev *auditEvent) result {
 		return result{kind: kindUndecidable, reason: whyNotRebuilt, detail: ev.AuditID + ": " + err.Error()}
 	}
 	w.lookup.missed = ""
-	rep := w.decider.Decide(req, nil)
+	rep := w.decider.Report(context.Background(), req, nil)
 	// Only the authorization asks for a namespace its policies read; the
 	// evaluation of conditions below looks every namespace up.
 	missed := w.lookup.missed
@@ -227,8 +226,8 @@ func (w *worker) decide(ev *auditEvent) result {
 		if obj == nil {
 			return result{kind: kindConditional, reason: whyConditional(ev, req)}
 		}
-		adm := &engine.Admission{Operation: offline.DefaultOperation(req.Verb, req.Subresource), Object: obj}
-		rep = w.decider.Decide(req, adm)
+		adm := &engine.Admission{Operation: engine.DefaultOperation(req.Verb, req.Subresource), Object: obj}
+		rep = w.decider.Report(context.Background(), req, adm)
 		now = rep.Outcome
 	}
 	if missed != "" && now != engine.DecisionAllow.String() {
