@@ -51,7 +51,7 @@ SOAK_FLAGS ?=
 GO_FILES = find . -type d \( -name .git -o -name .cache -o -name bin -o -name testdata -o -name node_modules \) -prune \
 	-o -type f -name '*.go' -print
 
-.PHONY: build test vet lint fmt fmt-check tidy-check tracked-check fuzz soak e2e e2e-cost kube-binaries bench capture-default clean image image-binary image-test release
+.PHONY: build test vet lint cedarx cedarx-check fmt fmt-check tidy-check tracked-check fuzz soak e2e e2e-cost kube-binaries bench capture-default clean image image-binary image-test release
 
 build:
 	$(GO) build -o bin/kcedar ./cmd/kcedar
@@ -77,11 +77,23 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 # The tagged packages are linted with their tags (staticcheck.conf holds the
 # checks' configuration, if any). The function-length bound is
 # test/layout's TestProductionFunctionsAreShort (make test runs it too).
-lint: vet
+lint: vet cedarx-check
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags e2e $(E2E_PKGS)
 	$(STATICCHECK) -tags soak ./test/soak/...
 	$(GO) test -count=1 -run '^TestProductionFunctionsAreShort$$' ./test/layout
+
+# internal/lib/cedarx is the one adapter over cedar-go's experimental x/exp
+# packages, generated from them: cedarx regenerates it (after a cedar-go
+# upgrade), cedarx-check fails when the tree differs from what it generates.
+cedarx:
+	bash hack/cedarx-aliases.sh
+
+cedarx-check: cedarx
+	@if ! git diff --quiet -- internal/lib/cedarx; then \
+		echo "internal/lib/cedarx differs from what cedar-go's x/exp generates (run make cedarx and commit):" >&2; \
+		git diff --stat -- internal/lib/cedarx >&2; exit 1; \
+	fi
 
 fmt-check:
 	@unformatted=$$($(GO_FILES) | xargs -r $(GOFMT) -l); \

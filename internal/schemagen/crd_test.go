@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cedar-policy/cedar-go"
+	cedarlib "github.com/cedar-policy/cedar-go"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	xast "github.com/kcedar/kcedar/internal/lib/cedarx/ast"
@@ -328,7 +328,7 @@ func TestDocExamplesValidate(t *testing.T) {
 	block, _, _ = strings.Cut(block, "```")
 	_, _, rs, _ := resolveBoth(t, crdSchema(t))
 	v := validate.New(rs)
-	ps, err := cedar.NewPolicyListFromBytes("schema.md", []byte(block))
+	ps, err := cedarlib.NewPolicyListFromBytes("schema.md", []byte(block))
 	if err != nil {
 		t.Fatal(err)
 	}

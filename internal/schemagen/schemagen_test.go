@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cedar-policy/cedar-go"
+	cedarlib "github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
 	"k8s.io/client-go/rest"
 
@@ -249,7 +249,7 @@ func TestDefaultValidatesPolicies(t *testing.T) {
 }
 
 func validatePolicy(v *validate.Validator, src string) error {
-	ps, err := cedar.NewPolicyListFromBytes("test.cedar", []byte(src))
+	ps, err := cedarlib.NewPolicyListFromBytes("test.cedar", []byte(src))
 	if err != nil {
 		return err
 	}

@@ -342,3 +342,36 @@ func packageImports(t *testing.T, dir string) []anImport {
 	}
 	return imports
 }
+
+// cedarGoAlias is the one name kcedar gives cedar-go's root package, whose
+// names (Authorizer, Policy, PolicySet, Decision...) would otherwise read as
+// kcedar's own, package cedar's above all.
+const cedarGoAlias = "cedarlib"
+
+// TestCedarGoHasOneName checks that every Go file, tests included, imports
+// cedar-go's root package as cedarGoAlias.
+func TestCedarGoHasOneName(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, dir := range goDirs(t) {
+		entries, err := os.ReadDir(filepath.Join(repoRoot, filepath.FromSlash(dir)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") {
+				continue
+			}
+			file := path.Join(dir, e.Name())
+			f, err := parser.ParseFile(fset, filepath.Join(repoRoot, filepath.FromSlash(file)), nil, parser.ImportsOnly)
+			if err != nil {
+				t.Errorf("%s: %v", file, err)
+				continue
+			}
+			for _, spec := range f.Imports {
+				if spec.Path.Value == `"github.com/cedar-policy/cedar-go"` && (spec.Name == nil || spec.Name.Name != cedarGoAlias) {
+					t.Errorf("%s: import cedar-go as %s", file, cedarGoAlias)
+				}
+			}
+		}
+	}
+}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	cedar "github.com/cedar-policy/cedar-go"
+	cedarlib "github.com/cedar-policy/cedar-go"
 )
 
 func TestTokens(t *testing.T) {
@@ -225,7 +225,7 @@ func (g gen) text() []byte {
 //     rejects the input too.
 func checkAgainstCedarGo(t *testing.T, src []byte) bool {
 	t.Helper()
-	want, perr := cedar.NewPolicyListFromBytes("f.cedar", src)
+	want, perr := cedarlib.NewPolicyListFromBytes("f.cedar", src)
 	toks, lerr := Tokens(src)
 	if perr != nil {
 		return false
@@ -250,7 +250,7 @@ func checkAgainstCedarGo(t *testing.T, src []byte) bool {
 		code.WriteString(tok.Text(src))
 		code.WriteByte('\n')
 	}
-	got, err := cedar.NewPolicyListFromBytes("f.cedar", code.Bytes())
+	got, err := cedarlib.NewPolicyListFromBytes("f.cedar", code.Bytes())
 	if err != nil {
 		t.Fatalf("the lexer's tokens without comments do not parse (%v):\n--- source:\n%s\n--- tokens:\n%s", err, src, code.Bytes())
 	}
@@ -364,7 +364,7 @@ func BenchmarkTokens(b *testing.B) {
 	b.Run("cedar-go", func(b *testing.B) {
 		b.SetBytes(int64(len(src)))
 		for i := 0; i < b.N; i++ {
-			if _, err := cedar.NewPolicyListFromBytes("p.cedar", src); err != nil {
+			if _, err := cedarlib.NewPolicyListFromBytes("p.cedar", src); err != nil {
 				b.Fatal(err)
 			}
 		}
