@@ -7,11 +7,13 @@ import (
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
-// The seam between the engine and its callers (the HTTP server and the CLI)
-// is these small interfaces, after k8s.io/apiserver's authorizer.Authorizer
-// and RuleResolver. Callers hold them, never the concrete *Engine; every
-// method takes a context, and the long ones (who-can, what-can) stop when it
-// is cancelled.
+// The engine's seams are these small interfaces, after k8s.io/apiserver's
+// authorizer.Authorizer and RuleResolver: the offline tools, the access
+// reviews and the CLI hold the one they need. The server and package cedar
+// hold the concrete *Engine of the set serving now (Serving.Engine): they
+// also encode its conditions and ask what admission sees. Every method takes
+// a context, and the long ones (who-can, what-can) stop when it is
+// cancelled.
 
 // Authorizer decides requests. Open values (an empty name or namespace, a
 // "*" group, resource or verb) stand for every value: the request is allowed
