@@ -24,6 +24,11 @@
 // would carry, so they must be the versioned (external) types, or
 // unstructured.
 //
+// Reasons name the policy that decided ("kcedar: allowed by policy
+// dev-reads"); a NoOpinion's reason has no "kcedar: " prefix, because
+// k8s.io/apiserver's union authorizer prefixes it with the authorizer's
+// name, as it does for kcedar's webhook.
+//
 // Policies are Cedar, written against the schema of package schemagen and
 // validated against it when the Authorizer is made.
 package cedar

@@ -56,7 +56,7 @@ func Example() {
 	}
 	// Output:
 	// jane list pods in dev: true (kcedar: allowed by policy dev-reads (developers read pods in dev))
-	// jane list pods in prod: false (kcedar: no policy applies)
+	// jane list pods in prod: false (no policy applies)
 	// carl get secrets in dev: false (kcedar: denied by policy no-secrets-for-contractors)
 }
 

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"errors"
+	"strings"
 
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
@@ -14,17 +15,23 @@ import (
 // errors joined.
 func Unconditional(d engine.Decision) (authorizer.Decision, string, error) {
 	d = d.FailureDecision()
-	var t authorizer.Decision
 	switch d.Type() {
 	case engine.DecisionAllow:
-		t = authorizer.DecisionAllow
+		return authorizer.DecisionAllow, d.Reason(), errors.Join(d.Errors()...)
 	case engine.DecisionNoOpinion:
-		t = authorizer.DecisionNoOpinion
-	default:
-		t = authorizer.DecisionDeny
+		return authorizer.DecisionNoOpinion, noOpinionReason(d.Reason()), errors.Join(d.Errors()...)
 	}
-	return t, d.Reason(), errors.Join(d.Errors()...)
+	return authorizer.DecisionDeny, d.Reason(), errors.Join(d.Errors()...)
 }
+
+// reasonPrefix starts every reason kcedar gives.
+const reasonPrefix = engine.AuthorizerName + ": "
+
+// noOpinionReason is a NoOpinion's reason without kcedar's prefix:
+// k8s.io/apiserver's union authorizer prefixes a NoOpinion's reason with the
+// authorizer's name (an Allow's or a Deny's it passes on as it is), so a
+// reason reads "kcedar: " once, as the webhook's does.
+func noOpinionReason(reason string) string { return strings.TrimPrefix(reason, reasonPrefix) }
 
 // ConditionsAware is an encoded decision (engine.Engine.Encode) as
 // upstream's ConditionsAwareDecision: a concrete one with its reason and
@@ -44,7 +51,7 @@ func ConditionsAware(w wire.ConditionsAwareDecision) authorizer.ConditionsAwareD
 	case engine.DecisionAllow:
 		return authorizer.ConditionsAwareDecisionAllow(reason, err)
 	case engine.DecisionNoOpinion:
-		return authorizer.ConditionsAwareDecisionNoOpinion(reason, err)
+		return authorizer.ConditionsAwareDecisionNoOpinion(noOpinionReason(reason), err)
 	case engine.DecisionDeny:
 		return authorizer.ConditionsAwareDecisionDeny(reason, err)
 	}
