@@ -39,6 +39,10 @@ func (s *Server) handleConditions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "conditions", badRequest("request has neither decision (upstream) nor conditionSets (draft)"))
 		return
 	}
+	if s.serving == nil {
+		s.conditionsUpstream(w, r, req)
+		return
+	}
 	ev := s.serving.Evaluator()
 	if ev == nil {
 		http.Error(w, "no schema is loaded", http.StatusServiceUnavailable)
@@ -109,4 +113,21 @@ func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 	s.metrics.decisions.WithLabelValues("admit", label(v)).Inc()
 	writeJSON(w, admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: admissionReviewType.APIVersion, Kind: admissionReviewType.Kind},
 		Response: renderAdmissionResponse(v, review.Request.UID)})
+}
+
+// conditionsUpstream answers the callback for an authorizer other than
+// kcedar's: upstream's shape only (the draft's chain is kcedar's own).
+func (s *Server) conditionsUpstream(w http.ResponseWriter, r *http.Request, req *wire.AuthorizationConditionsRequest) {
+	if req.Decision == nil {
+		s.writeError(w, "conditions", badRequest("request.decision is missing: this server evaluates upstream's shape only"))
+		return
+	}
+	start := time.Now()
+	resp := s.evaluateUpstream(r.Context(), req)
+	s.metrics.decisions.WithLabelValues("conditions", string(resp.Decision.Type)).Inc()
+	s.metrics.decisionDuration.WithLabelValues("conditions").Observe(time.Since(start).Seconds())
+	writeJSON(w, wire.AuthorizationConditionsReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: wire.ConditionsReviewVersion, Kind: wire.ConditionsReviewKind},
+		Response: resp,
+	})
 }

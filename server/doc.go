@@ -1,6 +1,9 @@
-// Package server is kcedar's webhook service: an http.Handler over a
-// cedar.Authorizer, and the one place where decisions are rendered for the
-// wire. Its endpoints:
+// Package server is kcedar's webhook service: an http.Handler over an
+// authorizer, and the one place where decisions are rendered for the wire.
+// It serves kcedar's cedar.Authorizer on every endpoint below; any other
+// k8s.io/apiserver authorizer.Authorizer (a union holding kcedar's, say) on
+// the SubjectAccessReview and callback endpoints, through that interface
+// alone. Its endpoints:
 //
 //   - POST /v1/authorize: kube-apiserver's authorization webhook
 //     (SubjectAccessReview). The status carries upstream's
@@ -12,10 +15,11 @@
 //   - POST /v1/conditions: the conditions callback, evaluated with the keys
 //     and the schema only, so it answers whatever policy set serves, or
 //     none.
-//   - POST /v1/admit: the validating admission webhook that enforces
-//     conditions on clusters without conditional authorization.
-//   - POST /v1/resourceaccessreview and /v1/rulesreview: who can make a
-//     request, and what a subject can do.
+//   - POST /v1/admit (kcedar's authorizer): the validating admission webhook
+//     that enforces conditions on clusters without conditional
+//     authorization.
+//   - POST /v1/resourceaccessreview and /v1/rulesreview (kcedar's
+//     authorizer): who can make a request, and what a subject can do.
 //   - GET /healthz, /livez, /readyz and /metrics (Prometheus).
 //
 // Bodies are bounded and checked before they are decoded; anything

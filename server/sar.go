@@ -39,6 +39,10 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "authorize", badRequest("invalid SubjectAccessReview: %v", err))
 		return
 	}
+	if s.serving == nil {
+		s.authorizeUpstream(r.Context(), w, &sar.Spec, req)
+		return
+	}
 	e := s.engineOr503(w)
 	if e == nil {
 		return

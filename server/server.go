@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/engine"
@@ -59,8 +60,10 @@ type Options struct {
 
 // Server answers kube-apiserver's webhook calls with one authorizer.
 type Server struct {
-	// serving is the engine of the policy set serving now; it is replaced
-	// (with all its caches) when the set is.
+	authz authorizer.Authorizer
+	// serving is the engine of the policy set serving now when authz is
+	// kcedar's (nil otherwise); it is replaced (with all its caches) when
+	// the set is.
 	serving *engine.Serving
 	// store is the reloading store behind the authorizer (kcedar serve);
 	// nil for a fixed policy set.
@@ -85,17 +88,24 @@ type Server struct {
 // shutdown, before the listener closes.
 func (s *Server) Drain() { s.draining.Store(true) }
 
-// New returns a server deciding with authz.
-func New(authz *cedar.Authorizer, opts Options) *Server {
+// New returns a server deciding with authz. With kcedar's own authorizer (a
+// *cedar.Authorizer) it serves every endpoint; any other
+// authorizer.Authorizer (a union holding kcedar's, say) is served through
+// that interface alone: SubjectAccessReviews, the callback in upstream's
+// shape, health, readiness and metrics.
+func New(authz authorizer.Authorizer, opts Options) *Server {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	h := handle.Authorizer(*authz)
-	s := &Server{serving: h.Serving(), store: h.Store(), logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), enforce: opts.AdmissionEnforcement,
+	s := &Server{authz: authz, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), enforce: opts.AdmissionEnforcement,
 		ready: opts.Ready, degraded: opts.Degraded, decisionLog: opts.DecisionLog, authWarn: newWarnLimited(logger), webhookVerified: opts.AdmissionWebhookVerified}
 	if s.webhookVerified == nil {
 		s.webhookVerified = func() bool { return false }
+	}
+	if k, ok := authz.(*cedar.Authorizer); ok && k != nil {
+		h := handle.Authorizer(*k)
+		s.serving, s.store = h.Serving(), h.Store()
 	}
 	if s.store != nil {
 		s.observeStore()
@@ -107,14 +117,16 @@ func New(authz *cedar.Authorizer, opts Options) *Server {
 		}
 		return s.instrument(name, handler)
 	}
-	s.registerCacheMetrics(s.metrics.registry)
 	s.mux.Handle("POST /v1/authorize", webhook("authorize", s.handleAuthorize))
 	s.mux.Handle("POST /v1/conditions", webhook("conditions", s.handleConditions))
-	s.mux.Handle("POST /v1/admit", webhook("admit", s.handleAdmit))
+	if s.serving != nil {
+		s.registerCacheMetrics(s.metrics.registry)
+		s.mux.Handle("POST /v1/admit", webhook("admit", s.handleAdmit))
+		s.registerReviews(webhook)
+	}
 	if opts.PolicyAdmission != nil {
 		s.mux.Handle("POST /v1/validate-policy", webhook("validate-policy", opts.PolicyAdmission.ServeHTTP))
 	}
-	s.registerReviews(webhook)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
@@ -252,9 +264,13 @@ func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintf(w, "ok: %s\n", serving)
 }
 
-// readyFixed is /readyz for a fixed policy set: ready once the engine can
-// be built.
+// readyFixed is /readyz for a fixed policy set, or another authorizer:
+// ready once the engine can be built.
 func (s *Server) readyFixed(w http.ResponseWriter) {
+	if s.serving == nil {
+		io.WriteString(w, "ok\n")
+		return
+	}
 	e := s.serving.Engine()
 	if e == nil {
 		http.Error(w, "not ready: no valid policy set loaded", http.StatusServiceUnavailable)

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -107,4 +108,51 @@ func wireConditions(seq func(func(authorizer.Condition) bool)) []wire.Condition 
 		out = append(out, wire.Condition{ID: c.GetID(), Type: c.GetType(), Condition: c.GetCondition(), Description: c.GetDescription()})
 	}
 	return out
+}
+
+// FromWire is a callback's decision as upstream's ConditionsAwareDecision,
+// unions included; an error for a decision upstream would not build (an
+// unknown type, a ConditionsMap without conditions).
+func FromWire(w *wire.ConditionsAwareDecision) (authorizer.ConditionsAwareDecision, error) {
+	if w == nil {
+		return authorizer.ConditionsAwareDecision{}, errors.New("request.decision is missing")
+	}
+	parts := func(d *wire.DecisionDetails) (string, error) {
+		if d == nil {
+			return "", nil
+		}
+		if d.EvaluationError != "" {
+			return d.Reason, errors.New(d.EvaluationError)
+		}
+		return d.Reason, nil
+	}
+	switch w.Type {
+	case wire.DecisionTypeAllow:
+		return authorizer.ConditionsAwareDecisionAllow(parts(w.Allow)), nil
+	case wire.DecisionTypeDeny:
+		return authorizer.ConditionsAwareDecisionDeny(parts(w.Deny)), nil
+	case wire.DecisionTypeNoOpinion:
+		return authorizer.ConditionsAwareDecisionNoOpinion(parts(w.NoOpinion)), nil
+	case wire.DecisionTypeConditionsMap:
+		m := w.ConditionsMap
+		if m == nil {
+			return authorizer.ConditionsAwareDecision{}, errors.New("type ConditionsMap without conditionsMap")
+		}
+		d := authorizer.ConditionsAwareDecisionConditionsMap(generic(m.DenyConditions), generic(m.NoOpinionConditions), generic(m.AllowConditions))
+		if d.IsUnconditional() {
+			return d, fmt.Errorf("conditionsMap: %s", d.Reason())
+		}
+		return d, nil
+	case wire.DecisionTypeUnion:
+		var u authorizer.ConditionsAwareDecisionUnion
+		for _, m := range w.Union {
+			sub, err := FromWire(&m.Decision)
+			if err != nil {
+				return sub, err
+			}
+			u.Add(m.AuthorizerName, sub)
+		}
+		return u.ToDecision(), nil
+	}
+	return authorizer.ConditionsAwareDecision{}, fmt.Errorf("unknown decision type %q", w.Type)
 }
