@@ -12,7 +12,6 @@ import (
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/handle"
-	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/upstream"
 	"github.com/kcedar/kcedar/residual"
 	"github.com/kcedar/kcedar/schemagen"
@@ -53,9 +52,9 @@ func New(schema *schemagen.Schema, files []PolicyFile, opts Options) (*Authorize
 	if err != nil {
 		return nil, err
 	}
-	src := make([]store.SourceFile, len(files))
+	src := make([]cedarlang.SourceFile, len(files))
 	for i, f := range files {
-		src[i] = store.SourceFile{Name: f.Name, Data: f.Text}
+		src[i] = cedarlang.SourceFile{Name: f.Name, Data: f.Text}
 	}
 	policies, findings := checker.CheckFiles(src)
 	if len(findings) > 0 {

@@ -467,3 +467,9 @@ func (ps *PolicySet) Unindexed() *PolicySet {
 
 // Len is the number of policies.
 func (ps *PolicySet) Len() int { return len(ps.Policies) }
+
+// SourceFile is one policy file as read: its name (for messages) and text.
+type SourceFile struct {
+	Name string
+	Data []byte
+}

@@ -92,7 +92,7 @@ func TestSourcesCombineWithFiles(t *testing.T) {
 // parseChecker is a FileChecker for tests: ParsePolicies and a Validator.
 type parseChecker struct{ v Validator }
 
-func (c parseChecker) CheckFiles(files []SourceFile) ([]*cedarlang.Policy, []error) {
+func (c parseChecker) CheckFiles(files []cedarlang.SourceFile) ([]*cedarlang.Policy, []error) {
 	var all []*cedarlang.Policy
 	var errs []error
 	for _, f := range files {

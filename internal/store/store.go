@@ -30,12 +30,6 @@ type Validator interface {
 	Validate(policies []*cedarlang.Policy) []error
 }
 
-// SourceFile is one policy file as read.
-type SourceFile struct {
-	Name string
-	Data []byte
-}
-
 // FileChecker parses and checks policy files as a whole, the way `kcedar
 // validate` does: it returns the policies, or one error per finding
 // (positioned and hinted; errors that implement slog.LogValuer are logged as
@@ -43,7 +37,7 @@ type SourceFile struct {
 // replaces the Store's own parsing and Validator, so serve and validate
 // report the same findings.
 type FileChecker interface {
-	CheckFiles(files []SourceFile) ([]*cedarlang.Policy, []error)
+	CheckFiles(files []cedarlang.SourceFile) ([]*cedarlang.Policy, []error)
 }
 
 // LoadError is a failed load's findings, one per problem.
@@ -788,11 +782,11 @@ func (s *Store) build(files []policyFile) (*cedarlang.PolicySet, error) {
 		// The files are checked as `kcedar validate` checks them (cedar/lint,
 		// which parses in parallel too); namespaced sources are parsed,
 		// confined and validated below.
-		var plain []SourceFile
+		var plain []cedarlang.SourceFile
 		rest = nil
 		for _, f := range files {
 			if f.namespace == "" {
-				plain = append(plain, SourceFile{Name: f.name, Data: f.data})
+				plain = append(plain, cedarlang.SourceFile{Name: f.name, Data: f.data})
 			} else {
 				rest = append(rest, f)
 			}

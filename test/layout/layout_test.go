@@ -50,10 +50,12 @@ var layerRank = map[string]int{
 	toolsLayer: 2,
 	"serving":  3,
 	"engine":   4,
-	"data":     5,
-	"schema":   6,
-	"lib":      7,
-	testLayer:  8,
+	"sources":  5,
+	"language": 6,
+	"model":    7,
+	"schema":   8,
+	"lib":      9,
+	testLayer:  10,
 }
 
 // faceLayer is the layer of the public packages; toolsLayer that of the
@@ -146,7 +148,7 @@ func TestCheckImport(t *testing.T) {
 		"internal/tools/replay":     toolsLayer,
 		"internal/cluster/webhooks": "serving",
 		"internal/engine":           "engine",
-		"internal/store":            "data",
+		"internal/store":            "sources",
 		"internal/lib/watch":        "lib",
 		"internal/testing/testgen":  testLayer,
 		"test/load":                 testLayer,
@@ -168,7 +170,7 @@ func TestCheckImport(t *testing.T) {
 		{"test/load", modulePath + "/cmd/kcedar", ""},
 		{"test/load", modulePath + "/internal/testing/testgen", ""},
 		{"internal/engine", modulePath + "/internal/cluster/webhooks", "internal/engine imports internal/cluster/webhooks: layer serving above engine"},
-		{"internal/lib/watch", modulePath + "/internal/store", "internal/lib/watch imports internal/store: layer data above lib"},
+		{"internal/lib/watch", modulePath + "/internal/store", "internal/lib/watch imports internal/store: layer sources above lib"},
 		{"internal/engine", modulePath + "/internal/testing/testgen", "internal/engine imports internal/testing/testgen: a test-layer package in engine-layer code"},
 		{"internal/engine", modulePath + "/internal/nowhere", "internal/engine imports internal/nowhere: not in " + archDoc + "'s package table"},
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/kcedar/kcedar/internal/lib/cedarx/schema/resolved"
 	"github.com/kcedar/kcedar/internal/lib/parallel"
 	"github.com/kcedar/kcedar/internal/schemagen"
-	"github.com/kcedar/kcedar/internal/store"
 )
 
 // Severity of a diagnostic.
@@ -108,7 +107,7 @@ func (d Diagnostic) LogValue() slog.Value {
 // CheckFiles is Check for store.Store (store.FileChecker): the policies, or
 // the error diagnostics. Serve's store then reports exactly what validate
 // reports.
-func (c *Checker) CheckFiles(files []store.SourceFile) ([]*cedarlang.Policy, []error) {
+func (c *Checker) CheckFiles(files []cedarlang.SourceFile) ([]*cedarlang.Policy, []error) {
 	in := make([]File, len(files))
 	for i, f := range files {
 		in[i] = File{Name: f.Name, Data: f.Data}
