@@ -17,7 +17,7 @@ import (
 
 // The index narrows a request to the policies that can match it, so the cost
 // of a decision grows with the policies that concern the request, not with
-// the size of the set. The rules (docs/architecture.md, "The policy index"):
+// the size of the set. The rules (docs/performance.md, "The policy index: what it keys on"):
 //
 //   - From each policy's top-level conjunction (the scope, then every `when`
 //     clause split at `&&`, then every `unless` clause negated: `!(a || b)` is
