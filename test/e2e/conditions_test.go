@@ -254,11 +254,11 @@ func condRejected(err error) bool {
 // conditions of conditional permits and forbids are enforced on create,
 // update, patch, delete and connect, and that an unconditional user is
 // unaffected. With KCEDAR_UPDATE_TESTDATA=1 it writes the AdmissionRequests
-// it saw into internal/server/testdata/admission, which internal/server/conformance_test.go
+// it saw into server/testdata/admission, which server/conformance_test.go
 // replays through the KEP-native flow.
 func TestConditionalAdmissionEnforcement(t *testing.T) {
 	root := moduleRoot(t)
-	testdata := filepath.Join(root, "internal", "server", "testdata", "admission")
+	testdata := filepath.Join(root, "server", "testdata", "admission")
 	policies := filepath.Join(testdata, "policies.cedar")
 	bin := framework.KcedarBinary(t)
 
