@@ -10,33 +10,26 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/entities"
 )
 
 // AdmissionData is what conditions see of data: the request's operation,
-// resource, names and user, and its objects as the JSON an AdmissionReview
-// carries. In process, objects are runtime.Objects: an unstructured object
-// is its content; a typed one is marshalled by its JSON tags, so it must be
-// the versioned (external) type the resource is served as, not an internal
-// one.
+// resource, names and user (strings as the callback's JSON carries them,
+// wireString), and its objects as the JSON an AdmissionReview carries. In
+// process, objects are runtime.Objects: an unstructured object is its
+// content; a typed one is marshalled by its JSON tags, so it must be the
+// versioned (external) type the resource is served as, not an internal one.
 func AdmissionData(data authorizer.ConditionsData) (*engine.AdmissionData, error) {
 	if data == nil {
 		return nil, fmt.Errorf("no admission data")
 	}
 	gvr := data.GetResource()
 	d := &engine.AdmissionData{
-		Operation: string(data.GetOperation()),
-		APIGroup:  gvr.Group, APIVersion: gvr.Version, Resource: gvr.Resource, Subresource: data.GetSubresource(),
-		Namespace: data.GetNamespace(), Name: data.GetName(),
-	}
-	if u := data.GetUserInfo(); u != nil {
-		d.User = &entities.UserInfo{Name: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups()}
-		if extra := u.GetExtra(); len(extra) > 0 {
-			d.User.Extra = make(map[string][]string, len(extra))
-			for k, v := range extra {
-				d.User.Extra[k] = v
-			}
-		}
+		Operation: wireString(string(data.GetOperation())),
+		APIGroup:  wireString(gvr.Group), APIVersion: wireString(gvr.Version), Resource: wireString(gvr.Resource), Subresource: wireString(data.GetSubresource()),
+		Namespace: wireString(data.GetNamespace()), Name: wireString(data.GetName()),
+		// The user as the callback's admissionRequest carries it, as the
+		// conditions were bound to it (Request).
+		User: userInfo(data.GetUserInfo()),
 	}
 	var err error
 	kind := data.GetKind()

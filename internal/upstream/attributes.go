@@ -1,9 +1,15 @@
 package upstream
 
 import (
+	"maps"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/kcedar/kcedar/internal/entities"
@@ -14,24 +20,25 @@ import (
 // entities.RequestFromSAR, so an embedded authorizer and the webhook decide
 // the same request. Selector requirements with operators the review cannot
 // carry are dropped, as the webhook drops them (only narrowing is lost).
+// Strings are read as the review carries them (wireString).
 func Request(a authorizer.Attributes) (*entities.Request, error) {
 	spec := &authorizationv1.SubjectAccessReviewSpec{}
-	if u := a.GetUser(); u != nil {
-		spec.User, spec.UID, spec.Groups = u.GetName(), u.GetUID(), u.GetGroups()
-		if extra := u.GetExtra(); len(extra) > 0 {
-			spec.Extra = make(map[string]authorizationv1.ExtraValue, len(extra))
-			for k, v := range extra {
+	if u := userInfo(a.GetUser()); u != nil {
+		spec.User, spec.UID, spec.Groups = u.Name, u.UID, u.Groups
+		if len(u.Extra) > 0 {
+			spec.Extra = make(map[string]authorizationv1.ExtraValue, len(u.Extra))
+			for k, v := range u.Extra {
 				spec.Extra[k] = v
 			}
 		}
 	}
 	if !a.IsResourceRequest() {
-		spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: a.GetPath(), Verb: a.GetVerb()}
+		spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: wireString(a.GetPath()), Verb: wireString(a.GetVerb())}
 		return entities.RequestFromSAR(spec)
 	}
 	ra := &authorizationv1.ResourceAttributes{
-		Namespace: a.GetNamespace(), Verb: a.GetVerb(), Group: a.GetAPIGroup(), Version: a.GetAPIVersion(),
-		Resource: a.GetResource(), Subresource: a.GetSubresource(), Name: a.GetName(),
+		Namespace: wireString(a.GetNamespace()), Verb: wireString(a.GetVerb()), Group: wireString(a.GetAPIGroup()), Version: wireString(a.GetAPIVersion()),
+		Resource: wireString(a.GetResource()), Subresource: wireString(a.GetSubresource()), Name: wireString(a.GetName()),
 	}
 	if reqs := fieldRequirements(a); len(reqs) > 0 {
 		ra.FieldSelector = &authorizationv1.FieldSelectorAttributes{Requirements: reqs}
@@ -58,7 +65,7 @@ func fieldRequirements(a authorizer.Attributes) []metav1.FieldSelectorRequiremen
 		default:
 			continue
 		}
-		out = append(out, metav1.FieldSelectorRequirement{Key: r.Field, Operator: op, Values: []string{r.Value}})
+		out = append(out, metav1.FieldSelectorRequirement{Key: wireString(r.Field), Operator: op, Values: []string{wireString(r.Value)}})
 	}
 	return out
 }
@@ -79,11 +86,77 @@ func labelRequirements(a authorizer.Attributes) []metav1.LabelSelectorRequiremen
 		if !ok {
 			continue
 		}
-		req := metav1.LabelSelectorRequirement{Key: r.Key(), Operator: op}
+		req := metav1.LabelSelectorRequirement{Key: wireString(r.Key()), Operator: op}
 		if values := r.ValuesUnsorted(); len(values) > 0 {
-			req.Values = values
+			req.Values = wireStrings(values)
 		}
 		out = append(out, req)
 	}
 	return out
+}
+
+// userInfo is u as a review (or the callback's admissionRequest) carries it
+// (wireString); nil for no user. Extra keys that become one are merged as
+// the review's JSON merges them: the last in byte order wins.
+func userInfo(u user.Info) *entities.UserInfo {
+	if u == nil {
+		return nil
+	}
+	out := &entities.UserInfo{Name: wireString(u.GetName()), UID: wireString(u.GetUID()), Groups: wireStrings(u.GetGroups())}
+	extra := u.GetExtra()
+	if len(extra) == 0 {
+		return out
+	}
+	out.Extra = make(map[string][]string, len(extra))
+	valid := true
+	for k, v := range extra {
+		valid = valid && utf8.ValidString(k)
+		out.Extra[k] = wireStrings(v)
+	}
+	if !valid {
+		clear(out.Extra)
+		keys := slices.Sorted(maps.Keys(extra))
+		for _, k := range keys {
+			out.Extra[wireString(k)] = wireStrings(extra[k])
+		}
+	}
+	return out
+}
+
+// wireString is s as it reaches kcedar's webhook: k8s.io/apiserver's webhook
+// authorizer sends the review as JSON, whose encoding (encoding/json)
+// replaces each byte that is not part of valid UTF-8 with U+FFFD. Attributes
+// can hold such bytes (a request path or name percent-decoded from the URL,
+// a user name from a request header), and Cedar compares strings byte by
+// byte, so in process they are replaced the same way.
+func wireString(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteString("\uFFFD")
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// wireStrings is ss with wireString applied, ss itself when nothing changes
+// (nil stays nil).
+func wireStrings(ss []string) []string {
+	for i, s := range ss {
+		if !utf8.ValidString(s) {
+			out := slices.Clone(ss)
+			for j := i; j < len(out); j++ {
+				out[j] = wireString(out[j])
+			}
+			return out
+		}
+	}
+	return ss
 }
