@@ -24,6 +24,13 @@
 // would carry, so they must be the versioned (external) types, or
 // unstructured.
 //
+// A policy's evaluation error is part of the decision, not an error of the
+// authorizer: an erroring forbid denies, an erroring permit allows nothing,
+// and the error is not returned (k8s.io/apiserver would answer 500 and show
+// it to the client, where kcedar's webhook gets a 403). Authorize returns an
+// error only for attributes kcedar cannot decide, or before a policy set is
+// loaded, with a Deny.
+//
 // Reasons name the policy that decided ("kcedar: allowed by policy
 // dev-reads"); a NoOpinion's reason has no "kcedar: " prefix, because
 // k8s.io/apiserver's union authorizer prefixes it with the authorizer's

@@ -12,17 +12,21 @@ import (
 )
 
 // Unconditional is d as an unconditional authorizer answers: a Conditional
-// decision folded (Decision.FailureDecision), its reason, and its evaluation
-// errors joined.
+// decision folded (Decision.FailureDecision) and its reason. A policy's
+// evaluation error is part of the decision (an erroring forbid denies, an
+// erroring permit allows nothing), not a failure of the authorizer, so it is
+// not returned: k8s.io/apiserver answers 500 for a decision that carries an
+// error, and shows the error to the client, where kcedar's webhook gets a
+// 403 (kube-apiserver does not act on a review's evaluationError).
 func Unconditional(d engine.Decision) (authorizer.Decision, string, error) {
 	d = d.FailureDecision()
 	switch d.Type() {
 	case engine.DecisionAllow:
-		return authorizer.DecisionAllow, d.Reason(), errors.Join(d.Errors()...)
+		return authorizer.DecisionAllow, d.Reason(), nil
 	case engine.DecisionNoOpinion:
-		return authorizer.DecisionNoOpinion, noOpinionReason(d.Reason()), errors.Join(d.Errors()...)
+		return authorizer.DecisionNoOpinion, noOpinionReason(d.Reason()), nil
 	}
-	return authorizer.DecisionDeny, d.Reason(), errors.Join(d.Errors()...)
+	return authorizer.DecisionDeny, d.Reason(), nil
 }
 
 // reasonPrefix starts every reason kcedar gives.
@@ -35,26 +39,23 @@ const reasonPrefix = engine.AuthorizerName + ": "
 func noOpinionReason(reason string) string { return strings.TrimPrefix(reason, reasonPrefix) }
 
 // ConditionsAware is an encoded decision (engine.Engine.Encode) as
-// upstream's ConditionsAwareDecision: a concrete one with its reason and
-// error, a ConditionsMap of GenericConditions carrying kcedar's signed
-// condition text (evaluated by kcedar's EvaluateConditions, not in place).
+// upstream's ConditionsAwareDecision: a concrete one with its reason (its
+// evaluation errors are not the authorizer's: see Unconditional), a
+// ConditionsMap of GenericConditions carrying kcedar's signed condition text
+// (evaluated by kcedar's EvaluateConditions, not in place).
 func ConditionsAware(w wire.ConditionsAwareDecision) authorizer.ConditionsAwareDecision {
 	t, details := engine.WireDetails(w)
 	var reason string
-	var err error
 	if details != nil {
 		reason = details.Reason
-		if details.EvaluationError != "" {
-			err = errors.New(details.EvaluationError)
-		}
 	}
 	switch t {
 	case engine.DecisionAllow:
-		return authorizer.ConditionsAwareDecisionAllow(reason, err)
+		return authorizer.ConditionsAwareDecisionAllow(reason, nil)
 	case engine.DecisionNoOpinion:
-		return authorizer.ConditionsAwareDecisionNoOpinion(noOpinionReason(reason), err)
+		return authorizer.ConditionsAwareDecisionNoOpinion(noOpinionReason(reason), nil)
 	case engine.DecisionDeny:
-		return authorizer.ConditionsAwareDecisionDeny(reason, err)
+		return authorizer.ConditionsAwareDecisionDeny(reason, nil)
 	}
 	m := w.ConditionsMap
 	return authorizer.ConditionsAwareDecisionConditionsMap(generic(m.DenyConditions), generic(m.NoOpinionConditions), generic(m.AllowConditions))
