@@ -582,9 +582,6 @@ func apiServerReason(d authorizer.Decision, reason string) string {
 	return reason
 }
 
-	return strings.ReplaceAll(err.Error(), "\n", "; ")
-}
-
 // specOf is a generated request as the review kube-apiserver would send.
 func specOf(r *entities.Request) authorizationv1.SubjectAccessReviewSpec {
 	spec := authorizationv1.SubjectAccessReviewSpec{User: r.User.Name, UID: r.User.UID, Groups: slices.Clone(r.User.Groups)}
