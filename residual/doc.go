@@ -11,7 +11,8 @@
 // version ([ConditionType]); a condition of another version is refused, not
 // guessed at.
 //
-// An [Evaluator] evaluates conditions with the schema and the keys alone:
+// An [Evaluator] decodes ([Evaluator.Explain]) and evaluates conditions with
+// the schema and the keys alone:
 // it needs no policy set, so a condition issued before a policy change is
 // judged by the policies that issued it, and the callback answers even
 // before any policy set has loaded. Package cedar writes the conditions

@@ -10,6 +10,7 @@ import (
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/handle"
 	"github.com/kcedar/kcedar/internal/upstream"
+	"github.com/kcedar/kcedar/internal/wire"
 	"github.com/kcedar/kcedar/schemagen"
 )
 
@@ -53,4 +54,30 @@ func (e *Evaluator) EvaluateConditions(_ context.Context, decision authorizer.Co
 	}
 	w := upstream.Wire(decision)
 	return upstream.Unconditional(ev.EvaluateDecision(&w, adm))
+}
+
+// Explain reads one condition of decision, verified as EvaluateConditions
+// verifies it for the request of data, and returns what it checks: the Cedar
+// expression over `resource`, for a person to read. effect is the list the
+// condition came in (DecisionAllow, DecisionDeny or DecisionNoOpinion): a
+// condition moved to another list does not verify.
+func (e *Evaluator) Explain(c authorizer.Condition, effect authorizer.Decision, data authorizer.ConditionsData) (string, error) {
+	ev := handle.Evaluator(*e).Get()
+	if ev == nil {
+		return "", errors.New("no schema to read conditions with")
+	}
+	adm, err := upstream.AdmissionData(data)
+	if err != nil {
+		return "", err
+	}
+	t := engine.DecisionDeny
+	switch effect {
+	case authorizer.DecisionAllow:
+		t = engine.DecisionAllow
+	case authorizer.DecisionNoOpinion:
+		t = engine.DecisionNoOpinion
+	}
+	cond := wire.Condition{ID: c.GetID(), Type: c.GetType(), Condition: c.GetCondition(), Description: c.GetDescription()}
+	_, text, err := ev.Explain(cond, t, adm)
+	return text, err
 }

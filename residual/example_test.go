@@ -19,8 +19,8 @@ import (
 )
 
 // Conditions are judged by the keys and the schema alone: an evaluator with
-// no policies evaluates what an authorizer signed, and after a rotation
-// that drops the signing key it refuses it.
+// no policies reads and evaluates what an authorizer signed, and after a
+// rotation that drops the signing key it refuses it.
 func Example() {
 	s, err := schemagen.Default()
 	if err != nil {
@@ -40,12 +40,16 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 	bob := &user.DefaultInfo{Name: "bob"}
 	ctx := context.Background()
 	d := authz.ConditionsAwareAuthorize(ctx, authorizer.AttributesRecord{User: bob, Verb: "create", Resource: "pods", APIVersion: "v1", Namespace: "team", ResourceRequest: true})
-	for c := range d.ConditionsMap().AllowConditions() {
-		fmt.Println("condition type:", c.GetType())
-	}
-
 	ev := residual.NewEvaluator(s, keys, nil)
 	data := podCreate{pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team"}, Spec: corev1.PodSpec{NodeName: "n1"}}, user: bob}
+	for c := range d.ConditionsMap().AllowConditions() {
+		fmt.Println("condition type:", c.GetType())
+		text, err := ev.Explain(c, authorizer.DecisionAllow, data)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("checks:", text)
+	}
 	decision, _, _ := ev.EvaluateConditions(ctx, d, data)
 	fmt.Println("signed with k1:", decision == authorizer.DecisionAllow)
 
@@ -56,6 +60,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 	fmt.Println("after k1 is dropped:", decision == authorizer.DecisionAllow)
 	// Output:
 	// condition type: kcedar.dev/cedar-residual-v3
+	// checks: resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1"
 	// signed with k1: true
 	// after k1 is dropped: false
 }

@@ -383,3 +383,15 @@ func metadataString(obj map[string]any, field string) string {
 	s, _ := md[field].(string)
 	return s
 }
+
+// Explain decodes a condition of the given effect, verified for the request
+// of data (upstream's shape), into its entity type and its Cedar expression:
+// what the condition checks, for a person to read.
+func (e *Evaluator) Explain(cond wire.Condition, effect DecisionType, data *AdmissionData) (types.EntityType, string, error) {
+	d, err := e.Codec.decode(cond, effect, admissionBindings(data, false), e.namespaced)
+	if err != nil {
+		return "", "", err
+	}
+	text, err := exprText(d.expr)
+	return d.entityType, text, err
+}
