@@ -130,8 +130,7 @@ func (a *Authorizer) RulesFor(ctx context.Context, u user.Info, namespace string
 	if e == nil {
 		return nil, nil, true, errors.New("no valid policy set is loaded")
 	}
-	info := entities.UserInfo{Name: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: u.GetExtra()}
-	review, err := e.WhatCan(ctx, info, namespace)
+	review, err := e.WhatCan(ctx, upstream.User(u), namespace)
 	if err != nil {
 		return nil, nil, true, err
 	}

@@ -160,3 +160,12 @@ func wireStrings(ss []string) []string {
 	}
 	return ss
 }
+
+// User is u as kcedar's user, its strings as a review carries them (the
+// rules review's subject; nil u is the empty user).
+func User(u user.Info) entities.UserInfo {
+	if info := userInfo(u); info != nil {
+		return *info
+	}
+	return entities.UserInfo{}
+}
