@@ -290,7 +290,7 @@ func checkDeployAudit(t *testing.T, c *framework.Cluster) {
 		}
 		if d := ev.Annotations["authorization.k8s.io/decision"]; d != "allow" {
 			if refused[what] == 0 {
-				t.Errorf("kcedar's ServiceAccount was refused %s (%s): deploy/base/rbac.yaml lacks a rule", what, ev.RequestURI)
+				t.Errorf("kcedar's ServiceAccount was refused %s (%s): deploy/components/crds-rbac/rbac.yaml lacks a rule", what, ev.RequestURI)
 			}
 			refused[what]++
 			continue
