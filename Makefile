@@ -32,6 +32,9 @@ MAKEFLAGS += --no-print-directory
 GO ?= go
 GOFMT ?= $(shell $(GO) env GOROOT)/bin/gofmt
 TEST_FLAGS ?=
+RACE_PKGS ?= ./cmd/... ./internal/store/... ./internal/cluster/... ./internal/lib/watch/... \
+	./internal/lib/parallel/... ./internal/engine ./internal/server/... ./internal/schemagen/... \
+	./internal/entities/... ./internal/cedarlang/...
 E2E_FLAGS ?=
 E2E_PKGS ?= ./test/e2e/...
 E2E_TIMEOUT ?= 60m
@@ -51,17 +54,34 @@ SOAK_FLAGS ?=
 GO_FILES = find . -type d \( -name .git -o -name .cache -o -name bin -o -name testdata -o -name node_modules \) -prune \
 	-o -type f -name '*.go' -print
 
-.PHONY: build test vet lint fmt fmt-check tidy-check tracked-check fuzz soak e2e e2e-cost kube-binaries bench capture-default clean image image-binary image-test release
+.PHONY: build test test-race vet lint fmt fmt-check tidy-check tracked-check fuzz soak e2e e2e-cost kube-binaries bench capture-default clean image image-binary image-test release
 
 build:
 	$(GO) build -o bin/kcedar ./cmd/kcedar
 
-test: vet fmt-check tidy-check tracked-check
-	$(GO) test -race $(TEST_FLAGS) ./...
+# go test prints a line per package as its tests finish, straight to make's
+# stdout (nothing in between buffers it), in the order of its arguments:
+# hack/test-packages.sh orders ./... so that on a cold cache (some 1,300
+# packages to compile) results come from the first minutes on, and the long
+# tests run while the rest compiles. Without -race (make test-race) and
+# without vet (make lint).
+test: fmt-check tidy-check tracked-check
+	@echo "== test: go test ./..., fewest dependencies first (a cold cache compiles for a few minutes before the first line)"
+	@$(GO) test -vet=off $(TEST_FLAGS) $$(bash hack/test-packages.sh)
 
-# The e2e tests are vetted too (with their build tag), so `make test` catches
+# The race detector over the packages where goroutines, locks and atomics
+# live (grep for `go func`, sync, sync/atomic): the command's serve loop, the
+# store and its watcher, the cluster controllers, the engine and the server,
+# the schema's parallel fetches, and the shared caches of the policy and
+# entity packages.
+test-race:
+	@echo "== test-race: go test -race over RACE_PKGS"
+	$(GO) test -race -vet=off $(TEST_FLAGS) $(RACE_PKGS)
+
+# The e2e tests are vetted too (with their build tag), so `make lint` catches
 # them not compiling without starting a cluster.
 vet:
+	@echo "== vet: go vet, plain and with the e2e, soak and image tags"
 	$(GO) vet ./...
 	$(GO) vet -tags e2e $(E2E_PKGS)
 	$(GO) vet -tags soak ./test/soak/...
@@ -84,6 +104,7 @@ lint: vet
 	$(GO) test -count=1 -run '^TestProductionFunctionsAreShort$$' ./test/layout
 
 fmt-check:
+	@echo "== fmt-check: gofmt -l"
 	@unformatted=$$($(GO_FILES) | xargs -r $(GOFMT) -l); \
 	if [[ -n $$unformatted ]]; then \
 		echo "gofmt: not formatted (run make fmt):" >&2; echo "$$unformatted" >&2; exit 1; \
@@ -92,6 +113,7 @@ fmt-check:
 # go.mod and go.sum must be what `go mod tidy` writes (direct dependencies
 # without "// indirect", nothing unused). Works offline with a warm module cache.
 tidy-check:
+	@echo "== tidy-check: go mod tidy -diff"
 	@if ! out=$$($(GO) mod tidy -diff 2>&1); then \
 		echo "go.mod/go.sum are not tidy (run go mod tidy):" >&2; echo "$$out" >&2; exit 1; \
 	fi
@@ -99,7 +121,8 @@ tidy-check:
 # No build output is tracked: no executable binary, nothing over 2 MB outside
 # the embedded schema and testdata (hack/check-tracked.sh).
 tracked-check:
-	bash hack/check-tracked.sh
+	@echo "== tracked-check: hack/check-tracked.sh"
+	@bash hack/check-tracked.sh
 
 fmt:
 	$(GO_FILES) | xargs -r $(GOFMT) -w
