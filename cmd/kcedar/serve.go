@@ -291,14 +291,6 @@ func (o *serveOptions) start(ctx context.Context, p *serveParts) error {
 	return nil
 }
 
-func newLogger(level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
-}
-
 // listenThen binds listen, then runs after (which writes --write-ca): a CA
 // file appears only for a server that is listening.
 func listenThen(listen string, after func() error) (net.Listener, error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -91,11 +92,11 @@ func (o *reloadOptions) addFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.keepForbids, "keep-forbids", false, "refuse a reload that removes any forbid policy (by id)")
 }
 
-// Complete fills in what follows from the flags: the logger, the namespace
+// Complete fills in what follows from the flags: the logger (klog's too), the namespace
 // informer's default (on with a live cluster) and the listen host as a
 // name of the self-signed certificate.
 func (o *serveOptions) Complete() error {
-	logger, err := newLogger(o.logLevel)
+	logger, err := newServeLogger(os.Stderr, o.logLevel)
 	if err != nil {
 		return err
 	}

@@ -96,7 +96,7 @@ func kinds(objs []object) []string {
 }
 
 func TestDeployCRDsMatch(t *testing.T) {
-	data, err := os.ReadFile("base/crds.yaml")
+	data, err := os.ReadFile("components/crds-rbac/crds.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,18 +105,14 @@ func TestDeployCRDsMatch(t *testing.T) {
 		return rest
 	}
 	if strip(data) != strip(policyobjects.CRDYAML) {
-		t.Fatal("deploy/base/crds.yaml differs from internal/cluster/policyobjects/crds.yaml: copy it over")
+		t.Fatal("deploy/components/crds-rbac/crds.yaml differs from internal/cluster/policyobjects/crds.yaml: copy it over")
 	}
 }
 
 const namespace = "kcedar-system"
 
 // common are the objects of both the base and the Deployment overlay.
-var common = []string{
-	"ClusterRole/kcedar", "ClusterRoleBinding/kcedar", "CustomResourceDefinition/cedarpolicies.kcedar.dev",
-	"CustomResourceDefinition/namespacedcedarpolicies.kcedar.dev", "Namespace/kcedar-system", "PodDisruptionBudget/kcedar",
-	"Role/kcedar-status-lease", "RoleBinding/kcedar-status-lease", "Secret/kcedar-condition-keys", "ServiceAccount/kcedar",
-}
+var common = append(slices.Clone(crdsRBAC), "Namespace/kcedar-system", "PodDisruptionBudget/kcedar", "Secret/kcedar-condition-keys")
 
 func TestBase(t *testing.T) {
 	objs := render(t, "base")
@@ -160,10 +156,44 @@ func TestDeploymentOverlay(t *testing.T) {
 	}
 }
 
-// checkCommon checks what both variants share: everything namespaced is in
-// kcedar-system, the bindings name the ServiceAccount and roles that exist,
-// the CRDs are kcedar's, and the RBAC covers every call kcedar makes.
+// crdsRBAC are the objects of components/crds-rbac, which the base includes.
+var crdsRBAC = []string{
+	"ClusterRole/kcedar", "ClusterRoleBinding/kcedar", "CustomResourceDefinition/cedarpolicies.kcedar.dev",
+	"CustomResourceDefinition/namespacedcedarpolicies.kcedar.dev", "Role/kcedar-status-lease",
+	"RoleBinding/kcedar-status-lease", "ServiceAccount/kcedar",
+}
+
+// TestCRDsRBACComponent: the component builds on its own (kubectl apply -k,
+// for static pods and a kcedar run outside the cluster) and holds only the
+// CRDs, the ServiceAccount and its RBAC: no namespace, Secret or workload.
+func TestCRDsRBACComponent(t *testing.T) {
+	objs := render(t, "components/crds-rbac")
+	only := []string{"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+	for _, o := range objs {
+		if !slices.Contains(only, o.kind) {
+			t.Errorf("components/crds-rbac holds %s/%s: only %v belong there", o.kind, o.name, only)
+		}
+	}
+	if got := kinds(objs); !slices.Equal(got, crdsRBAC) {
+		t.Fatalf("components/crds-rbac renders\n%v\nwant\n%v", got, crdsRBAC)
+	}
+	checkCRDsRBAC(t, objs)
+}
+
+// checkCommon checks what both variants share: the CRDs and RBAC
+// (checkCRDsRBAC) and the condition-key Secret.
 func checkCommon(t *testing.T, objs []object) {
+	t.Helper()
+	checkCRDsRBAC(t, objs)
+	if s := find[corev1.Secret](t, objs, "Secret", "kcedar-condition-keys"); s.StringData["keys"] == "" {
+		t.Error("the condition-key Secret has no keys entry")
+	}
+}
+
+// checkCRDsRBAC checks that everything namespaced is in kcedar-system, the
+// bindings name the ServiceAccount and roles that exist, the CRDs are
+// kcedar's, and the RBAC covers every call kcedar makes.
+func checkCRDsRBAC(t *testing.T, objs []object) {
 	t.Helper()
 	for _, o := range objs {
 		clusterScoped := slices.Contains([]string{"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}, o.kind)
@@ -195,9 +225,6 @@ func checkCommon(t *testing.T, objs []object) {
 	cr := find[rbacv1.ClusterRole](t, objs, crb.RoleRef.Kind, crb.RoleRef.Name)
 	role := find[rbacv1.Role](t, objs, rb.RoleRef.Kind, rb.RoleRef.Name)
 	checkRules(t, cr.Rules, role.Rules)
-	if s := find[corev1.Secret](t, objs, "Secret", "kcedar-condition-keys"); s.StringData["keys"] == "" {
-		t.Error("the condition-key Secret has no keys entry")
-	}
 }
 
 // A requiredRule is one permission kcedar serve needs, and the code that

@@ -8,7 +8,10 @@ import (
 )
 
 // illustrationMarker is the line right above a command block that the e2e
-// suite does not run (docs/deploy.md explains the convention).
+// suite does not run: pushing an image, kubectl commands the e2e kubectl
+// does not do (rollout status, create token, config), files installed on a
+// real node, command lines that need a cluster of their own. It is an HTML
+// comment, so readers of the rendered page do not see it.
 const illustrationMarker = "<!-- illustration -->"
 
 // runDocs are the operator guides whose command blocks must each run in the
@@ -28,7 +31,10 @@ var e2eMarker = regexp.MustCompile(`^# e2e(?: file)?: (\S+)`)
 // (a fence tagged sh, bash, shell or console, or an untagged one whose first
 // line is a "$ " prompt) of the operator guides is either run by the e2e
 // suite (deploy.md's "# e2e: NAME" blocks, which test/e2e/deploy_test.go
-// names) or marked as an illustration.
+// names; a "# e2e file: PATH" block is a file it writes) or marked as an
+// illustration: the line right above its fence is illustrationMarker. A
+// reader thus knows that every command of a guide either ran against a real
+// kube-apiserver or is said not to have.
 func TestCommandBlocksRunOrAreIllustrations(t *testing.T) {
 	runner := readDoc(t, filepath.Join(root, e2eRunnerTest))
 	for _, doc := range runDocs {
@@ -46,7 +52,7 @@ func TestCommandBlocksRunOrAreIllustrations(t *testing.T) {
 				t.Errorf("docs/%s:%d: block %q is marked e2e, but %s never runs it", doc, f.line, m[1], e2eRunnerTest)
 			case m != nil, f.before == illustrationMarker:
 			case isCommandBlock(f.lang, first):
-				t.Errorf("docs/%s:%d: a command block that does not run in e2e: mark it %s on the line before (see the top of docs/deploy.md)", doc, f.line, illustrationMarker)
+				t.Errorf("docs/%s:%d: a command block that does not run in e2e: mark it %s on the line before (see test/docs/blocks_test.go)", doc, f.line, illustrationMarker)
 			}
 		}
 	}

@@ -46,17 +46,34 @@ import (
 )
 
 // TestDeploy runs docs/deploy.md: its blocks marked "# e2e: NAME" with bash
-// (kcedar is the binary under test, kubectl the server-side-apply subset of
-// test/e2e/framework/cmd/kubectl), its "# e2e file: PATH" blocks written as
-// they are, against a real kube-apiserver configured with the files the
-// docs' `kcedar manifests` wrote. Then it checks that the API server holds
-// every object the kustomize deploy renders, and accepts the Deployment
-// overlay and the static pod too; runs kcedar as the DaemonSet's pod and as
-// the static pod describe it (their args, Secrets and hostPath files, their
-// probes), with a token of kcedar's ServiceAccount, so with exactly
-// deploy/'s RBAC; applies the policies the docs' way and sees them decide
-// through the API server; and finds no request of kcedar's ServiceAccount
-// that RBAC refused in the API server's audit log.
+// -euo pipefail (and openssl), kcedar being the binary under test and
+// kubectl the server-side-apply subset of test/e2e/framework/cmd/kubectl
+// (`apply --server-side -k DIR | -f FILE|-`; it refuses anything else), and
+// its "# e2e file: PATH" blocks written as they are, in a work directory
+// laid out like the checkout the guide stands in (deploy/, and
+// policies/quickstart). The only changes made to the blocks: the port 8443
+// becomes a free port, and /etc/kcedar, /etc/kubernetes/... become
+// directories of the test. The API server is a real kube-apiserver
+// configured with the files the docs' `kcedar manifests` wrote.
+//
+// Then it checks that the API server holds every object the kustomize
+// deploy renders (the CRDs established, RBAC, the DaemonSet, the
+// PodDisruptionBudget, the Secrets), and accepts the Deployment overlay and
+// the static pod too (server-side dry runs); applies the CRDs-and-RBAC
+// component the static-pod section applies; runs kcedar as the DaemonSet's
+// pod and as the static pod describe it (their args, Secrets and hostPath
+// files, their probes), with a token of kcedar's ServiceAccount, so with
+// exactly deploy/'s RBAC; applies the policies the docs' way and sees them
+// decide through the API server and refuse an invalid policy at admission;
+// and finds no request of kcedar's ServiceAccount that RBAC refused in the
+// API server's audit log.
+//
+// The docs' other command blocks are marked <!-- illustration --> (see
+// test/docs): pushing the image, `rollout status`, installing files on real
+// nodes, the token kubeconfig (this cluster has no nodes and no
+// controllers). The token kubeconfig is written here instead, with a token
+// from the TokenRequest API, which is what the docs' `kubectl create token`
+// asks for.
 func TestDeploy(t *testing.T) {
 	for _, tool := range []string{"bash", "openssl"} { // the docs' blocks use them
 		if _, err := exec.LookPath(tool); err != nil {
@@ -70,7 +87,7 @@ func TestDeploy(t *testing.T) {
 	work := t.TempDir()
 	node := filepath.Join(work, "node") // the root of a control-plane node's file system
 	copyTree(t, filepath.Join(root, "deploy"), filepath.Join(work, "deploy"))
-	copyTree(t, filepath.Join(root, "policies", "quickstart"), filepath.Join(work, "policies"))
+	copyTree(t, filepath.Join(root, "policies", "quickstart"), filepath.Join(work, "policies", "quickstart"))
 	bin := filepath.Join(work, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
@@ -89,6 +106,7 @@ func TestDeploy(t *testing.T) {
 	// Certificates, then the API server's configuration, as the docs make
 	// them; the API server finds its files under its run directory.
 	sh.run("certs", nil)
+	sh.run("condition-keys", nil)
 	sh.run("manifests", map[string]string{"127.0.0.1:8443": "127.0.0.1:" + strconv.Itoa(daemonSetPort), "/etc/kubernetes/kcedar/": framework.DirPlaceholder + "/kcedar/"})
 	read := func(name string) string {
 		b, err := os.ReadFile(filepath.Join(work, name))
@@ -167,6 +185,15 @@ func TestDeploy(t *testing.T) {
 		}
 	}
 	sh.run("policy-webhook", nil)
+
+	// The static-pod section's CRDs and RBAC, from the component alone (the
+	// overlay applied them already: the same objects, the same manager).
+	sh.run("crds-rbac", nil)
+	for _, u := range kustomizeBuild(t, filepath.Join(work, "deploy", "components", "crds-rbac")) {
+		if _, err := resourceFor(t, mapper, dyn, u).Get(ctx, u.GetName(), metav1.GetOptions{}); err != nil {
+			t.Errorf("components/crds-rbac: %s %s/%s is not in the API server: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+		}
+	}
 
 	// kcedar's credentials: a token of its ServiceAccount (what the pod's
 	// in-cluster config and the static pod's kubeconfig hold).
@@ -290,7 +317,7 @@ func checkDeployAudit(t *testing.T, c *framework.Cluster) {
 		}
 		if d := ev.Annotations["authorization.k8s.io/decision"]; d != "allow" {
 			if refused[what] == 0 {
-				t.Errorf("kcedar's ServiceAccount was refused %s (%s): deploy/base/rbac.yaml lacks a rule", what, ev.RequestURI)
+				t.Errorf("kcedar's ServiceAccount was refused %s (%s): deploy/components/crds-rbac/rbac.yaml lacks a rule", what, ev.RequestURI)
 			}
 			refused[what]++
 			continue
