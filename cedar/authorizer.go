@@ -68,9 +68,8 @@ func New(schema *schemagen.Schema, files []PolicyFile, opts Options) (*Authorize
 	if opts.Keys != nil {
 		keys = handle.Keyring(*opts.Keys).Get()
 	}
-	serving := engine.NewServing(engine.FixedPolicies{Set: set}, s, engine.NewCodec(keys),
-		engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Namespaces: upstream.Namespaces(opts.Namespaces)})
-	a := Authorizer(handle.NewAuthorizer(serving, nil))
+	a := Authorizer(handle.NewAuthorizer(engine.FixedPolicies{Set: set}, s, engine.NewCodec(keys),
+		engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Namespaces: upstream.Namespaces(opts.Namespaces)}))
 	return &a, nil
 }
 

@@ -17,6 +17,6 @@ func storeAuthorizer(schema *schemagen.Schema, st *store.Store, keys *engine.Key
 	if opts.CacheSize == 0 {
 		opts.CacheSize = engine.DefaultCacheSize
 	}
-	a := cedar.Authorizer(handle.NewAuthorizer(engine.NewServing(st, schema, engine.NewCodec(keys), opts), st))
+	a := cedar.Authorizer(handle.NewAuthorizer(st, schema, engine.NewCodec(keys), opts))
 	return &a
 }

@@ -11,6 +11,6 @@ import (
 // storeAuthorizer is serve's authorizer over st with a random key.
 func storeAuthorizer(schema *schemagen.Schema, st *store.Store, opts engine.EngineOptions) *cedar.Authorizer {
 	opts.CacheSize = engine.DefaultCacheSize
-	a := cedar.Authorizer(handle.NewAuthorizer(engine.NewServing(st, schema, engine.NewCodec(engine.RandomKeyring()), opts), st))
+	a := cedar.Authorizer(handle.NewAuthorizer(st, schema, engine.NewCodec(engine.RandomKeyring()), opts))
 	return &a
 }

@@ -223,8 +223,7 @@ func (o *serveOptions) authorizer(schema *schemagen.Schema, p *serveParts) *ceda
 	if p.namespaces != nil {
 		opts.Namespaces = p.namespaces
 	}
-	serving := engine.NewServing(p.store, schema, engine.NewCodec(p.keys), opts)
-	a := cedar.Authorizer(handle.NewAuthorizer(serving, p.store))
+	a := cedar.Authorizer(handle.NewAuthorizer(p.store, schema, engine.NewCodec(p.keys), opts))
 	return &a
 }
 

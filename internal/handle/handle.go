@@ -41,19 +41,23 @@ func NewEvaluator(source func() *engine.Evaluator) Evaluator { return Evaluator{
 func (h Evaluator) Get() *engine.Evaluator { return h.source() }
 
 // Authorizer is kcedar's authorizer (package cedar): the engines of a policy
-// source. Store is the reloading store behind it, nil for a fixed set.
+// source, and the reloading store that source is, if it is one.
 type Authorizer struct {
 	serving *engine.Serving
 	store   *store.Store
 }
 
-// NewAuthorizer wraps serving; st is the store it follows, or nil.
-func NewAuthorizer(serving *engine.Serving, st *store.Store) Authorizer {
-	return Authorizer{serving: serving, store: st}
+// NewAuthorizer is the authorizer of the policy sets policies serves (a
+// reloading *store.Store, or engine.FixedPolicies), deciding with each set's
+// schema or else schema, signing conditions with codec.
+func NewAuthorizer(policies engine.PolicySource, schema *schemagen.Schema, codec *engine.Codec, opts engine.EngineOptions) Authorizer {
+	st, _ := policies.(*store.Store)
+	return Authorizer{serving: engine.NewServing(policies, schema, codec, opts), store: st}
 }
 
 // Serving is the engine of the policy set serving now.
 func (h Authorizer) Serving() *engine.Serving { return h.serving }
 
-// Store is the reloading store the authorizer follows, or nil.
+// Store is the reloading store the authorizer follows, or nil for a fixed
+// set.
 func (h Authorizer) Store() *store.Store { return h.store }

@@ -324,8 +324,7 @@ func expected(t *testing.T, set string, bodies [][]byte) []string {
 	if err := store.Load(); err != nil {
 		t.Fatal(err)
 	}
-	serving := engine.NewServing(store, schema, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{CacheSize: engine.DefaultCacheSize})
-	authz := cedar.Authorizer(handle.NewAuthorizer(serving, store))
+	authz := cedar.Authorizer(handle.NewAuthorizer(store, schema, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{CacheSize: engine.DefaultCacheSize}))
 	srv := server.New(&authz, server.Options{Logger: quiet})
 	var out []string
 	for _, b := range bodies {
