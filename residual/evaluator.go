@@ -31,11 +31,7 @@ type Evaluator handle.Evaluator
 // NewEvaluator returns an evaluator of the conditions signed with keys for
 // requests of schema's cluster; namespaces may be nil.
 func NewEvaluator(schema *schemagen.Schema, keys *Keyring, namespaces Namespaces) *Evaluator {
-	var ns upstream.NamespaceGetter
-	if namespaces != nil {
-		ns = namespaces
-	}
-	ev := &engine.Evaluator{Schema: handle.Schema(*schema).Get(), Codec: engine.NewCodec(handle.Keyring(*keys).Get()), Namespaces: upstream.Namespaces(ns)}
+	ev := &engine.Evaluator{Schema: handle.Schema(*schema).Get(), Codec: engine.NewCodec(handle.Keyring(*keys).Get()), Namespaces: upstream.Namespaces(namespaces)}
 	h := Evaluator(handle.NewEvaluator(func() *engine.Evaluator { return ev }))
 	return &h
 }
