@@ -48,47 +48,98 @@ func main() {
 	var (
 		bin      = flag.String("kcedar", "bin/kcedar", "kcedar binary")
 		nPol     = flag.Int("policies", 1000, "RBAC-like policies to load")
-		conns    = flag.Int("conns", 16, "concurrent keep-alive connections")
+		conns    = flag.Int("conns", 16, "concurrent requests: keep-alive connections over HTTP/1.1, streams over HTTP/2")
 		duration = flag.Duration("duration", 10*time.Second, "measurement time per phase")
 		warmup   = flag.Duration("warmup", 2*time.Second, "warm-up time per phase")
-		rounds   = flag.Int("rounds", 3, "alternate the two phases this many times and report medians (evens out noise)")
-		workload = flag.String("workload", "rbac-like", "rbac-like: testgen.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (internal/tools/rbacconvert) and its generated SubjectAccessReviews; zoo: the policy-shape zoo (internal/testing/testgen/zoo) of -policies policies and its requests; team: issue 23's team-and-namespace shape (testgen.TeamAndNamespace), whose keys hold more satisfied permits as -policies grows; shapes: issue 23's set with other shapes (testgen.OtherShapes: relations, prefixes, a big group, break-glass forbids, username sets, disjunctions), one tenant per 8 policies")
+		rounds   = flag.Int("rounds", 3, "alternate the phases this many times and report medians (evens out noise)")
+		workload = flag.String("workload", "rbac-like", "the workload: "+workloadHelp())
 		startup  = flag.Bool("startup", false, "measure serve start-up (time to ready, RSS) and validate time instead of load")
+		list     = flag.Bool("list-workloads", false, "print the workloads' names, one a line, and exit")
+		bareAddr = flag.String("serve-bare", "", "serve the bare transport server on this address instead (what -bare starts)")
+		bareCA   = flag.String("bare-ca", "", "with -serve-bare: write its CA here")
 	)
 	flag.Float64Var(&rate, "rate", 0, "pace the load at this many SubjectAccessReviews per second over all connections (0: as fast as the server answers); at a rate both phases sustain, CPU per SAR compares equal offered loads, not a faster floor whose requests share more wake-ups")
 	flag.BoolVar(&reloadMode, "reload", false, "measure decision latency through a reload of the same set instead: steady p99 vs the p99 of the 5 s after the new set serves")
+	flag.StringVar(&proto, "proto", proto, "h1: HTTP/1.1, a connection per concurrent request; h2: HTTP/2, -conns streams over -h2-conns connections (kube-apiserver's webhook client: one)")
+	flag.IntVar(&h2Conns, "h2-conns", h2Conns, "with -proto h2: connections the streams share")
+	flag.BoolVar(&withFloor, "floor", true, "measure kcedar with an empty policy set too (its floor)")
+	flag.BoolVar(&withBare, "bare", false, "measure the bare transport server too (a stdlib HTTPS server that decodes the SubjectAccessReview and answers Allow), in a process of its own")
+	flag.StringVar(&jsonOut, "json", "", "write the medians to this file as JSON (make bench reads it)")
 	flag.Parse()
-	if *startup {
-		if err := measureStartup(*bin, *workload, *nPol); err != nil {
-			fmt.Fprintln(os.Stderr, "load:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	var err error
-	var policySet string
-	var bodies [][]byte
-	switch *workload {
-	case "rbac-like":
-		policySet, bodies = testgen.RBACLike(*nPol), requestBodies()
-	case "rbac":
-		policySet, bodies, err = rbacWorkload()
-	case "zoo":
-		policySet, bodies, err = zoo.Policies(*nPol, 1), zooBodies(*nPol), nil
-	case "team":
-		policySet, bodies = strings.Join(testgen.TeamAndNamespace(*nPol), "\n"), requestsBodies(testgen.TeamRequests(4096))
-	case "shapes":
-		policySet, bodies = strings.Join(testgen.OtherShapes(*nPol), "\n"), requestsBodies(testgen.OtherShapesRequests(*nPol, 4096))
-	default:
-		err = fmt.Errorf("unknown -workload %q", *workload)
-	}
-	if err == nil {
-		err = run(*bin, policySet, bodies, *conns, *duration, *warmup, *rounds)
-	}
-	if err != nil {
+	if err := dispatch(*bin, *workload, *nPol, *conns, *duration, *warmup, *rounds, *startup, *list, *bareAddr, *bareCA); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
 	}
+}
+
+// dispatch runs what the flags ask for.
+func dispatch(bin, workload string, nPol, conns int, duration, warmup time.Duration, rounds int, startup, list bool, bareAddr, bareCA string) error {
+	switch {
+	case list:
+		for _, name := range workloadNames() {
+			fmt.Println(name)
+		}
+		return nil
+	case bareAddr != "":
+		return serveBare(bareAddr, bareCA)
+	case startup:
+		return measureStartup(bin, workload, nPol)
+	}
+	w, ok := workloads[workload]
+	if !ok {
+		return fmt.Errorf("unknown -workload %q (%s)", workload, strings.Join(workloadNames(), ", "))
+	}
+	policySet, bodies, err := w.build(nPol)
+	if err != nil {
+		return err
+	}
+	return run(bin, workload, policySet, bodies, conns, duration, warmup, rounds)
+}
+
+// workload is a policy set and the SubjectAccessReviews sent against it.
+type workload struct {
+	about string
+	// build makes the set of (about) n policies and the request bodies.
+	build func(n int) (policySet string, bodies [][]byte, err error)
+}
+
+// workloads are the load test's workloads by name. make bench runs every
+// one (-list-workloads): a workload added here is measured there.
+var workloads = map[string]workload{
+	"rbac-like": {"testgen.RBACLike(-policies) and synthetic requests", func(n int) (string, [][]byte, error) {
+		return testgen.RBACLike(n), requestBodies(), nil
+	}},
+	"rbac": {"the converted bootstrap + generated RBAC configuration (internal/tools/rbacconvert) and its generated SubjectAccessReviews; -policies does not apply", func(int) (string, [][]byte, error) {
+		return rbacWorkload()
+	}},
+	"zoo": {"the policy-shape zoo (internal/testing/testgen/zoo) of -policies policies and its requests", func(n int) (string, [][]byte, error) {
+		return zoo.Policies(n, 1), zooBodies(n), nil
+	}},
+	"team": {"the team-and-namespace shape (testgen.TeamAndNamespace), whose keys hold more satisfied permits as -policies grows", func(n int) (string, [][]byte, error) {
+		return strings.Join(testgen.TeamAndNamespace(n), "\n"), requestsBodies(testgen.TeamRequests(4096)), nil
+	}},
+	"shapes": {"other shapes (testgen.OtherShapes: relations, prefixes, a big group, break-glass forbids, username sets, disjunctions), one tenant per 8 policies", func(n int) (string, [][]byte, error) {
+		return strings.Join(testgen.OtherShapes(n), "\n"), requestsBodies(testgen.OtherShapesRequests(n, 4096)), nil
+	}},
+}
+
+// workloadNames are the names of the workloads, sorted.
+func workloadNames() []string {
+	var names []string
+	for name := range workloads {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// workloadHelp describes every workload for -workload's help.
+func workloadHelp() string {
+	var parts []string
+	for _, name := range workloadNames() {
+		parts = append(parts, name+": "+workloads[name].about)
+	}
+	return strings.Join(parts, "; ")
 }
 
 type result struct {
@@ -151,7 +202,14 @@ var reloadMode bool
 // rate: -rate (0: unpaced).
 var rate float64
 
-func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Duration, rounds int) error {
+// withFloor, withBare, jsonOut: -floor, -bare, -json.
+var (
+	withFloor = true
+	withBare  bool
+	jsonOut   string
+)
+
+func run(bin, workload, full string, bodies [][]byte, conns int, duration, warmup time.Duration, rounds int) error {
 	nPol := strings.Count(full, "@id(")
 	dir, err := os.MkdirTemp("", "kcedar-load-")
 	if err != nil {
@@ -176,12 +234,28 @@ func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Dur
 			return err
 		}
 		fmt.Printf("kcedar reload test: %d connections, %d policies, %s steady (after %s warm-up), then a reload\n", conns, nPol, duration, warmup)
-		return measureReload(srv.pool, srv.base, bodies, conns, duration, warmup, func() error { return writePolicies(polDir, full+reloadMarker) }, func() bool {
+		rs, err := measureReload(srv.pool, srv.base, bodies, conns, duration, warmup, func() error { return writePolicies(polDir, full+reloadMarker) }, func() bool {
 			body, _ := get(srv.pool, srv.base+"/readyz")
 			return strings.Contains(body, fmt.Sprintf("serving %d policies", nPol+1))
 		})
+		if err != nil || jsonOut == "" {
+			return err
+		}
+		return writeSummary(jsonOut, summary{Workload: workload, Proto: proto, Conns: conns, Policies: nPol, Reload: rs})
 	}
-	return phases(srv, full, nPol, bodies, conns, duration, warmup, rounds)
+	var bare *server
+	if withBare {
+		if bare, err = startBare(dir); err != nil {
+			return err
+		}
+		defer stopServer(bare.cmd)
+	}
+	sum, err := phases(srv, bare, full, nPol, bodies, conns, duration, warmup, rounds)
+	if err != nil || jsonOut == "" {
+		return err
+	}
+	sum.Workload, sum.Proto, sum.H2Conns, sum.Conns = workload, proto, h2Conns, conns
+	return writeSummary(jsonOut, sum)
 }
 
 // server is a running kcedar serve of the load test.
@@ -209,21 +283,11 @@ func startServer(bin, dir, polDir string) (*server, error) {
 		return nil, err
 	}
 	srv := &server{cmd: cmd, base: "https://" + addr, polDir: polDir}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if pem, err := os.ReadFile(caFile); err == nil && len(pem) > 0 {
-			srv.pool = x509.NewCertPool()
-			srv.pool.AppendCertsFromPEM(pem)
-			if body, err := get(srv.pool, srv.base+"/readyz"); err == nil && strings.HasPrefix(body, "ok") {
-				return srv, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			stopServer(cmd)
-			return nil, fmt.Errorf("kcedar did not become ready")
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := srv.waitReady(caFile, "ok", 30*time.Second); err != nil {
+		stopServer(cmd)
+		return nil, fmt.Errorf("kcedar: %w", err)
 	}
+	return srv, nil
 }
 
 // load writes content as the policy set and waits until /readyz says want.
@@ -243,39 +307,63 @@ func (srv *server) load(content string, want string) error {
 	}
 }
 
-// phases alternates the full set and the empty one, rounds times, and
-// reports each and their medians.
-func phases(srv *server, full string, nPol int, bodies [][]byte, conns int, duration, warmup time.Duration, rounds int) error {
+// phases alternates the full set, the empty one (-floor) and the bare
+// server (-bare), rounds times, and reports each and their medians.
+func phases(srv, bare *server, full string, nPol int, bodies [][]byte, conns int, duration, warmup time.Duration, rounds int) (summary, error) {
 	pid := srv.cmd.Process.Pid
-	fmt.Printf("kcedar load test: %d connections, %d rounds of %s per phase (after %s warm-up), %d policies vs none\n", conns, rounds, duration, warmup, nPol)
-	var fulls, empties []result
+	fmt.Printf("kcedar load test: %s, %d rounds of %s per phase (after %s warm-up), %d policies (floor: %v, bare server: %v)\n",
+		protoName(conns), rounds, duration, warmup, nPol, withFloor, bare != nil)
+	var fulls, empties, bares []result
 	for r := 0; r < rounds; r++ {
 		if err := srv.load(full, fmt.Sprintf("serving %d policies", nPol)); err != nil {
-			return err
+			return summary{}, err
 		}
 		f, err := measure(srv.pool, srv.base, bodies, conns, duration, warmup, pid)
 		if err != nil {
-			return err
+			return summary{}, err
 		}
 		report(fmt.Sprintf("round %d: %d policies", r+1, nPol), f)
-		if err := srv.load("// empty\n", "serving 0 policies"); err != nil {
-			return err
+		fulls = append(fulls, f)
+		if withFloor {
+			if err := srv.load("// empty\n", "serving 0 policies"); err != nil {
+				return summary{}, err
+			}
+			e, err := measure(srv.pool, srv.base, bodies, conns, duration, warmup, pid)
+			if err != nil {
+				return summary{}, err
+			}
+			report(fmt.Sprintf("round %d: empty (floor)", r+1), e)
+			empties = append(empties, e)
 		}
-		e, err := measure(srv.pool, srv.base, bodies, conns, duration, warmup, pid)
-		if err != nil {
-			return err
+		if bare != nil {
+			b, err := measure(bare.pool, bare.base, bodies, conns, duration, warmup, bare.cmd.Process.Pid)
+			if err != nil {
+				return summary{}, err
+			}
+			report(fmt.Sprintf("round %d: bare server", r+1), b)
+			bares = append(bares, b)
 		}
-		report(fmt.Sprintf("round %d: empty (floor)", r+1), e)
-		fulls, empties = append(fulls, f), append(empties, e)
 	}
-	mf, me := median(fulls), median(empties)
+	sum := summary{Policies: nPol, Rounds: rounds, Kcedar: median(fulls).export()}
 	fmt.Println("medians:")
-	report(fmt.Sprintf("%d policies", nPol), mf)
-	report("empty policy set (floor)", me)
-	fmt.Printf("floor/full throughput ratio: %.2f (bar: <= 1.30)\n", me.rps/mf.rps)
-	fmt.Printf("floor/full p99 ratio:        %.2f (bar: the floor's p99 at most 1.5x lower)\n", float64(mf.p99)/float64(me.p99))
-	fmt.Printf("full/floor CPU per SAR:      %.2f (medians; by round, the median of each round's ratio: %.2f)\n", float64(mf.cpuPerReq)/float64(me.cpuPerReq), medianRatio(fulls, empties))
-	return nil
+	report(fmt.Sprintf("%d policies", nPol), median(fulls))
+	if withFloor {
+		me, mf := median(empties), median(fulls)
+		report("empty policy set (floor)", me)
+		fmt.Printf("floor/full throughput ratio: %.2f\n", me.rps/mf.rps)
+		fmt.Printf("full/floor CPU per SAR:      %.2f (medians; by round, the median of each round's ratio: %.2f)\n", float64(mf.cpuPerReq)/float64(me.cpuPerReq), medianRatio(fulls, empties))
+		exp := me.export()
+		sum.Floor = &exp
+	}
+	if bare != nil {
+		mb := median(bares)
+		report("bare transport server", mb)
+		sum.KcedarOverBare = medianRatio(fulls, bares)
+		fmt.Printf("kcedar/bare CPU per SAR:     %.2f (the median of each round's ratio; bar: <= 1.20)\n", sum.KcedarOverBare)
+		exp := mb.export()
+		sum.Bare = &exp
+	}
+	return sum, nil
 }
 
 // medianRatio is the median over rounds of full CPU per SAR over the
@@ -409,13 +497,17 @@ func drive(ctx context.Context, pool *x509.CertPool, base string, bodies [][]byt
 	var mu sync.Mutex
 	var errs atomic.Int64
 	var wg sync.WaitGroup
+	cs, closeAll, err := clients(pool, base, conns)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		return int64(conns)
+	}
+	defer closeAll()
 	for c := 0; c < conns; c++ {
 		wg.Add(1)
 		go func(c int) {
 			defer wg.Done()
-			tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, ForceAttemptHTTP2: false}
-			client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-			defer tr.CloseIdleConnections()
+			client := cs[c]
 			pace := newPacer(conns)
 			for i := c; ctx.Err() == nil; i++ {
 				pace.wait()
@@ -599,8 +691,12 @@ func measureStartup(bin, workload string, n int) error {
 	if err != nil {
 		return fmt.Errorf("kcedar validate: %v\n%s", err, out)
 	}
-	fmt.Printf("validate, same files: %s (CPU %s)\n", time.Since(t0).Round(10*time.Millisecond), (v.ProcessState.UserTime() + v.ProcessState.SystemTime()).Round(10*time.Millisecond))
-	return nil
+	validate := time.Since(t0)
+	fmt.Printf("validate, same files: %s (CPU %s)\n", validate.Round(10*time.Millisecond), (v.ProcessState.UserTime() + v.ProcessState.SystemTime()).Round(10*time.Millisecond))
+	if jsonOut == "" {
+		return nil
+	}
+	return writeSummary(jsonOut, summary{Workload: workload, Policies: n, Startup: &startupStats{ReadySeconds: ready.Seconds(), ReadyCPUSeconds: cpu.Seconds(), RSSMiB: cur / 1024, ValidateSeconds: validate.Seconds()}})
 }
 
 // stopServer stops kcedar with SIGTERM (so a KCEDAR_CPU_PROFILE is written),

@@ -23,7 +23,7 @@ const reloadWindow = 5 * time.Second
 // it reports the p99 of the steady state, of the rebuild (the old set still
 // serving while the new one is built) and of the reloadWindow after the new
 // set starts serving.
-func measureReload(pool *x509.CertPool, base string, bodies [][]byte, conns int, duration, warmup time.Duration, reload func() error, serving func() bool) error {
+func measureReload(pool *x509.CertPool, base string, bodies [][]byte, conns int, duration, warmup time.Duration, reload func() error, serving func() bool) (*reloadStats, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
@@ -63,16 +63,16 @@ func measureReload(pool *x509.CertPool, base string, bodies [][]byte, conns int,
 		}
 	})
 	if reloadErr != nil {
-		return reloadErr
+		return nil, reloadErr
 	}
 	if len(steady) == 0 || len(after) == 0 {
-		return fmt.Errorf("no requests measured (steady %d, after the reload %d)", len(steady), len(after))
+		return nil, fmt.Errorf("no requests measured (steady %d, after the reload %d)", len(steady), len(after))
 	}
-	ps, pa := p99(steady), p99(after)
+	ps, pa, pr := p99(steady), p99(after), p99(rebuild)
 	fmt.Printf("reload: steady p99 %s (%d requests); while rebuilding p99 %s (%d); first %s after the new set serves p99 %s (%d); errors %d\n",
 		ps.Round(time.Microsecond), len(steady), p99(rebuild).Round(time.Microsecond), len(rebuild), reloadWindow, pa.Round(time.Microsecond), len(after), errs)
 	fmt.Printf("after-reload / steady p99: %.2f (bar: <= 3.00)\n", float64(pa)/float64(ps))
-	return nil
+	return &reloadStats{SteadyP99Micros: micros(ps), RebuildP99Micros: micros(pr), AfterP99Micros: micros(pa), ServingAfterSeconds: servingAt.Sub(reloadAt).Seconds()}, nil
 }
 
 // p99 is the 99th percentile of ds (0 for none); it sorts ds.
