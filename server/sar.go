@@ -56,7 +56,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.metrics.auditDecisions.WithLabelValues(a.Effect, a.Would).Inc()
 	}
 	s.logDecision(req, answer, audit, e.Generation(), time.Since(start))
-	writeJSON(w, sarResponse{APIVersion: sarType.APIVersion, Kind: sarType.Kind, Status: answer.Status})
+	writeSARResponse(w, answer.Status)
 }
 
 // sarCaller is what the caller of spec can take. Upstream returns conditions

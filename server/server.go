@@ -357,6 +357,12 @@ func checkType(got typeMeta, accepted ...typeMeta) error {
 // decodeJSON decodes body into v, refusing trailing data. Unknown fields are
 // ignored, so newer API servers can add fields.
 func decodeJSON(body []byte, v any) error {
+	if sar, ok := v.(*sarRequest); ok {
+		if json.Valid(body) && decodeSARFast(body, sar) {
+			return nil
+		}
+		*sar = sarRequest{} // start over: the fast path may have set fields
+	}
 	// json.Unmarshal accepts exactly what the decoder below accepts (one
 	// value, then only white space) without copying the body first; the
 	// decoder is kept for the messages of what they both refuse.

@@ -39,7 +39,7 @@ func (s *Server) authorizeUpstream(ctx context.Context, w http.ResponseWriter, s
 	s.metrics.authorizeDuration().Observe(time.Since(start).Seconds())
 	s.metrics.authorizeDecisions.get(answer.Label).Inc()
 	s.logDecision(req, answer, nil, 0, time.Since(start))
-	writeJSON(w, sarResponse{APIVersion: sarType.APIVersion, Kind: sarType.Kind, Status: answer.Status})
+	writeSARResponse(w, answer.Status)
 }
 
 // renderUpstream renders d for caller: conditions only to a caller that

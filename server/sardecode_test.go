@@ -1,0 +1,105 @@
+package server
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+// webhookBody is a SubjectAccessReview as k8s.io/apiserver's webhook
+// authorizer sends it (metadata and status included), with every field the
+// fast path decodes.
+const webhookBody = `{"kind":"SubjectAccessReview","apiVersion":"authorization.k8s.io/v1","metadata":{"creationTimestamp":null},` +
+	`"spec":{"resourceAttributes":{"namespace":"ns","verb":"list","group":"apps","version":"v1","resource":"deployments","subresource":"scale","name":"d",` +
+	`"fieldSelector":{"rawSelector":"spec.nodeName=n1","requirements":[{"key":"spec.nodeName","operator":"In","values":["n1"]}]},` +
+	`"labelSelector":{"requirements":[{"key":"app","operator":"Exists"},{"key":"tier","operator":"NotIn","values":[]}]}},` +
+	`"user":"jane","groups":["dev","system:authenticated"],"extra":{"scopes.example.com/x":["a","b"],"empty":[]},"uid":"u-1",` +
+	`"authorizationOptions":{"handledDecisionTypes":["Allow","ConditionsMap","Union"]},"conditionalAuthorization":{"mode":"Optimized"}},` +
+	"\"status\":{\"allowed\":false,\"x\":[1,2.5e3,true,null,{\"a\":\"\\\"}\"}]}}\n"
+
+// TestDecodeSARFastTakesTheWebhooksShape: the fast path takes what
+// kube-apiserver sends (were it to give up, every request would pay for
+// encoding/json twice) and decodes it as encoding/json does.
+func TestDecodeSARFastTakesTheWebhooksShape(t *testing.T) {
+	for _, body := range []string{webhookBody, sarJSON("a", []string{"g"}, "get", "", "pods", "ns", "p"),
+		`{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"a","nonResourceAttributes":{"path":"/x","verb":"get"}}}`,
+		` { "spec" : { } , "kind" : "" } `, `{}`,
+	} {
+		var fast sarRequest
+		if !decodeSARFast([]byte(body), &fast) {
+			t.Errorf("the fast path gives up on %s", body)
+			continue
+		}
+		checkSameAsEncodingJSON(t, []byte(body), &fast)
+	}
+}
+
+// TestDecodeSARFastGivesUp: what encoding/json decodes in a way of its own
+// (case-folded keys, duplicates, null, escapes, invalid UTF-8) or refuses
+// is left to it.
+func TestDecodeSARFastGivesUp(t *testing.T) {
+	for _, body := range []string{
+		`{"Kind":"SubjectAccessReview"}`, `{"spec":{"USER":"a"}}`, `{"spec":{"user":"a","user":"b"}}`,
+		`{"spec":{"groups":null}}`, `{"spec":{"user":"\u0061"}}`, "{\"spec\":{\"user\":\"\xff\"}}", `{"spec":{"user":1}}`,
+		`{"spec":{"extra":{"a":["x"],"a":["y"]}}}`, `{"spec":{"groups":["a",null]}}`, `{"spec":{"ſ":1}}`, `[]`, `{"spec":{}} x`, `{"spec":{}`,
+	} {
+		var fast sarRequest
+		if decodeSARFast([]byte(body), &fast) && json.Valid([]byte(body)) {
+			t.Errorf("the fast path takes %s", body)
+		}
+	}
+}
+
+// checkSameAsEncodingJSON fails unless json.Unmarshal decodes body without
+// an error into what the fast path made of it.
+func checkSameAsEncodingJSON(t *testing.T, body []byte, fast *sarRequest) {
+	t.Helper()
+	var slow sarRequest
+	if err := json.Unmarshal(body, &slow); err != nil {
+		t.Fatalf("the fast path takes %q, json.Unmarshal refuses it: %v", body, err)
+	}
+	if !reflect.DeepEqual(fast, &slow) {
+		t.Fatalf("%q:\nfast path:     %+v\nencoding/json: %+v", body, fast, slow)
+	}
+}
+
+// FuzzDecodeSAR: whatever the fast path takes (of valid JSON, as
+// decodeJSON calls it), encoding/json decodes to the same value without an
+// error.
+func FuzzDecodeSAR(f *testing.F) {
+	f.Add([]byte(webhookBody))
+	f.Add([]byte(sarJSON("a", []string{"fuzz-admins"}, "get", "", "pods", "ns", "p")))
+	f.Add([]byte(`{"spec":{"User":"a","groups":[],"extra":{}}}`))
+	f.Add([]byte(`{"spec":{"resourceAttributes":{"fieldSelector":{"requirements":[]}}}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var fast sarRequest
+		if !json.Valid(body) || !decodeSARFast(body, &fast) {
+			return
+		}
+		checkSameAsEncodingJSON(t, body, &fast)
+	})
+}
+
+// BenchmarkDecodeSAR: a webhook's SubjectAccessReview through decodeJSON
+// (the fast path) and through json.Unmarshal alone.
+func BenchmarkDecodeSAR(b *testing.B) {
+	body := []byte(webhookBody)
+	b.Run("decodeJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var sar sarRequest
+			if err := decodeJSON(body, &sar); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var sar sarRequest
+			if err := json.Unmarshal(body, &sar); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
