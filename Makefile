@@ -53,7 +53,7 @@ FUZZTIME ?=
 FUZZMINIMIZETIME ?= 10s
 # package:FuzzTarget:budget, run one after the other (go test -fuzz takes one).
 # Each budget is about 10-20 s of fuzzing on 2 quiet cores.
-FUZZ_TARGETS ?= ./server:FuzzAuthorize:60000x ./server:FuzzConditions:60000x ./internal/store:FuzzLoadPolicies:6000x
+FUZZ_TARGETS ?= ./server:FuzzAuthorize:60000x ./server:FuzzConditions:60000x ./server:FuzzDecodeSAR:60000x ./internal/store:FuzzLoadPolicies:6000x
 SOAK_FLAGS ?=
 
 # Go files to format-check: everything but VCS, build output, caches, testdata.
