@@ -25,7 +25,13 @@
 #                         the image archive, SHA256SUMS
 #   make fuzz             each fuzz target for its execution budget (FUZZTIME overrides)
 #   make soak             soak tests against bin/kcedar (test/soak; ~4 min)
-#   make bench            benchmarks
+#   make bench            the load test report (test/bench): every test/load workload at 1,
+#                         1k, 10k and 100k policies, HTTP/1.1 and HTTP/2, beside the bare
+#                         transport server; the reload and start-up tests; rewrites the
+#                         generated section of docs/performance.md and docs/performance/*.svg.
+#                         ~50 min on 2 cores; BENCH_QUICK=1: 1 and 1k policies, short
+#                         phases, ~6 min; BENCH_FLAGS go to test/bench (-workloads, -policies)
+#   make bench-go         the go test -bench benchmarks (BENCH selects them)
 #   make capture-default  internal/schemagen/default from a default kube-apiserver
 #   make fmt | vet | tidy-check | kube-binaries | clean
 
@@ -60,7 +66,7 @@ SOAK_FLAGS ?=
 GO_FILES = find . -type d \( -name .git -o -name .cache -o -name bin -o -name testdata -o -name node_modules \) -prune \
 	-o -type f -name '*.go' -print
 
-.PHONY: build test test-race vet lint cedarx cedarx-check fmt fmt-check tidy-check tracked-check fuzz soak e2e e2e-cost kube-binaries bench capture-default clean image image-binary image-test release
+.PHONY: build test test-race vet lint cedarx cedarx-check fmt fmt-check tidy-check tracked-check fuzz soak e2e e2e-cost kube-binaries bench bench-go capture-default clean image image-binary image-test release
 
 build:
 	$(GO) build -o bin/kcedar ./cmd/kcedar
@@ -214,7 +220,13 @@ release: image
 	cp bin/kcedar-image.tar $(RELEASE_DIR)/kcedar-$(VERSION)-image-linux-$(IMAGE_ARCH).tar
 	cd $(RELEASE_DIR) && sha256sum kcedar-* > SHA256SUMS && cat SHA256SUMS
 
-bench:
+BENCH_QUICK ?=
+BENCH_FLAGS ?=
+
+bench: build
+	$(GO) run ./test/bench -kcedar $(CURDIR)/bin/kcedar $(if $(BENCH_QUICK),-quick) $(BENCH_FLAGS)
+
+bench-go:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem ./...
 
 capture-default:

@@ -54,7 +54,7 @@ func main() {
 		rounds   = flag.Int("rounds", 3, "alternate the phases this many times and report medians (evens out noise)")
 		workload = flag.String("workload", "rbac-like", "the workload: "+workloadHelp())
 		startup  = flag.Bool("startup", false, "measure serve start-up (time to ready, RSS) and validate time instead of load")
-		list     = flag.Bool("list-workloads", false, "print the workloads' names, one a line, and exit")
+		list     = flag.Bool("list-workloads", false, "print the workloads' names, one a line (followed by fixed-size when -policies does not apply), and exit")
 		bareAddr = flag.String("serve-bare", "", "serve the bare transport server on this address instead (what -bare starts)")
 		bareCA   = flag.String("bare-ca", "", "with -serve-bare: write its CA here")
 	)
@@ -77,6 +77,9 @@ func dispatch(bin, workload string, nPol, conns int, duration, warmup time.Durat
 	switch {
 	case list:
 		for _, name := range workloadNames() {
+			if workloads[name].fixedSize {
+				name += " fixed-size"
+			}
 			fmt.Println(name)
 		}
 		return nil
@@ -99,6 +102,8 @@ func dispatch(bin, workload string, nPol, conns int, duration, warmup time.Durat
 // workload is a policy set and the SubjectAccessReviews sent against it.
 type workload struct {
 	about string
+	// fixedSize: the set's size does not follow -policies.
+	fixedSize bool
 	// build makes the set of (about) n policies and the request bodies.
 	build func(n int) (policySet string, bodies [][]byte, err error)
 }
@@ -106,19 +111,19 @@ type workload struct {
 // workloads are the load test's workloads by name. make bench runs every
 // one (-list-workloads): a workload added here is measured there.
 var workloads = map[string]workload{
-	"rbac-like": {"testgen.RBACLike(-policies) and synthetic requests", func(n int) (string, [][]byte, error) {
+	"rbac-like": {"testgen.RBACLike(-policies) and synthetic requests", false, func(n int) (string, [][]byte, error) {
 		return testgen.RBACLike(n), requestBodies(), nil
 	}},
-	"rbac": {"the converted bootstrap + generated RBAC configuration (internal/tools/rbacconvert) and its generated SubjectAccessReviews; -policies does not apply", func(int) (string, [][]byte, error) {
+	"rbac": {"the converted bootstrap + generated RBAC configuration (internal/tools/rbacconvert) and its generated SubjectAccessReviews; -policies does not apply", true, func(int) (string, [][]byte, error) {
 		return rbacWorkload()
 	}},
-	"zoo": {"the policy-shape zoo (internal/testing/testgen/zoo) of -policies policies and its requests", func(n int) (string, [][]byte, error) {
+	"zoo": {"the policy-shape zoo (internal/testing/testgen/zoo) of -policies policies and its requests", false, func(n int) (string, [][]byte, error) {
 		return zoo.Policies(n, 1), zooBodies(n), nil
 	}},
-	"team": {"the team-and-namespace shape (testgen.TeamAndNamespace), whose keys hold more satisfied permits as -policies grows", func(n int) (string, [][]byte, error) {
+	"team": {"the team-and-namespace shape (testgen.TeamAndNamespace), whose keys hold more satisfied permits as -policies grows", false, func(n int) (string, [][]byte, error) {
 		return strings.Join(testgen.TeamAndNamespace(n), "\n"), requestsBodies(testgen.TeamRequests(4096)), nil
 	}},
-	"shapes": {"other shapes (testgen.OtherShapes: relations, prefixes, a big group, break-glass forbids, username sets, disjunctions), one tenant per 8 policies", func(n int) (string, [][]byte, error) {
+	"shapes": {"other shapes (testgen.OtherShapes: relations, prefixes, a big group, break-glass forbids, username sets, disjunctions), one tenant per 8 policies", false, func(n int) (string, [][]byte, error) {
 		return strings.Join(testgen.OtherShapes(n), "\n"), requestsBodies(testgen.OtherShapesRequests(n, 4096)), nil
 	}},
 }

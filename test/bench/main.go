@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// options are the flags.
+type options struct {
+	kcedar, doc, figures  string
+	policies, reloadSizes []int
+	workloads, protos     []string
+	duration, warmup      time.Duration
+	rounds, conns         int
+	quick                 bool
+}
+
+func main() {
+	o := options{}
+	var policies, reloadSizes, workloads, protos string
+	flag.StringVar(&o.kcedar, "kcedar", "bin/kcedar", "kcedar binary")
+	flag.StringVar(&o.doc, "doc", "docs/performance.md", "the document whose generated section the report replaces")
+	flag.StringVar(&o.figures, "figures", "docs/performance", "directory of the plots (SVG)")
+	flag.BoolVar(&o.quick, "quick", false, "a short run: 1 and 1,000 policies, 2 s phases, one round (the other flags' defaults change with it)")
+	flag.StringVar(&policies, "policies", "", "policy counts, comma-separated (default 1,1000,10000,100000; -quick: 1,1000)")
+	flag.StringVar(&reloadSizes, "reload-sizes", "", "set sizes of the reload and start-up tests (default 1000,10000,100000; -quick: 1000,10000)")
+	flag.StringVar(&workloads, "workloads", "", "workloads, comma-separated (default: every one the load test lists)")
+	flag.StringVar(&protos, "protos", "h1,h2", "protocols")
+	flag.DurationVar(&o.duration, "duration", 0, "measurement per phase (default 8s; -quick: 2s)")
+	flag.DurationVar(&o.warmup, "warmup", 0, "warm-up per phase (default 2s; -quick: 1s)")
+	flag.IntVar(&o.rounds, "rounds", 0, "rounds per run (default 3; -quick: 1)")
+	flag.IntVar(&o.conns, "conns", 16, "concurrent requests")
+	flag.Parse()
+	o.policies = ints(or(policies, pick(o.quick, "1,1000", "1,1000,10000,100000")))
+	o.reloadSizes = ints(or(reloadSizes, pick(o.quick, "1000,10000", "1000,10000,100000")))
+	o.protos = strings.Split(protos, ",")
+	o.workloads = split(workloads)
+	if o.duration == 0 {
+		o.duration = map[bool]time.Duration{true: 2 * time.Second, false: 8 * time.Second}[o.quick]
+	}
+	if o.warmup == 0 {
+		o.warmup = map[bool]time.Duration{true: time.Second, false: 2 * time.Second}[o.quick]
+	}
+	if o.rounds == 0 {
+		o.rounds = map[bool]int{true: 1, false: 3}[o.quick]
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// run builds the load test, runs every measurement and writes the report.
+func run(o options) error {
+	started := time.Now()
+	tmp, err := os.MkdirTemp("", "kcedar-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	load := filepath.Join(tmp, "load")
+	if out, err := exec.Command("go", "build", "-o", load, "./test/load").CombinedOutput(); err != nil {
+		return fmt.Errorf("building the load test: %v\n%s", err, out)
+	}
+	listed, err := listWorkloads(load)
+	if err != nil {
+		return err
+	}
+	r := &report{options: o, started: started}
+	if len(o.workloads) == 0 {
+		for _, w := range listed {
+			o.workloads = append(o.workloads, w.name)
+		}
+	}
+	runner := &runner{load: load, kcedar: o.kcedar, tmp: tmp, report: r}
+	for _, name := range o.workloads {
+		fixed := false
+		for _, w := range listed {
+			if w.name == name {
+				fixed = w.fixedSize
+			}
+		}
+		counts := o.policies
+		if fixed {
+			counts = counts[:1] // its size is its own: one run
+		}
+		for _, n := range counts {
+			for _, p := range o.protos {
+				if err := runner.loadRun(name, n, p, o); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, n := range o.reloadSizes {
+		if err := runner.reloadRun(n, o); err != nil {
+			return err
+		}
+		if err := runner.startupRun(n); err != nil {
+			return err
+		}
+	}
+	r.took = time.Since(started)
+	return r.write()
+}
+
+// listedWorkload is a line of the load test's -list-workloads.
+type listedWorkload struct {
+	name      string
+	fixedSize bool
+}
+
+func listWorkloads(load string) ([]listedWorkload, error) {
+	out, err := exec.Command(load, "-list-workloads").Output()
+	if err != nil {
+		return nil, fmt.Errorf("load -list-workloads: %v", err)
+	}
+	var ws []listedWorkload
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		ws = append(ws, listedWorkload{name: f[0], fixedSize: len(f) > 1 && f[1] == "fixed-size"})
+	}
+	return ws, nil
+}
+
+// runner runs the load test binary and collects its summaries.
+type runner struct {
+	load, kcedar, tmp string
+	report            *report
+	seq               int
+}
+
+// exec runs the load test with args plus -json, echoing its output, and
+// reads the summary it wrote.
+func (rn *runner) exec(args ...string) (summary, error) {
+	rn.seq++
+	out := filepath.Join(rn.tmp, fmt.Sprintf("run-%d.json", rn.seq))
+	args = append([]string{"-kcedar", rn.kcedar}, args...)
+	rn.report.commands = append(rn.report.commands, "go run ./test/load "+strings.Join(args, " "))
+	fmt.Fprintf(os.Stderr, "bench: go run ./test/load %s\n", strings.Join(args, " "))
+	cmd := exec.Command(rn.load, append(args, "-json", out)...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := cmd.Run()
+	os.Stderr.Write(buf.Bytes())
+	if err != nil {
+		return summary{}, fmt.Errorf("%s: %v", strings.Join(args, " "), err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return summary{}, err
+	}
+	var s summary
+	return s, json.Unmarshal(b, &s)
+}
+
+func (rn *runner) loadRun(workload string, n int, proto string, o options) error {
+	s, err := rn.exec("-workload", workload, "-policies", strconv.Itoa(n), "-proto", proto, "-bare", "-floor=false",
+		"-conns", strconv.Itoa(o.conns), "-duration", o.duration.String(), "-warmup", o.warmup.String(), "-rounds", strconv.Itoa(o.rounds))
+	if err != nil {
+		return err
+	}
+	s.Requested = n
+	rn.report.loads = append(rn.report.loads, s)
+	return nil
+}
+
+// reloadRun measures a reload of the zoo of n policies under load.
+func (rn *runner) reloadRun(n int, o options) error {
+	s, err := rn.exec("-reload", "-workload", "zoo", "-policies", strconv.Itoa(n), "-conns", strconv.Itoa(o.conns),
+		"-duration", o.duration.String(), "-warmup", o.warmup.String())
+	if err != nil {
+		return err
+	}
+	rn.report.reloads = append(rn.report.reloads, s)
+	return nil
+}
+
+// startupRun measures serve's start-up and validate on the zoo of n.
+func (rn *runner) startupRun(n int) error {
+	s, err := rn.exec("-startup", "-workload", "zoo", "-policies", strconv.Itoa(n))
+	if err != nil {
+		return err
+	}
+	rn.report.startups = append(rn.report.startups, s)
+	return nil
+}
+
+func ints(csv string) []int {
+	var out []int
+	for _, f := range split(csv) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %q is not a count\n", f)
+			os.Exit(2)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func split(csv string) []string {
+	var out []string
+	for _, f := range strings.Split(csv, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func pick(quick bool, short, full string) string {
+	if quick {
+		return short
+	}
+	return full
+}
