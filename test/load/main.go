@@ -167,7 +167,7 @@ func rbacWorkload() (string, [][]byte, error) {
 		return "", nil, err
 	}
 	in := &rbacconvert.Input{}
-	if err := in.ReadPaths([]string{filepath.Join(root, "policies", "rbac", "testdata", "bootstrap")}); err != nil {
+	if err := in.ReadPaths([]string{filepath.Join(root, "internal", "tools", "rbacconvert", "testdata", "bootstrap")}); err != nil {
 		return "", nil, err
 	}
 	gen := testgen.RBACConfig(20261121, 50, 100)
