@@ -160,7 +160,7 @@ func (r *report) reloadSection(md *strings.Builder) error {
 }
 
 func (r *report) commandsSection(md *strings.Builder) {
-	fmt.Fprintf(md, "<details><summary>The %d commands this report ran (after `make build`)</summary>\n\n```\n", len(r.commands))
+	fmt.Fprintf(md, "<details><summary>The %d commands this report ran (after `make build`)</summary>\n\n<!-- illustration -->\n```sh\n", len(r.commands))
 	for _, c := range r.commands {
 		md.WriteString(c + "\n")
 	}
