@@ -29,8 +29,9 @@
 #                         1k, 10k and 100k policies, HTTP/1.1 and HTTP/2, beside the bare
 #                         transport server; the reload and start-up tests; rewrites the
 #                         generated section of docs/performance.md and docs/performance/*.svg.
-#                         ~50 min on 2 cores; BENCH_QUICK=1: 1 and 1k policies, short
-#                         phases, ~6 min; BENCH_FLAGS go to test/bench (-workloads, -policies)
+#                         The full run: ~1 h on 2 cores (estimated: 34 load runs of 3 rounds);
+#                         BENCH_QUICK=1: 1 and 1k policies, 1 s phases, reloads at 1k and
+#                         10k, ~10 min; BENCH_FLAGS go to test/bench (-workloads, -policies)
 #   make bench-go         the go test -bench benchmarks (BENCH selects them)
 #   make capture-default  internal/schemagen/default from a default kube-apiserver
 #   make fmt | vet | tidy-check | kube-binaries | clean

@@ -29,14 +29,14 @@ func main() {
 	flag.StringVar(&o.kcedar, "kcedar", "bin/kcedar", "kcedar binary")
 	flag.StringVar(&o.doc, "doc", "docs/performance.md", "the document whose generated section the report replaces")
 	flag.StringVar(&o.figures, "figures", "docs/performance", "directory of the plots (SVG)")
-	flag.BoolVar(&o.quick, "quick", false, "a short run: 1 and 1,000 policies, 2 s phases, one round (the other flags' defaults change with it)")
+	flag.BoolVar(&o.quick, "quick", false, "a short run: 1 and 1,000 policies, phases of 1 s after 1 s of warm-up, three rounds (the other flags' defaults change with it)")
 	flag.StringVar(&policies, "policies", "", "policy counts, comma-separated (default 1,1000,10000,100000; -quick: 1,1000)")
 	flag.StringVar(&reloadSizes, "reload-sizes", "", "set sizes of the reload and start-up tests (default 1000,10000,100000; -quick: 1000,10000)")
 	flag.StringVar(&workloads, "workloads", "", "workloads, comma-separated (default: every one the load test lists)")
 	flag.StringVar(&protos, "protos", "h1,h2", "protocols")
-	flag.DurationVar(&o.duration, "duration", 0, "measurement per phase (default 8s; -quick: 2s)")
+	flag.DurationVar(&o.duration, "duration", 0, "measurement per phase (default 8s; -quick: 1s)")
 	flag.DurationVar(&o.warmup, "warmup", 0, "warm-up per phase (default 2s; -quick: 1s)")
-	flag.IntVar(&o.rounds, "rounds", 0, "rounds per run (default 3; -quick: 1)")
+	flag.IntVar(&o.rounds, "rounds", 0, "rounds per run, each alternating kcedar and the bare server (default 3)")
 	flag.IntVar(&o.conns, "conns", 16, "concurrent requests")
 	flag.Parse()
 	o.policies = ints(or(policies, pick(o.quick, "1,1000", "1,1000,10000,100000")))
@@ -44,13 +44,13 @@ func main() {
 	o.protos = strings.Split(protos, ",")
 	o.workloads = split(workloads)
 	if o.duration == 0 {
-		o.duration = map[bool]time.Duration{true: 2 * time.Second, false: 8 * time.Second}[o.quick]
+		o.duration = map[bool]time.Duration{true: time.Second, false: 8 * time.Second}[o.quick]
 	}
 	if o.warmup == 0 {
 		o.warmup = map[bool]time.Duration{true: time.Second, false: 2 * time.Second}[o.quick]
 	}
 	if o.rounds == 0 {
-		o.rounds = map[bool]int{true: 1, false: 3}[o.quick]
+		o.rounds = 3
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -147,8 +147,9 @@ func (rn *runner) exec(args ...string) (summary, error) {
 	rn.seq++
 	out := filepath.Join(rn.tmp, fmt.Sprintf("run-%d.json", rn.seq))
 	args = append([]string{"-kcedar", rn.kcedar}, args...)
-	rn.report.commands = append(rn.report.commands, "go run ./test/load "+strings.Join(args, " "))
-	fmt.Fprintf(os.Stderr, "bench: go run ./test/load %s\n", strings.Join(args, " "))
+	shown := strings.Join(append([]string{"-kcedar", relative(rn.kcedar)}, args[2:]...), " ")
+	rn.report.commands = append(rn.report.commands, "go run ./test/load "+shown)
+	fmt.Fprintf(os.Stderr, "bench: go run ./test/load %s\n", shown)
 	cmd := exec.Command(rn.load, append(args, "-json", out)...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
@@ -195,6 +196,19 @@ func (rn *runner) startupRun(n int) error {
 	}
 	rn.report.startups = append(rn.report.startups, s)
 	return nil
+}
+
+// relative is path relative to the working directory (the repository's
+// root under make), when it lies below it.
+func relative(path string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return path
+	}
+	if rel, err := filepath.Rel(wd, path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return path
 }
 
 func ints(csv string) []int {
