@@ -430,12 +430,12 @@ func TestWhoCanListsNoSubjectASelectorDenies(t *testing.T) {
 @id("dev") permit(principal in k8s::Group::"dev", action, resource is core::pods);
 `
 	for forbid, want := range map[string][]string{
-		`forbid(principal is k8s::User, action, resource is core::pods);`:                                             {"system:node:n1", "system:serviceaccount:a:ci"},
-		`forbid(principal is k8s::ServiceAccount, action, resource is core::pods);`:                                   {"alice", "system:node:n1"},
+		`forbid(principal is k8s::User, action, resource is core::pods);`:                                                 {"system:node:n1", "system:serviceaccount:a:ci"},
+		`forbid(principal is k8s::ServiceAccount, action, resource is core::pods);`:                                       {"alice", "system:node:n1"},
 		`forbid(principal, action, resource is core::pods) when { principal.username like "system:serviceaccount:a:*" };`: {"alice", "system:node:n1"},
 		`forbid(principal, action, resource is core::pods) when { principal.username like "ali*" };`:                      {"system:node:n1", "system:serviceaccount:a:ci"},
-		`forbid(principal in k8s::Group::"dev", action, resource is core::pods);`:                                     {"alice", "system:node:n1", "system:serviceaccount:a:ci"},
-		`forbid(principal, action, resource is core::pods);`:                                                          {},
+		`forbid(principal in k8s::Group::"dev", action, resource is core::pods);`:                                         {"alice", "system:node:n1", "system:serviceaccount:a:ci"},
+		`forbid(principal, action, resource is core::pods);`:                                                              {},
 	} {
 		az := NewEngine(embeddedschema.Schema(t), mustPolicies(t, permits+forbid), NewCodec(RandomKeyring()), EngineOptions{})
 		rv := whoCan(t, az, whoCanReq("get", "", "pods", "", "a", "p"))
