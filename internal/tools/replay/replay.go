@@ -125,6 +125,13 @@ func (r *Replayer) Read(ctx context.Context, name string, in io.Reader) error {
 	}
 }
 
+// Unreadable records an input that could not be opened (err says why) as
+// cut short before its first line.
+func (r *Replayer) Unreadable(name string, err error) {
+	r.sum.Unreadable++
+	r.sum.Problems = append(r.sum.Problems, Problem{Input: name, CutShort: true, Message: "not read: " + err.Error()})
+}
+
 // inputError says how an input was cut short.
 func inputError(lr *lineReader, err error) error {
 	if lr.gz && errors.Is(err, io.ErrUnexpectedEOF) {

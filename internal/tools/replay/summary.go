@@ -69,10 +69,10 @@ type Group struct {
 	Change string `json:"change"`
 	// ComparedWith is what the logged decisions were read from.
 	ComparedWith string `json:"comparedWith"`
-	User     string `json:"user"`
-	Verb     string `json:"verb"`
-	Resource string `json:"resource"`
-	Count    int    `json:"count"`
+	User         string `json:"user"`
+	Verb         string `json:"verb"`
+	Resource     string `json:"resource"`
+	Count        int    `json:"count"`
 	// Examples are the first auditIDs (up to MaxExamples).
 	Examples []string `json:"examples"`
 }
@@ -82,6 +82,8 @@ type Problem struct {
 	Input   string `json:"input"`
 	Line    int    `json:"line,omitempty"`
 	Message string `json:"message"`
+	// CutShort: the input could not be opened or read to its end.
+	CutShort bool `json:"cutShort,omitempty"`
 }
 
 // MaxExamples and MaxProblems bound what a summary lists.
@@ -120,7 +122,7 @@ type Summary struct {
 	// still open, exec, attach or port-forward).
 	DecidedAtResponseStarted int `json:"decidedAtResponseStarted"`
 	Conditional              int `json:"conditional"`
-	Undecidable  int `json:"undecidable"`
+	Undecidable              int `json:"undecidable"`
 	// ConditionalWhy, UndecidableWhy and Skipped count by reason.
 	ConditionalWhy map[string]int `json:"conditionalWhy,omitempty"`
 	UndecidableWhy map[string]int `json:"undecidableWhy,omitempty"`
@@ -231,7 +233,7 @@ func (s *Summary) problem(input string, no int, msg string) {
 // bytes of it.
 func (s *Summary) cutShort(input string, lines int, n int64, err error) {
 	s.Unreadable++
-	s.Problems = append(s.Problems, Problem{Input: input, Line: lines,
+	s.Problems = append(s.Problems, Problem{Input: input, Line: lines, CutShort: true,
 		Message: fmt.Sprintf("%v: read %d complete lines (%d bytes of the input); the rest is lost", err, lines, n)})
 }
 
