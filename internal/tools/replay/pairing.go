@@ -4,6 +4,10 @@ package replay
 // ResponseStarted event and their ResponseComplete.
 const DefaultMaxOpenRequests = 100000
 
+// earlyPerHeld is how many auditIDs of requests decided early (at their
+// ResponseStarted, for want of room) are remembered per request held.
+const earlyPerHeld = 4
+
 // folded is one line's result, where it came from.
 type folded struct {
 	input string
@@ -18,8 +22,8 @@ type folded struct {
 // ResponseStarted is held until its ResponseComplete (or Panic) comes, which
 // is then the one decided; one still held at the end is decided alone.
 // Memory is bounded: past max held, the oldest is decided alone and its
-// auditID remembered (up to max) so its ResponseComplete is not decided
-// again.
+// auditID remembered (up to earlyPerHeld times max auditIDs, the oldest
+// forgotten first) so its ResponseComplete is not decided again.
 type pairing struct {
 	max     int
 	started map[string]folded
@@ -88,12 +92,12 @@ func (p *pairing) evict() []folded {
 		p.earlyQ = append(p.earlyQ, id)
 		out = append(out, f)
 	}
-	for len(p.early) > p.max && len(p.earlyQ) > 0 {
+	for len(p.early) > earlyPerHeld*p.max && len(p.earlyQ) > 0 {
 		delete(p.early, p.earlyQ[0])
 		p.earlyQ = p.earlyQ[1:]
 	}
 	p.queue = compact(p.queue, func(id string) bool { _, ok := p.started[id]; return ok }, p.max)
-	p.earlyQ = compact(p.earlyQ, func(id string) bool { return p.early[id] }, p.max)
+	p.earlyQ = compact(p.earlyQ, func(id string) bool { return p.early[id] }, earlyPerHeld*p.max)
 	return out
 }
 
