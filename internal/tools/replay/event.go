@@ -103,7 +103,8 @@ func (ev *auditEvent) fullObject(verb, subresource string) []byte {
 func otherStage(data []byte) (string, bool) {
 	const key = `"stage":"`
 	i := bytes.Index(data, []byte(key))
-	if i < 0 || bytes.ContainsAny(data[1:i], "{[") ||
+	// i == 0: the line does not open with "{", and data[1:i] would panic.
+	if i < 1 || bytes.ContainsAny(data[1:i], "{[") ||
 		!bytes.Contains(data[:i], []byte(`"kind":"Event"`)) || !bytes.Contains(data[:i], []byte(`"apiVersion":"audit.k8s.io/v1"`)) {
 		return "", false
 	}
