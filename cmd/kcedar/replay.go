@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -151,9 +152,10 @@ func (o *replayOptions) Run(ctx context.Context, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	ps, err := o.pol.policySet(ctx, stderr, checker, o.pol.policies)
+	seen := &unknownTypeWriter{w: stderr}
+	ps, err := o.pol.policySet(ctx, seen, checker, o.pol.policies)
 	if err != nil {
-		return err
+		return o.schemaHint(err, seen.unknownType)
 	}
 	ns, err := o.readNamespaces()
 	if err != nil {
@@ -189,6 +191,33 @@ func (o *replayOptions) Run(ctx context.Context, stdout, stderr io.Writer) error
 		return &exitError{3, fmt.Errorf("%d newly denied, %d newly allowed", sum.NewlyDenied, sum.NewlyAllowed)}
 	}
 	return nil
+}
+
+// schemaHint adds to a policy error naming a type the built-in schema does
+// not know where the policies likely came from: policies converted
+// against a live cluster (kcedar rbac convert --kubeconfig) name its CRDs.
+func (o *replayOptions) schemaHint(err error, unknownType bool) error {
+	if o.src.IsLive() || o.src.FromDir != "" || o.src.SchemaFile != "" || !unknownType {
+		return err
+	}
+	const hint = "replay used the schema built into kcedar, which knows no CRD: give the --kubeconfig the policies were converted with (or --schema, --from-dir)"
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return &exitError{ee.code, fmt.Errorf("%w; %s", ee.err, hint)}
+	}
+	return fmt.Errorf("%w; %s", err, hint)
+}
+
+// unknownTypeWriter passes the policy diagnostics on and notes whether one
+// names an unknown entity type.
+type unknownTypeWriter struct {
+	w           io.Writer
+	unknownType bool
+}
+
+func (u *unknownTypeWriter) Write(p []byte) (int, error) {
+	u.unknownType = u.unknownType || strings.Contains(string(p), "unknown entity type")
+	return u.w.Write(p)
 }
 
 // readNamespaces reads --namespace-objects (nil without it).

@@ -32,6 +32,7 @@ func TestReplayExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	pol := writeFile(t, dir, "p.cedar", replayTestPolicies)
 	bad := writeFile(t, dir, "bad.cedar", `permit (principal, action, resource is core::nosuchthing);`)
+	crd := writeFile(t, dir, "crd.cedar", `permit (principal, action == k8s::Action::"get", resource is dev::kcedar::cedarpolicies);`)
 	same := writeFile(t, dir, "same.log", replayTestEvent("u1", "get", "/api/v1/namespaces/dev/pods/web", "carol", "dev", "allow")+
 		replayTestEvent("k1", "list", "/api/v1/endpoints", "system:serviceaccount:kube-system:coredns", "system:serviceaccounts", "allow")+
 		replayTestEvent("m1", "delete", "/api/v1/namespaces/dev/pods/web", "root", "system:masters", "allow"))
@@ -55,6 +56,7 @@ func TestReplayExitCodes(t *testing.T) {
 		{"changed, no --exit-code", []string{"--audit-log", changed, "-p", pol}, 0, []string{"newly denied: 1"}},
 		{"changed", []string{"--audit-log", changed, "-p", pol, "--exit-code"}, 3, []string{"1 newly denied, 0 newly allowed"}},
 		{"invalid policies", []string{"--audit-log", same, "-p", bad}, 1, nil},
+		{"policies of a live schema", []string{"--audit-log", same, "-p", crd}, 1, []string{"unknown entity type", "give the --kubeconfig the policies were converted with"}},
 		{"no --audit-log", []string{"-p", pol}, 2, []string{"give at least one --audit-log"}},
 		{"a directory", []string{"--audit-log", dir, "--audit-log", same, "-p", pol}, 2, []string{"is a directory, not an audit log file", "unchanged:    1"}},
 		{"a missing file", []string{"--audit-log", filepath.Join(dir, "nope.log"), "-p", pol}, 2, []string{"no such file or directory"}},

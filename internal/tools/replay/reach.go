@@ -28,6 +28,9 @@ type Reach struct {
 	// conditions are the matchConditions, one matcher each, in order, so
 	// an excluded request names the condition that excluded it.
 	conditions []condition
+	// all evaluates every condition at once (one conversion of the
+	// request): the fast answer for a request that reaches kcedar.
+	all *authorizationcel.CELMatcher
 	// failurePolicy is the webhook's: Deny or NoOpinion (what an error in a
 	// matchCondition does, without asking kcedar).
 	failurePolicy string
@@ -72,6 +75,13 @@ func NewReach(config []byte, name string) (*Reach, error) {
 		}
 		r.conditions = append(r.conditions, condition{expression: mc.Expression, matcher: m})
 	}
+	if len(r.conditions) > 0 {
+		all, errs := apiservervalidation.ValidateAndCompileMatchConditions(compiler, hook.Webhook.MatchConditions)
+		if len(errs) > 0 {
+			return nil, fmt.Errorf("AuthorizationConfiguration: authorizer %q: %w", hook.Name, errs.ToAggregate())
+		}
+		r.all = all
+	}
 	return r, nil
 }
 
@@ -92,10 +102,14 @@ func (r *Reach) notSeen(spec *authorizationv1.SubjectAccessReviewSpec) string {
 	if slices.Contains(spec.Groups, privilegedGroup) {
 		return "user in group system:masters (allowed before any authorizer)"
 	}
-	if r == nil {
+	if r == nil || r.all == nil {
 		return ""
 	}
 	sar := &authorizationv1.SubjectAccessReview{Spec: *spec}
+	if ok, err := r.all.Eval(context.Background(), sar); ok && err == nil {
+		return ""
+	}
+	// Excluded, or an error: which condition says so.
 	var evalErr error
 	for _, c := range r.conditions {
 		ok, err := c.matcher.Eval(context.Background(), sar)
