@@ -246,6 +246,9 @@ func (w *worker) processEvent(ev *auditEvent) result {
 	if why != "" {
 		return result{kind: kindSkipped, reason: why}
 	}
+	if ev.effectiveUser().Username == "" {
+		return result{kind: kindSkipped, reason: "no user: the event names no user.username (nor impersonatedUser.username)"}
+	}
 	spec, err := ev.sar()
 	if err != nil {
 		return result{kind: kindUndecidable, reason: whyNotRebuilt, detail: ev.AuditID + ": " + err.Error()}
