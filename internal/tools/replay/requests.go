@@ -34,7 +34,9 @@ func (e Event) User() authenticationv1.UserInfo { return e.ev.effectiveUser() }
 
 // SubjectAccessReview is the spec kube-apiserver's webhook authorizer
 // sends for the request (rebuilt from requestURI and verb).
-func (e Event) SubjectAccessReview() *authorizationv1.SubjectAccessReviewSpec { return e.spec.DeepCopy() }
+func (e Event) SubjectAccessReview() *authorizationv1.SubjectAccessReviewSpec {
+	return e.spec.DeepCopy()
+}
 
 // Request is the request as kcedar's server reads the SubjectAccessReview.
 func (e Event) Request() (*entities.Request, error) { return entities.RequestFromSAR(e.spec) }
