@@ -169,5 +169,16 @@ func FuzzReader(f *testing.F) {
 		if sum.Decided != sum.Unchanged+sum.NewlyDenied+sum.NewlyAllowed {
 			t.Fatalf("decided %d != %d + %d + %d", sum.Decided, sum.Unchanged, sum.NewlyDenied, sum.NewlyAllowed)
 		}
+		seen := map[string]bool{}
+		err := ReadRequests(ctx, bytes.NewReader(data), ReadOptions{MaxLineBytes: 1024, MaxOpenRequests: 2, Reach: reach}, func(e Event) error {
+			if id := e.AuditID(); id != "" && seen[id] && len(seen) < 4*2 {
+				t.Fatalf("request %q passed on twice", id)
+			}
+			seen[e.AuditID()] = true
+			return nil
+		})
+		if err != nil && ctx.Err() != nil {
+			t.Fatal(err)
+		}
 	})
 }
