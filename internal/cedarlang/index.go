@@ -100,6 +100,8 @@ type index struct {
 	// labelKeyed: some policy is keyed on (or checked against) a label of
 	// the request's namespace.
 	labelKeyed bool
+	// misKeyTags: a deliberately wrong index for tests (MisKeyedForTest).
+	misKeyTags bool
 }
 
 const refInline = 1 << 31
@@ -267,8 +269,16 @@ func buildIndex(policies []*Policy) *index {
 // buildIndexMasked builds the index keeping only the bits of valueMask of
 // every value hash and of printMask of every fingerprint.
 func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
-	ix := &index{seed: maphash.MakeSeed(), prefixSeed: maphash.MakeSeed(), suffixSeed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask, buckets: map[bucketKey]*bucket{},
-		consAt: make([]uint32, len(policies)+1), needsValue: make([]uint16, len(policies))}
+	return newIndex(valueMask, printMask).build(policies)
+}
+
+func newIndex(valueMask, printMask uint64) *index {
+	return &index{seed: maphash.MakeSeed(), prefixSeed: maphash.MakeSeed(), suffixSeed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask, buckets: map[bucketKey]*bucket{}}
+}
+
+// build files policies in the empty index ix.
+func (ix *index) build(policies []*Policy) *index {
+	ix.consAt, ix.needsValue = make([]uint32, len(policies)+1), make([]uint16, len(policies))
 	exts, count := ix.extractAll(policies)
 	// keyed collects the postings by slot key: values whose keys collide
 	// share their postings (more candidates, never fewer).
@@ -585,6 +595,9 @@ func (ix *index) hashValues(c *constraint) {
 	}
 	c.hashes = make([]uint64, len(c.vals))
 	for j, v := range c.vals {
+		if ix.misKeyTags && (c.dim == dExtra || c.dim == dLabel) {
+			v += "!"
+		}
 		switch {
 		case c.suffix:
 			c.hashes[j] = ix.suffixHash(v)

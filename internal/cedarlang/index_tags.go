@@ -266,3 +266,15 @@ func likeSuffix(comps []any) string {
 	lit, _ := last["Literal"].(string)
 	return lit
 }
+
+// MisKeyedForTest is ps with a deliberately wrong index: every constraint on
+// the user's extra or the namespace's labels is keyed (and checked) under
+// another value than the policy's. Differential tests use it to show that
+// they catch a wrong key; nothing else may.
+func (ps *PolicySet) MisKeyedForTest() *PolicySet {
+	c := *ps
+	ix := newIndex(^uint64(0), ^uint64(0))
+	ix.misKeyTags = true
+	c.index = ix.build(ps.Policies)
+	return &c
+}
