@@ -22,9 +22,15 @@ func (e *Engine) candidateLabels(q *cedarlang.CandidateQuery, target entities.Ta
 	if !ns.known {
 		return &ns
 	}
-	if labels, ok := namespaceLabels(ns); ok {
-		q.NamespaceLabels = cedarlang.QueryLabels{State: cedarlang.LabelsKnown, Labels: labels}
+	labels, ok := namespaceLabels(ns)
+	if !ok {
+		// Evaluation knows the namespace but the index is told its labels
+		// are unknown: a permit keyed on them could then be skipped as
+		// residual-only although it may be satisfied outright.
+		q.SkipResidualOnly = false
+		return &ns
 	}
+	q.NamespaceLabels = cedarlang.QueryLabels{State: cedarlang.LabelsKnown, Labels: labels}
 	return &ns
 }
 

@@ -52,10 +52,11 @@ func main() {
 		duration = flag.Duration("duration", 10*time.Second, "measurement time per phase")
 		warmup   = flag.Duration("warmup", 2*time.Second, "warm-up time per phase")
 		rounds   = flag.Int("rounds", 3, "alternate the two phases this many times and report medians (evens out noise)")
-		workload = flag.String("workload", "rbac-like", "rbac-like: testgen.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (internal/tools/rbacconvert) and its generated SubjectAccessReviews; zoo: the policy-shape zoo (internal/testing/testgen/zoo) of -policies policies and its requests; team: issue 23's team-and-namespace shape (testgen.TeamAndNamespace), whose keys hold more satisfied permits as -policies grows; shapes: issue 23's set with other shapes (testgen.OtherShapes: relations, prefixes, a big group, break-glass forbids, username sets, disjunctions), one tenant per 8 policies")
+		workload = flag.String("workload", "rbac-like", "rbac-like: testgen.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (internal/tools/rbacconvert) and its generated SubjectAccessReviews; zoo: the policy-shape zoo (internal/testing/testgen/zoo) of -policies policies and its requests; team: issue 23's team-and-namespace shape (testgen.TeamAndNamespace), whose keys hold more satisfied permits as -policies grows; shapes: issue 23's set with other shapes (testgen.OtherShapes: relations, prefixes, a big group, break-glass forbids, username sets, disjunctions), one tenant per 8 policies; platform: testgen.Platform, the shapes platform teams write (the user's extra, like suffixes and inner wildcards, name sets, containsAny over groups, hasTag) drawn per -seed")
 		startup  = flag.Bool("startup", false, "measure serve start-up (time to ready, RSS) and validate time instead of load")
 	)
 	flag.Float64Var(&rate, "rate", 0, "pace the load at this many SubjectAccessReviews per second over all connections (0: as fast as the server answers); at a rate both phases sustain, CPU per SAR compares equal offered loads, not a faster floor whose requests share more wake-ups")
+	flag.Uint64Var(&platformSeed, "seed", 1, "platform: the seed that draws the families, their constants and the mix")
 	flag.BoolVar(&reloadMode, "reload", false, "measure decision latency through a reload of the same set instead: steady p99 vs the p99 of the 5 s after the new set serves")
 	flag.Parse()
 	if *startup {
@@ -79,6 +80,11 @@ func main() {
 		policySet, bodies = strings.Join(testgen.TeamAndNamespace(*nPol), "\n"), requestsBodies(testgen.TeamRequests(4096))
 	case "shapes":
 		policySet, bodies = strings.Join(testgen.OtherShapes(*nPol), "\n"), requestsBodies(testgen.OtherShapesRequests(*nPol, 4096))
+	case "platform":
+		// Without a cluster, serve knows no namespace: the label families
+		// are left out (the engine benchmark BenchmarkPlatform has them).
+		// The requests are the 1,000-policy mix's, whatever -policies.
+		policySet, bodies = strings.Join(testgen.Platform(*nPol, platformSeed, true), "\n"), requestsBodies(testgen.PlatformRequests(1000, 4096, platformSeed, true))
 	default:
 		err = fmt.Errorf("unknown -workload %q", *workload)
 	}
@@ -150,6 +156,9 @@ var reloadMode bool
 
 // rate: -rate (0: unpaced).
 var rate float64
+
+// platformSeed: -seed.
+var platformSeed uint64
 
 func run(bin, full string, bodies [][]byte, conns int, duration, warmup time.Duration, rounds int) error {
 	nPol := strings.Count(full, "@id(")
@@ -522,6 +531,9 @@ func requestsBodies(reqs []*entities.Request) [][]byte {
 	var out [][]byte
 	for _, r := range reqs {
 		spec := map[string]any{"user": r.User.Name, "groups": r.User.Groups}
+		if len(r.User.Extra) > 0 {
+			spec["extra"] = r.User.Extra
+		}
 		if r.ResourceRequest {
 			spec["resourceAttributes"] = map[string]any{"verb": r.Verb, "group": r.APIGroup, "version": r.APIVersion, "resource": r.Resource,
 				"subresource": r.Subresource, "namespace": r.Namespace, "name": r.Name}
