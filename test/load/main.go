@@ -218,7 +218,7 @@ func startServer(bin, dir, polDir string) (*server, error) {
 		return nil, err
 	}
 	srv := &server{cmd: cmd, base: "https://" + addr, polDir: polDir}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute) // a 100,000-policy set on a busy machine
 	for {
 		if pem, err := os.ReadFile(caFile); err == nil && len(pem) > 0 {
 			srv.pool = x509.NewCertPool()
@@ -240,7 +240,7 @@ func (srv *server) load(content string, want string) error {
 	if err := writePolicies(srv.polDir, content); err != nil {
 		return err
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(2 * time.Minute); ; {
 		body, _ := get(srv.pool, srv.base+"/readyz")
 		if strings.Contains(body, want) {
 			return nil
