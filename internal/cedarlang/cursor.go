@@ -86,7 +86,7 @@ func (ps *PolicySet) Lookup(q CandidateQuery) *Cursor {
 		return c
 	}
 	ix := ps.index
-	c.s.groups = c.groupBuf[:0]
+	c.s.multi[dGroup] = c.groupBuf[:0]
 	ix.describe(&c.s, q)
 	lists, singles := ix.gather(&c.s, q.Verb, [2]bool{true, false}, c.listBuf[:0], c.eagerIDs)
 	c.eagerIDs = ix.materialize(ps, &c.s, false, lists, singles)

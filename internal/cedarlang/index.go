@@ -71,6 +71,7 @@ type index struct {
 	// prefixSeed hashes the literal prefixes of `like` patterns: a prefix
 	// key never stands for an equal value.
 	prefixSeed maphash.Seed
+	suffixSeed maphash.Seed // the same for `like` suffixes
 	// valueMask and printMask keep bits of value hashes and fingerprints:
 	// all of them, but for tests that make collisions common.
 	valueMask, printMask uint64
@@ -96,6 +97,11 @@ type index struct {
 	// can leave only a residual, never allow outright
 	// (CandidateQuery.SkipResidualOnly).
 	needsValue []uint16
+	// labelKeyed: some policy is keyed on (or checked against) a label of
+	// the request's namespace.
+	labelKeyed bool
+	// misKeyTags: a deliberately wrong index for tests (MisKeyedForTest).
+	misKeyTags bool
 }
 
 const refInline = 1 << 31
@@ -116,6 +122,14 @@ const (
 	dAPIGroup
 	dResource
 	dPath // a non-resource URL's path
+	// dExtra: a user-info extra (k, v) the principal has ("k\x00v", from
+	// principal.getTag("k")), or an extra key it has ("k\x01", from
+	// principal.hasTag("k")). Set-valued, like dGroup; always known.
+	dExtra
+	// dLabel: a label of the request's namespace (the labels of
+	// resource.namespaceObject), as dExtra: "k\x00v" or "k\x01". Open when
+	// the namespace's object is not known, absent when the request has none.
+	dLabel
 	nDims
 	// dAlt: a disjunction of constraints on different dimensions: "alice,
 	// or a member of admins", "in team-7, or a team-7 admin". A policy keyed
@@ -125,7 +139,13 @@ const (
 )
 
 // resourceDims are the dimensions a request may leave open.
-const resourceDims uint16 = 1<<dNamespace | 1<<dName | 1<<dAPIGroup | 1<<dResource | 1<<dPath
+const resourceDims uint16 = 1<<dNamespace | 1<<dName | 1<<dAPIGroup | 1<<dResource | 1<<dPath | 1<<dLabel
+
+// multiDims are the set-valued dimensions: a request has any number of
+// values on them, and a constraint holds when one of them is among its own.
+const multiDims uint16 = 1<<dGroup | 1<<dExtra | 1<<dLabel
+
+func isMultiDim(d uint8) bool { return multiDims&(1<<d) != 0 }
 
 // anyID is the bucket key part of an unconstrained verb or resource type. A
 // value hashing to it lands in the unconstrained bucket, which every request
@@ -168,6 +188,9 @@ type bucket struct {
 	// ascending: a request looks up each prefix of its value of these
 	// lengths.
 	prefixLens [nDims][]uint16
+	// suffixLens[d]: the same for `like` suffixes (a pattern's literal
+	// text after its last wildcard).
+	suffixLens [nDims][]uint16
 	rest       []int32
 	keyed      []int32 // every policy keyed in the bucket, in order
 }
@@ -183,8 +206,9 @@ type constraint struct {
 	vals  []string
 	// prefix: the value starts with one of vals (a `like` pattern's literal
 	// prefix), rather than equals one. Used only as a key, never checked
-	// after the lookup.
-	prefix bool
+	// after the lookup. With suffix also set, the value ends with one of
+	// vals instead.
+	prefix, suffix bool
 	// hashes of vals, filled by buildIndex.
 	hashes []uint64
 	// alts: for dAlt, the alternatives (one per dimension).
@@ -219,6 +243,10 @@ func (ix *index) prefixHash(s string) uint64 {
 	return maphash.String(ix.prefixSeed, s) & ix.valueMask
 }
 
+func (ix *index) suffixHash(s string) uint64 {
+	return maphash.String(ix.suffixSeed, s) & ix.valueMask
+}
+
 // keyOf is the slot key of (bucket, tag<<4 | dim, value hash): a bijective
 // mix (murmur3's finalizer) of the value hash and the rest, never zero.
 func keyOf(bucket uint32, tagDim uint8, val uint64) uint64 {
@@ -241,8 +269,16 @@ func buildIndex(policies []*Policy) *index {
 // buildIndexMasked builds the index keeping only the bits of valueMask of
 // every value hash and of printMask of every fingerprint.
 func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
-	ix := &index{seed: maphash.MakeSeed(), prefixSeed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask, buckets: map[bucketKey]*bucket{},
-		consAt: make([]uint32, len(policies)+1), needsValue: make([]uint16, len(policies))}
+	return newIndex(valueMask, printMask).build(policies)
+}
+
+func newIndex(valueMask, printMask uint64) *index {
+	return &index{seed: maphash.MakeSeed(), prefixSeed: maphash.MakeSeed(), suffixSeed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask, buckets: map[bucketKey]*bucket{}}
+}
+
+// build files policies in the empty index ix.
+func (ix *index) build(policies []*Policy) *index {
+	ix.consAt, ix.needsValue = make([]uint32, len(policies)+1), make([]uint16, len(policies))
 	exts, count := ix.extractAll(policies)
 	// keyed collects the postings by slot key: values whose keys collide
 	// share their postings (more candidates, never fewer).
@@ -287,6 +323,9 @@ func (ix *index) extractAll(policies []*Policy) ([]extraction, map[dimKey]int32)
 		for ci := range exts[i].cons {
 			c := &exts[i].cons[ci]
 			ix.hashValues(c)
+			if c.dimMask()&(1<<dLabel) != 0 {
+				ix.labelKeyed = true
+			}
 			if c.dim == dVerb || c.dim == dRType {
 				continue
 			}
@@ -363,7 +402,7 @@ func (b *bucket) addPolicy(keyed map[uint64][]int32, cons []constraint, i int32,
 		}
 	}
 	for d := dNamespace; d < nDims; d++ {
-		if c.dimMask()&(1<<d) == 0 {
+		if c.dimMask()&(1<<d) == 0 || !isResourceDim(d) {
 			continue
 		}
 		if secondary < 0 {
@@ -383,7 +422,7 @@ func (ix *index) appendChecks(cons []constraint) {
 		if c.dim == dVerb || c.dim == dRType || c.dim == dAlt || c.prefix {
 			continue
 		}
-		ix.cons = append(ix.cons, uint32(c.dim)|uint32(c.needs)<<4|uint32(len(c.vals))<<16)
+		ix.cons = append(ix.cons, uint32(c.dim)|uint32(len(c.vals))<<8, uint32(c.needs))
 		for _, h := range c.hashes {
 			ix.cons = append(ix.cons, uint32(h))
 		}
@@ -526,7 +565,7 @@ func put(keyed map[uint64][]int32, b *bucket, tag uint8, c constraint, i int32) 
 	for _, part := range c.parts() {
 		if part.prefix {
 			for _, v := range part.vals {
-				b.addPrefixLen(part.dim, len(v))
+				b.addAffixLen(part.dim, len(v), part.suffix)
 			}
 		}
 		for _, h := range slices.Compact(slices.Sorted(slices.Values(part.hashes))) {
@@ -536,11 +575,16 @@ func put(keyed map[uint64][]int32, b *bucket, tag uint8, c constraint, i int32) 
 	}
 }
 
-// addPrefixLen records that a `like` prefix of n bytes is keyed on d.
-func (b *bucket) addPrefixLen(d uint8, n int) {
+// addAffixLen records that a `like` prefix (or suffix) of n bytes is keyed
+// on d.
+func (b *bucket) addAffixLen(d uint8, n int, suffix bool) {
+	lens := &b.prefixLens[d]
+	if suffix {
+		lens = &b.suffixLens[d]
+	}
 	l := uint16(min(n, 1<<16-1))
-	if i, found := slices.BinarySearch(b.prefixLens[d], l); !found {
-		b.prefixLens[d] = slices.Insert(b.prefixLens[d], i, l)
+	if i, found := slices.BinarySearch(*lens, l); !found {
+		*lens = slices.Insert(*lens, i, l)
 	}
 }
 
@@ -551,9 +595,15 @@ func (ix *index) hashValues(c *constraint) {
 	}
 	c.hashes = make([]uint64, len(c.vals))
 	for j, v := range c.vals {
-		if c.prefix {
+		if ix.misKeyTags && (c.dim == dExtra || c.dim == dLabel) {
+			v += "!"
+		}
+		switch {
+		case c.suffix:
+			c.hashes[j] = ix.suffixHash(v)
+		case c.prefix:
 			c.hashes[j] = ix.prefixHash(v)
-		} else {
+		default:
 			c.hashes[j] = ix.hash(v)
 		}
 	}
@@ -605,6 +655,12 @@ type CandidateQuery struct {
 	Namespace, Name                   QueryValue
 	APIGroup, Resource                QueryValue
 	Path                              QueryValue // a non-resource URL's
+	// Extra: the user's extra (principal tags).
+	Extra map[string][]string
+	// NamespaceLabels: the labels of the request's namespace as far as
+	// they are known (NewCandidateQuery: unknown, or absent where the
+	// resource has no namespaceObject).
+	NamespaceLabels QueryLabels
 	// SkipResidualOnly: nothing will evaluate conditions for this request
 	// (no admission follows), so Lookup leaves out the permits that can
 	// only leave a residual (CandidateQuery.SkipResidualOnly).
@@ -662,6 +718,8 @@ func NewCandidateQuery(req *entities.Request, t entities.Target, verb string) Ca
 		q.Namespace.MayBeAbsent = q.Namespace.Open && t.OptionalWhenOpen(schemagen.AttrNamespace)
 		q.Name.MayBeAbsent = q.Name.Open && t.OptionalWhenOpen(schemagen.AttrName)
 	}
+	q.Extra = req.User.Extra
+	q.NamespaceLabels = labelsOf(t.HasNamespaceObject(), q.Namespace)
 	return q
 }
 
@@ -675,8 +733,9 @@ type lookupState struct {
 	openMask   uint16 // dimensions open
 	// skipOpen: gather leaves out what only an open value finds.
 	skipOpen bool
-	groups   []uint64
-	rtype    types.EntityType
+	// multi: the value hashes of the set-valued dimensions (multiDims).
+	multi [nDims][]uint64
+	rtype types.EntityType
 }
 
 func (s *lookupState) set(ix *index, d uint8, v QueryValue) {
@@ -733,8 +792,9 @@ func (ix *index) describe(s *lookupState, q CandidateQuery) {
 	}
 	s.has[dGroup] = true
 	for _, g := range q.Groups {
-		s.groups = append(s.groups, ix.hash(g))
+		s.multi[dGroup] = append(s.multi[dGroup], ix.hash(g))
 	}
+	ix.describeTags(s, q)
 }
 
 // eachBucket calls f with every bucket of the partitions asked for
@@ -819,15 +879,15 @@ func (ix *index) collect(keys []uint64, lists [][]int32, s *lookupState, b *buck
 			continue
 		}
 		switch {
-		case d == dGroup:
-			for _, g := range s.groups {
-				keys = append(keys, keyOf(b.id, tag<<4|dGroup, g))
-			}
 		case !s.has[d]:
 		case s.open[d] && s.skipOpen:
 		case s.open[d]:
 			lists = appendNonEmpty(lists, b.openRest[d])
 			keys, lists = ix.collect(keys, lists, s, b, d+1, b.openDims[d])
+		case isMultiDim(d):
+			for _, h := range s.multi[d] {
+				keys = append(keys, keyOf(b.id, tag<<4|d, h))
+			}
 		default:
 			keys = append(keys, keyOf(b.id, tag<<4|d, s.vals[d]))
 			if tag == 0 {
@@ -839,7 +899,7 @@ func (ix *index) collect(keys []uint64, lists [][]int32, s *lookupState, b *buck
 }
 
 // appendPrefixKeys appends the keys of the request's value on d cut to each
-// `like` prefix length keyed on d in b.
+// `like` prefix length keyed on d in b, and to each suffix length.
 func (ix *index) appendPrefixKeys(keys []uint64, s *lookupState, b *bucket, d uint8) []uint64 {
 	v := s.strs[d]
 	for _, n := range b.prefixLens[d] {
@@ -847,6 +907,12 @@ func (ix *index) appendPrefixKeys(keys []uint64, s *lookupState, b *bucket, d ui
 			break
 		}
 		keys = append(keys, keyOf(b.id, d, ix.prefixHash(v[:n])))
+	}
+	for _, n := range b.suffixLens[d] {
+		if int(n) > len(v) {
+			break
+		}
+		keys = append(keys, keyOf(b.id, d, ix.suffixHash(v[len(v)-int(n):])))
 	}
 	return keys
 }
@@ -887,26 +953,19 @@ func (ix *index) holds(i int32, s *lookupState) bool {
 	c := ix.cons[ix.consAt[i]:ix.consAt[i+1]]
 	for len(c) > 0 {
 		h := c[0]
-		d, needs, n := uint8(h&0xf), uint16(h>>4)&0xfff, int(h>>16)
-		vs := c[1 : 1+n]
-		c = c[1+n:]
+		d, needs, n := uint8(h&0xff), uint16(c[1]), int(h>>8)
+		vs := c[2 : 2+n]
+		c = c[2+n:]
 		switch {
 		case needs&s.absentMask != 0:
 			// An earlier conjunct may fail: the forbid stays.
-		case d == dGroup:
-			ok := false
-			for _, g := range s.groups {
-				if slices.Contains(vs, uint32(g)) {
-					ok = true
-					break
-				}
-			}
-			if !ok {
-				return false
-			}
 		case !s.has[d]:
 			return false
 		case s.open[d]:
+		case isMultiDim(d):
+			if !anyAmong(s.multi[d], vs) {
+				return false
+			}
 		case !slices.Contains(vs, uint32(s.vals[d])):
 			return false
 		}
@@ -933,14 +992,13 @@ func extract(p *ast.Policy, forbid bool) extraction {
 	}
 	var pending uint16 // dims of earlier forbid conjuncts that fail when absent
 	for _, n := range conj {
-		if h, isHas := n.(ast.NodeTypeHas); isHas {
+		if _, isHas := n.(ast.NodeTypeHas); isHas {
 			// A top-level `has` guards the reads after it.
-			if v, ok := h.Arg.(ast.NodeTypeVariable); ok {
-				x.guards[string(v.Name)+"."+string(h.Value)] = true
-			}
+			x.noteGuard(n)
 			continue
 		}
 		cs, ok, mayFail := x.atom(n)
+		x.noteGuard(n)
 		x.relation(n)
 		var own uint16
 		if ok && mayFail && forbid {
@@ -1233,7 +1291,12 @@ func literalStrings(n ast.IsNode) ([]string, bool) {
 func (x *extractor) atom(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
 	switch v := n.(type) {
 	case ast.NodeTypeEquals:
-		return x.atomEquals(v)
+		if cs, ok, fail := x.atomEquals(v); ok {
+			return cs, ok, fail
+		}
+		return x.atomTagEquals(v)
+	case ast.NodeTypeHasTag:
+		return x.atomHasTag(v)
 	case ast.NodeTypeIn:
 		return atomIn(v)
 	case ast.NodeTypeIs:
@@ -1248,11 +1311,20 @@ func (x *extractor) atom(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
 			return append(one(dPType, string(v.EntityType)), principalIn(e)...), true, false
 		}
 	case ast.NodeTypeContains:
-		return x.atomContains(v)
+		if cs, ok, fail := x.atomContains(v); ok {
+			return cs, ok, fail
+		}
+		return x.atomTagContains(v)
 	case ast.NodeTypeContainsAny:
-		return atomContainsAny(v)
+		if cs, ok, fail := atomContainsAny(v); ok {
+			return cs, ok, fail
+		}
+		return x.atomTagContainsAny(v)
 	case ast.NodeTypeContainsAll:
-		return atomContainsAll(v)
+		if cs, ok, fail := atomContainsAll(v); ok {
+			return cs, ok, fail
+		}
+		return x.atomTagContainsAll(v)
 	case ast.NodeTypeOr:
 		return x.atomOr(v)
 	case ast.NodeTypeLike:
@@ -1269,34 +1341,40 @@ func (x *extractor) atomLike(v ast.NodeTypeLike) (cs []constraint, ok, mayFail b
 	if !isAttr || dim != dNamespace && dim != dName && dim != dPath {
 		return nil, false, false
 	}
-	prefix, exact := likePrefix(v.Value)
-	switch {
-	case exact:
+	prefix, suffix, exact := likeAffixes(v.Value)
+	if exact {
 		return one(dim, prefix), true, fail
-	case prefix == "":
-		// Nothing to key on, but the read may fail all the same.
-		return nil, false, false
 	}
-	return []constraint{{dim: dim, vals: []string{prefix}, prefix: true}}, true, fail
+	if prefix != "" {
+		cs = append(cs, constraint{dim: dim, vals: []string{prefix}, prefix: true})
+	}
+	if suffix != "" {
+		cs = append(cs, constraint{dim: dim, vals: []string{suffix}, prefix: true, suffix: true})
+	}
+	// Without either, nothing to key on (but the read may fail all the
+	// same).
+	return cs, len(cs) > 0, fail
 }
 
-// likePrefix is the literal text a pattern starts with, and whether the
-// pattern is only that text (no wildcard).
-func likePrefix(p types.Pattern) (prefix string, exact bool) {
+// likeAffixes is the literal text a pattern starts with and the literal
+// text after its last wildcard, and whether the pattern is only that text
+// (no wildcard).
+func likeAffixes(p types.Pattern) (prefix, suffix string, exact bool) {
 	raw, err := p.MarshalJSON()
 	if err != nil {
-		return "", false
+		return "", "", false
 	}
 	var comps []any
 	if json.Unmarshal(raw, &comps) != nil || len(comps) == 0 {
-		return "", false
+		return "", "", false
 	}
+	suffix = likeSuffix(comps)
 	first, isLiteral := comps[0].(map[string]any)
 	if !isLiteral {
-		return "", false // starts with a wildcard
+		return "", suffix, false // starts with a wildcard
 	}
 	lit, _ := first["Literal"].(string)
-	return lit, len(comps) == 1
+	return lit, suffix, len(comps) == 1
 }
 
 // one is a single constraint: dim takes one of vals.
@@ -1444,8 +1522,8 @@ func (x *extractor) atomOr(v ast.NodeTypeOr) (cs []constraint, ok, mayFail bool)
 	if !lok || !rok {
 		return nil, false, false
 	}
-	if len(l) == 1 && len(r) == 1 && l[0].dim == r[0].dim && l[0].dim != dAlt && l[0].prefix == r[0].prefix {
-		return []constraint{{dim: l[0].dim, prefix: l[0].prefix, vals: append(slices.Clone(l[0].vals), r[0].vals...)}}, true, lfail || rfail
+	if len(l) == 1 && len(r) == 1 && l[0].dim == r[0].dim && l[0].dim != dAlt && l[0].prefix == r[0].prefix && l[0].suffix == r[0].suffix {
+		return []constraint{{dim: l[0].dim, prefix: l[0].prefix, suffix: l[0].suffix, vals: append(slices.Clone(l[0].vals), r[0].vals...)}}, true, lfail || rfail
 	}
 	la, lalt := alternative(l)
 	ra, ralt := alternative(r)
@@ -1483,10 +1561,10 @@ func (x *extractor) side(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
 func mergeAlternatives(as []constraint) []constraint {
 	var alts []constraint
 	for _, a := range as {
-		if i := slices.IndexFunc(alts, func(b constraint) bool { return b.dim == a.dim && b.prefix == a.prefix }); i >= 0 {
+		if i := slices.IndexFunc(alts, func(b constraint) bool { return b.dim == a.dim && b.prefix == a.prefix && b.suffix == a.suffix }); i >= 0 {
 			alts[i].vals = append(slices.Clone(alts[i].vals), a.vals...)
 		} else {
-			alts = append(alts, constraint{dim: a.dim, vals: a.vals, prefix: a.prefix})
+			alts = append(alts, constraint{dim: a.dim, vals: a.vals, prefix: a.prefix, suffix: a.suffix})
 		}
 	}
 	return alts

@@ -458,7 +458,8 @@ func TestIndexBuckets(t *testing.T) {
 func TestUnnarrowed(t *testing.T) {
 	set, err := NewPolicySet(mustParse(t, "u.cedar", `
 @id("keyed") permit(principal in k8s::Group::"dev", action == k8s::Action::"get", resource is core::pods);
-@id("get-pods-1") permit(principal, action == k8s::Action::"get", resource is core::pods) when { resource.name like "*a" };
+@id("get-pods-1") permit(principal, action == k8s::Action::"get", resource is core::pods) when { resource.name like "*a*" };
+@id("get-pods-suffix") permit(principal, action == k8s::Action::"get", resource is core::pods) when { resource.name like "*-a" };
 @id("get-pods-prefix") permit(principal, action == k8s::Action::"get", resource is core::pods) when { resource.name like "a*" };
 @id("get-pods-2") permit(principal, action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods);
 @id("any-verb-pods") forbid(principal, action, resource is core::pods) when { context.verb != "get" };

@@ -305,13 +305,14 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 	shapes := AdmissionShapes(target, req, verb)
 	folded = folded || len(shapes) == 0
 	q.SkipResidualOnly = folded
+	ns := e.candidateLabels(&q, target, req, absent)
 	cur := e.policies.Lookup(q)
 	defer cur.Release()
 	if cur.Empty() {
 		return NoOpinion(nil), false
 	}
 	enforced, audit := e.splitLookup(cur)
-	enforced.folded = folded
+	enforced.folded, enforced.ns = folded, ns
 	results, admission, partial := e.evaluateWorld(req, verb, target, open, absent, shapes, enforced)
 	d = decide(results, target.EntityType)
 	if partial && d.IsConditional() && !admission {
@@ -319,7 +320,7 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 		d = d.FailureDecision()
 	}
 	if len(audit) > 0 {
-		auditResults, _, auditPartial := e.evaluateWorld(req, verb, target, open, absent, shapes, candidates{fixed: audit})
+		auditResults, _, auditPartial := e.evaluateWorld(req, verb, target, open, absent, shapes, candidates{fixed: audit, ns: ns})
 		d = d.withAudit(auditFindings(d, results, auditResults, target.EntityType, folded || !admission))
 		partial = partial || auditPartial
 	}
@@ -336,6 +337,10 @@ type candidates struct {
 	fixed   []*cedarlang.Policy
 	permits *cedarlang.Cursor
 	folded  bool // nothing will evaluate the decision's conditions
+	// ns: the namespace object the index looked the candidates up with
+	// (candidateLabels), which evaluation must then read too; nil: looked
+	// up when a candidate may read it.
+	ns *nsValue
 }
 
 // enforced reports whether cands are a decision's enforced candidates
@@ -356,7 +361,11 @@ func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entiti
 	action := schemagen.ActionUID(verb)
 	resourceUID := target.EntityUID(req)
 	var ns nsValue
-	if e.mayReadNamespace(cands) {
+	switch {
+	case !e.mayReadNamespace(cands):
+	case cands.ns != nil:
+		ns = *cands.ns
+	default:
 		ns = e.namespaceValue(target, req, absent)
 	}
 	if ns.applies && !ns.known {

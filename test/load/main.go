@@ -59,6 +59,7 @@ func main() {
 		bareCA   = flag.String("bare-ca", "", "with -serve-bare: write its CA here")
 	)
 	flag.Float64Var(&rate, "rate", 0, "pace the load at this many SubjectAccessReviews per second over all connections (0: as fast as the server answers); at a rate both phases sustain, CPU per SAR compares equal offered loads, not a faster floor whose requests share more wake-ups")
+	flag.Uint64Var(&platformSeed, "seed", 1, "platform: the seed that draws the families, their constants and the mix")
 	flag.BoolVar(&reloadMode, "reload", false, "measure decision latency through a reload of the same set instead: steady p99 vs the p99 of the 5 s after the new set serves")
 	flag.StringVar(&proto, "proto", proto, "h1: HTTP/1.1, a connection per concurrent request; h2: HTTP/2, -conns streams over -h2-conns connections (kube-apiserver's webhook client: one)")
 	flag.IntVar(&h2Conns, "h2-conns", h2Conns, "with -proto h2: connections the streams share")
@@ -122,6 +123,9 @@ var workloads = map[string]workload{
 	}},
 	"team": {"the team-and-namespace shape (testgen.TeamAndNamespace), whose keys hold more satisfied permits as -policies grows", false, func(n int) (string, [][]byte, error) {
 		return strings.Join(testgen.TeamAndNamespace(n), "\n"), requestsBodies(testgen.TeamRequests(4096)), nil
+	}},
+	"platform": {"testgen.Platform, the shapes platform teams write (the user's extra, like suffixes and inner wildcards, name sets, containsAny over groups, hasTag) drawn per -seed; without a cluster serve knows no namespace, so the label families are left out", false, func(n int) (string, [][]byte, error) {
+		return strings.Join(testgen.Platform(n, platformSeed, true), "\n"), requestsBodies(testgen.PlatformRequests(1000, 4096, platformSeed, true)), nil
 	}},
 	"shapes": {"other shapes (testgen.OtherShapes: relations, prefixes, a big group, break-glass forbids, username sets, disjunctions), one tenant per 8 policies", false, func(n int) (string, [][]byte, error) {
 		return strings.Join(testgen.OtherShapes(n), "\n"), requestsBodies(testgen.OtherShapesRequests(n, 4096)), nil
@@ -200,6 +204,9 @@ func rbacWorkload() (string, [][]byte, error) {
 	}
 	return string(res.Policies), bodies, nil
 }
+
+// platformSeed: -seed.
+var platformSeed uint64
 
 // reloadMode: -reload.
 var reloadMode bool
@@ -288,7 +295,7 @@ func startServer(bin, dir, polDir string) (*server, error) {
 		return nil, err
 	}
 	srv := &server{cmd: cmd, base: "https://" + addr, polDir: polDir}
-	if err := srv.waitReady(caFile, "ok", 30*time.Second); err != nil {
+	if err := srv.waitReady(caFile, "ok", 3*time.Minute); err != nil {
 		stopServer(cmd)
 		return nil, fmt.Errorf("kcedar: %w", err)
 	}
@@ -300,7 +307,7 @@ func (srv *server) load(content string, want string) error {
 	if err := writePolicies(srv.polDir, content); err != nil {
 		return err
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(2 * time.Minute); ; {
 		body, _ := get(srv.pool, srv.base+"/readyz")
 		if strings.Contains(body, want) {
 			return nil
@@ -619,6 +626,9 @@ func requestsBodies(reqs []*entities.Request) [][]byte {
 	var out [][]byte
 	for _, r := range reqs {
 		spec := map[string]any{"user": r.User.Name, "groups": r.User.Groups}
+		if len(r.User.Extra) > 0 {
+			spec["extra"] = r.User.Extra
+		}
 		if r.ResourceRequest {
 			spec["resourceAttributes"] = map[string]any{"verb": r.Verb, "group": r.APIGroup, "version": r.APIVersion, "resource": r.Resource,
 				"subresource": r.Subresource, "namespace": r.Namespace, "name": r.Name}
