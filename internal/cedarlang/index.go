@@ -241,7 +241,12 @@ func buildIndex(policies []*Policy) *index {
 // buildIndexMasked builds the index keeping only the bits of valueMask of
 // every value hash and of printMask of every fingerprint.
 func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
-	ix := &index{seed: maphash.MakeSeed(), prefixSeed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask, buckets: map[bucketKey]*bucket{},
+	return buildIndexSeeded(policies, &index{seed: maphash.MakeSeed(), prefixSeed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask})
+}
+
+// buildIndexSeeded builds the index with the seeds and masks of like.
+func buildIndexSeeded(policies []*Policy, like *index) *index {
+	ix := &index{seed: like.seed, prefixSeed: like.prefixSeed, valueMask: like.valueMask, printMask: like.printMask, buckets: map[bucketKey]*bucket{},
 		consAt: make([]uint32, len(policies)+1), needsValue: make([]uint16, len(policies))}
 	exts, count := ix.extractAll(policies)
 	// keyed collects the postings by slot key: values whose keys collide
@@ -283,10 +288,9 @@ func (ix *index) extractAll(policies []*Policy) ([]extraction, map[dimKey]int32)
 	exts := make([]extraction, len(policies))
 	count := map[dimKey]int32{}
 	for i, p := range policies {
-		exts[i] = extract(p.AST, p.Effect == types.Forbid)
+		exts[i] = ix.extraction(p)
 		for ci := range exts[i].cons {
 			c := &exts[i].cons[ci]
-			ix.hashValues(c)
 			if c.dim == dVerb || c.dim == dRType {
 				continue
 			}

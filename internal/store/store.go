@@ -127,6 +127,9 @@ type Store struct {
 	// and logging it every interval.
 	failedFingerprint [32]byte
 	failedErr         error
+	// built: the files of the set serving and the policies of each, for
+	// the next load to build by the change (buildDelta); nil: unknown.
+	built *builtSet
 
 	// Extra sources (SetSources): nil until set.
 	sourcesMu  sync.Mutex
@@ -236,9 +239,10 @@ func (s *Store) Load() error {
 		return err
 	}
 	var ps *cedarlang.PolicySet
+	var perFile [][]*cedarlang.Policy
 	err := c.err
 	if err == nil {
-		ps, err = s.build(c.files)
+		ps, perFile, err = s.buildFrom(cur, c.files)
 	}
 	if err == nil {
 		err = s.checkShrink(cur, ps)
@@ -271,13 +275,14 @@ func (s *Store) Load() error {
 		s.report(res)
 		return err
 	}
-	s.swapIn(ps, c, res, "policies loaded")
+	s.swapIn(ps, perFile, c, res, "policies loaded")
 	return nil
 }
 
 // swapIn makes ps (built from the read c) the serving set; s.mu is held.
-func (s *Store) swapIn(ps *cedarlang.PolicySet, c candidate, res ReloadResult, msg string) {
+func (s *Store) swapIn(ps *cedarlang.PolicySet, perFile [][]*cedarlang.Policy, c candidate, res ReloadResult, msg string) {
 	s.fingerprint, s.failedErr, s.serving = c.fp, nil, c.meta
+	s.built = newBuiltSet(c.files, perFile)
 	s.servingRead, s.servingSources = c.readAt, c.sourcesGen
 	hash := hex.EncodeToString(c.fp[:])
 	s.hash.Store(&hash)
@@ -346,7 +351,7 @@ func (s *Store) rebase(sc SchemaCheck) error {
 	}
 	prev := SchemaCheck{Schema: s.Schema, Validator: s.validator, Checker: s.Checker}
 	s.Schema, s.validator, s.Checker = sc.Schema, sc.Validator, sc.Checker
-	ps, err := s.build(c.files)
+	ps, perFile, err := s.build(c.files)
 	if err == nil {
 		err = s.checkShrink(cur, ps)
 	}
@@ -355,7 +360,7 @@ func (s *Store) rebase(sc SchemaCheck) error {
 		return err
 	}
 	adopt()
-	s.swapIn(ps, c, ReloadResult{Time: time.Now(), Changed: true}, "policies re-checked against the new schema and loaded")
+	s.swapIn(ps, perFile, c, ReloadResult{Time: time.Now(), Changed: true}, "policies re-checked against the new schema and loaded")
 	return nil
 }
 
@@ -774,9 +779,12 @@ func fingerprint(files []policyFile) [32]byte {
 	return out
 }
 
-func (s *Store) build(files []policyFile) (*cedarlang.PolicySet, error) {
+// build parses and checks files and builds their set from scratch; perFile
+// is the policies of each file (nil if not known).
+func (s *Store) build(files []policyFile) (*cedarlang.PolicySet, [][]*cedarlang.Policy, error) {
 	var all []*cedarlang.Policy
 	var errs []error
+	var plainPer [][]*cedarlang.Policy
 	rest := files
 	if s.Checker != nil {
 		// The files are checked as `kcedar validate` checks them (cedar/lint,
@@ -795,6 +803,7 @@ func (s *Store) build(files []policyFile) (*cedarlang.PolicySet, error) {
 			var findings []error
 			all, findings = s.Checker.CheckFiles(plain)
 			errs = append(errs, findings...)
+			plainPer = perFileOf(plain, all)
 		}
 	}
 	// Files are parsed in parallel (a large set spans many files).
@@ -814,9 +823,13 @@ func (s *Store) build(files []policyFile) (*cedarlang.PolicySet, error) {
 	}
 	if len(errs) > 0 {
 		if s.Checker != nil {
-			return nil, &LoadError{Findings: errs}
+			return nil, nil, &LoadError{Findings: errs}
 		}
-		return nil, errors.Join(errs...)
+		return nil, nil, errors.Join(errs...)
 	}
-	return cedarlang.NewPolicySet(append(all, parsedAll...))
+	ps, err := cedarlang.NewPolicySet(append(all, parsedAll...))
+	if err != nil {
+		return nil, nil, err
+	}
+	return ps, mergePerFile(files, plainPer, parsed, s.Checker != nil), nil
 }
