@@ -96,6 +96,9 @@ type index struct {
 	// can leave only a residual, never allow outright
 	// (CandidateQuery.SkipResidualOnly).
 	needsValue []uint16
+	// count: the policies sharing each (dimension, value) when the index
+	// was built (chooseKeys); an index derived by a change shares it.
+	count map[dimKey]int32
 }
 
 const refInline = 1 << 31
@@ -254,31 +257,38 @@ func buildIndexSeeded(policies []*Policy, like *index) *index {
 	keyed := map[uint64][]int32{}
 	verbSeen := map[uint64]bool{}
 	for i := range policies {
-		e := &exts[i]
-		vids := ix.ids(e.values(dVerb))
-		tids := ix.ids(e.values(dRType))
-		primary, secondary := chooseKeys(e.cons, count)
-		for _, c := range e.cons {
-			if c.dim != dAlt && isResourceDim(c.dim) {
-				ix.needsValue[i] |= 1 << c.dim
-			}
-		}
-		lazy := lazyPolicy(policies[i])
-		for _, v := range vids {
-			if v != anyID && !verbSeen[v] {
-				verbSeen[v] = true
-				ix.verbs = append(ix.verbs, v)
-			}
-			for _, t := range tids {
-				ix.bucketOf(bucketKey{v, t, lazy}).addPolicy(keyed, e.cons, int32(i), primary, secondary)
-			}
-		}
-		ix.appendChecks(e.cons)
+		ix.filePolicy(keyed, verbSeen, policies[i], &exts[i], int32(i), count)
+		ix.appendChecks(exts[i].cons)
 		ix.consAt[i+1] = uint32(len(ix.cons))
 	}
 	ix.cons = slices.Clip(ix.cons)
+	ix.count = count
 	ix.fill(keyed)
 	return ix
+}
+
+// filePolicy files policy p (at i, extraction e) in the buckets of its
+// verbs and resource types, under the keys chooseKeys picks by count, and
+// notes the resource dimensions it needs.
+func (ix *index) filePolicy(keyed map[uint64][]int32, verbSeen map[uint64]bool, p *Policy, e *extraction, i int32, count map[dimKey]int32) {
+	vids := ix.ids(e.values(dVerb))
+	tids := ix.ids(e.values(dRType))
+	primary, secondary := chooseKeys(e.cons, count)
+	for _, c := range e.cons {
+		if c.dim != dAlt && isResourceDim(c.dim) {
+			ix.needsValue[i] |= 1 << c.dim
+		}
+	}
+	lazy := lazyPolicy(p)
+	for _, v := range vids {
+		if v != anyID && !verbSeen[v] {
+			verbSeen[v] = true
+			ix.verbs = append(ix.verbs, v)
+		}
+		for _, t := range tids {
+			ix.bucketOf(bucketKey{v, t, lazy}).addPolicy(keyed, e.cons, i, primary, secondary)
+		}
+	}
 }
 
 // extractAll extracts every policy's constraints, fills their hashes, and

@@ -38,13 +38,18 @@ func (ix *index) extraction(p *Policy) extraction {
 // NewPolicySetFrom is NewPolicySet for a set derived from prev (nil: none):
 // its index hashes values with prev's seeds, so every policy the two sets
 // share keeps the constraints prev's index extracted and hashed, and only
-// the policies new to the set are extracted. The index it builds is the one
-// NewPolicySet would build with those seeds: which keys a policy is filed
-// under depends on every policy of the set (the most selective), so it is
-// laid out anew, from the kept extractions.
+// the policies new to the set are extracted. A small change derives the
+// index from prev's (deltaIndex: kept policies keep their keys and checks,
+// new ones are filed); a large one lays it out anew from the kept
+// extractions, as NewPolicySet would with those seeds.
 func NewPolicySetFrom(prev *PolicySet, policies []*Policy) (*PolicySet, error) {
 	if prev == nil || prev.index == nil {
 		return NewPolicySet(policies)
 	}
-	return newPolicySet(policies, func() *index { return buildIndexSeeded(policies, prev.index) })
+	return newPolicySet(policies, func() *index {
+		if ix := deltaIndex(prev.index, prev.Policies, policies); ix != nil {
+			return ix
+		}
+		return buildIndexSeeded(policies, prev.index)
+	})
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"io"
 	"unicode/utf8"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
@@ -186,4 +187,25 @@ func (s *Store) buildFrom(cur *cedarlang.PolicySet, files []policyFile) (*cedarl
 		return ps, perFile, nil
 	}
 	return s.build(files)
+}
+
+// readAllSized reads f (at most MaxPolicyFileBytes+1 bytes) into a buffer
+// of the size its status gave (when known), so a large file is not copied
+// through ever larger buffers; a file that grew meanwhile is read whole all
+// the same.
+func readAllSized(f io.Reader, size int64, known bool) ([]byte, error) {
+	r := io.LimitReader(f, cedarlang.MaxPolicyFileBytes+1)
+	if !known || size <= 0 || size > cedarlang.MaxPolicyFileBytes {
+		return io.ReadAll(r)
+	}
+	buf := make([]byte, size+1)
+	n, err := io.ReadFull(r, buf)
+	switch {
+	case err == io.ErrUnexpectedEOF || err == io.EOF:
+		return buf[:n], nil
+	case err != nil:
+		return nil, err
+	}
+	rest, err := io.ReadAll(r) // it grew since
+	return append(buf, rest...), err
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -755,7 +754,7 @@ func readLimited(path, name string) (policyFile, error) {
 	}
 	defer f.Close()
 	before, errBefore := statOf(f)
-	data, err := io.ReadAll(io.LimitReader(f, cedarlang.MaxPolicyFileBytes+1))
+	data, err := readAllSized(f, before.size, errBefore == nil)
 	if err != nil {
 		return policyFile{}, fmt.Errorf("%s: %w", name, err)
 	}
