@@ -99,6 +99,8 @@ type index struct {
 	// count: the policies sharing each (dimension, value) when the index
 	// was built (chooseKeys); an index derived by a change shares it.
 	count map[dimKey]int32
+	// derived: made from another index by a change (deltaIndex).
+	derived bool
 }
 
 const refInline = 1 << 31

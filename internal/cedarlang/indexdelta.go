@@ -33,7 +33,7 @@ func deltaIndex(old *index, prev, policies []*Policy) *index {
 		return nil
 	}
 	ix := &index{seed: old.seed, prefixSeed: old.prefixSeed, valueMask: old.valueMask, printMask: old.printMask,
-		count: old.count, verbs: slices.Clone(old.verbs), buckets: make(map[bucketKey]*bucket, len(old.buckets)),
+		count: old.count, derived: true, verbs: slices.Clone(old.verbs), buckets: make(map[bucketKey]*bucket, len(old.buckets)),
 		consAt: make([]uint32, len(policies)+1), needsValue: make([]uint16, len(policies))}
 	for k, b := range old.buckets {
 		ix.buckets[k] = b.remapped(newOf)
