@@ -182,11 +182,12 @@ func mergePerFile(files []policyFile, plainPer, parsed [][]*cedarlang.Policy, ch
 
 // buildFrom builds the set of files: by the change from the serving set
 // cur where it can (buildDelta), else from scratch (build).
-func (s *Store) buildFrom(cur *cedarlang.PolicySet, files []policyFile) (*cedarlang.PolicySet, [][]*cedarlang.Policy, error) {
+func (s *Store) buildFrom(cur *cedarlang.PolicySet, files []policyFile) (ps *cedarlang.PolicySet, perFile [][]*cedarlang.Policy, incremental bool, err error) {
 	if ps, perFile, ok := s.buildDelta(s.built, cur, files); ok {
-		return ps, perFile, nil
+		return ps, perFile, true, nil
 	}
-	return s.build(files)
+	ps, perFile, err = s.build(files)
+	return ps, perFile, false, err
 }
 
 // readAllSized reads f (at most MaxPolicyFileBytes+1 bytes) into a buffer

@@ -74,6 +74,10 @@ type ReloadResult struct {
 	// Hash identifies the content of the set serving after the attempt
 	// (hex SHA-256 over file names and contents); "" before a good load.
 	Hash string
+	// Incremental: the set was built by the change from the one serving
+	// before (only changed files re-parsed, only new policies validated,
+	// the index derived), rather than from scratch.
+	Incremental bool
 }
 
 // DefaultSettle is the settle window kcedar serve uses (--policy-settle).
@@ -239,9 +243,10 @@ func (s *Store) Load() error {
 	}
 	var ps *cedarlang.PolicySet
 	var perFile [][]*cedarlang.Policy
+	incremental := false
 	err := c.err
 	if err == nil {
-		ps, perFile, err = s.buildFrom(cur, c.files)
+		ps, perFile, incremental, err = s.buildFrom(cur, c.files)
 	}
 	if err == nil {
 		err = s.checkShrink(cur, ps)
@@ -274,6 +279,7 @@ func (s *Store) Load() error {
 		s.report(res)
 		return err
 	}
+	res.Incremental = incremental
 	s.swapIn(ps, perFile, c, res, "policies loaded")
 	return nil
 }
@@ -292,7 +298,7 @@ func (s *Store) swapIn(ps *cedarlang.PolicySet, perFile [][]*cedarlang.Policy, c
 	s.lastErr.Store(nil)
 	s.lastFail.Store(nil)
 	res.Policies, res.Hash = ps.Len(), hash
-	s.logger.Info(msg, "policies", ps.Len(), "generation", ps.Generation, "hash", hash)
+	s.logger.Info(msg, "policies", ps.Len(), "generation", ps.Generation, "hash", hash, "incremental", res.Incremental)
 	s.report(res)
 }
 
