@@ -76,8 +76,10 @@ func Reparse(fileName string, src []byte, oldName string, old []byte, prev []*Po
 }
 
 // chunkAt is where one policy's text starts in its file: the byte offset,
-// the lines before it, and the runes of its first line before it.
-type chunkAt struct{ start, line, column int }
+// the lines before it, and the runes of its first line before it; line0:
+// the lines before the text parseEach gives cedar-go (from the end of the
+// policy before), to which the line of a policy's AST position is relative.
+type chunkAt struct{ start, line, column, line0 int }
 
 // placed is a policy and where its text was.
 type placed struct {
@@ -86,12 +88,23 @@ type placed struct {
 }
 
 // chunkLayout is where each policy's text starts, given the offsets after
-// each policy's closing `;` (checkNesting): the arithmetic of parseEach.
+// each policy's closing `;` (checkNesting): the arithmetic of parseEach,
+// past the spaces and newlines that open the text (so a policy moved below
+// another keeps its text).
 func chunkLayout(src []byte, ends []int) []chunkAt {
 	out := make([]chunkAt, len(ends))
 	start, line, column := 0, 0, 0
 	for i, end := range ends {
-		out[i] = chunkAt{start: start, line: line, column: column}
+		at := chunkAt{start: start, line: line, column: column, line0: line}
+		for at.start < end && (src[at.start] == ' ' || src[at.start] == '\n') {
+			if src[at.start] == '\n' {
+				at.line, at.column = at.line+1, 0
+			} else {
+				at.column++
+			}
+			at.start++
+		}
+		out[i] = at
 		text := src[start:end]
 		line += bytes.Count(text, []byte{'\n'})
 		if nl := bytes.LastIndexByte(text, '\n'); nl >= 0 {
@@ -114,8 +127,9 @@ func parseChunk(fileName string, src, text []byte, at chunkAt) (*Policy, error) 
 	if a.Position.Line == 1 {
 		a.Position.Column += at.column
 	}
+	a.Position.Line += at.line - at.line0
 	a.Position.Filename, a.Position.Offset = fileName, a.Position.Offset+at.start
-	return newPolicy(fileName, src, (*ast.Policy)(&a), at.line)
+	return newPolicy(fileName, src, (*ast.Policy)(&a), at.line0)
 }
 
 // moved is p, parsed from a text at from, as parsed from the same text at
@@ -123,12 +137,14 @@ func parseChunk(fileName string, src, text []byte, at chunkAt) (*Policy, error) 
 // new position (and, without @id, the id that follows it).
 func (p *Policy) moved(fileName string, from, to chunkAt) *Policy {
 	pos := p.AST.Position
-	if pos.Line == 1 {
+	line := pos.Line + from.line0 - from.line // in the text, from 1
+	if line == 1 {
 		pos.Column += to.column - from.column
 	}
+	pos.Line = line + to.line - to.line0
 	pos.Offset += to.start - from.start
 	pos.Filename = fileName
-	source := fmt.Sprintf("%s:%d:%d", fileName, pos.Line+to.line, pos.Column)
+	source := fmt.Sprintf("%s:%d:%d", fileName, line+to.line, pos.Column)
 	if pos == p.AST.Position && source == p.Source {
 		return p
 	}

@@ -8,10 +8,12 @@
 //	go run ./test/load -kcedar bin/kcedar -workload zoo -policies 1000
 //	go run ./test/load -kcedar bin/kcedar -workload shapes -policies 10000
 //	go run ./test/load -kcedar bin/kcedar -workload zoo -policies 100000 -startup
+//	go run ./test/load -kcedar bin/kcedar -workload zoo -policies 100000 -edit
 //
 // With -startup it measures instead how long `kcedar serve` takes to become
 // ready with the policies (written as files of 1,000 policies in a
 // directory), its RSS then, and how long `kcedar validate` takes on them.
+// With -edit it measures the cost of a change to one policy (edit.go).
 package main
 
 import (
@@ -54,10 +56,18 @@ func main() {
 		rounds   = flag.Int("rounds", 3, "alternate the two phases this many times and report medians (evens out noise)")
 		workload = flag.String("workload", "rbac-like", "rbac-like: testgen.RBACLike(-policies) and synthetic requests; rbac: the converted bootstrap + generated RBAC configuration (internal/tools/rbacconvert) and its generated SubjectAccessReviews; zoo: the policy-shape zoo (internal/testing/testgen/zoo) of -policies policies and its requests; team: issue 23's team-and-namespace shape (testgen.TeamAndNamespace), whose keys hold more satisfied permits as -policies grows; shapes: issue 23's set with other shapes (testgen.OtherShapes: relations, prefixes, a big group, break-glass forbids, username sets, disjunctions), one tenant per 8 policies")
 		startup  = flag.Bool("startup", false, "measure serve start-up (time to ready, RSS) and validate time instead of load")
+		edit     = flag.Bool("edit", false, "measure the cost of a change instead: serve -policies zoo policies in 8 files with --policy-settle 0, then add, edit and remove one policy in one file; per change, the time from the write to the first decision reflecting it, kcedar's CPU against the full load's, and its RSS")
 	)
 	flag.Float64Var(&rate, "rate", 0, "pace the load at this many SubjectAccessReviews per second over all connections (0: as fast as the server answers); at a rate both phases sustain, CPU per SAR compares equal offered loads, not a faster floor whose requests share more wake-ups")
 	flag.BoolVar(&reloadMode, "reload", false, "measure decision latency through a reload of the same set instead: steady p99 vs the p99 of the 5 s after the new set serves")
 	flag.Parse()
+	if *edit {
+		if err := measureEdit(*bin, *nPol); err != nil {
+			fmt.Fprintln(os.Stderr, "load:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *startup {
 		if err := measureStartup(*bin, *workload, *nPol); err != nil {
 			fmt.Fprintln(os.Stderr, "load:", err)
