@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"io"
+	"time"
 	"unicode/utf8"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
@@ -209,4 +210,26 @@ func readAllSized(f io.Reader, size int64, known bool) ([]byte, error) {
 	}
 	rest, err := io.ReadAll(r) // it grew since
 	return append(buf, rest...), err
+}
+
+// servingFile is the file n as the serving set's read left it, without
+// reading it again, when its status shows it unchanged by the rule of
+// unchanged (the same size, times, device and inode, both times at least
+// a second before that read began): a change to one file of many reads
+// that one file.
+func (s *Store) servingFile(n listed) (policyFile, bool) {
+	m, served := s.serving[n.name]
+	if !served || !m.consistent || m.snapshot != n.snapshot || s.built == nil {
+		return policyFile{}, false
+	}
+	b := s.built.files[fileKey(n.name, "")]
+	if b == nil || b.hash != m.hash {
+		return policyFile{}, false
+	}
+	st, err := statPath(n.path)
+	limit := s.servingRead.Add(-time.Second).UnixNano()
+	if err != nil || st != m.stat || !st.changeTimes() || st.mtime >= limit || st.ctime >= limit {
+		return policyFile{}, false
+	}
+	return policyFile{name: n.name, data: b.data, meta: m}, true
 }

@@ -676,6 +676,10 @@ func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 	}
 	files := make([]policyFile, 0, len(names))
 	for _, n := range names {
+		if f, ok := s.servingFile(n); ok {
+			files = append(files, f)
+			continue
+		}
 		f, err := readLimited(n.path, n.name)
 		if err != nil {
 			return nil, snapshots, err
@@ -773,11 +777,13 @@ func readLimited(path, name string) (policyFile, error) {
 	return policyFile{name: name, data: data, meta: meta}, nil
 }
 
+// fingerprint hashes the files' names and contents (each content by its
+// hash, which the read computed).
 func fingerprint(files []policyFile) [32]byte {
 	h := sha256.New()
 	for _, f := range files {
 		fmt.Fprintf(h, "%d:%s\x00%d:%s\x00%d:", len(f.name), f.name, len(f.namespace), f.namespace, len(f.data))
-		h.Write(f.data)
+		h.Write(f.meta.hash[:])
 	}
 	var out [32]byte
 	copy(out[:], h.Sum(nil))

@@ -60,7 +60,7 @@ func measureEdit(bin string, n int) error {
 	if err != nil {
 		return err
 	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
+	defer stopServer(srv) // SIGTERM: a KCEDAR_CPU_PROFILE is written
 	pid := srv.Process.Pid
 	loadCPU := cpuTime(pid)
 	time.Sleep(3 * time.Second) // the load's garbage collected
