@@ -103,16 +103,11 @@ func (e *Engine) mayReadNamespace(cands candidates) bool {
 	return false
 }
 
-// namespaceReaders is the set of ps's policies that read namespaceObject
-// (nil when none does), analysed in parallel.
-func namespaceReaders(ps *cedarlang.PolicySet) map[*cedarlang.Policy]bool {
-	return namespaceReadersAfter(nil, ps)
-}
-
-// namespaceReadersAfter is namespaceReaders, taking what prev (the set
-// serving before; nil: none) found for the policies the two sets share
-// (the same *Policy under the same id): a reload by a change analyses
-// only the policies new to the set.
+// namespaceReadersAfter is the set of ps's policies that read
+// namespaceObject (nil when none does), analysed in parallel, taking what
+// prev (the engine of the set serving before; nil: none) found for the
+// policies the two sets share (the same *Policy under the same id): a
+// reload by a change analyses only the policies new to the set.
 func namespaceReadersAfter(prev *Engine, ps *cedarlang.PolicySet) map[*cedarlang.Policy]bool {
 	reads := make([]bool, len(ps.Policies))
 	parallel.For(len(ps.Policies), func(i int) {
