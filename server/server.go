@@ -148,7 +148,12 @@ func (s *Server) observeStore() {
 			gen = cur.Generation
 		}
 		s.metrics.observeReload(r, gen)
-		if r.Err == nil && r.Changed {
+		switch {
+		case r.Err == nil && r.Changed && r.Incremental:
+			// Built by the change: it allocated little, and a full
+			// collection would cost as much as a full load's did.
+			s.serving.Engine()
+		case r.Err == nil && r.Changed:
 			s.releaseReplacedSet()
 		}
 		if prev != nil {

@@ -102,6 +102,11 @@ type index struct {
 	labelKeyed bool
 	// misKeyTags: a deliberately wrong index for tests (MisKeyedForTest).
 	misKeyTags bool
+	// count: the policies sharing each (dimension, value) when the index
+	// was built (chooseKeys); an index derived by a change shares it.
+	count map[dimKey]int32
+	// derived: made from another index by a change (deltaIndex).
+	derived bool
 }
 
 const refInline = 1 << 31
@@ -273,11 +278,27 @@ func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 }
 
 func newIndex(valueMask, printMask uint64) *index {
-	return &index{seed: maphash.MakeSeed(), prefixSeed: maphash.MakeSeed(), suffixSeed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask, buckets: map[bucketKey]*bucket{}}
+	return &index{seed: maphash.MakeSeed(), prefixSeed: maphash.MakeSeed(), suffixSeed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask}
+}
+
+// buildIndexSeeded builds the index with the seeds and masks of like.
+func buildIndexSeeded(policies []*Policy, like *index) *index {
+	return like.sameHashing().build(policies)
+}
+
+// sameHashing is an empty index that hashes values as ix does.
+func (ix *index) sameHashing() *index {
+	return &index{seed: ix.seed, prefixSeed: ix.prefixSeed, suffixSeed: ix.suffixSeed, misKeyTags: ix.misKeyTags, valueMask: ix.valueMask, printMask: ix.printMask}
+}
+
+// hashesLike reports whether k was hashed as ix hashes values.
+func (ix *index) hashesLike(k *indexKeys) bool {
+	return k.seed == ix.seed && k.prefixSeed == ix.prefixSeed && k.suffixSeed == ix.suffixSeed && k.misKeyTags == ix.misKeyTags && k.valueMask == ix.valueMask
 }
 
 // build files policies in the empty index ix.
 func (ix *index) build(policies []*Policy) *index {
+	ix.buckets = map[bucketKey]*bucket{}
 	ix.consAt, ix.needsValue = make([]uint32, len(policies)+1), make([]uint16, len(policies))
 	exts, count := ix.extractAll(policies)
 	// keyed collects the postings by slot key: values whose keys collide
@@ -285,31 +306,38 @@ func (ix *index) build(policies []*Policy) *index {
 	keyed := map[uint64][]int32{}
 	verbSeen := map[uint64]bool{}
 	for i := range policies {
-		e := &exts[i]
-		vids := ix.ids(e.values(dVerb))
-		tids := ix.ids(e.values(dRType))
-		primary, secondary := chooseKeys(e.cons, count)
-		for _, c := range e.cons {
-			if c.dim != dAlt && isResourceDim(c.dim) {
-				ix.needsValue[i] |= 1 << c.dim
-			}
-		}
-		lazy := lazyPolicy(policies[i])
-		for _, v := range vids {
-			if v != anyID && !verbSeen[v] {
-				verbSeen[v] = true
-				ix.verbs = append(ix.verbs, v)
-			}
-			for _, t := range tids {
-				ix.bucketOf(bucketKey{v, t, lazy}).addPolicy(keyed, e.cons, int32(i), primary, secondary)
-			}
-		}
-		ix.appendChecks(e.cons)
+		ix.filePolicy(keyed, verbSeen, policies[i], &exts[i], int32(i), count)
+		ix.appendChecks(exts[i].cons)
 		ix.consAt[i+1] = uint32(len(ix.cons))
 	}
 	ix.cons = slices.Clip(ix.cons)
+	ix.count = count
 	ix.fill(keyed)
 	return ix
+}
+
+// filePolicy files policy p (at i, extraction e) in the buckets of its
+// verbs and resource types, under the keys chooseKeys picks by count, and
+// notes the resource dimensions it needs.
+func (ix *index) filePolicy(keyed map[uint64][]int32, verbSeen map[uint64]bool, p *Policy, e *extraction, i int32, count map[dimKey]int32) {
+	vids := ix.ids(e.values(dVerb))
+	tids := ix.ids(e.values(dRType))
+	primary, secondary := chooseKeys(e.cons, count)
+	for _, c := range e.cons {
+		if c.dim != dAlt && isResourceDim(c.dim) {
+			ix.needsValue[i] |= 1 << c.dim
+		}
+	}
+	lazy := lazyPolicy(p)
+	for _, v := range vids {
+		if v != anyID && !verbSeen[v] {
+			verbSeen[v] = true
+			ix.verbs = append(ix.verbs, v)
+		}
+		for _, t := range tids {
+			ix.bucketOf(bucketKey{v, t, lazy}).addPolicy(keyed, e.cons, i, primary, secondary)
+		}
+	}
 }
 
 // extractAll extracts every policy's constraints, fills their hashes, and
@@ -319,10 +347,9 @@ func (ix *index) extractAll(policies []*Policy) ([]extraction, map[dimKey]int32)
 	exts := make([]extraction, len(policies))
 	count := map[dimKey]int32{}
 	for i, p := range policies {
-		exts[i] = extract(p.AST, p.Effect == types.Forbid)
+		exts[i] = ix.extraction(p)
 		for ci := range exts[i].cons {
 			c := &exts[i].cons[ci]
-			ix.hashValues(c)
 			if c.dimMask()&(1<<dLabel) != 0 {
 				ix.labelKeyed = true
 			}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	cedarlib "github.com/cedar-policy/cedar-go"
@@ -59,6 +60,9 @@ type lazyForms struct {
 	compiled    *cedarlib.Policy
 	sureOnce    sync.Once
 	sure        *sureTest
+	// keys: the policy's index constraints, hashed with one index's seeds
+	// (index.extraction); kept by a copy of the policy moved in its file.
+	keys atomic.Pointer[indexKeys]
 }
 
 // Compiled is the policy's cedar-go evaluator, compiled from AST the first
@@ -133,33 +137,45 @@ func ParsePolicies(fileName string, src []byte) ([]*Policy, error) {
 	}
 	out := make([]*Policy, 0, len(list))
 	for i, a := range list {
-		p := &Policy{Effect: types.Effect(a.Effect), AST: a, lazy: &lazyForms{}}
-		pos := a.Position
-		p.Source = fmt.Sprintf("%s:%d:%d", fileName, pos.Line+lines[i], pos.Column)
-		p.ID = p.Source
-		for _, an := range a.Annotations {
-			switch an.Key {
-			case "id":
-				if an.Value == "" {
-					return nil, fmt.Errorf("%s: @id is empty", p.Source)
-				}
-				p.ID = string(an.Value)
-			case "reason":
-				p.Reason = string(an.Value)
-			case AnnotationEnforcement:
-				if p.Enforcement, err = parseEnforcement(string(an.Value)); err != nil {
-					line, col := annotationAt(src, pos.Line+lines[i], pos.Column, AnnotationEnforcement)
-					return nil, fmt.Errorf("%s:%d:%d: %v", fileName, line, col, err)
-				}
-			}
+		p, err := newPolicy(fileName, src, a, lines[i])
+		if err != nil {
+			return nil, err
 		}
-		if err := checkScope(a); err != nil {
-			return nil, fmt.Errorf("%s: policy %s: %v", p.Source, p.ID, err)
-		}
-		p.UsesObjects = mentionsObjects(a)
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// newPolicy is the policy a of file fileName (text src), whose text starts
+// after line lines of the file: its id, @reason and @enforcement, its scope
+// checked.
+func newPolicy(fileName string, src []byte, a *ast.Policy, lines int) (*Policy, error) {
+	p := &Policy{Effect: types.Effect(a.Effect), AST: a, lazy: &lazyForms{}}
+	pos := a.Position
+	p.Source = fmt.Sprintf("%s:%d:%d", fileName, pos.Line+lines, pos.Column)
+	p.ID = p.Source
+	for _, an := range a.Annotations {
+		switch an.Key {
+		case "id":
+			if an.Value == "" {
+				return nil, fmt.Errorf("%s: @id is empty", p.Source)
+			}
+			p.ID = string(an.Value)
+		case "reason":
+			p.Reason = string(an.Value)
+		case AnnotationEnforcement:
+			var err error
+			if p.Enforcement, err = parseEnforcement(string(an.Value)); err != nil {
+				line, col := annotationAt(src, pos.Line+lines, pos.Column, AnnotationEnforcement)
+				return nil, fmt.Errorf("%s:%d:%d: %v", fileName, line, col, err)
+			}
+		}
+	}
+	if err := checkScope(a); err != nil {
+		return nil, fmt.Errorf("%s: policy %s: %v", p.Source, p.ID, err)
+	}
+	p.UsesObjects = mentionsObjects(a)
+	return p, nil
 }
 
 // annotationAt is the line and column of annotation @key of the policy
@@ -433,6 +449,11 @@ type PolicySet struct {
 
 // NewPolicySet indexes policies; ids must be unique.
 func NewPolicySet(policies []*Policy) (*PolicySet, error) {
+	return newPolicySet(policies, func() *index { return buildIndex(policies) })
+}
+
+// newPolicySet is NewPolicySet with the index build.
+func newPolicySet(policies []*Policy, build func() *index) (*PolicySet, error) {
 	ps := &PolicySet{Policies: policies, byID: make(map[string]*Policy, len(policies))}
 	var dups []string
 	for _, p := range policies {
@@ -446,7 +467,7 @@ func NewPolicySet(policies []*Policy) (*PolicySet, error) {
 		sort.Strings(dups)
 		return nil, errors.New(strings.Join(dups, "; "))
 	}
-	ps.index = buildIndex(policies)
+	ps.index = build()
 	return ps, nil
 }
 

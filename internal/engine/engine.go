@@ -72,9 +72,16 @@ const DefaultCacheSize = 16384
 // verifies conditions; it may be shared by the engines of successive
 // generations (its keys rotate on their own).
 func NewEngine(schema *schemagen.Schema, policies *cedarlang.PolicySet, codec *Codec, opts EngineOptions) *Engine {
+	return newEngineAfter(nil, schema, policies, codec, opts)
+}
+
+// newEngineAfter is NewEngine, reusing the policy analyses of prev (the
+// engine of the set serving before; nil: none) for the policies the sets
+// share.
+func newEngineAfter(prev *Engine, schema *schemagen.Schema, policies *cedarlang.PolicySet, codec *Codec, opts EngineOptions) *Engine {
 	e := &Engine{schema: schema, policies: policies, codec: codec, eval: &Evaluator{Schema: schema, Codec: codec, Namespaces: opts.Namespaces},
 		namespaces: opts.Namespaces, shadow: opts.Shadow, nsObjects: newBoundedCache[string, *nsConverted](nsObjectCacheSize(opts.CacheSize)),
-		nsReaders: namespaceReaders(policies)}
+		nsReaders: namespaceReadersAfter(prev, policies)}
 	for p := range e.nsReaders {
 		e.permitReadsNamespace = e.permitReadsNamespace || p.Effect == types.Permit && !e.isAudit(p)
 	}

@@ -103,12 +103,22 @@ func (e *Engine) mayReadNamespace(cands candidates) bool {
 	return false
 }
 
-// namespaceReaders is the set of ps's policies that read namespaceObject
-// (nil when none does), analysed in parallel.
-func namespaceReaders(ps *cedarlang.PolicySet) map[*cedarlang.Policy]bool {
+// namespaceReadersAfter is the set of ps's policies that read
+// namespaceObject (nil when none does), analysed in parallel, taking what
+// prev (the engine of the set serving before; nil: none) found for the
+// policies the two sets share (the same *Policy under the same id): a
+// reload by a change analyses only the policies new to the set.
+func namespaceReadersAfter(prev *Engine, ps *cedarlang.PolicySet) map[*cedarlang.Policy]bool {
 	reads := make([]bool, len(ps.Policies))
 	parallel.For(len(ps.Policies), func(i int) {
-		reads[i] = readsNamespace(readInputs(ps.Policies[i]))
+		p := ps.Policies[i]
+		if prev != nil {
+			if q, ok := prev.policies.Get(p.ID); ok && q == p {
+				reads[i] = prev.nsReaders[p]
+				return
+			}
+		}
+		reads[i] = readsNamespace(readInputs(p))
 	})
 	var out map[*cedarlang.Policy]bool
 	for i, r := range reads {

@@ -69,7 +69,7 @@ func (s *Serving) Engine() *Engine {
 		if cur != nil && cur.Policies() == ps && cur.Schema() == schema {
 			return cur
 		}
-		next := NewEngine(schema, ps, s.codec, s.opts)
+		next := newEngineAfter(cur, schema, ps, s.codec, s.opts)
 		if s.engine.CompareAndSwap(cur, next) {
 			return next
 		}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -75,6 +74,10 @@ type ReloadResult struct {
 	// Hash identifies the content of the set serving after the attempt
 	// (hex SHA-256 over file names and contents); "" before a good load.
 	Hash string
+	// Incremental: the set was built by the change from the one serving
+	// before (only changed files re-parsed, only new policies validated,
+	// the index derived), rather than from scratch.
+	Incremental bool
 }
 
 // DefaultSettle is the settle window kcedar serve uses (--policy-settle).
@@ -127,6 +130,9 @@ type Store struct {
 	// and logging it every interval.
 	failedFingerprint [32]byte
 	failedErr         error
+	// built: the files of the set serving and the policies of each, for
+	// the next load to build by the change (buildDelta); nil: unknown.
+	built *builtSet
 
 	// Extra sources (SetSources): nil until set.
 	sourcesMu  sync.Mutex
@@ -236,9 +242,11 @@ func (s *Store) Load() error {
 		return err
 	}
 	var ps *cedarlang.PolicySet
+	var perFile [][]*cedarlang.Policy
+	incremental := false
 	err := c.err
 	if err == nil {
-		ps, err = s.build(c.files)
+		ps, perFile, incremental, err = s.buildFrom(cur, c.files)
 	}
 	if err == nil {
 		err = s.checkShrink(cur, ps)
@@ -271,13 +279,15 @@ func (s *Store) Load() error {
 		s.report(res)
 		return err
 	}
-	s.swapIn(ps, c, res, "policies loaded")
+	res.Incremental = incremental
+	s.swapIn(ps, perFile, c, res, "policies loaded")
 	return nil
 }
 
 // swapIn makes ps (built from the read c) the serving set; s.mu is held.
-func (s *Store) swapIn(ps *cedarlang.PolicySet, c candidate, res ReloadResult, msg string) {
+func (s *Store) swapIn(ps *cedarlang.PolicySet, perFile [][]*cedarlang.Policy, c candidate, res ReloadResult, msg string) {
 	s.fingerprint, s.failedErr, s.serving = c.fp, nil, c.meta
+	s.built = newBuiltSet(c.files, perFile)
 	s.servingRead, s.servingSources = c.readAt, c.sourcesGen
 	hash := hex.EncodeToString(c.fp[:])
 	s.hash.Store(&hash)
@@ -288,7 +298,7 @@ func (s *Store) swapIn(ps *cedarlang.PolicySet, c candidate, res ReloadResult, m
 	s.lastErr.Store(nil)
 	s.lastFail.Store(nil)
 	res.Policies, res.Hash = ps.Len(), hash
-	s.logger.Info(msg, "policies", ps.Len(), "generation", ps.Generation, "hash", hash)
+	s.logger.Info(msg, "policies", ps.Len(), "generation", ps.Generation, "hash", hash, "incremental", res.Incremental)
 	s.report(res)
 }
 
@@ -346,7 +356,7 @@ func (s *Store) rebase(sc SchemaCheck) error {
 	}
 	prev := SchemaCheck{Schema: s.Schema, Validator: s.validator, Checker: s.Checker}
 	s.Schema, s.validator, s.Checker = sc.Schema, sc.Validator, sc.Checker
-	ps, err := s.build(c.files)
+	ps, perFile, err := s.build(c.files)
 	if err == nil {
 		err = s.checkShrink(cur, ps)
 	}
@@ -355,7 +365,7 @@ func (s *Store) rebase(sc SchemaCheck) error {
 		return err
 	}
 	adopt()
-	s.swapIn(ps, c, ReloadResult{Time: time.Now(), Changed: true}, "policies re-checked against the new schema and loaded")
+	s.swapIn(ps, perFile, c, ReloadResult{Time: time.Now(), Changed: true}, "policies re-checked against the new schema and loaded")
 	return nil
 }
 
@@ -666,6 +676,10 @@ func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 	}
 	files := make([]policyFile, 0, len(names))
 	for _, n := range names {
+		if f, ok := s.servingFile(n); ok {
+			files = append(files, f)
+			continue
+		}
 		f, err := readLimited(n.path, n.name)
 		if err != nil {
 			return nil, snapshots, err
@@ -750,7 +764,7 @@ func readLimited(path, name string) (policyFile, error) {
 	}
 	defer f.Close()
 	before, errBefore := statOf(f)
-	data, err := io.ReadAll(io.LimitReader(f, cedarlang.MaxPolicyFileBytes+1))
+	data, err := readAllSized(f, before.size, errBefore == nil)
 	if err != nil {
 		return policyFile{}, fmt.Errorf("%s: %w", name, err)
 	}
@@ -763,20 +777,25 @@ func readLimited(path, name string) (policyFile, error) {
 	return policyFile{name: name, data: data, meta: meta}, nil
 }
 
+// fingerprint hashes the files' names and contents (each content by its
+// hash, which the read computed).
 func fingerprint(files []policyFile) [32]byte {
 	h := sha256.New()
 	for _, f := range files {
 		fmt.Fprintf(h, "%d:%s\x00%d:%s\x00%d:", len(f.name), f.name, len(f.namespace), f.namespace, len(f.data))
-		h.Write(f.data)
+		h.Write(f.meta.hash[:])
 	}
 	var out [32]byte
 	copy(out[:], h.Sum(nil))
 	return out
 }
 
-func (s *Store) build(files []policyFile) (*cedarlang.PolicySet, error) {
+// build parses and checks files and builds their set from scratch; perFile
+// is the policies of each file (nil if not known).
+func (s *Store) build(files []policyFile) (*cedarlang.PolicySet, [][]*cedarlang.Policy, error) {
 	var all []*cedarlang.Policy
 	var errs []error
+	var plainPer [][]*cedarlang.Policy
 	rest := files
 	if s.Checker != nil {
 		// The files are checked as `kcedar validate` checks them (cedar/lint,
@@ -795,6 +814,7 @@ func (s *Store) build(files []policyFile) (*cedarlang.PolicySet, error) {
 			var findings []error
 			all, findings = s.Checker.CheckFiles(plain)
 			errs = append(errs, findings...)
+			plainPer = perFileOf(plain, all)
 		}
 	}
 	// Files are parsed in parallel (a large set spans many files).
@@ -814,9 +834,13 @@ func (s *Store) build(files []policyFile) (*cedarlang.PolicySet, error) {
 	}
 	if len(errs) > 0 {
 		if s.Checker != nil {
-			return nil, &LoadError{Findings: errs}
+			return nil, nil, &LoadError{Findings: errs}
 		}
-		return nil, errors.Join(errs...)
+		return nil, nil, errors.Join(errs...)
 	}
-	return cedarlang.NewPolicySet(append(all, parsedAll...))
+	ps, err := cedarlang.NewPolicySet(append(all, parsedAll...))
+	if err != nil {
+		return nil, nil, err
+	}
+	return ps, mergePerFile(files, plainPer, parsed, s.Checker != nil), nil
 }

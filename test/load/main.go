@@ -8,10 +8,12 @@
 //	go run ./test/load -kcedar bin/kcedar -workload zoo -policies 1000
 //	go run ./test/load -kcedar bin/kcedar -workload shapes -policies 10000
 //	go run ./test/load -kcedar bin/kcedar -workload zoo -policies 100000 -startup
+//	go run ./test/load -kcedar bin/kcedar -workload zoo -policies 100000 -edit
 //
 // With -startup it measures instead how long `kcedar serve` takes to become
 // ready with the policies (written as files of 1,000 policies in a
 // directory), its RSS then, and how long `kcedar validate` takes on them.
+// With -edit it measures the cost of a change to one policy (edit.go).
 package main
 
 import (
@@ -57,6 +59,7 @@ func main() {
 		list     = flag.Bool("list-workloads", false, "print the workloads' names, one a line (followed by fixed-size when -policies does not apply), and exit")
 		bareAddr = flag.String("serve-bare", "", "serve the bare transport server on this address instead (what -bare starts)")
 		bareCA   = flag.String("bare-ca", "", "with -serve-bare: write its CA here")
+		edit     = flag.Bool("edit", false, "measure the cost of a change instead: serve -policies zoo policies in 8 files with --policy-settle 0, then add, edit and remove one policy in one file; per change, the time from the write to the first decision reflecting it, kcedar's CPU against the full load's, and its RSS")
 	)
 	flag.Float64Var(&rate, "rate", 0, "pace the load at this many SubjectAccessReviews per second over all connections (0: as fast as the server answers); at a rate both phases sustain, CPU per SAR compares equal offered loads, not a faster floor whose requests share more wake-ups")
 	flag.Uint64Var(&platformSeed, "seed", 1, "platform: the seed that draws the families, their constants and the mix")
@@ -67,6 +70,13 @@ func main() {
 	flag.BoolVar(&withBare, "bare", false, "measure the bare transport server too (a stdlib HTTPS server that decodes the SubjectAccessReview and answers Allow), in a process of its own")
 	flag.StringVar(&jsonOut, "json", "", "write the medians to this file as JSON (make bench reads it)")
 	flag.Parse()
+	if *edit {
+		if err := measureEdit(*bin, *nPol); err != nil {
+			fmt.Fprintln(os.Stderr, "load:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := dispatch(*bin, *workload, *nPol, *conns, *duration, *warmup, *rounds, *startup, *list, *bareAddr, *bareCA); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)

@@ -1,0 +1,258 @@
+package cedarlang
+
+import (
+	"maps"
+	"slices"
+)
+
+// maxDelta bounds the policies a change may add and remove for the index to
+// be derived from the previous one (deltaIndex) rather than built anew.
+func maxDelta(n int) int { return max(64, n/20) }
+
+// deltaIndex is the index of policies derived from old, the index of prev,
+// by the change between them, or nil when the change is too large (or the
+// sets do not share old's seeds). Policies are matched by their kept
+// extraction (index.extraction: the same pointer for a policy and its
+// moved copies), in order: a kept policy keeps its keys and checks, moved
+// to its new position; a policy new to the set, or one that moved before
+// a kept one, is filed as buildIndex files one, with the keys chooseKeys
+// picks by old's counts. old is not changed: the two share nothing mutable.
+//
+// The result finds what the index buildIndex would build finds, never less:
+// each policy is filed under keys of its own constraints and checked
+// against all of them; only which of its constraints keys it may differ,
+// since a built index picks the most selective by counts of the whole set.
+// Buckets, verbs, prefix lengths and slot runs are never shrunk: an emptied
+// one costs a lookup, never a candidate.
+func deltaIndex(old *index, prev, policies []*Policy) *index {
+	if old == nil || old.count == nil {
+		return nil
+	}
+	newOf, added, ok := matchPolicies(old, prev, policies)
+	if !ok {
+		return nil
+	}
+	ix := old.sameHashing()
+	ix.count, ix.derived, ix.labelKeyed, ix.verbs = old.count, true, old.labelKeyed, slices.Clone(old.verbs)
+	ix.buckets = make(map[bucketKey]*bucket, len(old.buckets))
+	ix.consAt, ix.needsValue = make([]uint32, len(policies)+1), make([]uint16, len(policies))
+	for k, b := range old.buckets {
+		ix.buckets[k] = b.remapped(newOf)
+	}
+	isAdded := make(map[int32]bool, len(added))
+	for _, j := range added {
+		isAdded[j] = true
+	}
+	oldOf := make([]int32, len(policies))
+	for i, j := range newOf {
+		if j >= 0 {
+			oldOf[j] = int32(i)
+		}
+	}
+	keyed := map[uint64][]int32{}
+	verbSeen := make(map[uint64]bool, len(ix.verbs))
+	for _, v := range ix.verbs {
+		verbSeen[v] = true
+	}
+	touched := map[*bucket]bool{}
+	for j, p := range policies {
+		if isAdded[int32(j)] {
+			e := ix.extraction(p)
+			ix.noteLabels(&e)
+			ix.fileTracked(keyed, verbSeen, p, &e, int32(j), touched)
+			ix.appendChecks(e.cons)
+		} else {
+			i := oldOf[j]
+			ix.needsValue[j] = old.needsValue[i]
+			ix.cons = append(ix.cons, old.cons[old.consAt[i]:old.consAt[i+1]]...)
+		}
+		ix.consAt[j+1] = uint32(len(ix.cons))
+	}
+	for b := range touched {
+		b.sortLists()
+	}
+	if !ix.refill(old, newOf, keyed) {
+		return nil
+	}
+	return ix
+}
+
+// matchPolicies pairs the policies of prev (indexed by old) with those of
+// policies: newOf[i] is the new position of prev[i] (-1: removed), added
+// the positions of policies to file anew, in order. Kept policies keep
+// their order, so remapped postings stay sorted. ok is false when the
+// change is too large to derive the index from old.
+func matchPolicies(old *index, prev, policies []*Policy) (newOf, added []int32, ok bool) {
+	at := make(map[*indexKeys]int32, len(prev))
+	for i, p := range prev {
+		k := p.lazy.keys.Load()
+		if k == nil || !old.hashesLike(k) {
+			return nil, nil, false
+		}
+		at[k] = int32(i)
+	}
+	newOf = make([]int32, len(prev))
+	for i := range newOf {
+		newOf[i] = -1
+	}
+	last, limit := int32(-1), maxDelta(len(policies))
+	for j, p := range policies {
+		i, found := at[p.lazy.keys.Load()]
+		if found && i > last && newOf[i] < 0 && lazyPolicy(prev[i]) == lazyPolicy(p) && prev[i].Effect == p.Effect {
+			newOf[i], last = int32(j), i
+			continue
+		}
+		if added = append(added, int32(j)); len(added) > limit {
+			return nil, nil, false
+		}
+	}
+	if removed := len(prev) - (len(policies) - len(added)); removed > limit {
+		return nil, nil, false
+	}
+	return newOf, added, true
+}
+
+// noteLabels sets labelKeyed when e keys on (or checks) a namespace label,
+// as extractAll does for a built index.
+func (ix *index) noteLabels(e *extraction) {
+	for ci := range e.cons {
+		if e.cons[ci].dimMask()&(1<<dLabel) != 0 {
+			ix.labelKeyed = true
+		}
+	}
+}
+
+// fileTracked is filePolicy, noting the buckets whose lists it appended to.
+func (ix *index) fileTracked(keyed map[uint64][]int32, verbSeen map[uint64]bool, p *Policy, e *extraction, j int32, touched map[*bucket]bool) {
+	ix.filePolicy(keyed, verbSeen, p, e, j, ix.count)
+	vids, tids := ix.ids(e.values(dVerb)), ix.ids(e.values(dRType))
+	lazy := lazyPolicy(p)
+	for _, v := range vids {
+		for _, t := range tids {
+			touched[ix.buckets[bucketKey{v, t, lazy}]] = true
+		}
+	}
+}
+
+// remapped is a copy of b with every policy moved to its new position
+// (newOf), removed ones left out.
+func (b *bucket) remapped(newOf []int32) *bucket {
+	c := *b
+	c.rest, c.keyed = remapList(b.rest, newOf), remapList(b.keyed, newOf)
+	for d := range b.absent {
+		c.absent[d] = remapList(b.absent[d], newOf)
+		c.openRest[d] = remapList(b.openRest[d], newOf)
+		c.prefixLens[d] = slices.Clone(b.prefixLens[d])
+		c.suffixLens[d] = slices.Clone(b.suffixLens[d])
+	}
+	return &c
+}
+
+// remapList is l with each position moved (newOf), removed ones left out:
+// a new slice, sorted when l is (kept policies keep their order).
+func remapList(l []int32, newOf []int32) []int32 {
+	if len(l) == 0 {
+		return nil
+	}
+	out := make([]int32, 0, len(l))
+	for _, i := range l {
+		if j := newOf[i]; j >= 0 {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// sortLists sorts b's lists after policies were appended out of order.
+func (b *bucket) sortLists() {
+	slices.Sort(b.rest)
+	slices.Sort(b.keyed)
+	for d := range b.absent {
+		slices.Sort(b.absent[d])
+		slices.Sort(b.openRest[d])
+	}
+}
+
+// refill lays out ix's slot table: old's slots, their postings moved
+// (newOf), and the keys of keyed added, each into the slot of the first
+// key of its probe run with its fingerprint (their postings then shared:
+// more candidates, never fewer), else into the run's empty end. false when
+// the table would be more than half full (then it is built anew).
+func (ix *index) refill(old *index, newOf []int32, keyed map[uint64][]int32) bool {
+	used := 0
+	for _, s := range old.slots {
+		if s != 0 {
+			used++
+		}
+	}
+	if len(keyed) > 0 && 2*(used+len(keyed)) > len(old.slots) {
+		return false
+	}
+	ix.slots = slices.Clone(old.slots)
+	extra := map[uint64][]int32{} // by slot
+	if len(ix.slots) > 0 {
+		mask := uint64(len(ix.slots) - 1)
+		for _, k := range slices.Sorted(maps.Keys(keyed)) {
+			fp := ix.keyPrint(k)
+			i := k & mask
+			for ix.slots[i] != 0 && ix.slots[i]>>32 != fp {
+				i = (i + 1) & mask
+			}
+			if ix.slots[i] == 0 {
+				ix.slots[i] = fp << 32
+			}
+			extra[i] = append(extra[i], keyed[k]...)
+		}
+	}
+	ix.postings = make([]int32, 0, len(old.postings)+2*len(keyed)+1)
+	empty := -1
+	var buf []int32
+	for i, s := range ix.slots {
+		if s == 0 {
+			continue
+		}
+		l := old.remappedPostings(old.slots[i], newOf, buf[:0])
+		if x := extra[uint64(i)]; len(x) > 0 {
+			l = slices.Compact(slices.Sorted(slices.Values(append(l, x...))))
+		}
+		ref := uint64(0)
+		switch {
+		case len(l) == 1:
+			ref = uint64(refInline | uint32(l[0]))
+		case len(l) == 0:
+			if empty < 0 {
+				empty = len(ix.postings)
+				ix.postings = append(ix.postings, 0)
+			}
+			ref = uint64(empty)
+		default:
+			ref = uint64(len(ix.postings))
+			ix.postings = append(ix.postings, int32(len(l)))
+			ix.postings = append(ix.postings, l...)
+		}
+		ix.slots[i] = s>>32<<32 | ref
+		buf = l
+	}
+	return true
+}
+
+// remappedPostings appends to buf the policies slot s (of ix; 0: none)
+// refers to, moved to their new positions (newOf), removed ones left out.
+func (ix *index) remappedPostings(s uint64, newOf []int32, buf []int32) []int32 {
+	if s == 0 {
+		return buf
+	}
+	if ref := uint32(s); ref&refInline != 0 {
+		if j := newOf[ref&^refInline]; j >= 0 {
+			buf = append(buf, j)
+		}
+		return buf
+	}
+	ref := uint32(s)
+	for _, i := range ix.postings[ref+1 : ref+1+uint32(ix.postings[ref])] {
+		if j := newOf[i]; j >= 0 {
+			buf = append(buf, j)
+		}
+	}
+	return buf
+}
