@@ -107,4 +107,3 @@ func TestKrewManifest(t *testing.T) {
 		t.Errorf("platforms %q, want the release platforms %q", got, want)
 	}
 }
-
