@@ -24,8 +24,8 @@
 #         $KUBE_E2E_CACHE/kube-apiserver/$KUBE_VERSION/kube-apiserver
 #         $KUBE_E2E_CACHE/kubectl/$KUBE_VERSION/kubectl
 # Uncached cost: etcd ~1 min; kube-apiserver ~5-8 min on 2 cores, ~2.5 GB RAM,
-# ~3 GB of GOCACHE and ~1 GB of module downloads; kubectl then ~2-4 min more
-# (most of its packages are the apiserver's, already in GOCACHE).
+# ~3 GB of GOCACHE and ~1 GB of module downloads; kubectl 836 s measured on 2
+# cores shared with other builds (kube-apiserver already cached).
 set -Eeuo pipefail
 shopt -s inherit_errexit
 
@@ -124,7 +124,7 @@ build_apiserver() { # build_apiserver DIR OUT
 }
 
 build_kubectl() { # build_kubectl DIR OUT
-  log "building kubectl $KUBE_VERSION into $1 (one-off: ~2-4 min on 2 cores after kube-apiserver)"
+  log "building kubectl $KUBE_VERSION into $1 (one-off: up to ~14 min on 2 busy cores)"
   wrapper_module "$1"
   (cd "$1/src" && go_ build -trimpath -ldflags="$(kube_ldflags)" -o "$2" k8s.io/kubernetes/cmd/kubectl) >&2
 }

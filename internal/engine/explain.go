@@ -91,7 +91,7 @@ func (e *Engine) Explain(ctx context.Context, req *entities.Request) (Explanatio
 			return Explanation{}, fmt.Errorf("%w: %s is open on %s and may be absent: give it", ErrNotExplained, attr, target.EntityType)
 		}
 	}
-	ex := Explanation{Request: req.String(), Report: e.Report(ctx, req, nil)}
+	ex := Explanation{Request: req.String(), Report: e.Report(ctx, req, nil), Deciding: []PolicyTrace{}}
 	var all []*cedarlang.Policy
 	for _, p := range e.policies.Policies {
 		if !p.IsAudit() {

@@ -26,7 +26,7 @@ permit (principal == k8s::User::"alice", action == k8s::Action::"get", resource 
 when { resource.namespace == "prod" };
 @id("dev-creates-web-pods")
 permit (principal == k8s::User::"alice", action == k8s::Action::"create", resource is core::pods)
-when { resource.namespace == "dev" && resource has object && resource.object.metadata.name like "web-*" };`
+when { resource.namespace == "dev" && resource has object && resource.object.metadata has name && resource.object.metadata.name like "web-*" };`
 
 // kubectlBinary is kubectl v1.37.1 as hack/kube-binaries.sh builds it from
 // the Go module proxy ($KUBECTL_BIN, else its cache), never one on PATH.
