@@ -3,7 +3,7 @@
 # on first use (hack/kube-binaries.sh; ~5-8 min once, then cached under
 # ${KUBE_E2E_CACHE:-$HOME/.cache/kube-e2e}).
 #
-#   make build            bin/kcedar
+#   make build            bin/kcedar, and bin/kubectl-cedar (the same binary: `kubectl cedar`)
 #   make test             gofmt check, go mod tidy check, tracked-file check, then
 #                         go test ./... without -race and without vet (no e2e), a line
 #                         per package as it finishes; ~8 min from empty Go caches on
@@ -22,7 +22,8 @@
 #   make image-test       the image package's round trip of that static binary, run from the image
 #                         (go test -tags image; `make test` does not build the binary)
 #   make release          bin/release/: static binaries for linux and darwin (amd64, arm64),
-#                         the image archive, SHA256SUMS
+#                         the kubectl plugin's archives (plugins/krew/cedar.yaml), the
+#                         image archive, SHA256SUMS
 #   make fuzz             each fuzz target for its execution budget (FUZZTIME overrides)
 #   make soak             soak tests against bin/kcedar (test/soak; ~4 min)
 #   make bench            the load test report (test/bench): every test/load workload at 1,
@@ -69,8 +70,11 @@ GO_FILES = find . -type d \( -name .git -o -name .cache -o -name bin -o -name te
 
 .PHONY: build test test-race vet lint cedarx cedarx-check fmt fmt-check tidy-check tracked-check fuzz soak e2e e2e-cost kube-binaries bench bench-go capture-default clean image image-binary image-test release
 
+# bin/kubectl-cedar is the same binary under the name kubectl runs as the
+# `kubectl cedar` plugin (it dispatches on its name; cmd/kcedar/plugin.go).
 build:
 	$(GO) build -o bin/kcedar ./cmd/kcedar
+	cp bin/kcedar bin/kubectl-cedar
 
 # go test prints a line per package as its tests finish, straight to make's
 # stdout (nothing in between buffers it), in the order of its arguments:
@@ -173,8 +177,8 @@ kube-binaries:
 	bash hack/kube-binaries.sh
 
 e2e:
-	bins=$$(bash hack/kube-binaries.sh); eval "$$bins"; export ETCD_BIN KUBE_APISERVER_BIN; \
-	echo "e2e: ETCD_BIN=$$ETCD_BIN KUBE_APISERVER_BIN=$$KUBE_APISERVER_BIN"; \
+	bins=$$(bash hack/kube-binaries.sh); eval "$$bins"; export ETCD_BIN KUBE_APISERVER_BIN KUBECTL_BIN; \
+	echo "e2e: ETCD_BIN=$$ETCD_BIN KUBE_APISERVER_BIN=$$KUBE_APISERVER_BIN KUBECTL_BIN=$$KUBECTL_BIN"; \
 	$(GO) test -tags e2e -race -count=1 -timeout $(E2E_TIMEOUT) $(E2E_FLAGS) $(E2E_PKGS)
 
 # The cost benchmark: two clusters (RBAC alone; kcedar before RBAC, webhook
@@ -217,9 +221,11 @@ release: image
 		os=$${p%/*}; arch=$${p#*/}; out=$(RELEASE_DIR)/kcedar-$(VERSION)-$$os-$$arch; \
 		echo "release: $$out"; \
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $$out ./cmd/kcedar; \
+		krew=$(RELEASE_DIR)/krew-$$os-$$arch && mkdir -p $$krew && cp $$out $$krew/kubectl-cedar && cp LICENSE $$krew/; \
+		tar -C $$krew -czf $(RELEASE_DIR)/kubectl-cedar-$(VERSION)-$$os-$$arch.tar.gz kubectl-cedar LICENSE && rm -r $$krew; \
 	done
 	cp bin/kcedar-image.tar $(RELEASE_DIR)/kcedar-$(VERSION)-image-linux-$(IMAGE_ARCH).tar
-	cd $(RELEASE_DIR) && sha256sum kcedar-* > SHA256SUMS && cat SHA256SUMS
+	cd $(RELEASE_DIR) && sha256sum kcedar-* kubectl-cedar-* > SHA256SUMS && cat SHA256SUMS
 
 BENCH_QUICK ?=
 BENCH_FLAGS ?=

@@ -30,7 +30,7 @@ type authorizeOptions struct {
 	output    string
 	sarFile   string
 	req       offline.RequestSpec
-	extra     []string
+	identity  identityFlags
 	object    string
 	oldObject string
 	// namespaceObjects: files of Namespace objects that fill namespaceObject.
@@ -43,13 +43,13 @@ type authorizeOptions struct {
 func newAuthorizeCmd() *cobra.Command {
 	var o authorizeOptions
 	cmd := &cobra.Command{
-		Use:   "authorize (--policies DIR | --policy-objects FILE | --cluster)... (--user U --verb V --resource R ... | -f SAR.yaml) [--object FILE] [--old-object FILE]",
+		Use:   "authorize (--policies DIR | --policy-objects FILE | --cluster)... (--as U --verb V --resource R ... | -f SAR.yaml) [--object FILE] [--old-object FILE]",
 		Short: "Decide one request offline, exactly as kcedar serve would",
 		Long: `Decide one request against the policies, offline, with the server's code
 path: the same authorizer, the same rendering of conditions and, given the
 objects, the same evaluation the API server's callback (or admission) runs.
 
-The request comes from flags (--user, --group, --uid, --extra, --verb,
+The request comes from flags (--as, --as-group, --as-uid, --as-user-extra, --verb,
 --api-group, --resource, --subresource, --namespace, --name, or --path for a
 non-resource URL) or from a SubjectAccessReview file (-f, YAML or JSON).
 An empty namespace or name is open (all namespaces / names), as in a
@@ -87,10 +87,7 @@ func (o *authorizeOptions) AddFlags(f *pflag.FlagSet) {
 	o.pol.AddFlags(f, true)
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.StringVarP(&o.sarFile, "filename", "f", "", "a SubjectAccessReview (YAML or JSON; - for stdin) instead of the request flags")
-	f.StringVar(&o.req.User, "user", "", "user name (system:serviceaccount:NS:NAME, system:node:NAME or any other)")
-	f.StringArrayVar(&o.req.Groups, "group", nil, "group of the user (repeatable)")
-	f.StringVar(&o.req.UID, "uid", "", "user uid")
-	f.StringArrayVar(&o.extra, "extra", nil, "user extra KEY=VALUE (repeatable)")
+	o.identity.AddFlags(f, true)
 	f.StringVar(&o.req.Verb, "verb", "", "verb: get, list, create, ... (lower-case HTTP verb for --path)")
 	f.StringVar(&o.req.APIGroup, "api-group", "", "API group (empty: any, resolved like kubectl; core for the core group)")
 	f.StringVar(&o.req.APIVersion, "api-version", "", "API version")
@@ -191,7 +188,7 @@ func (o *authorizeOptions) request() (*entities.Request, *engine.Admission, erro
 		return nil, nil, errors.New("only one of -f, --object and --old-object can be - (stdin)")
 	}
 	if o.sarFile != "" {
-		if o.req.User != "" || len(o.req.Groups) > 0 || o.req.Verb != "" || o.req.Resource != "" || o.req.Path != "" {
+		if o.identity.given() || o.req.Verb != "" || o.req.Resource != "" || o.req.Path != "" {
 			return nil, nil, errors.New("give either -f or the request flags, not both")
 		}
 		data, err := o.read(o.sarFile)
@@ -216,17 +213,12 @@ func (o *authorizeOptions) request() (*entities.Request, *engine.Admission, erro
 		if o.req.Path != "" && (o.req.Resource != "" || o.req.Namespace != "" || o.req.Name != "" || o.req.APIGroup != "" || o.req.Subresource != "") {
 			return nil, nil, errors.New("--path is for non-resource URLs: it does not go with --resource, --namespace, --name, --api-group or --subresource")
 		}
-		if len(o.extra) > 0 {
-			o.req.Extra = map[string][]string{}
-			for _, kv := range o.extra {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok {
-					return nil, nil, fmt.Errorf("--extra %q: want KEY=VALUE", kv)
-				}
-				o.req.Extra[k] = append(o.req.Extra[k], v)
-			}
+		u, err := o.identity.userInfo()
+		if err != nil {
+			return nil, nil, err
 		}
 		r := o.req
+		r.User, r.Groups, r.UID, r.Extra = u.Name, u.Groups, u.UID, u.Extra
 		tc.Request = &r
 	}
 	for _, obj := range []struct {

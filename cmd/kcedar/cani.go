@@ -19,11 +19,8 @@ func init() { rootCmd.AddCommand(newCanICmd()) }
 // canIOptions are kcedar can-i's flags.
 type canIOptions struct {
 	reviewOptions
-	list     bool
-	as       string
-	asGroups []string
-	asUID    string
-	extra    []string
+	list bool
+	identityFlags
 }
 
 func newCanICmd() *cobra.Command {
@@ -67,10 +64,7 @@ Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
 func (o *canIOptions) AddFlags(f *pflag.FlagSet) {
 	o.reviewOptions.AddFlags(f, "namespace (empty: every namespace)")
 	f.BoolVar(&o.list, "list", false, "list every rule the user may use")
-	f.StringVar(&o.as, "as", "", "user name (system:serviceaccount:NS:NAME, system:node:NAME or any other)")
-	f.StringArrayVar(&o.asGroups, "as-group", nil, "group of the user (repeatable)")
-	f.StringVar(&o.asUID, "as-uid", "", "uid of the user")
-	f.StringArrayVar(&o.extra, "as-user-extra", nil, "user extra KEY=VALUE (repeatable)")
+	o.identityFlags.AddFlags(f, false)
 }
 
 // Complete completes the shared options.
@@ -87,40 +81,24 @@ func (o *canIOptions) Validate() error {
 	if !o.list {
 		return &exitError{2, fmt.Errorf("only --list is supported; to decide one request use kcedar authorize")}
 	}
-	if o.as == "" && len(o.asGroups) == 0 {
-		return &exitError{2, fmt.Errorf("give the subject with --as USER (and --as-group GROUP)")}
+	if !o.given() {
+		return &exitError{2, errNoSubject}
 	}
-	if _, err := o.userExtra(); err != nil {
+	if _, err := o.userInfo(); err != nil {
 		return &exitError{2, err}
 	}
 	return o.reviewOptions.Validate()
 }
 
-// userExtra reads --as-user-extra (nil when not given).
-func (o *canIOptions) userExtra() (map[string][]string, error) {
-	var extra map[string][]string
-	for _, kv := range o.extra {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--as-user-extra %q: want KEY=VALUE", kv)
-		}
-		if extra == nil {
-			extra = map[string][]string{}
-		}
-		extra[k] = append(extra[k], v)
-	}
-	return extra, nil
-}
-
 // Run lists the user's rules from the policies on stdout (policy objects
 // not used on stderr).
 func (o *canIOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
-	extra, err := o.userExtra()
+	u, err := o.userInfo()
 	if err != nil {
 		return &exitError{2, err}
 	}
 	srr := &accessreview.SubjectRulesReview{APIVersion: accessreview.APIVersion, Kind: "SubjectRulesReview",
-		Spec: accessreview.SubjectRulesReviewSpec{User: o.as, Groups: o.asGroups, UID: o.asUID, Namespace: o.namespace, Extra: extra}}
+		Spec: accessreview.SubjectRulesReviewSpec{User: u.Name, Groups: u.Groups, UID: u.UID, Namespace: o.namespace, Extra: u.Extra}}
 	_, az, err := o.engine(ctx, stderr)
 	if err != nil {
 		return err

@@ -26,12 +26,16 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 
 func main() {
-	requireSubcommands(rootCmd)
+	root, name := rootCmd, "kcedar"
+	if isPluginBinary(os.Args[0]) {
+		root, name = newPluginRoot(), pluginName // kubectl cedar: plugin.go
+	}
+	requireSubcommands(root)
 	stopProfile := startProfile()
-	err := rootCmd.Execute()
+	err := root.Execute()
 	stopProfile()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kcedar:", err)
+		fmt.Fprintln(os.Stderr, name+":", err)
 		if ee, ok := err.(*exitError); ok {
 			os.Exit(ee.code)
 		}

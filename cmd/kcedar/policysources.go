@@ -49,7 +49,7 @@ func (o *policySourceOptions) AddFlags(f *pflag.FlagSet, files bool) {
 		f.StringArrayVarP(&o.policies, "policies", "p", nil, "policy file or directory of *.cedar files (repeatable)")
 	}
 	f.StringVar(&o.objects, "policy-objects", "", "CedarPolicy and NamespacedCedarPolicy objects (YAML or JSON: one object, several documents or a List, as kubectl get -o yaml prints them; - for stdin), composed as kcedar serve composes them; files join them")
-	f.BoolVar(&o.cluster, "cluster", false, "read the CedarPolicy and NamespacedCedarPolicy objects of the cluster (--kubeconfig and --context, else KUBECONFIG, ~/.kube/config, else in-cluster), and its schema unless --schema or --from-dir; composed as kcedar serve composes them")
+	f.BoolVar(&o.cluster, clusterPoliciesFlag, false, "read the CedarPolicy and NamespacedCedarPolicy objects of the cluster (--kubeconfig and --context, else KUBECONFIG, ~/.kube/config, else in-cluster), and its schema unless --schema or --from-dir; composed as kcedar serve composes them")
 }
 
 // Complete makes --cluster read the cluster's schema too, as serve does,
@@ -59,11 +59,11 @@ func (o *policySourceOptions) Complete(src *schemaSource) {
 	if !o.cluster {
 		return
 	}
-	o.conn = schemaSource{Kubeconfig: src.Kubeconfig, Context: src.Context}
+	o.conn = schemaSource{Kubeconfig: src.Kubeconfig, Context: src.Context, Cluster: src.Cluster}
 	if src.FromDir == "" && src.SchemaFile == "" {
 		src.Live = true
 	} else {
-		src.Kubeconfig, src.Context = "", ""
+		src.Kubeconfig, src.Context, src.Cluster = "", "", ""
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
@@ -24,6 +25,9 @@ type schemaSource struct {
 	Kubeconfig string
 	// Context selects a kubeconfig context (live sources only).
 	Context string
+	// Cluster selects a kubeconfig cluster (kubectl's --cluster; the
+	// kubectl plugin's flag).
+	Cluster string
 	// FromDir reads saved documents (kcedar schema capture).
 	FromDir string
 	// SchemaFile reads a schema written by `kcedar schema export`.
@@ -36,6 +40,9 @@ func (s *schemaSource) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&s.Live, "live", false, "read the live cluster (KUBECONFIG, ~/.kube/config or in-cluster config)")
 	fs.StringVar(&s.Kubeconfig, "kubeconfig", "", "read the live cluster of this kubeconfig file")
 	fs.StringVar(&s.Context, "context", "", "kubeconfig context of the live cluster")
+	if kubectlPlugin {
+		fs.StringVar(&s.Cluster, "cluster", "", "kubeconfig cluster of the live cluster, as kubectl --cluster")
+	}
 	fs.StringVar(&s.FromDir, "from-dir", "", "read discovery and OpenAPI v3 documents saved by 'kcedar schema capture'")
 	fs.StringVar(&s.SchemaFile, "schema", "", "read a schema written by 'kcedar schema export' (Cedar or JSON)")
 }
@@ -86,7 +93,7 @@ func (s schemaSource) RESTConfig() (*rest.Config, error) {
 		rules.ExplicitPath = s.Kubeconfig
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: s.Context}).ClientConfig()
+		&clientcmd.ConfigOverrides{CurrentContext: s.Context, Context: clientcmdapi.Context{Cluster: s.Cluster}}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading client config: %w", err)
 	}

@@ -164,7 +164,7 @@ func TestAuthorizeCommand(t *testing.T) {
 		!strings.Contains(out, "outcome in admission: Allow") {
 		t.Errorf("%d %s", code, out)
 	}
-	out, code = run(t, newAuthorizeCmd(), "-p", "../../policies/quickstart", "--user", "carl", "--group", "contractors", "--verb", "get", "--resource", "secrets", "-n", "dev", "-o", "json")
+	out, code = run(t, newAuthorizeCmd(), "-p", "../../policies/quickstart", "--as", "carl", "--as-group", "contractors", "--verb", "get", "--resource", "secrets", "-n", "dev", "-o", "json")
 	var d engine.Report
 	if err := json.Unmarshal([]byte(out), &d); code != 0 || err != nil || d.Decision != "Deny" || len(d.Policies) != 1 || d.Policies[0] != "no-secrets-for-contractors" {
 		t.Errorf("%d %v %s", code, err, out)

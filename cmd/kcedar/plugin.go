@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+)
+
+// The kubectl plugin: the same binary run as kubectl-cedar (make build
+// writes both names) is `kubectl cedar`, a cobra root over the same command
+// constructors as kcedar's who-can, can-i, why and diff, with kubectl's
+// conventions: the cluster's policy objects and live schema by default,
+// -n from the kubeconfig context, -A, --cluster as the kubeconfig cluster,
+// -o yaml.
+
+// pluginName is the binary name kubectl finds the plugin by.
+const pluginName = "kubectl-cedar"
+
+// kubectlPlugin is set when the binary runs as the kubectl plugin, before
+// the plugin's commands are built (their flags differ a little).
+var kubectlPlugin bool
+
+// clusterPoliciesFlag names the flag that reads the cluster's policy
+// objects: --cluster for kcedar; in the plugin --cluster is kubectl's (the
+// kubeconfig cluster), and the policy objects are read by default.
+var clusterPoliciesFlag = "cluster"
+
+// isPluginBinary reports whether argv0 names the kubectl plugin.
+func isPluginBinary(argv0 string) bool {
+	return strings.TrimSuffix(filepath.Base(argv0), ".exe") == pluginName
+}
+
+// newPluginRoot builds `kubectl cedar`. Its commands are built with the
+// plugin's flag names, which are restored for kcedar's afterwards.
+func newPluginRoot() *cobra.Command {
+	kubectlPlugin, clusterPoliciesFlag = true, "cluster-policies"
+	defer func() { kubectlPlugin, clusterPoliciesFlag = false, "cluster" }()
+	root := &cobra.Command{
+		Use:   "cedar",
+		Short: "kcedar's access reviews through kubectl: who-can, can-i --list, why, diff",
+		Long: `kubectl cedar answers from the cluster's Cedar policies (CedarPolicy and
+NamespacedCedarPolicy objects) and its live schema, read through the API
+server with the kubeconfig, as kcedar serve would decide: who can make a
+request, what a user can do (with the conditions kubectl auth can-i --list
+cannot show for a webhook authorizer), why a request is decided as it is,
+and what a change of policy files would change. --policies FILE|DIR uses
+policy files instead of the cluster's objects.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl cedar"},
+	}
+	for _, c := range []*cobra.Command{newWhoCanCmd(), newCanICmd(), newWhyCmd(), newDiffCmd(), newVersionCmd()} {
+		root.AddCommand(withKubectlConventions(c))
+	}
+	return root
+}
+
+// withKubectlConventions adds -A and kubectl's defaults to a command.
+func withKubectlConventions(cmd *cobra.Command) *cobra.Command {
+	if cmd.RunE == nil {
+		return cmd
+	}
+	f := cmd.Flags()
+	var all bool
+	if f.Lookup("namespace") != nil {
+		f.BoolVarP(&all, "all-namespaces", "A", false, "every namespace, as kubectl -A (else -n, else the kubeconfig context's namespace)")
+	}
+	policies := clusterPoliciesFlag
+	if f.Lookup(policies) != nil {
+		_ = f.MarkHidden(policies)
+	}
+	run := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if err := kubectlDefaults(c, args, all, policies); err != nil {
+			return &exitError{2, err}
+		}
+		return runWithYAML(c, args, run)
+	}
+	return cmd
+}
+
+// kubectlDefaults sets what kubectl users expect when they do not say:
+// the policies of the cluster, and the namespace of the kubeconfig context.
+// policies names the flag that reads the cluster's policy objects.
+func kubectlDefaults(c *cobra.Command, args []string, all bool, policies string) error {
+	f := c.Flags()
+	diffOfTwoFiles := c.Name() == "diff" && len(args) >= 2
+	fromCluster := f.Lookup(policies) != nil && !f.Changed("policies") && !f.Changed("policy-objects") && !diffOfTwoFiles
+	liveSchema := f.Lookup("live") != nil && !f.Changed("schema") && !f.Changed("from-dir")
+	if err := setNamespace(f, all); err != nil {
+		return err
+	}
+	if !fromCluster && !liveSchema {
+		// Nothing is read from the cluster: the kubeconfig flags only
+		// chose the namespace.
+		for _, name := range []string{"kubeconfig", "context", "cluster"} {
+			if f.Lookup(name) != nil {
+				_ = f.Set(name, "")
+			}
+		}
+	}
+	for flag, set := range map[string]bool{policies: fromCluster, "live": liveSchema} {
+		if set {
+			if err := f.Set(flag, "true"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// setNamespace sets -n as kubectl would: every namespace with -A, else the
+// kubeconfig context's namespace unless -n is given.
+func setNamespace(f *pflag.FlagSet, all bool) error {
+	switch {
+	case f.Lookup("namespace") == nil:
+		return nil
+	case all && f.Changed("namespace"):
+		return errors.New("give -n NAMESPACE or -A, not both")
+	case all || f.Changed("namespace"):
+		return nil
+	}
+	return f.Set("namespace", contextNamespace(f))
+}
+
+// contextNamespace is the namespace of the kubeconfig context, as kubectl
+// takes it ("default" when the context names none or there is no
+// kubeconfig).
+func contextNamespace(f *pflag.FlagSet) string {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if k := f.Lookup("kubeconfig"); k != nil && k.Value.String() != "" {
+		rules.ExplicitPath = k.Value.String()
+	}
+	overrides := &clientcmd.ConfigOverrides{}
+	if c := f.Lookup("context"); c != nil {
+		overrides.CurrentContext = c.Value.String()
+	}
+	ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).Namespace()
+	if err != nil || ns == "" {
+		return "default"
+	}
+	return ns
+}
+
+// runWithYAML runs run, with -o yaml as the command's JSON converted to
+// YAML (kubectl's -o yaml).
+func runWithYAML(c *cobra.Command, args []string, run func(*cobra.Command, []string) error) error {
+	out := c.Flags().Lookup("output")
+	if out == nil || out.Value.String() != "yaml" {
+		return run(c, args)
+	}
+	if err := out.Value.Set("json"); err != nil {
+		return err
+	}
+	stdout := c.OutOrStdout()
+	var buf bytes.Buffer
+	c.SetOut(&buf)
+	err := run(c, args)
+	c.SetOut(stdout)
+	if err != nil {
+		return err
+	}
+	y, yerr := yaml.JSONToYAML(buf.Bytes())
+	if yerr != nil {
+		return yerr
+	}
+	_, werr := stdout.Write(y)
+	return werr
+}

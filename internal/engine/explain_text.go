@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+)
+
+// maxNearMisses bounds the near misses String shows.
+const maxNearMisses = 5
+
+// String renders the explanation for people: the decision, the deciding
+// policies part by part, the near misses with the part that failed, and
+// the conditions of a conditional decision.
+func (x Explanation) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "request: %s\ndecision: %s\n", x.Request, x.Decision)
+	if x.Reason != "" {
+		fmt.Fprintf(&b, "reason: %s\n", x.Reason)
+	}
+	if len(x.Deciding) == 0 {
+		b.WriteString("decided by: no policy (no policy applies, so kcedar has no opinion)\n")
+	} else {
+		b.WriteString("decided by:\n")
+	}
+	for _, t := range x.Deciding {
+		writeTrace(&b, t)
+	}
+	if len(x.NearMisses) > 0 {
+		b.WriteString("nearly applied:\n")
+	}
+	for i, t := range x.NearMisses {
+		if i == maxNearMisses {
+			fmt.Fprintf(&b, "  ... and %d more (-o json lists them all)\n", len(x.NearMisses)-i)
+			break
+		}
+		writeNearMiss(&b, t)
+	}
+	writeConditions(&b, x.Report)
+	return b.String()
+}
+
+// writeTrace writes a deciding policy and each of its parts.
+func writeTrace(b *strings.Builder, t PolicyTrace) {
+	fmt.Fprintf(b, "  %s %s (%s): %s\n", t.Effect, t.ID, t.Source, t.Outcome)
+	if t.Error != "" {
+		fmt.Fprintf(b, "    error: %s\n", t.Error)
+	}
+	for _, p := range t.Parts {
+		fmt.Fprintf(b, "    %s  -> %s", oneLineText(p.Text), partResult(p))
+		if len(p.Values) > 0 {
+			fmt.Fprintf(b, " (%s)", strings.Join(p.Values, ", "))
+		}
+		b.WriteString("\n")
+	}
+	if t.Residual != "" {
+		fmt.Fprintf(b, "    remains: %s\n", oneLineText(t.Residual))
+	}
+}
+
+// writeNearMiss writes a policy that nearly applied: what matched, and the
+// part that did not.
+func writeNearMiss(b *strings.Builder, t PolicyTrace) {
+	var matched []string
+	for _, p := range t.Parts {
+		if !p.lets() {
+			break
+		}
+		matched = append(matched, p.Kind+" matched")
+	}
+	fmt.Fprintf(b, "  %s %s (%s): ", t.Effect, t.ID, t.Source)
+	if len(matched) > 0 {
+		b.WriteString(strings.Join(matched, ", ") + ", ")
+	}
+	failed, ok := t.FailedPart()
+	if !ok {
+		b.WriteString("does not hold\n")
+		return
+	}
+	fmt.Fprintf(b, "`%s` was %s", oneLineText(failed.Text), partResult(failed))
+	if len(failed.Values) > 0 {
+		fmt.Fprintf(b, ": %s", strings.Join(failed.Values, ", "))
+	}
+	b.WriteString("\n")
+}
+
+// partResult is a part's result with its residual or error.
+func partResult(p TracePart) string {
+	switch p.Result {
+	case "unknown":
+		return "unknown until admission or open: " + oneLineText(p.Residual)
+	case "error":
+		return "an error: " + p.Error
+	}
+	return p.Result
+}
+
+// writeConditions writes what remains of a conditional decision.
+func writeConditions(b *strings.Builder, r Report) {
+	if r.Decision != "Conditional" {
+		return
+	}
+	fmt.Fprintf(b, "conditions that remain (admission decides; without conditional authorization: %s):\n", r.WithoutConditions)
+	for _, c := range r.Conditions {
+		fmt.Fprintf(b, "  %s %s on %s: %s\n", strings.ToLower(c.Effect), c.ID, c.EntityType, oneLineText(c.Expression))
+	}
+}
+
+func oneLineText(s string) string { return strings.Join(strings.Fields(s), " ") }
