@@ -222,10 +222,13 @@ func checkDecisions(t *testing.T, c *framework.Cluster, p *podProcess, pki chart
 	}
 	// A malformed review, so that kcedar_bad_requests_total has a series.
 	resp, err := pki.httpClient(true).Post(url, "application/json", strings.NewReader(`{"kind":"Pod"}`))
-	if err != nil || resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("a malformed review: %v %v, want 400", resp.Status, err)
+	if err != nil {
+		t.Fatal(err)
 	}
 	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a malformed review: %s, want 400", resp.Status)
+	}
 }
 
 // monitoringExempt are the metrics the chart's monitoring reads that this
@@ -309,4 +312,3 @@ func eventually(t *testing.T, d time.Duration, what string, ok func() bool, deta
 		}
 	}
 }
-

@@ -2,7 +2,7 @@
 {{- define "kcedar.podTemplate" -}}
 {{- $ds := include "kcedar.isDaemonSet" . }}
 {{- $probeHost := "" }}
-{{- if hasPrefix "127.0.0.1:" (include "kcedar.listen" .) }}{{ $probeHost = "127.0.0.1" }}{{ end }}
+{{- if hasPrefix "127.0.0.1:" (include "kcedar.listen" .) }}{{ $probeHost = "127.0.0.1" }}{{ end -}}
 metadata:
   labels:
     {{- include "kcedar.labels" . | nindent 4 }}
