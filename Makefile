@@ -167,7 +167,7 @@ soak: build
 # The chart's lint by the real helm, run as `go run module@version` like
 # staticcheck: pinned, fetched through the Go module proxy on first use, never
 # in go.mod (test/helm lints it through Helm's Go SDK too). The first run
-# compiles helm (a few minutes on 2 cores).
+# compiles helm (minutes on 2 cores); then about 30 s.
 HELM_VERSION ?= v3.22.0
 HELM ?= $(GO) run helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
