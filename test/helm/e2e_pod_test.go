@@ -189,7 +189,9 @@ func checkDecisions(t *testing.T, c *framework.Cluster, p *podProcess, pki chart
 	t.Helper()
 	alice, carol := c.ClientFor(t, "alice-token"), c.ClientFor(t, "carol-token")
 	c.EnsureNamespace(t, "dev")
-	eventually(t, 30*time.Second, "alice (group dev) lists pods in dev through the API server: the CedarPolicy object serves", func() bool {
+	// The API server caches a NoOpinion from before the object loaded for
+	// unauthorizedTTL (30s as kcedar manifests writes it).
+	eventually(t, 60*time.Second, "alice (group dev) lists pods in dev through the API server: the CedarPolicy object serves", func() bool {
 		_, err := alice.CoreV1().Pods("dev").List(t.Context(), metav1.ListOptions{})
 		return err == nil
 	}, p.proc.Logs)

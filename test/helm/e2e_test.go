@@ -51,9 +51,10 @@ const devPolicy = `@id("dev-team-reads-own-namespace")
 permit (principal in k8s::Group::"dev", action in [k8s::Action::"get", k8s::Action::"list", k8s::Action::"watch"], resource is core::pods)
 when { resource.namespace == "dev" };`
 
-// TestChartInstallsAndDecides installs the chart's rendered objects into a
-// real kube-apiserver (server-side apply: the API server accepts and stores
-// every one), configures that API server with `kcedar manifests` and the
+// TestChartInstallsAndDecides installs the chart's rendered objects, with
+// its monitoring on, into a real kube-apiserver that has the Prometheus
+// operator's CRDs (server-side apply: the API server accepts and stores
+// every one; deploy/'s monitoring component in a dry run), configures that API server with `kcedar manifests` and the
 // certificates the chart generated, runs kcedar as the chart's Deployment's
 // pod (its arguments, environment, Secrets and ConfigMap, its probes, a
 // token of its ServiceAccount, so with exactly the chart's RBAC), and gets
@@ -63,7 +64,7 @@ when { resource.namespace == "dev" };`
 func TestChartInstallsAndDecides(t *testing.T) {
 	bin := kcedarBinary(t)
 	port := framework.FreePort(t)
-	r := mustRenderChart(t, "kcedar", "kcedar-system", values(t, e2eValues))
+	r := mustRenderChart(t, "kcedar", "kcedar-system", values(t, e2eValues+monitoringValues))
 	work := t.TempDir()
 	pki := writeChartPKI(t, r.objects, work)
 
@@ -89,7 +90,19 @@ func TestChartInstallsAndDecides(t *testing.T) {
 			{Token: "carol-token", User: "carol", Groups: []string{"contractors"}},
 		},
 	})
-	inst := installChart(t, c, r.objects)
+	inst := installChart(t, c, r.objects, monitoringCRDs(t))
+	// deploy/components/monitoring's objects: the API server accepts every
+	// one (a server-side dry run; the rest of deploy/ is TestDeploy's, and
+	// its Deployment's selector differs from the release's, which is
+	// immutable).
+	for _, o := range kustomizeBuild(t, monitoringOverlay(t)) {
+		if mapAt(o, "metadata", "labels")["app.kubernetes.io/component"] != "metrics" {
+			continue
+		}
+		if err := inst.tryApply(t, o, metav1.DryRunAll); err != nil {
+			t.Errorf("deploy/ with components/monitoring: the API server refuses %s: %v", key(o), err)
+		}
+	}
 
 	pod := inst.podOf(t, "Deployment", "kcedar")
 	kcedar := startPod(t, c, inst, pod, bin, filepath.Join(work, "pod"), port)
@@ -183,10 +196,35 @@ type installation struct {
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 }
 
+// prometheusOperator is the module whose CRDs the monitoring objects need
+// (monitoring.coreos.com), read from the Go module proxy.
+const prometheusOperator = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
+
+// monitoringCRDs are the Prometheus operator's ServiceMonitor and
+// PrometheusRule CRDs, as the operator's release ships them.
+func monitoringCRDs(t *testing.T) []obj {
+	t.Helper()
+	cmd := exec.Command("go", "mod", "download", "-json", prometheusOperator)
+	cmd.Dir = os.TempDir()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod download %s: %v", prometheusOperator, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		t.Fatalf("go mod download %s: %v\n%s", prometheusOperator, err, out)
+	}
+	var crds []obj
+	for _, name := range []string{"servicemonitors", "prometheusrules"} {
+		crds = append(crds, decodeAll(t, readFile(t, filepath.Join(mod.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+name+".yaml")))...)
+	}
+	return crds
+}
+
 // installChart creates the release's namespace (helm install
-// --create-namespace), applies the CRDs, waits until they serve, applies
-// every other object, and reads each back.
-func installChart(t *testing.T, c *framework.Cluster, objs []obj) *installation {
+// --create-namespace), applies the prerequisite CRDs and the chart's CRDs,
+// waits until they serve, applies every other object, and reads each back.
+func installChart(t *testing.T, c *framework.Cluster, objs, prerequisites []obj) *installation {
 	t.Helper()
 	c.EnsureNamespace(t, "kcedar-system")
 	dyn, err := dynamic.NewForConfig(c.AdminConfig)
@@ -201,14 +239,16 @@ func installChart(t *testing.T, c *framework.Cluster, objs []obj) *installation 
 	isCRD := func(o obj) bool { return o["kind"] == "CustomResourceDefinition" }
 	crds := slices.DeleteFunc(slices.Clone(objs), func(o obj) bool { return !isCRD(o) })
 	rest := slices.DeleteFunc(slices.Clone(objs), isCRD)
-	if len(crds) != 2 || len(rest) < 10 {
+	if len(crds) != 2 || len(rest) < 15 {
 		t.Fatalf("the chart renders %d CRDs and %d other objects: %v", len(crds), len(rest), keys(objs))
 	}
-	inst.apply(t, crds)
-	eventually(t, 30*time.Second, "the chart's CRDs served", func() bool {
+	inst.apply(t, append(prerequisites, crds...))
+	eventually(t, 30*time.Second, "the CRDs served", func() bool {
 		inst.mapper.Reset()
-		_, err := inst.mapper.RESTMapping(schemaGK("kcedar.dev", "CedarPolicy"), "v1alpha1")
-		return err == nil
+		_, err1 := inst.mapper.RESTMapping(schemaGK("kcedar.dev", "CedarPolicy"), "v1alpha1")
+		_, err2 := inst.mapper.RESTMapping(schemaGK("monitoring.coreos.com", "ServiceMonitor"), "v1")
+		_, err3 := inst.mapper.RESTMapping(schemaGK("monitoring.coreos.com", "PrometheusRule"), "v1")
+		return err1 == nil && err2 == nil && err3 == nil
 	})
 	inst.apply(t, rest)
 	for _, o := range objs {
@@ -230,7 +270,7 @@ func (inst *installation) apply(t *testing.T, objs []obj) {
 	}
 }
 
-func (inst *installation) tryApply(t *testing.T, o obj) error {
+func (inst *installation) tryApply(t *testing.T, o obj, dryRun ...string) error {
 	t.Helper()
 	body, err := json.Marshal(o)
 	if err != nil {
@@ -238,7 +278,7 @@ func (inst *installation) tryApply(t *testing.T, o obj) error {
 	}
 	force := true
 	_, err = inst.resource(t, o).Patch(t.Context(), str(o, "metadata", "name"), types.ApplyPatchType, body,
-		metav1.PatchOptions{FieldManager: "helm-e2e", Force: &force})
+		metav1.PatchOptions{FieldManager: "helm-e2e", Force: &force, DryRun: dryRun})
 	return err
 }
 
