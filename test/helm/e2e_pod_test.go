@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	promql "github.com/prometheus/prometheus/promql/parser"
+
 	"github.com/kcedar/kcedar/test/e2e/framework"
 )
 
@@ -313,4 +315,21 @@ func eventually(t *testing.T, d time.Duration, what string, ok func() bool, deta
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// metricNames are the metrics expr reads.
+func metricNames(t *testing.T, expr string) []string {
+	t.Helper()
+	node, err := promql.NewParser(promql.Options{}).ParseExpr(expr)
+	if err != nil {
+		t.Fatalf("%q: %v", expr, err)
+	}
+	var out []string
+	promql.Inspect(node, func(n promql.Node, _ []promql.Node) error {
+		if vs, ok := n.(*promql.VectorSelector); ok {
+			out = append(out, vs.Name)
+		}
+		return nil
+	})
+	return out
 }

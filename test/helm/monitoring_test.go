@@ -284,20 +284,3 @@ func addMetricName(n ast.Node, names map[string]bool) {
 		}
 	}
 }
-
-// metricNames are the metrics expr reads.
-func metricNames(t *testing.T, expr string) []string {
-	t.Helper()
-	node, err := promql.NewParser(promql.Options{}).ParseExpr(expr)
-	if err != nil {
-		t.Fatalf("%q: %v", expr, err)
-	}
-	var out []string
-	promql.Inspect(node, func(n promql.Node, _ []promql.Node) error {
-		if vs, ok := n.(*promql.VectorSelector); ok {
-			out = append(out, vs.Name)
-		}
-		return nil
-	})
-	return out
-}
