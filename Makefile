@@ -35,6 +35,8 @@
 #                         10k, ~10 min; BENCH_FLAGS go to test/bench (-workloads, -policies)
 #   make bench-go         the go test -bench benchmarks (BENCH selects them)
 #   make capture-default  internal/schemagen/default from a default kube-apiserver
+#   make helm-lint        helm lint --strict of charts/kcedar (the real helm, pinned, through the Go
+#                         module proxy; not in go.mod)
 #   make fmt | vet | tidy-check | kube-binaries | clean
 
 SHELL := bash
@@ -68,7 +70,7 @@ SOAK_FLAGS ?=
 GO_FILES = find . -type d \( -name .git -o -name .cache -o -name bin -o -name testdata -o -name node_modules \) -prune \
 	-o -type f -name '*.go' -print
 
-.PHONY: build test test-race vet lint cedarx cedarx-check fmt fmt-check tidy-check tracked-check fuzz soak e2e e2e-cost kube-binaries bench bench-go capture-default clean image image-binary image-test release
+.PHONY: build test test-race vet lint cedarx cedarx-check fmt fmt-check tidy-check tracked-check fuzz soak e2e e2e-cost kube-binaries bench bench-go capture-default clean image image-binary image-test release helm-lint
 
 # bin/kubectl-cedar is the same binary under the name kubectl runs as the
 # `kubectl cedar` plugin (it dispatches on its name; cmd/kcedar/plugin.go).
@@ -172,6 +174,17 @@ fuzz:
 # the test binary, e.g. SOAK_FLAGS='-reloads 50'.
 soak: build
 	$(GO) test -tags soak -count=1 -timeout 15m -v ./test/soak/... -args -kcedar $(CURDIR)/bin/kcedar $(SOAK_FLAGS)
+
+# The chart's lint by the real helm, run as `go run module@version` like
+# staticcheck: pinned, fetched through the Go module proxy on first use, never
+# in go.mod (test/helm lints it through Helm's Go SDK too). The first run
+# compiles helm (minutes on 2 cores); then about 30 s.
+HELM_VERSION ?= v3.22.0
+HELM ?= $(GO) run helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+helm-lint:
+	$(HELM) lint --strict charts/kcedar
+	$(HELM) template kcedar charts/kcedar --namespace kcedar-system >/dev/null
 
 kube-binaries:
 	bash hack/kube-binaries.sh
