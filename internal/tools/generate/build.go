@@ -37,6 +37,12 @@ type Outcome struct {
 	// Withheld are allowed requests whose policy would have allowed a
 	// logged forbidden request however tightened: not granted.
 	Withheld int `json:"withheld"`
+	// KeptNames are grants whose names stay listed although the names mode
+	// would allow every name: that would allow a logged forbidden request.
+	KeptNames int `json:"keptNames"`
+	// PerMember are permissions of a group subject's member written for
+	// the member: for the group they would allow a forbidden request.
+	PerMember int `json:"perMember"`
 }
 
 // grants assigns the allowed permissions to subjects and folds them per
@@ -52,6 +58,8 @@ func (g *Generator) grants(t *tightening) (map[grantKey]*grant, Outcome) {
 			gk := grantKey{grp, up.target, up.verb, up.namespace}
 			if !g.forbidden[subjectPerm{grp, up.perm}] && !t.split[gk] {
 				subj = grp
+			} else {
+				out.PerMember++
 			}
 		}
 		if !subj.isGroup && g.forbidden[subjectPerm{user, up.perm}] {
@@ -117,7 +125,7 @@ func (r nameRule) key() string {
 }
 
 // nameRuleOf chooses a grant's name rule: see Names.
-func (g *Generator) nameRuleOf(gk grantKey, gr *grant, t *tightening, forbidden map[grantKey]bool) nameRule {
+func (g *Generator) nameRuleOf(gk grantKey, gr *grant, t *tightening, forbidden map[grantKey]bool, out *Outcome) nameRule {
 	names := make([]string, 0, len(gr.names))
 	for n := range gr.names {
 		names = append(names, n)
@@ -129,6 +137,9 @@ func (g *Generator) nameRuleOf(gk grantKey, gr *grant, t *tightening, forbidden 
 	}
 	if widen && !t.exact[gk] && !forbidden[gk] {
 		return nameRule{any: true}
+	}
+	if widen {
+		out.KeptNames++
 	}
 	return nameRule{names: names, unnamed: gr.unnamed}
 }
@@ -150,7 +161,7 @@ type policy struct {
 // merge groups the grants into policies: per subject and target, the
 // verbs with the same name rule in a namespace, then the namespaces with
 // the same verbs and name rule.
-func (g *Generator) merge(grants map[grantKey]*grant, t *tightening) []*policy {
+func (g *Generator) merge(grants map[grantKey]*grant, t *tightening, out *Outcome) []*policy {
 	forbidden := g.forbiddenKeys()
 	type byNS struct {
 		subject
@@ -160,7 +171,7 @@ func (g *Generator) merge(grants map[grantKey]*grant, t *tightening) []*policy {
 	}
 	step1 := map[byNS]*policy{}
 	for gk, gr := range grants {
-		rule := g.nameRuleOf(gk, gr, t, forbidden)
+		rule := g.nameRuleOf(gk, gr, t, forbidden, out)
 		if rule.strict {
 			rule.any = false
 			rule.unnamed = true
@@ -194,13 +205,13 @@ func (g *Generator) merge(grants map[grantKey]*grant, t *tightening) []*policy {
 		q.keys = append(q.keys, p.keys...)
 		q.ev.merge(&p.ev)
 	}
-	out := make([]*policy, 0, len(step2))
+	ps := make([]*policy, 0, len(step2))
 	for _, p := range step2 {
 		slices.Sort(p.namespaces)
-		out = append(out, p)
+		ps = append(ps, p)
 	}
-	sortPolicies(out)
-	return out
+	sortPolicies(ps)
+	return ps
 }
 
 // sortPolicies orders policies by subject, target, namespaces and verbs.

@@ -45,7 +45,7 @@ func (g *Generator) Policies() (*Result, error) {
 	t := &tightening{exact: map[grantKey]bool{}, split: map[grantKey]bool{}, withheld: map[grantKey]bool{}}
 	for range maxRounds {
 		grants, outcome := g.grants(t)
-		ps := g.merge(grants, t)
+		ps := g.merge(grants, t, &outcome)
 		assignIDs(ps)
 		text := g.render(ps)
 		bad, err := g.allowsForbidden(text, ps)
@@ -176,6 +176,12 @@ func (g *Generator) header(n int, o Outcome) string {
 	}
 	if o.Conflicting > 0 {
 		fmt.Fprintf(&b, "// Not granted: %d allowed requests whose permission the same subject was also forbidden.\n", o.Conflicting)
+	}
+	if o.KeptNames > 0 {
+		fmt.Fprintf(&b, "// Names kept listed for %d grants: every name would allow a logged forbidden request.\n", o.KeptNames)
+	}
+	if o.PerMember > 0 {
+		fmt.Fprintf(&b, "// %d permissions written for a member, not its group: for the group they would allow a logged forbidden request.\n", o.PerMember)
 	}
 	if o.Withheld > 0 {
 		fmt.Fprintf(&b, "// Not granted: %d allowed requests whose policy would allow a logged forbidden request.\n", o.Withheld)

@@ -190,8 +190,8 @@ func TestOnlyWhatIsMissing(t *testing.T) {
 		union := valid(t, s, conv.Policies, res.Text)
 		checkReplay(t, s, union, log)
 		alreadyAllowed := checkNoRedundantPolicy(t, s, existing, res.Text, log)
-		if res.Stats.AlreadyAllowed != alreadyAllowed || alreadyAllowed < 100 {
-			t.Errorf("%d requests counted as allowed by the existing policies, %d are (want at least 100)", res.Stats.AlreadyAllowed, alreadyAllowed)
+		if res.Stats.AlreadyAllowed != alreadyAllowed || alreadyAllowed < 50 {
+			t.Errorf("%d requests counted as allowed by the existing policies, %d are (want at least 50)", res.Stats.AlreadyAllowed, alreadyAllowed)
 		}
 		t.Logf("seed %d: %d existing policies, %d generated; %d allowed requests already allowed", seed, existing.Len(), res.Count, alreadyAllowed)
 	}

@@ -192,7 +192,7 @@ func (p *policy) conditions(s *schemagen.Schema) []string {
 		return p.scopeConditions(conds, true)
 	}
 	r, _ := s.Lookup(p.group, p.resource, p.subres)
-	if r != nil && r.HasSubresourceAttr() {
+	if r != nil && r.AnySubresource {
 		conds = append(conds, inList("resource.subresource", []string{p.subres}))
 	}
 	return p.scopeConditions(conds, r == nil || !r.Namespaced)
