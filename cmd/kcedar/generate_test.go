@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,6 +47,23 @@ func TestGenerateCommand(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("want %q in:\n%s", want, out)
 		}
+	}
+	// The same log gzipped, given twice: the same policies from twice the
+	// requests.
+	raw, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(raw)
+	_ = zw.Close()
+	zipped := writeFile(t, dir, "audit.log.gz", gz.String())
+	twice, code := run(t, newGenerateCmd(), "--audit-log", zipped, "--audit-log", log)
+	policiesOf := func(s string) string { _, rest, _ := strings.Cut(s, "\n\n"); return rest }
+	if code != 0 || !strings.Contains(twice, "10 allowed, 2 forbidden") ||
+		strings.ReplaceAll(policiesOf(twice), "2 requests", "1 request") != policiesOf(out) {
+		t.Errorf("gzipped and plain: %d\n%s\nwant the policies of\n%s", code, twice, out)
 	}
 	gen := filepath.Join(dir, "gen")
 	if out, code := run(t, newGenerateCmd(), "--audit-log", log, "-o", gen); code != 0 {
