@@ -32,6 +32,7 @@ type generateOptions struct {
 	maxNames     int
 	outputDir    string
 	format       string
+	audit        bool
 	maxLineBytes int
 }
 
@@ -73,8 +74,10 @@ add-ons). The output's first comment counts them.
 Output: Cedar on stdout, laid out as kcedar fmt lays it out, each policy with
 an @id (generated/<subject>/<resource>-<verbs>) and a comment with its
 evidence (requests, first and last seen); with -o DIR one file per subject.
---output-format policy-objects writes CedarPolicy objects (one per subject)
-instead.
+--output-format policy-objects writes policy objects instead, one per
+subject: a NamespacedCedarPolicy in the namespace all of a subject's
+policies grant in, else a CedarPolicy. --audit annotates every policy
+@enforcement("audit"), to roll them out in audit mode first.
 
 Exit status: 0 done, 1 invalid existing policies, 2 usage or I/O error.`
 
@@ -107,7 +110,8 @@ func (o *generateOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.names, "names", string(generate.NamesAuto), "exact: list every name; auto: list up to --max-names names, else every name; any: every name")
 	f.IntVar(&o.maxNames, "max-names", generate.DefaultMaxNames, "with --names auto, the most distinct names listed per subject, verb, resource and namespace")
 	f.StringVarP(&o.outputDir, "output-dir", "o", "", "write one file per subject into this directory instead of stdout")
-	f.StringVar(&o.format, "output-format", "cedar", "cedar, or policy-objects (CedarPolicy YAML)")
+	f.StringVar(&o.format, "output-format", "cedar", "cedar, or policy-objects (CedarPolicy and NamespacedCedarPolicy YAML)")
+	f.BoolVar(&o.audit, "audit", false, `annotate every policy @enforcement("audit"): evaluated and logged, never deciding`)
 	f.IntVar(&o.maxLineBytes, "max-line-bytes", replay.DefaultMaxLineBytes, "longest line read; longer lines are skipped")
 }
 
@@ -162,7 +166,7 @@ func (o *generateOptions) Run(ctx context.Context, stdout, stderr io.Writer) err
 		}
 	}
 	g := generate.New(checker.Schema, generate.Options{Existing: existing, GroupSubjects: o.groups,
-		IncludeSystem: o.system, Names: generate.Names(o.names), MaxNames: o.maxNames})
+		IncludeSystem: o.system, Names: generate.Names(o.names), MaxNames: o.maxNames, Audit: o.audit})
 	if err := o.readLogs(ctx, g, stderr); err != nil {
 		return err
 	}

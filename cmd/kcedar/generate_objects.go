@@ -12,8 +12,10 @@ import (
 	"github.com/kcedar/kcedar/internal/tools/generate"
 )
 
-// writePolicyObjects writes one CedarPolicy per subject, as YAML
-// documents, after the comment lines header.
+// writePolicyObjects writes one policy object per subject, as YAML
+// documents, after the comment lines header: a NamespacedCedarPolicy in
+// the namespace every policy of the subject is confined to, else a
+// CedarPolicy.
 func writePolicyObjects(w io.Writer, subjects []generate.SubjectPolicies, header string) error {
 	if header != "" {
 		for _, l := range strings.Split(strings.TrimRight(header, "\n"), "\n") {
@@ -21,15 +23,16 @@ func writePolicyObjects(w io.Writer, subjects []generate.SubjectPolicies, header
 		}
 	}
 	for i, s := range subjects {
-		obj := map[string]any{
-			"apiVersion": "kcedar.dev/v1alpha1",
-			"kind":       "CedarPolicy",
-			"metadata": map[string]any{
-				"name":   generatedObjectName(s.Slug),
-				"labels": map[string]string{"app.kubernetes.io/managed-by": "kcedar-generate"},
-			},
-			"spec": map[string]any{"content": string(s.Text)},
+		meta := map[string]any{
+			"name":   generatedObjectName(s.Slug),
+			"labels": map[string]string{"app.kubernetes.io/managed-by": "kcedar-generate"},
 		}
+		kind := "CedarPolicy"
+		if s.Namespace != "" {
+			kind, meta["namespace"] = "NamespacedCedarPolicy", s.Namespace
+		}
+		obj := map[string]any{"apiVersion": "kcedar.dev/v1alpha1", "kind": kind, "metadata": meta,
+			"spec": map[string]any{"content": string(s.Text)}}
 		data, err := yaml.Marshal(obj)
 		if err != nil {
 			return err

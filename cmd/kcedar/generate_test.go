@@ -74,14 +74,18 @@ func TestGenerateCommand(t *testing.T) {
 	}
 	objs := filepath.Join(dir, "objects.yaml")
 	out, code = run(t, newGenerateCmd(), "--audit-log", log, "--output-format", "policy-objects")
-	if code != 0 || !strings.Contains(out, "kind: CedarPolicy") {
+	if code != 0 || !strings.Contains(out, "kind: CedarPolicy") || !strings.Contains(out, "kind: NamespacedCedarPolicy\nmetadata:\n  labels:\n    app.kubernetes.io/managed-by: kcedar-generate\n  name: generated-alice\n  namespace: team") {
 		t.Fatalf("generate --output-format policy-objects: %d %s", code, out)
 	}
 	if err := os.WriteFile(objs, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := run(t, newValidateCmd(), "--policy-objects", objs); code != 0 || strings.Contains(out, "not used") {
+	if out, code := run(t, newValidateCmd(), "--policy-objects", objs); code != 0 || strings.Contains(out, "not used") || !strings.Contains(out, "4 policies") {
 		t.Errorf("validate --policy-objects of the objects: %d %s", code, out)
+	}
+	out, code = run(t, newGenerateCmd(), "--audit-log", log, "--audit")
+	if code != 0 || strings.Count(out, `@enforcement("audit")`) != 4 {
+		t.Errorf("generate --audit: %d %s", code, out)
 	}
 }
 

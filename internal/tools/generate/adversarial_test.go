@@ -65,6 +65,11 @@ func TestWideningNeverCoversAForbiddenRequest(t *testing.T) {
 			t.Errorf("names %s: the names are not kept listed (%+v):\n%s", names, res.Outcome, res.Text)
 		}
 	}
+	// In audit mode the policies are checked as they will be enforced.
+	audit := generateFrom(t, embeddedschema.Schema(t), Options{Names: NamesAny, Audit: true}, logOf(t, manyNames(alice, alice)...))
+	if !strings.Contains(string(audit.Text), `"x8"`) || !strings.Contains(string(audit.Text), `@enforcement("audit")`) {
+		t.Errorf("--audit: the names are not kept listed:\n%s", audit.Text)
+	}
 	// Without the forbidden request, more than three names become every name.
 	res := checkExact(t, Options{Names: NamesAuto, MaxNames: 3}, logOf(t, manyNames(alice, alice)[:8]...))
 	if strings.Contains(string(res.Text), `"x8"`) {

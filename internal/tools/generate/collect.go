@@ -41,6 +41,9 @@ type Options struct {
 	IncludeSystem bool
 	Names         Names
 	MaxNames      int
+	// Audit annotates every policy @enforcement("audit"): evaluated and
+	// logged, never deciding, until the annotation is removed.
+	Audit bool
 }
 
 // Input is one logged request: as the authorizer saw it, and the logged

@@ -10,6 +10,7 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/format"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
 // Result is the generated policies.
@@ -30,6 +31,10 @@ type SubjectPolicies struct {
 	// Slug names the subject as policy ids do (alice, sa/ns/name, group/g).
 	Slug string
 	Text []byte
+	// Namespace is the one namespace every policy of the subject is
+	// confined to ("" if they are not): a NamespacedCedarPolicy there holds
+	// them.
+	Namespace string
 }
 
 // maxRounds bounds the rounds of tightening; each round makes at least one
@@ -47,7 +52,8 @@ func (g *Generator) Policies() (*Result, error) {
 		grants, outcome := g.grants(t)
 		ps := g.merge(grants, t, &outcome)
 		assignIDs(ps)
-		text := g.render(ps)
+		// Checked as enforced: an audit policy never allows.
+		text := g.render(ps, false)
 		bad, err := g.allowsForbidden(text, ps)
 		if err != nil {
 			return nil, err
@@ -76,14 +82,15 @@ func (t *tightening) tighten(p *policy) {
 	}
 }
 
-// render is the policies' text, unformatted.
-func (g *Generator) render(ps []*policy) string {
+// render is the policies' text, unformatted; audit annotates them
+// @enforcement("audit").
+func (g *Generator) render(ps []*policy, audit bool) string {
 	var b strings.Builder
 	for i, p := range ps {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(p.cedar(g.schema))
+		b.WriteString(p.cedar(g.schema, audit))
 	}
 	return b.String()
 }
@@ -137,13 +144,13 @@ func (g *Generator) result(ps []*policy, outcome Outcome) (*Result, error) {
 		for j < len(ps) && ps[j].subject == ps[i].subject {
 			j++
 		}
-		text := g.render(ps[i:j])
+		text := g.render(ps[i:j], g.opts.Audit)
 		all.WriteString("\n" + text)
 		laid, err := format.Source("generated", []byte(text))
 		if err != nil {
 			return nil, err
 		}
-		res.Subjects = append(res.Subjects, SubjectPolicies{Slug: ps[i].subject.slug(), Text: laid.Text})
+		res.Subjects = append(res.Subjects, SubjectPolicies{Slug: ps[i].subject.slug(), Text: laid.Text, Namespace: confinedTo(ps[i:j])})
 		i = j
 	}
 	laid, err := format.Source("generated", []byte(all.String()))
@@ -187,4 +194,18 @@ func (g *Generator) header(n int, o Outcome) string {
 		fmt.Fprintf(&b, "// Not granted: %d allowed requests whose policy would allow a logged forbidden request.\n", o.Withheld)
 	}
 	return b.String()
+}
+
+// confinedTo is the one namespace every policy of ps grants in, "" if
+// there is none.
+func confinedTo(ps []*policy) string {
+	ns := ""
+	for _, p := range ps {
+		if p.entity == string(schemagen.NonResourceURLType) || len(p.namespaces) != 1 || p.namespaces[0] == "" ||
+			(ns != "" && p.namespaces[0] != ns) {
+			return ""
+		}
+		ns = p.namespaces[0]
+	}
+	return ns
 }

@@ -89,11 +89,15 @@ func assignIDs(ps []*policy) {
 }
 
 // cedar is the policy's text (kcedar fmt lays it out).
-func (p *policy) cedar(s *schemagen.Schema) string {
+func (p *policy) cedar(s *schemagen.Schema, audit bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "// %s: %s %s%s%s\n", p.subject.describe(), strings.Join(p.verbs, ", "), p.target.describe(), p.whereText(), p.namesText())
 	fmt.Fprintf(&b, "// evidence: %s\n", p.ev.describe())
-	fmt.Fprintf(&b, "@id(%s)\npermit (\n  %s,\n  %s,\n  resource is %s\n)", quote(p.id), p.subject.scope(), p.actionScope(), p.entity)
+	fmt.Fprintf(&b, "@id(%s)\n", quote(p.id))
+	if audit {
+		b.WriteString("@enforcement(\"audit\")\n")
+	}
+	fmt.Fprintf(&b, "permit (\n  %s,\n  %s,\n  resource is %s\n)", p.subject.scope(), p.actionScope(), p.entity)
 	if conds := p.conditions(s); len(conds) > 0 {
 		fmt.Fprintf(&b, "\nwhen {\n  %s\n}", strings.Join(conds, " &&\n  "))
 	}
