@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,19 +33,31 @@ type replayOptions struct {
 	changes          bool
 	exitCode         bool
 	maxLineBytes     int
+	reach            replayReachOptions
 
 	// collected are the changed requests kept for -o text and json with
 	// --changes.
 	collected []replay.Change
 }
 
-const replayLong = `Read kube-apiserver audit logs (audit.k8s.io/v1 Event JSON lines, gzipped or
-not; - is stdin) and decide every request again with the policies, as kcedar
-serve would, comparing with what happened: the authorization.k8s.io/decision
-annotation (the answer of the whole authorizer chain).
+const replayLong = `Read kube-apiserver audit logs (audit.k8s.io/v1 or v1beta1 Event JSON lines,
+gzipped or not; - is stdin; Azure kube-audit diagnostic records are
+unwrapped) and decide every request again with the policies, as kcedar serve
+would, comparing with what happened: the authorization.k8s.io/decision
+annotation (the answer of the whole authorizer chain), or, in logs written
+before Kubernetes 1.11 added it, the response code (a hint: 2xx means
+authorized, 403 may be admission's). Lines that are JSON but no audit event
+(GKE Cloud Audit Log records, anything else) are counted apart, by what they
+are.
 
-Each request is decided once, at its ResponseComplete or Panic event; other
-stages are skipped. The request is rebuilt as the authorizer saw it: from
+Each request is decided once, at its ResponseComplete or Panic event, or at
+its ResponseStarted event when no ResponseComplete follows (a watch still
+open, exec, attach, port-forward), paired by auditID. Requests kcedar never
+sees are left out and counted: those of system:masters members, and those
+the matchConditions of kcedar's webhook authorizer exclude (from
+--authorization-config; by default the ones kcedar manifests writes).
+
+The request is rebuilt as the authorizer saw it: from
 requestURI and verb, with kube-apiserver's own request-info resolver (not
 from objectRef: a create's name was not authorized), as the impersonated user
 where there is one. A decision that needs namespaceObject needs
@@ -56,8 +69,11 @@ allow that becomes Deny or NoOpinion is newly denied; forbid that becomes
 Allow is newly allowed. NoOpinion counts as not allowed, as if kcedar were
 the last authorizer.
 
-Exit status: 0 done, 1 invalid policies, 2 usage or I/O error, 3 with
---exit-code when a request is newly denied or newly allowed.`
+Exit status: 0 done, 1 invalid policies, 2 usage or I/O error (a log that
+cannot be opened or read to its end: a directory, a missing file, a
+truncated gzip stream; the summary of what was read is printed first), 3
+with --exit-code when a request is newly denied or newly allowed (2 wins
+over 3).`
 
 func newReplayCmd() *cobra.Command {
 	var o replayOptions
@@ -82,7 +98,8 @@ func newReplayCmd() *cobra.Command {
 func (o *replayOptions) AddFlags(f *pflag.FlagSet) {
 	o.src.AddFlags(f)
 	o.pol.AddFlags(f, true)
-	f.StringArrayVar(&o.auditLogs, "audit-log", nil, "kube-apiserver audit log: audit.k8s.io/v1 Event JSON lines, gzipped or not (repeatable; - for stdin)")
+	o.reach.AddFlags(f)
+	f.StringArrayVar(&o.auditLogs, "audit-log", nil, "kube-apiserver audit log: audit.k8s.io/v1 or v1beta1 Event JSON lines, gzipped or not (repeatable; - for stdin)")
 	f.StringVar(&o.namespaceObjects, "namespace-objects", "", "Namespace objects (YAML or JSON; several documents or a List, as kubectl get namespaces -o yaml prints them) that fill resource.namespaceObject")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text, json, or jsonl (with --changes: one line per changed request)")
 	f.BoolVar(&o.changes, "changes", false, "list every changed request (auditID, was, now, deciding policies)")
@@ -135,20 +152,28 @@ func (o *replayOptions) Run(ctx context.Context, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	ps, err := o.pol.policySet(ctx, stderr, checker, o.pol.policies)
+	seen := &unknownTypeWriter{w: stderr}
+	ps, err := o.pol.policySet(ctx, seen, checker, o.pol.policies)
 	if err != nil {
-		return err
+		return o.schemaHint(err, seen.unknownType)
 	}
 	ns, err := o.readNamespaces()
 	if err != nil {
 		return &exitError{2, err}
 	}
-	opts := replay.Options{Namespaces: ns, MaxLineBytes: o.maxLineBytes, OnChange: o.onChange(stdout)}
+	reach, err := o.reach.reach()
+	if err != nil {
+		return &exitError{2, err}
+	}
+	opts := replay.Options{Namespaces: ns, MaxLineBytes: o.maxLineBytes, OnChange: o.onChange(stdout), Reach: reach}
 	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		opts.Progress = progress(stderr)
 	}
 	r := replay.New(checker.Schema, ps, opts)
 	if err := o.readLogs(ctx, r); err != nil {
+		return err
+	}
+	if err := r.Finish(); err != nil {
 		return err
 	}
 	if opts.Progress != nil {
@@ -159,10 +184,40 @@ func (o *replayOptions) Run(ctx context.Context, stdout, stderr io.Writer) error
 	if err := o.print(stdout, stderr, sum); err != nil {
 		return err
 	}
+	if err := unreadable(sum); err != nil {
+		return err
+	}
 	if o.exitCode && sum.Changed() {
 		return &exitError{3, fmt.Errorf("%d newly denied, %d newly allowed", sum.NewlyDenied, sum.NewlyAllowed)}
 	}
 	return nil
+}
+
+// schemaHint adds to a policy error naming a type the built-in schema does
+// not know where the policies likely came from: policies converted
+// against a live cluster (kcedar rbac convert --kubeconfig) name its CRDs.
+func (o *replayOptions) schemaHint(err error, unknownType bool) error {
+	if o.src.IsLive() || o.src.FromDir != "" || o.src.SchemaFile != "" || !unknownType {
+		return err
+	}
+	const hint = "replay used the schema built into kcedar, which knows no CRD: give the --kubeconfig the policies were converted with (or --schema, --from-dir)"
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return &exitError{ee.code, fmt.Errorf("%w; %s", ee.err, hint)}
+	}
+	return fmt.Errorf("%w; %s", err, hint)
+}
+
+// unknownTypeWriter passes the policy diagnostics on and notes whether one
+// names an unknown entity type.
+type unknownTypeWriter struct {
+	w           io.Writer
+	unknownType bool
+}
+
+func (u *unknownTypeWriter) Write(p []byte) (int, error) {
+	u.unknownType = u.unknownType || strings.Contains(string(p), "unknown entity type")
+	return u.w.Write(p)
 }
 
 // readNamespaces reads --namespace-objects (nil without it).
@@ -181,28 +236,49 @@ func (o *replayOptions) readNamespaces() (entities.NamespaceLookup, error) {
 	return ns, nil
 }
 
-// readLogs replays every --audit-log in order; a file that cannot be
-// opened is an I/O error (exit 2).
+// readLogs replays every --audit-log in order; one that cannot be opened
+// or read to its end is recorded in the summary (exit 2 after it).
 func (o *replayOptions) readLogs(ctx context.Context, r *replay.Replayer) error {
 	for _, path := range o.auditLogs {
 		if err := readLog(ctx, r, path); err != nil {
-			return &exitError{2, err}
+			return err
 		}
 	}
 	return nil
 }
 
-// readLog replays one log file, or stdin for "-".
+// readLog replays one log file, or stdin for "-". The error is the
+// context's or OnChange's; an unreadable file is recorded in the summary.
 func readLog(ctx context.Context, r *replay.Replayer, path string) error {
 	if path == "-" {
 		return r.Read(ctx, "<stdin>", os.Stdin)
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		r.Unreadable(path, err)
+		return nil
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		r.Unreadable(path, errors.New("is a directory, not an audit log file (give the files in it)"))
+		return nil
+	}
 	return r.Read(ctx, path, f)
+}
+
+// unreadable is the I/O error (exit 2) of inputs not read to their end.
+func unreadable(sum *replay.Summary) error {
+	if sum.Unreadable == 0 {
+		return nil
+	}
+	first := ""
+	for _, p := range sum.Problems {
+		if p.CutShort {
+			first = p.Input + ": " + p.Message
+			break
+		}
+	}
+	return &exitError{2, fmt.Errorf("%d --audit-log input(s) not read to the end; first: %s", sum.Unreadable, first)}
 }
 
 // onChange lists the changed requests as they come with --changes -o

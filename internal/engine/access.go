@@ -488,8 +488,8 @@ func parsePattern(text string) (types.Pattern, error) {
 func (rv *AccessReview) summarize() {
 	allowedIn := map[Subject]int{}
 	// Subjects an unconditional forbid denies in some case are never
-	// listed as allowed (every principal, for a forbid on All).
-	denied, deniedAll := map[Subject]bool{}, false
+	// listed as allowed (see deniedBy).
+	var forbids []Subject
 	for _, c := range rv.cases {
 		seen := map[Subject]bool{}
 		for _, e := range c.entries {
@@ -502,8 +502,7 @@ func (rv *AccessReview) summarize() {
 			case e.effect == types.Forbid:
 				rv.Denied = append(rv.Denied, out)
 				if e.Condition == "" {
-					denied[e.Subject] = true
-					deniedAll = deniedAll || e.Kind == SubjectAll
+					forbids = append(forbids, e.Subject)
 				}
 			case e.Condition == "":
 				rv.Allowed = append(rv.Allowed, out)
@@ -520,7 +519,7 @@ func (rv *AccessReview) summarize() {
 		}
 	}
 	for sub, n := range allowedIn {
-		if n != len(rv.cases) || sub.PrincipalType != "" || denied[sub] || deniedAll {
+		if n != len(rv.cases) || sub.PrincipalType != "" || deniedBy(sub, forbids) {
 			continue
 		}
 		switch sub.Kind {
@@ -544,6 +543,33 @@ func (rv *AccessReview) summarize() {
 			*l = []SubjectAccess{}
 		}
 	}
+}
+
+// deniedBy reports whether an unconditional forbid on one of the subjects
+// in forbids applies to every principal sub names (see Covers).
+func deniedBy(sub Subject, forbids []Subject) bool {
+	for _, f := range forbids {
+		if f.Covers(sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// Covers reports whether s selects every principal that o names, when o
+// is a single principal (User, ServiceAccount, Node: s selects it, being
+// the same principal, every principal, every principal of its type, a
+// username pattern it matches or every ServiceAccount of its namespace) or
+// a group (s is the same group or every principal). Other selectors are
+// never covered: a group's members are not known.
+func (s Subject) Covers(o Subject) bool {
+	switch o.Kind {
+	case SubjectUser, SubjectServiceAccount, SubjectNode:
+		return o.PrincipalType == "" && s.Matches(entities.UserInfo{Name: o.Name})
+	case SubjectGroup:
+		return o.PrincipalType == "" && (s.Kind == SubjectAll && s.PrincipalType == "" || s == o)
+	}
+	return false
 }
 
 func lessAccess(a, b SubjectAccess) bool {

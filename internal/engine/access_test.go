@@ -419,6 +419,37 @@ func TestWhoCanListsNoDeniedSubject(t *testing.T) {
 	}
 }
 
+// A forbid on a selector (every User, a username pattern, every
+// ServiceAccount of a namespace, every principal) keeps the principals it
+// selects out of the users list, and only those.
+func TestWhoCanListsNoSubjectASelectorDenies(t *testing.T) {
+	permits := `
+@id("alice") permit(principal == k8s::User::"alice", action, resource is core::pods);
+@id("ci") permit(principal == k8s::ServiceAccount::"system:serviceaccount:a:ci", action, resource is core::pods);
+@id("node") permit(principal == k8s::Node::"system:node:n1", action, resource is core::pods);
+@id("dev") permit(principal in k8s::Group::"dev", action, resource is core::pods);
+`
+	for forbid, want := range map[string][]string{
+		`forbid(principal is k8s::User, action, resource is core::pods);`:                                                 {"system:node:n1", "system:serviceaccount:a:ci"},
+		`forbid(principal is k8s::ServiceAccount, action, resource is core::pods);`:                                       {"alice", "system:node:n1"},
+		`forbid(principal, action, resource is core::pods) when { principal.username like "system:serviceaccount:a:*" };`: {"alice", "system:node:n1"},
+		`forbid(principal, action, resource is core::pods) when { principal.username like "ali*" };`:                      {"system:node:n1", "system:serviceaccount:a:ci"},
+		`forbid(principal in k8s::Group::"dev", action, resource is core::pods);`:                                         {"alice", "system:node:n1", "system:serviceaccount:a:ci"},
+		`forbid(principal, action, resource is core::pods);`:                                                              {},
+	} {
+		az := NewEngine(embeddedschema.Schema(t), mustPolicies(t, permits+forbid), NewCodec(RandomKeyring()), EngineOptions{})
+		rv := whoCan(t, az, whoCanReq("get", "", "pods", "", "a", "p"))
+		if !slices.Equal(rv.Users, want) {
+			t.Errorf("%s\nusers = %v, want %v (denied: %+v)", forbid, rv.Users, want, rv.Denied)
+		}
+		for _, u := range rv.Users {
+			if d := az.Authorize(context.Background(), &entities.Request{ResourceRequest: true, Verb: "get", Resource: "pods", Namespace: "a", Name: "p", User: entities.UserInfo{Name: u}}); d.Type() != DecisionAllow {
+				t.Errorf("%s: %s is listed but Authorize says %v", forbid, u, d.Type())
+			}
+		}
+	}
+}
+
 // whoCan is az.WhoCan for tests: a cancelled context never happens here.
 func whoCan(t testing.TB, az RuleResolver, req *entities.Request) AccessReview {
 	t.Helper()

@@ -175,9 +175,8 @@ func (g *Generator) header(n int, o Outcome) string {
 		classes = append(classes, c)
 	}
 	slices.Sort(classes)
-	if len(classes) > 0 {
-		b.WriteString("// Left out, system identities (--include-system includes them):\n")
-	}
+	b.WriteString("// Left out, system identities (--include-system includes them but the first):\n")
+	b.WriteString("//   " + SystemMasters + ": not read (kube-apiserver allows them before any webhook)\n")
 	for _, c := range classes {
 		fmt.Fprintf(&b, "//   %s: %d requests\n", c, s.System[c])
 	}

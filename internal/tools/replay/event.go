@@ -7,11 +7,17 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 )
 
-// The audit.k8s.io/v1 Event fields replay reads, and their values.
+// The audit Event fields replay reads, and their values. audit.k8s.io/v1beta1
+// (before Kubernetes 1.12's v1) has every field replay reads under the same
+// JSON name and meaning as v1; it adds only metadata and timestamp, which
+// replay does not read. Some exporters drop apiVersion and keep kind.
 const (
-	eventAPIVersion = "audit.k8s.io/v1"
-	eventKind       = "Event"
+	eventAPIVersion        = "audit.k8s.io/v1"
+	eventAPIVersionV1beta1 = "audit.k8s.io/v1beta1"
+	eventKind              = "Event"
 
+	stageRequestReceived  = "RequestReceived"
+	stageResponseStarted  = "ResponseStarted"
 	stageResponseComplete = "ResponseComplete"
 	stagePanic            = "Panic"
 
@@ -27,7 +33,9 @@ const (
 
 // auditEvent is the part of an audit.k8s.io/v1 Event (k8s.io/apiserver's
 // pkg/apis/audit/v1.Event) that replay needs; decoding only these fields
-// keeps long logs fast. The JSON names are the Event type's.
+// keeps long logs fast. The JSON names are the Event type's. The last three
+// fields are not an Event's: they tell the records of other formats apart
+// (see foreign.go).
 type auditEvent struct {
 	Kind             string                     `json:"kind"`
 	APIVersion       string                     `json:"apiVersion"`
@@ -40,6 +48,15 @@ type auditEvent struct {
 	ImpersonatedUser *authenticationv1.UserInfo `json:"impersonatedUser,omitempty"`
 	RequestObject    json.RawMessage            `json:"requestObject,omitempty"`
 	Annotations      map[string]string          `json:"annotations,omitempty"`
+	ResponseStatus   *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus,omitempty"`
+
+	ProtoPayload json.RawMessage `json:"protoPayload,omitempty"`
+	Category     string          `json:"category,omitempty"`
+	Properties   *struct {
+		Log json.RawMessage `json:"log"`
+	} `json:"properties,omitempty"`
 }
 
 // decodeEvent decodes one line of an audit log.
@@ -86,7 +103,8 @@ func (ev *auditEvent) fullObject(verb, subresource string) []byte {
 func otherStage(data []byte) (string, bool) {
 	const key = `"stage":"`
 	i := bytes.Index(data, []byte(key))
-	if i < 0 || bytes.ContainsAny(data[1:i], "{[") ||
+	// i == 0: the line does not open with "{", and data[1:i] would panic.
+	if i < 1 || bytes.ContainsAny(data[1:i], "{[") ||
 		!bytes.Contains(data[:i], []byte(`"kind":"Event"`)) || !bytes.Contains(data[:i], []byte(`"apiVersion":"audit.k8s.io/v1"`)) {
 		return "", false
 	}
@@ -96,7 +114,7 @@ func otherStage(data []byte) (string, bool) {
 		return "", false
 	}
 	switch stage := rest[:j]; string(stage) {
-	case stageResponseComplete, stagePanic:
+	case stageResponseComplete, stagePanic, stageResponseStarted:
 		return "", false
 	default:
 		return string(stage), json.Valid(data)

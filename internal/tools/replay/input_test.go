@@ -87,6 +87,7 @@ func TestStageFiltering(t *testing.T) {
 	panicked.Stage = auditv1.StagePanic
 	unauthenticated := event("x1", "get", "/api/v1/namespaces/dev/pods", user("system:anonymous"), "")
 	delete(unauthenticated.Annotations, decisionAnnotation)
+	unauthenticated.ResponseStatus.Code = 401
 	evs = append(evs, panicked, unauthenticated)
 	s, changes := replay(t, testPolicies, Options{}, lines(t, evs...))
 	checkCounts(t, s, Summary{Lines: 5, Events: 5, Requests: 2, Decided: 2, Unchanged: 1, NewlyDenied: 1})

@@ -27,14 +27,15 @@ type Record struct {
 type RecordCounts struct {
 	Lines    int // lines read
 	Requests int // records: requests with a decision
-	Skipped  int // lines that are not a decided request (other stages, malformed, unrebuildable)
+	Skipped  int // lines that are no request's record (other stages, malformed, unrebuildable, ...)
 }
 
-// ReadRecords reads one input (plain or gzipped, as Read does) and calls fn
-// with the records of each batch of lines, in the input's order, decoded
-// on every core. Lines that are not a request's decision are counted as
-// skipped. The error is the context's, fn's, or the input's when it is cut
-// short (a truncated gzip stream).
+// ReadRecords reads one input as ReadRequests does (plain or gzipped, every
+// format replay reads, a ResponseStarted-only request once at the end of
+// the input, the requests of system:masters members left out) and calls
+// fn with the records of each batch of lines, in the log's order; the
+// lines are decoded and the requests rebuilt on every core. The error is
+// the context's, fn's, or the input's when it is cut short.
 func ReadRecords(ctx context.Context, in io.Reader, maxLineBytes int, fn func([]Record) error) (RecordCounts, error) {
 	var counts RecordCounts
 	if maxLineBytes <= 0 {
@@ -44,52 +45,80 @@ func ReadRecords(ctx context.Context, in io.Reader, maxLineBytes int, fn func([]
 	if err != nil {
 		return counts, err
 	}
+	r := &recordReader{held: newHeldEvents(DefaultMaxOpenRequests), pending: map[*auditEvent]Record{}}
 	for {
 		if err := ctx.Err(); err != nil {
 			return counts, err
 		}
 		batch, readErr := readBatch(lr)
-		recs := make([]Record, len(batch))
-		ok := make([]bool, len(batch))
-		parallel.For(len(batch), func(i int) { recs[i], ok[i] = recordOf(batch[i]) })
-		out := recs[:0]
-		for i := range batch {
-			if ok[i] {
-				out = append(out, recs[i])
-			}
-		}
 		counts.Lines += len(batch)
-		counts.Requests += len(out)
-		counts.Skipped += len(batch) - len(out)
-		if err := fn(out); err != nil {
+		if err := r.admit(batch); err != nil {
 			return counts, err
 		}
 		if errors.Is(readErr, io.EOF) {
-			return counts, nil
+			err = r.held.drain(r.emit)
+		} else if readErr != nil {
+			err = inputError(lr, readErr)
 		}
-		if readErr != nil {
-			return counts, inputError(lr, readErr)
+		counts.Requests += len(r.out)
+		out := r.out
+		r.out = nil
+		if ferr := fn(out); ferr != nil {
+			return counts, ferr
+		}
+		if err != nil || errors.Is(readErr, io.EOF) {
+			counts.Skipped = counts.Lines - counts.Requests
+			return counts, err
 		}
 	}
 }
 
-// recordOf decodes one line into a record, if it is a request's decision.
-func recordOf(l line) (Record, bool) {
-	if l.oversize || len(l.data) == 0 {
-		return Record{}, false
+// recordReader pairs the events of a batch (decoded on every core) as
+// ReadRequests pairs them.
+type recordReader struct {
+	held *heldEvents
+	// pending are the records of the events read and not passed on yet.
+	pending map[*auditEvent]Record
+	out     []Record
+}
+
+// admit decodes the batch's lines on every core and passes its requests
+// on in order.
+func (r *recordReader) admit(batch []line) error {
+	events := make([]Event, len(batch))
+	recs := make([]Record, len(batch))
+	ok := make([]bool, len(batch))
+	parallel.For(len(batch), func(i int) {
+		if events[i], ok[i] = requestOf(batch[i], nil); !ok[i] {
+			return
+		}
+		req, err := events[i].Request()
+		if ok[i] = err == nil; ok[i] {
+			recs[i] = Record{Request: req, Allowed: events[i].Allowed(), Time: receivedAt(batch[i].data)}
+		}
+	})
+	for i := range batch {
+		if !ok[i] {
+			continue
+		}
+		r.pending[events[i].ev] = recs[i]
+		if err := r.held.admit(events[i], r.emit); err != nil {
+			return err
+		}
+		if events[i].Stage() != stageResponseStarted {
+			delete(r.pending, events[i].ev) // passed on, or the end of one passed on already
+		}
 	}
-	if _, other := otherStage(l.data); other {
-		return Record{}, false
+	return nil
+}
+
+// emit passes one request's record on.
+func (r *recordReader) emit(e Event) error {
+	if rec, ok := r.pending[e.ev]; ok {
+		r.out = append(r.out, rec)
+		delete(r.pending, e.ev)
 	}
-	ev, err := decodeEvent(l.data)
-	if err != nil || ev.skipReason() != "" {
-		return Record{}, false
-	}
-	req, err := ev.rebuild()
-	if err != nil {
-		return Record{}, false
-	}
-	return Record{Request: req, Allowed: ev.Annotations[decisionAnnotation] == wasAllow, Time: receivedAt(l.data)}, true
+	return nil
 }
 
 // receivedAt is the line's requestReceivedTimestamp, found without

@@ -3,9 +3,9 @@ package replay
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"runtime"
+	"strconv"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
@@ -32,6 +32,13 @@ type Options struct {
 	Namespaces entities.NamespaceLookup
 	// MaxLineBytes bounds one line (DefaultMaxLineBytes when 0).
 	MaxLineBytes int
+	// MaxOpenRequests bounds the requests held from their ResponseStarted
+	// event until their ResponseComplete (DefaultMaxOpenRequests when 0).
+	MaxOpenRequests int
+	// Reach tells which requests kcedar sees; those it does not are left
+	// out of the comparison. nil: every request but those of system:masters
+	// members (allowed before any authorizer).
+	Reach *Reach
 	// OnChange, if set, is called for every changed request, in the order
 	// of the inputs.
 	OnChange func(Change) error
@@ -46,6 +53,7 @@ type Replayer struct {
 	opts    Options
 	workers chan *worker
 	sum     *Summary
+	pairs   *pairing
 }
 
 // New returns a Replayer deciding with the policies ps against schema s,
@@ -54,17 +62,37 @@ func New(s *schemagen.Schema, ps *cedarlang.PolicySet, opts Options) *Replayer {
 	if opts.MaxLineBytes <= 0 {
 		opts.MaxLineBytes = DefaultMaxLineBytes
 	}
+	if opts.MaxOpenRequests <= 0 {
+		opts.MaxOpenRequests = DefaultMaxOpenRequests
+	}
 	n := runtime.GOMAXPROCS(0)
-	r := &Replayer{opts: opts, workers: make(chan *worker, n), sum: newSummary()}
+	r := &Replayer{opts: opts, workers: make(chan *worker, n), sum: newSummary(), pairs: newPairing(opts.MaxOpenRequests)}
 	for range n {
 		lookup := &recordingLookup{known: opts.Namespaces}
-		r.workers <- &worker{decider: engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: lookup}), lookup: lookup}
+		r.workers <- &worker{decider: engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: lookup}), lookup: lookup, reach: opts.Reach}
 	}
 	return r
 }
 
-// Summary is what the inputs read so far came to.
-func (r *Replayer) Summary() *Summary { return r.sum }
+// Summary is what the inputs read so far came to, after Finish (whose
+// OnChange error it drops: call Finish first to see it).
+func (r *Replayer) Summary() *Summary {
+	_ = r.Finish()
+	return r.sum
+}
+
+// Finish decides the requests seen so far only at their ResponseStarted
+// event (no ResponseComplete or Panic came: a watch still open, exec,
+// attach, port-forward). Call it after the last Read; the error is
+// OnChange's.
+func (r *Replayer) Finish() error {
+	for _, f := range r.pairs.drain() {
+		if err := r.count(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Read replays one input (name is how reports call it: a file, or <stdin>).
 // Malformed or oversized lines are counted and the run goes on; an input
@@ -95,6 +123,13 @@ func (r *Replayer) Read(ctx context.Context, name string, in io.Reader) error {
 			return nil
 		}
 	}
+}
+
+// Unreadable records an input that could not be opened (err says why) as
+// cut short before its first line.
+func (r *Replayer) Unreadable(name string, err error) {
+	r.sum.Unreadable++
+	r.sum.Problems = append(r.sum.Problems, Problem{Input: name, CutShort: true, Message: "not read: " + err.Error()})
 }
 
 // inputError says how an input was cut short.
@@ -130,12 +165,23 @@ func (r *Replayer) decideBatch(name string, batch []line) error {
 		r.workers <- w
 	})
 	for i, res := range results {
-		r.sum.add(name, batch[i].no, res)
-		if res.change != nil && r.opts.OnChange != nil {
-			if err := r.opts.OnChange(*res.change); err != nil {
+		for _, f := range r.pairs.admit(folded{input: name, no: batch[i].no, res: res}) {
+			if err := r.count(f); err != nil {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// count folds one result into the summary, and passes a change on.
+func (r *Replayer) count(f folded) error {
+	r.sum.add(f.input, f.no, f.res)
+	if f.res.stage == stageResponseStarted && f.res.kind >= kindUnchanged {
+		r.sum.DecidedAtResponseStarted++
+	}
+	if f.res.change != nil && r.opts.OnChange != nil {
+		return r.opts.OnChange(*f.res.change)
 	}
 	return nil
 }
@@ -164,6 +210,7 @@ func (l *recordingLookup) Namespace(name string) (map[string]any, bool) {
 type worker struct {
 	decider *engine.Engine
 	lookup  *recordingLookup
+	reach   *Reach
 }
 
 // process decodes one line and decides its request.
@@ -177,44 +224,57 @@ func (w *worker) process(l line) result {
 	if stage, ok := otherStage(l.data); ok {
 		return result{kind: kindSkipped, reason: stageReason(stage)}
 	}
-	ev, err := decodeEvent(l.data)
-	if err != nil {
-		return result{kind: kindMalformed, detail: err.Error()}
+	ev, res := readEvent(l.data)
+	if res != nil {
+		return *res
 	}
-	if why := ev.skipReason(); why != "" {
-		return result{kind: kindSkipped, reason: why}
-	}
-	return w.decide(ev)
+	r := w.processEvent(ev)
+	r.auditID, r.stage = ev.AuditID, ev.Stage
+	return r
 }
 
-// skipReason is why an event is not one request's decision ("" if it is).
-func (ev *auditEvent) skipReason() string {
-	switch {
-	case ev.Kind != eventKind || ev.APIVersion != eventAPIVersion:
-		return "not an audit.k8s.io/v1 Event"
-	case ev.Stage != stageResponseComplete && ev.Stage != stagePanic:
-		return stageReason(ev.Stage)
+// processEvent decides the request of an audit event of a stage that
+// records a decision, if kcedar would have seen it and the log says what
+// happened to it.
+func (w *worker) processEvent(ev *auditEvent) result {
+	switch ev.Stage {
+	case stageResponseComplete, stagePanic, stageResponseStarted:
+	default:
+		return result{kind: kindSkipped, reason: stageReason(ev.Stage)}
 	}
-	switch ev.Annotations[decisionAnnotation] {
-	case wasAllow, wasForbid:
-		return ""
-	case "":
-		return "no authorization decision (not authorized: e.g. authentication failed)"
+	was, why := ev.logged()
+	if why != "" {
+		return result{kind: kindSkipped, reason: why}
 	}
-	return "unknown authorization decision " + fmt.Sprintf("%q", ev.Annotations[decisionAnnotation])
+	if ev.effectiveUser().Username == "" {
+		return result{kind: kindSkipped, reason: "no user: the event names no user.username (nor impersonatedUser.username)"}
+	}
+	spec, err := ev.sar()
+	if err != nil {
+		return result{kind: kindUndecidable, reason: whyNotRebuilt, detail: ev.AuditID + ": " + err.Error()}
+	}
+	if why := w.reach.notSeen(spec); why != "" {
+		return result{kind: kindNotSeen, reason: why}
+	}
+	req, err := entities.RequestFromSAR(spec)
+	if err != nil {
+		return result{kind: kindUndecidable, reason: whyNotRebuilt, detail: ev.AuditID + ": " + err.Error()}
+	}
+	r := w.decide(ev, req, was)
+	r.basis = was.basis
+	return r
 }
 
 // stageReason is why an event of another stage is skipped.
 func stageReason(stage string) string {
-	return "stage " + stage + " (a request is decided at ResponseComplete or Panic)"
+	if stage == stageRequestReceived {
+		return "stage RequestReceived (the request is decided at its ResponseStarted, ResponseComplete or Panic event)"
+	}
+	return "stage " + strconv.Quote(clip(stage)) + " is not an audit stage"
 }
 
-// decide rebuilds the event's request, decides it and compares.
-func (w *worker) decide(ev *auditEvent) result {
-	req, err := ev.rebuild()
-	if err != nil {
-		return result{kind: kindUndecidable, reason: whyNotRebuilt, detail: ev.AuditID + ": " + err.Error()}
-	}
+// decide decides the event's rebuilt request and compares it with was.
+func (w *worker) decide(ev *auditEvent, req *entities.Request, was logged) result {
 	w.lookup.missed = ""
 	rep := w.decider.Report(context.Background(), req, nil)
 	// Only the authorization asks for a namespace its policies read; the
@@ -235,7 +295,7 @@ func (w *worker) decide(ev *auditEvent) result {
 		// denying): an Allow is the only answer that holds whatever they are.
 		return result{kind: kindUndecidable, reason: whyNamespace}
 	}
-	return compare(ev, req, now, rep.Policies)
+	return compare(ev, req, was, now, rep.Policies)
 }
 
 // Reasons a request is not compared.
@@ -255,15 +315,15 @@ func whyConditional(ev *auditEvent, req *entities.Request) string {
 	return "conditional on the object (not in the log: level " + ev.Level + ")"
 }
 
-// compare sets what happened (allow or forbid) against now.
-func compare(ev *auditEvent, req *entities.Request, now string, policies []string) result {
-	was := ev.Annotations[decisionAnnotation]
+// compare sets what happened (allowed or not) against now.
+func compare(ev *auditEvent, req *entities.Request, was logged, now string, policies []string) result {
 	allowed := now == engine.DecisionAllow.String()
-	if (was == wasAllow) == allowed {
+	if was.allowed == allowed {
 		return result{kind: kindUnchanged}
 	}
-	c := &Change{AuditID: ev.AuditID, Was: was, Now: now, Policies: append([]string{}, policies...),
-		User: req.User.Name, Verb: req.Verb, Resource: resourceName(req), Namespace: req.Namespace, Name: req.Name}
+	c := &Change{AuditID: ev.AuditID, Was: was.decision(), Now: now, Policies: append([]string{}, policies...),
+		User: req.User.Name, Verb: req.Verb, Resource: resourceName(req), Namespace: req.Namespace, Name: req.Name,
+		ComparedWith: was.basis}
 	if allowed {
 		return result{kind: kindNewlyAllowed, change: c}
 	}

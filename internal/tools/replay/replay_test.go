@@ -217,7 +217,7 @@ func TestReplayComparesWithTheLog(t *testing.T) {
 	if err := s.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"newly denied: 3", "NoOpinion counts as not allowed", "user=carol verb=get resource=pods  e.g. d1"} {
+	for _, want := range []string{"newly denied: 3", "NoOpinion counts as not allowed", "user=carol verb=get resource=pods  (decision annotation)  e.g. d1"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, text.String())
 		}

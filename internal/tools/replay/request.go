@@ -50,6 +50,16 @@ func methodOf(verb string) string {
 // converts attributes into a SubjectAccessReview, then as kcedar's server
 // reads one.
 func (ev *auditEvent) rebuild() (*entities.Request, error) {
+	spec, err := ev.sar()
+	if err != nil {
+		return nil, err
+	}
+	return entities.RequestFromSAR(spec)
+}
+
+// sar is the SubjectAccessReview spec the webhook authorizer sends for the
+// event's request (see rebuild).
+func (ev *auditEvent) sar() (*authorizationv1.SubjectAccessReviewSpec, error) {
 	if ev.Verb == "" || ev.RequestURI == "" {
 		return nil, fmt.Errorf("the event has no verb or requestURI")
 	}
@@ -72,7 +82,7 @@ func (ev *auditEvent) rebuild() (*entities.Request, error) {
 	// The audit verb is the verb the authorizer saw (the resolver's).
 	if !info.IsResourceRequest {
 		spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: info.Path, Verb: ev.Verb}
-		return entities.RequestFromSAR(spec)
+		return spec, nil
 	}
 	spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
 		Namespace: info.Namespace, Verb: ev.Verb, Group: info.APIGroup, Version: info.APIVersion,
@@ -80,7 +90,7 @@ func (ev *auditEvent) rebuild() (*entities.Request, error) {
 		FieldSelector: fieldSelectorOf(info.FieldSelector),
 		LabelSelector: labelSelectorOf(info.LabelSelector),
 	}
-	return entities.RequestFromSAR(spec)
+	return spec, nil
 }
 
 // fieldSelectorOf is a field selector as the webhook authorizer sends it:

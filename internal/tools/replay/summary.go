@@ -15,7 +15,9 @@ const (
 	kindBlank kind = iota
 	kindMalformed
 	kindOversized
+	kindForeign
 	kindSkipped
+	kindNotSeen
 	kindUndecidable
 	kindConditional
 	kindUnchanged
@@ -26,9 +28,13 @@ const (
 // result is one line's outcome.
 type result struct {
 	kind   kind
-	reason string // skipped, undecidable, conditional: why (few distinct values)
+	reason string // foreign, skipped, not seen, undecidable, conditional: why (few distinct values)
 	detail string // malformed, undecidable: the particulars, for Problems
 	change *Change
+	// basis is what a decided request was compared with.
+	basis string
+	// auditID and stage pair the stages of one request (see pairing).
+	auditID, stage string
 }
 
 // Change is one request whose decision changed, as --changes -o jsonl
@@ -47,6 +53,9 @@ type Change struct {
 	Resource  string   `json:"resource"`
 	Namespace string   `json:"namespace,omitempty"`
 	Name      string   `json:"name,omitempty"`
+	// ComparedWith is what Was was read from: ComparedWithAnnotation or
+	// ComparedWithResponseCode (a hint).
+	ComparedWith string `json:"comparedWith"`
 }
 
 // Change kinds, as Group.Change names them.
@@ -57,11 +66,13 @@ const (
 
 // Group is the changes of one kind for one user, verb and resource.
 type Group struct {
-	Change   string `json:"change"`
-	User     string `json:"user"`
-	Verb     string `json:"verb"`
-	Resource string `json:"resource"`
-	Count    int    `json:"count"`
+	Change string `json:"change"`
+	// ComparedWith is what the logged decisions were read from.
+	ComparedWith string `json:"comparedWith"`
+	User         string `json:"user"`
+	Verb         string `json:"verb"`
+	Resource     string `json:"resource"`
+	Count        int    `json:"count"`
 	// Examples are the first auditIDs (up to MaxExamples).
 	Examples []string `json:"examples"`
 }
@@ -71,6 +82,8 @@ type Problem struct {
 	Input   string `json:"input"`
 	Line    int    `json:"line,omitempty"`
 	Message string `json:"message"`
+	// CutShort: the input could not be opened or read to its end.
+	CutShort bool `json:"cutShort,omitempty"`
 }
 
 // MaxExamples and MaxProblems bound what a summary lists.
@@ -84,22 +97,41 @@ type Summary struct {
 	// Lines read, and the events among them (lines that decoded).
 	Lines  int `json:"lines"`
 	Events int `json:"events"`
+	// Foreign are the lines that are JSON but no audit event (GKE and
+	// Azure records, anything else), by what they are.
+	Foreign    int            `json:"foreign"`
+	ForeignWhy map[string]int `json:"foreignWhy,omitempty"`
 	// Requests are the events that are one request's decision.
 	Requests int `json:"requests"`
+	// NotSeen are the requests kcedar never sees (system:masters, and those
+	// the webhook's matchConditions exclude), left out of the comparison.
+	NotSeen    int            `json:"notSeen"`
+	NotSeenWhy map[string]int `json:"notSeenWhy,omitempty"`
 	// Decided are the requests kcedar decided: unchanged, newly denied or
 	// newly allowed.
 	Decided      int `json:"decided"`
 	Unchanged    int `json:"unchanged"`
 	NewlyDenied  int `json:"newlyDenied"`
 	NewlyAllowed int `json:"newlyAllowed"`
-	Conditional  int `json:"conditional"`
-	Undecidable  int `json:"undecidable"`
+	// ByResponseCode are the decided requests compared with the response
+	// code (a hint: no decision annotation in the log); the others were
+	// compared with the decision annotation.
+	ByResponseCode Comparisons `json:"byResponseCode"`
+	// DecidedAtResponseStarted are the decided requests with a
+	// ResponseStarted event and no ResponseComplete or Panic (a watch
+	// still open, exec, attach or port-forward).
+	DecidedAtResponseStarted int `json:"decidedAtResponseStarted"`
+	Conditional              int `json:"conditional"`
+	Undecidable              int `json:"undecidable"`
 	// ConditionalWhy, UndecidableWhy and Skipped count by reason.
 	ConditionalWhy map[string]int `json:"conditionalWhy,omitempty"`
 	UndecidableWhy map[string]int `json:"undecidableWhy,omitempty"`
 	Skipped        map[string]int `json:"skipped,omitempty"`
 	Malformed      int            `json:"malformed"`
 	Oversized      int            `json:"oversized"`
+	// Unreadable are the inputs not read to their end (a directory, a
+	// truncated gzip stream, a read error); each is also a Problem.
+	Unreadable int `json:"unreadable"`
 	// Problems are the first malformed or oversized lines and requests not
 	// rebuilt (up to MaxProblems), and every input cut short.
 	Problems []Problem `json:"problems,omitempty"`
@@ -109,10 +141,34 @@ type Summary struct {
 	groups map[groupKey]*Group
 }
 
-type groupKey struct{ change, user, verb, resource string }
+// Comparisons count decided requests by outcome.
+type Comparisons struct {
+	Decided      int `json:"decided"`
+	Unchanged    int `json:"unchanged"`
+	NewlyDenied  int `json:"newlyDenied"`
+	NewlyAllowed int `json:"newlyAllowed"`
+}
+
+type groupKey struct{ change, basis, user, verb, resource string }
 
 func newSummary() *Summary {
-	return &Summary{ConditionalWhy: map[string]int{}, UndecidableWhy: map[string]int{}, Skipped: map[string]int{}, groups: map[groupKey]*Group{}}
+	return &Summary{ConditionalWhy: map[string]int{}, UndecidableWhy: map[string]int{}, Skipped: map[string]int{},
+		ForeignWhy: map[string]int{}, NotSeenWhy: map[string]int{}, groups: map[groupKey]*Group{}}
+}
+
+// maxReasons bounds the distinct reasons a map counts: reasons quote what
+// a line holds, so a hostile log could make many.
+const maxReasons = 64
+
+// otherReasons counts the reasons past maxReasons.
+const otherReasons = "(other reasons)"
+
+// countReason counts one more of reason in by.
+func countReason(by map[string]int, reason string) {
+	if _, ok := by[reason]; !ok && len(by) >= maxReasons {
+		reason = otherReasons
+	}
+	by[reason]++
 }
 
 // Changed reports whether any request is newly denied or newly allowed.
@@ -123,7 +179,7 @@ func (s *Summary) add(input string, no int, r result) {
 	if r.kind != kindBlank {
 		s.Lines++
 	}
-	if r.kind > kindOversized {
+	if r.kind > kindForeign {
 		s.Events++
 	}
 	if r.kind > kindSkipped {
@@ -136,20 +192,30 @@ func (s *Summary) add(input string, no int, r result) {
 	case kindOversized:
 		s.Oversized++
 		s.problem(input, no, "oversized line (skipped)")
+	case kindForeign:
+		s.Foreign++
+		countReason(s.ForeignWhy, r.reason)
 	case kindSkipped:
-		s.Skipped[r.reason]++
+		countReason(s.Skipped, r.reason)
+	case kindNotSeen:
+		s.NotSeen++
+		countReason(s.NotSeenWhy, r.reason)
 	case kindUndecidable:
 		s.Undecidable++
-		s.UndecidableWhy[r.reason]++
+		countReason(s.UndecidableWhy, r.reason)
 		if r.detail != "" {
 			s.problem(input, no, r.detail)
 		}
 	case kindConditional:
 		s.Conditional++
-		s.ConditionalWhy[r.reason]++
+		countReason(s.ConditionalWhy, r.reason)
 	case kindUnchanged:
 		s.Decided++
 		s.Unchanged++
+		if r.basis == ComparedWithResponseCode {
+			s.ByResponseCode.Decided++
+			s.ByResponseCode.Unchanged++
+		}
 	case kindNewlyDenied, kindNewlyAllowed:
 		s.Decided++
 		s.addChange(r)
@@ -166,24 +232,35 @@ func (s *Summary) problem(input string, no int, msg string) {
 // cutShort records an input that ended early, after lines lines and n
 // bytes of it.
 func (s *Summary) cutShort(input string, lines int, n int64, err error) {
-	s.Problems = append(s.Problems, Problem{Input: input, Line: lines,
+	s.Unreadable++
+	s.Problems = append(s.Problems, Problem{Input: input, Line: lines, CutShort: true,
 		Message: fmt.Sprintf("%v: read %d complete lines (%d bytes of the input); the rest is lost", err, lines, n)})
 }
 
 // addChange counts a changed request in its group.
 func (s *Summary) addChange(r result) {
 	c := r.change
+	hinted := c.ComparedWith == ComparedWithResponseCode
+	if hinted {
+		s.ByResponseCode.Decided++
+	}
 	kind := NewlyDenied
 	if r.kind == kindNewlyAllowed {
 		kind = NewlyAllowed
 		s.NewlyAllowed++
+		if hinted {
+			s.ByResponseCode.NewlyAllowed++
+		}
 	} else {
 		s.NewlyDenied++
+		if hinted {
+			s.ByResponseCode.NewlyDenied++
+		}
 	}
-	k := groupKey{kind, c.User, c.Verb, c.Resource}
+	k := groupKey{kind, c.ComparedWith, c.User, c.Verb, c.Resource}
 	g := s.groups[k]
 	if g == nil {
-		g = &Group{Change: kind, User: c.User, Verb: c.Verb, Resource: c.Resource}
+		g = &Group{Change: kind, ComparedWith: c.ComparedWith, User: c.User, Verb: c.Verb, Resource: c.Resource}
 		s.groups[k] = g
 		s.Changes = append(s.Changes, g)
 	}
@@ -198,7 +275,7 @@ func (s *Summary) addChange(r result) {
 func (s *Summary) Sort() {
 	slices.SortStableFunc(s.Changes, func(a, b *Group) int {
 		return cmp.Or(cmp.Compare(a.Change, b.Change), // "newly allowed" < "newly denied"
-			cmp.Compare(b.Count, a.Count), cmp.Compare(a.User, b.User),
+			cmp.Compare(b.Count, a.Count), cmp.Compare(a.ComparedWith, b.ComparedWith), cmp.Compare(a.User, b.User),
 			cmp.Compare(a.Verb, b.Verb), cmp.Compare(a.Resource, b.Resource))
 	})
 }
@@ -207,12 +284,13 @@ func (s *Summary) Sort() {
 // the problems and the changes by group.
 func (s *Summary) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "lines read:     %d (%d events; %d malformed, %d oversized)\n", s.Lines, s.Events, s.Malformed, s.Oversized)
-	fmt.Fprintf(&b, "requests:       %d (one per request: the ResponseComplete or Panic event)\n", s.Requests)
-	fmt.Fprintf(&b, "decided:        %d\n", s.Decided)
-	fmt.Fprintf(&b, "  unchanged:    %d\n", s.Unchanged)
-	fmt.Fprintf(&b, "  newly denied: %d\n", s.NewlyDenied)
-	fmt.Fprintf(&b, "  newly allowed: %d\n", s.NewlyAllowed)
+	fmt.Fprintf(&b, "lines read:     %d (%d audit events; %d malformed, %d oversized)\n", s.Lines, s.Events, s.Malformed, s.Oversized)
+	fmt.Fprintf(&b, "not audit events: %d\n", s.Foreign)
+	writeReasons(&b, s.ForeignWhy)
+	fmt.Fprintf(&b, "requests:       %d (one per request: its ResponseComplete or Panic event, or its ResponseStarted alone)\n", s.Requests)
+	fmt.Fprintf(&b, "not seen by kcedar (left out): %d\n", s.NotSeen)
+	writeReasons(&b, s.NotSeenWhy)
+	s.writeDecided(&b)
 	fmt.Fprintf(&b, "conditional:    %d\n", s.Conditional)
 	writeReasons(&b, s.ConditionalWhy)
 	fmt.Fprintf(&b, "undecidable:    %d\n", s.Undecidable)
@@ -228,13 +306,27 @@ func (s *Summary) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "problem: %s:%d: %s\n", p.Input, p.Line, p.Message)
 	}
 	if len(s.Changes) > 0 {
-		b.WriteString("\nchanges (by user, verb and resource):\n")
+		b.WriteString("\nchanges (by user, verb and resource; compared with):\n")
 	}
 	for _, g := range s.Changes {
-		fmt.Fprintf(&b, "  %-13s %6d  user=%s verb=%s resource=%s  e.g. %s\n", g.Change, g.Count, g.User, g.Verb, g.Resource, strings.Join(g.Examples, ", "))
+		fmt.Fprintf(&b, "  %-13s %6d  user=%s verb=%s resource=%s  (%s)  e.g. %s\n", g.Change, g.Count, g.User, g.Verb, g.Resource, g.ComparedWith, strings.Join(g.Examples, ", "))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeDecided writes the decided requests' counts, those compared with
+// the decision annotation and with the response code apart.
+func (s *Summary) writeDecided(b *strings.Builder) {
+	h := s.ByResponseCode
+	fmt.Fprintf(b, "decided:        %d (%d at ResponseStarted, without ResponseComplete)\n", s.Decided, s.DecidedAtResponseStarted)
+	fmt.Fprintf(b, "  unchanged:    %d\n", s.Unchanged)
+	fmt.Fprintf(b, "  newly denied: %d\n", s.NewlyDenied)
+	fmt.Fprintf(b, "  newly allowed: %d\n", s.NewlyAllowed)
+	fmt.Fprintf(b, "  compared with the decision annotation: %d (%d unchanged, %d newly denied, %d newly allowed)\n",
+		s.Decided-h.Decided, s.Unchanged-h.Unchanged, s.NewlyDenied-h.NewlyDenied, s.NewlyAllowed-h.NewlyAllowed)
+	fmt.Fprintf(b, "  compared with the response code (hint): %d (%d unchanged, %d newly denied, %d newly allowed)\n",
+		h.Decided, h.Unchanged, h.NewlyDenied, h.NewlyAllowed)
 }
 
 // writeReasons lists counts by reason, most frequent first.

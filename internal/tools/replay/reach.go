@@ -1,0 +1,128 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apiserverapi "k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/apiserver/pkg/apis/apiserver/load"
+	apiservervalidation "k8s.io/apiserver/pkg/apis/apiserver/validation"
+	authorizationcel "k8s.io/apiserver/pkg/authorization/cel"
+)
+
+// privilegedGroup is the group kube-apiserver allows before any configured
+// authorizer (system:masters).
+const privilegedGroup = "system:masters"
+
+// Reach tells which requests reach kcedar: not those of system:masters
+// members (kube-apiserver allows them before any authorizer), nor those
+// the matchConditions of kcedar's webhook authorizer exclude. It evaluates
+// the matchConditions with kube-apiserver's own CEL machinery on the
+// SubjectAccessReview the webhook authorizer would send.
+type Reach struct {
+	// name is the webhook authorizer's name in the configuration.
+	name string
+	// conditions are the matchConditions, one matcher each, in order, so
+	// an excluded request names the condition that excluded it.
+	conditions []condition
+	// all evaluates every condition at once (one conversion of the
+	// request): the fast answer for a request that reaches kcedar.
+	all *authorizationcel.CELMatcher
+	// failurePolicy is the webhook's: Deny or NoOpinion (what an error in a
+	// matchCondition does, without asking kcedar).
+	failurePolicy string
+}
+
+type condition struct {
+	expression string
+	matcher    *authorizationcel.CELMatcher
+}
+
+// NewReach reads an AuthorizationConfiguration (YAML or JSON, as
+// kube-apiserver's --authorization-config takes it) and takes the
+// matchConditions of its webhook authorizer named name, or of its only
+// webhook authorizer when name is "".
+func NewReach(config []byte, name string) (*Reach, error) {
+	if len(config) == 0 {
+		return nil, errors.New("the AuthorizationConfiguration is empty")
+	}
+	ac, err := load.LoadFromData(config)
+	if err != nil {
+		return nil, fmt.Errorf("AuthorizationConfiguration: %w", err)
+	}
+	var hooks []apiserverapi.AuthorizerConfiguration
+	for _, a := range ac.Authorizers {
+		if a.Type == apiserverapi.TypeWebhook && a.Webhook != nil && (name == "" || a.Name == name) {
+			hooks = append(hooks, a)
+		}
+	}
+	switch {
+	case len(hooks) == 0 && name != "":
+		return nil, fmt.Errorf("AuthorizationConfiguration: no webhook authorizer named %q", name)
+	case len(hooks) != 1:
+		return nil, fmt.Errorf("AuthorizationConfiguration: %d webhook authorizers; name the one that is kcedar", len(hooks))
+	}
+	hook := hooks[0]
+	r := &Reach{name: hook.Name, failurePolicy: string(hook.Webhook.FailurePolicy)}
+	compiler := authorizationcel.NewDefaultCompiler()
+	for _, mc := range hook.Webhook.MatchConditions {
+		m, errs := apiservervalidation.ValidateAndCompileMatchConditions(compiler, []apiserverapi.WebhookMatchCondition{mc})
+		if len(errs) > 0 {
+			return nil, fmt.Errorf("AuthorizationConfiguration: authorizer %q: %w", hook.Name, errs.ToAggregate())
+		}
+		r.conditions = append(r.conditions, condition{expression: mc.Expression, matcher: m})
+	}
+	if len(r.conditions) > 0 {
+		all, errs := apiservervalidation.ValidateAndCompileMatchConditions(compiler, hook.Webhook.MatchConditions)
+		if len(errs) > 0 {
+			return nil, fmt.Errorf("AuthorizationConfiguration: authorizer %q: %w", hook.Name, errs.ToAggregate())
+		}
+		r.all = all
+	}
+	return r, nil
+}
+
+// Conditions are the matchConditions' expressions.
+func (r *Reach) Conditions() []string {
+	out := make([]string, len(r.conditions))
+	for i, c := range r.conditions {
+		out[i] = c.expression
+	}
+	return out
+}
+
+// notSeen says why kcedar never sees the request of spec ("" if it does),
+// as kube-apiserver decides it: a system:masters member is allowed first;
+// a matchCondition that evaluates to false skips the webhook; an error in
+// one (and none false) applies the failurePolicy without asking kcedar.
+func (r *Reach) notSeen(spec *authorizationv1.SubjectAccessReviewSpec) string {
+	if slices.Contains(spec.Groups, privilegedGroup) {
+		return "user in group system:masters (allowed before any authorizer)"
+	}
+	if r == nil || r.all == nil {
+		return ""
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: *spec}
+	if ok, err := r.all.Eval(context.Background(), sar); ok && err == nil {
+		return ""
+	}
+	// Excluded, or an error: which condition says so.
+	var evalErr error
+	for _, c := range r.conditions {
+		ok, err := c.matcher.Eval(context.Background(), sar)
+		if err != nil {
+			evalErr = err
+			continue
+		}
+		if !ok {
+			return "excluded by the matchCondition of authorizer " + r.name + ": " + c.expression
+		}
+	}
+	if evalErr != nil {
+		return "a matchCondition of authorizer " + r.name + " fails (failurePolicy " + r.failurePolicy + " applies without asking kcedar)"
+	}
+	return ""
+}
