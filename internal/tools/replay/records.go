@@ -101,12 +101,16 @@ func (r *recordReader) admit(batch []line) error {
 		if !ok[i] {
 			continue
 		}
+		if prev, ok := r.held.byID[events[i].AuditID()]; ok && events[i].Stage() != stageResponseStarted {
+			delete(r.pending, prev.ev) // the request's end replaces its ResponseStarted
+		}
 		r.pending[events[i].ev] = recs[i]
 		if err := r.held.admit(events[i], r.emit); err != nil {
 			return err
 		}
-		if events[i].Stage() != stageResponseStarted {
-			delete(r.pending, events[i].ev) // passed on, or the end of one passed on already
+		// Passed on, or dropped: only a ResponseStarted now held waits.
+		if h, ok := r.held.byID[events[i].AuditID()]; !ok || h.ev != events[i].ev {
+			delete(r.pending, events[i].ev)
 		}
 	}
 	return nil

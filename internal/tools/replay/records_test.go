@@ -49,3 +49,24 @@ func TestReadRecords(t *testing.T) {
 		t.Error("a truncated gzip stream is not an error")
 	}
 }
+
+// TestReadRecordsPairsResponseStarted: a request with a ResponseStarted and
+// a ResponseComplete is one record; one with a ResponseStarted alone (a
+// watch still open) is one record, at the end of the input.
+func TestReadRecordsPairsResponseStarted(t *testing.T) {
+	ev := func(id, stage string) string {
+		return `{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"` + id + `","stage":"` + stage +
+			`","requestURI":"/api/v1/namespaces/dev/pods?watch=true","verb":"watch","user":{"username":"alice"},"annotations":{"authorization.k8s.io/decision":"allow"}}`
+	}
+	log := strings.Join([]string{ev("x", "ResponseStarted"), ev("w", "ResponseStarted"), ev("x", "ResponseComplete")}, "\n") + "\n"
+	var ids []string
+	_, err := ReadRecords(context.Background(), strings.NewReader(log), 0, func(recs []Record) error {
+		for _, r := range recs {
+			ids = append(ids, r.Request.Verb)
+		}
+		return nil
+	})
+	if err != nil || len(ids) != 2 {
+		t.Errorf("want two records (the completed watch, then the open one): %v %v", ids, err)
+	}
+}
