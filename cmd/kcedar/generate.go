@@ -65,8 +65,8 @@ With --policies, --policy-objects or --cluster (the policies already in
 force), requests they allow are not generated: the output is only what is
 missing.
 
-System identities are left out unless --include-system: system:masters
-members, the control plane (system:apiserver, system:kube-controller-manager,
+System identities are left out: system:masters members always (kube-apiserver
+allows them before any webhook), and unless --include-system the control plane (system:apiserver, system:kube-controller-manager,
 system:kube-scheduler), nodes (system:node:*, group system:nodes; the Node
 authorizer serves them) and kube-system ServiceAccounts (controllers and
 add-ons). The output's first comment counts them.
@@ -106,7 +106,7 @@ func (o *generateOptions) AddFlags(f *pflag.FlagSet) {
 	o.pol.AddFlags(f, true)
 	f.StringArrayVar(&o.auditLogs, "audit-log", nil, "kube-apiserver audit log: audit.k8s.io/v1 Event JSON lines, gzipped or not (repeatable; - for stdin)")
 	f.StringArrayVar(&o.groups, "group-subject", nil, "write policies for this group instead of its members (repeatable; a user is written as the first group given they are in)")
-	f.BoolVar(&o.system, "include-system", false, "include system identities (system:masters members, the control plane, nodes, kube-system ServiceAccounts)")
+	f.BoolVar(&o.system, "include-system", false, "include system identities (the control plane, nodes, kube-system ServiceAccounts; never system:masters members)")
 	f.StringVar(&o.names, "names", string(generate.NamesAuto), "exact: list every name; auto: list up to --max-names names, else every name; any: every name")
 	f.IntVar(&o.maxNames, "max-names", generate.DefaultMaxNames, "with --names auto, the most distinct names listed per subject, verb, resource and namespace")
 	f.StringVarP(&o.outputDir, "output-dir", "o", "", "write one file per subject into this directory instead of stdout")
