@@ -16,7 +16,7 @@ const illustrationMarker = "<!-- illustration -->"
 
 // runDocs are the operator guides whose command blocks must each run in the
 // e2e suite or be marked as an illustration.
-var runDocs = []string{"deploy.md", "policy-objects.md", "rbac-migration.md", "access-reviews.md"}
+var runDocs = []string{"deploy.md", "policy-objects.md", "rbac-migration.md", "access-reviews.md", "least-privilege.md"}
 
 // e2eRunner is the doc whose "# e2e: NAME" blocks run, and the test that
 // runs them by name.
