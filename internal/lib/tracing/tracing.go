@@ -39,7 +39,8 @@ type Config struct {
 	Endpoint string
 }
 
-// ConfigFromEnv reads the OTEL_* variables through getenv. Tracing is on
+// ConfigFromEnv reads the OTEL_* variables through getenv (os.Getenv but
+// in tests: the exporters and the SDK read the process's environment). Tracing is on
 // when OTEL_TRACES_EXPORTER is "otlp", or when it is unset and
 // OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set;
 // OTEL_SDK_DISABLED=true and OTEL_TRACES_EXPORTER=none turn it off. Any
