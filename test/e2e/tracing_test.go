@@ -70,18 +70,17 @@ func (r *otlpReceiver) Export(_ context.Context, req *collectortrace.ExportTrace
 func otlpAttrs(kvs []*commonpb.KeyValue) map[string]string {
 	m := map[string]string{}
 	for _, kv := range kvs {
-		v := kv.GetValue()
-		switch {
-		case v.GetArrayValue() != nil:
+		switch v := kv.GetValue().GetValue().(type) {
+		case *commonpb.AnyValue_ArrayValue:
 			var items []string
-			for _, e := range v.GetArrayValue().Values {
+			for _, e := range v.ArrayValue.Values {
 				items = append(items, e.GetStringValue())
 			}
 			m[kv.Key] = strings.Join(items, ",")
-		case v.GetStringValue() != "":
-			m[kv.Key] = v.GetStringValue()
-		default:
-			m[kv.Key] = strconv.FormatInt(v.GetIntValue(), 10)
+		case *commonpb.AnyValue_StringValue:
+			m[kv.Key] = v.StringValue
+		case *commonpb.AnyValue_IntValue:
+			m[kv.Key] = strconv.FormatInt(v.IntValue, 10)
 		}
 	}
 	return m
