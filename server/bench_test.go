@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
@@ -19,7 +21,11 @@ import (
 // benchHandler measures the whole handler (JSON in, decision, JSON out)
 // without the network, with n generated policies validated against the
 // embedded schema.
-func benchHandler(b *testing.B, n int) {
+func benchHandler(b *testing.B, n int) { benchHandlerTraced(b, n, nil) }
+
+// benchHandlerTraced is benchHandler with the server tracing through tp
+// (nil: tracing off).
+func benchHandlerTraced(b *testing.B, n int, tp trace.TracerProvider) {
 	s := embeddedschema.Schema(b)
 	dir := b.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "p.cedar"), []byte(testgen.RBACLike(n)), 0o644); err != nil {
@@ -34,7 +40,7 @@ func benchHandler(b *testing.B, n int) {
 	if err := store.Load(); err != nil {
 		b.Fatal(err)
 	}
-	srv := New(storeAuthorizer(s, store, nil, engine.EngineOptions{}), Options{Logger: quietLogger()})
+	srv := New(storeAuthorizer(s, store, nil, engine.EngineOptions{}), Options{Logger: quietLogger(), TracerProvider: tp})
 	var bodies [][]byte
 	for i := 0; i < 64; i++ {
 		ns := fmt.Sprintf("ns-%d", i%60)

@@ -62,6 +62,7 @@ func (s *Server) handleConditions(w http.ResponseWriter, r *http.Request) {
 		uid = req.AdmissionRequest.UID
 	}
 	resp := renderConditionsResponse(v, uid, upstream)
+	traceConditions(s.recordingSpan(r.Context()), req, v)
 	s.metrics.decisions.WithLabelValues("conditions", label(v)).Inc()
 	s.metrics.decisionDuration.WithLabelValues("conditions").Observe(time.Since(start).Seconds())
 	writeJSON(w, wire.AuthorizationConditionsReview{
@@ -111,6 +112,7 @@ func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 	v := e.Admit(r.Context(), admissionData(review.Request))
 	s.metrics.decisionDuration.WithLabelValues("admit").Observe(time.Since(start).Seconds())
 	s.metrics.decisions.WithLabelValues("admit", label(v)).Inc()
+	traceAdmit(s.recordingSpan(r.Context()), review.Request, v)
 	writeJSON(w, admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: admissionReviewType.APIVersion, Kind: admissionReviewType.Kind},
 		Response: renderAdmissionResponse(v, review.Request.UID)})
 }

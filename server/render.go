@@ -59,9 +59,9 @@ type sarAnswer struct {
 }
 
 // authorizeSubjectAccessReview decides req with e, then renders the answer
-// for caller.
-func authorizeSubjectAccessReview(ctx context.Context, e *engine.Engine, req *entities.Request, caller sarCaller) sarAnswer {
-	d := e.Authorize(ctx, req)
+// for caller; st (nil: not wanted) gets the engine's stats of the decision.
+func authorizeSubjectAccessReview(ctx context.Context, e *engine.Engine, req *entities.Request, caller sarCaller, st *engine.Stats) sarAnswer {
+	d := e.AuthorizeWithStats(ctx, req, st)
 	switch {
 	case req.UnconditionalOnly:
 		caller = sarCaller{} // conditional rights do not count: fold

@@ -84,13 +84,13 @@ unless { resource has oldObject && resource.oldObject.metadata has labels && res
 		if !d.IsConditional() {
 			t.Fatalf("%s: %v, want a conditional decision to render", tc.name, d)
 		}
-		a := authorizeSubjectAccessReview(context.Background(), az, tc.req, sarCaller{AdmissionEnforced: true})
+		a := authorizeSubjectAccessReview(context.Background(), az, tc.req, sarCaller{AdmissionEnforced: true}, nil)
 		if a.Status.Allowed != tc.allow {
 			t.Errorf("%s: allowed=%v (%s), want %v", tc.name, a.Status.Allowed, a.Label, tc.allow)
 		}
 		strict := *tc.req
 		strict.UnconditionalOnly = true
-		if a := authorizeSubjectAccessReview(context.Background(), az, &strict, sarCaller{AdmissionEnforced: true, Upstream: true}); a.Status.Allowed || a.Status.ConditionalDecision != nil {
+		if a := authorizeSubjectAccessReview(context.Background(), az, &strict, sarCaller{AdmissionEnforced: true, Upstream: true}, nil); a.Status.Allowed || a.Status.ConditionalDecision != nil {
 			t.Errorf("%s, unconditional rights only: %+v, want the folded decision", tc.name, a)
 		}
 	}

@@ -47,8 +47,13 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		return
 	}
+	span := s.recordingSpan(r.Context())
+	var stats *engine.Stats
+	if span != nil {
+		stats = new(engine.Stats)
+	}
 	start := time.Now()
-	answer := authorizeSubjectAccessReview(r.Context(), e, req, s.sarCaller(&sar.Spec))
+	answer := authorizeSubjectAccessReview(r.Context(), e, req, s.sarCaller(&sar.Spec), stats)
 	s.metrics.authorizeDuration().Observe(time.Since(start).Seconds())
 	s.metrics.authorizeDecisions.get(answer.Label).Inc()
 	audit := engine.AuditReports(answer.Decision)
@@ -56,6 +61,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.metrics.auditDecisions.WithLabelValues(a.Effect, a.Would).Inc()
 	}
 	s.logDecision(req, answer, audit, e.Generation(), time.Since(start))
+	traceAuthorize(span, req, answer, stats, e.Generation())
 	writeSARResponse(w, answer.Status)
 }
 

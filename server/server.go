@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/kcedar/kcedar/cedar"
@@ -56,6 +57,13 @@ type Options struct {
 	PolicyAdmission http.Handler
 	// DecisionLog, if set, gets a line per authorization decision.
 	DecisionLog *DecisionLog
+	// TracerProvider, if set, traces every webhook call: a span per call
+	// (kcedar.authorize, kcedar.conditions, kcedar.admit,
+	// kcedar.validate_policy, ...), the child of the caller's span when the
+	// request carries W3C trace context, with the decision, the deciding
+	// policies and the engine's stats as attributes. nil: no tracing, at no
+	// cost.
+	TracerProvider trace.TracerProvider
 }
 
 // Server answers kube-apiserver's webhook calls with one authorizer.
@@ -79,6 +87,7 @@ type Server struct {
 	degraded        func() string
 	decisionLog     *DecisionLog
 	authWarn        *warnLimited
+	tracer          trace.Tracer // nil: tracing off
 	// draining: shutting down; /readyz answers 503 so load balancers and
 	// kube-apiserver's endpoints stop sending new requests.
 	draining atomic.Bool
@@ -103,6 +112,9 @@ func New(authz authorizer.Authorizer, opts Options) *Server {
 	if s.webhookVerified == nil {
 		s.webhookVerified = func() bool { return false }
 	}
+	if opts.TracerProvider != nil {
+		s.tracer = opts.TracerProvider.Tracer(tracerName)
+	}
 	if k, ok := authz.(*cedar.Authorizer); ok && k != nil {
 		h := handle.Authorizer(*k)
 		s.serving, s.store = h.Serving(), h.Store()
@@ -111,7 +123,7 @@ func New(authz authorizer.Authorizer, opts Options) *Server {
 		s.observeStore()
 	}
 	webhook := func(name string, h http.HandlerFunc) http.Handler {
-		var handler http.Handler = h
+		handler := s.traced(name, h)
 		if opts.RequireClientCert {
 			handler = RequireVerifiedClient(handler)
 		}

@@ -39,6 +39,7 @@ func (s *Server) authorizeUpstream(ctx context.Context, w http.ResponseWriter, s
 	s.metrics.authorizeDuration().Observe(time.Since(start).Seconds())
 	s.metrics.authorizeDecisions.get(answer.Label).Inc()
 	s.logDecision(req, answer, nil, 0, time.Since(start))
+	traceAuthorize(s.recordingSpan(ctx), req, answer, nil, 0)
 	writeSARResponse(w, answer.Status)
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/kcedar/kcedar/internal/cluster/webhooks"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/handle"
+	"github.com/kcedar/kcedar/internal/lib/tracing"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/server"
@@ -92,6 +93,7 @@ type serveParts struct {
 	refresher  *schemarefresh.Refresher    // nil without schema refresh
 	runRefresh func(context.Context) error // starts the refresher
 	logFile    io.Closer                   // the decision log's file, if any
+	tracing    *tracing.Provider           // nil: tracing off (no OTEL_* variable turns it on)
 }
 
 // Run serves until a signal, then shuts down gracefully.
@@ -103,6 +105,7 @@ func (o *serveOptions) Run(ctx context.Context) error {
 	if p.logFile != nil {
 		defer p.logFile.Close()
 	}
+	defer flushTraces(p.tracing, o.logger, o.shutdownTimeout)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	o.tls.Context, o.tls.Interval = ctx, o.reloadInterval
@@ -145,8 +148,11 @@ func (o *serveOptions) build(ctx context.Context) (*serveParts, error) {
 	}
 	p.logFile = logFile
 	p.objects.admission.OnRefused = func(r policyobjects.RefusedWrite) { dlog.Log(refusalRecord(r)) }
+	if p.tracing, err = startTracing(ctx, o.logger); err != nil {
+		return nil, err
+	}
 	opts := server.Options{DecisionLog: dlog, Logger: o.logger, AdmissionEnforcement: o.admission.enforcement,
-		RequireClientCert: o.tls.ClientCAFile != "", PolicyAdmission: p.objects.admission}
+		RequireClientCert: o.tls.ClientCAFile != "", PolicyAdmission: p.objects.admission, TracerProvider: p.tracing.TracerProvider()}
 	opts.AdmissionWebhookVerified, p.verifier = o.admission.verification(o.logger)
 	if p.objects.source != nil {
 		opts.Ready = p.objects.source.Ready

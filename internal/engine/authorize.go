@@ -27,21 +27,30 @@ type Residual struct {
 // Authorize implements Authorizer. A "*" verb is decided for every verb: Deny
 // if any is denied, Allow if all are allowed. Decisions that needed partial
 // evaluation are cached (they are the expensive ones).
-func (e *Engine) Authorize(_ context.Context, req *entities.Request) Decision {
+func (e *Engine) Authorize(ctx context.Context, req *entities.Request) Decision {
+	return e.AuthorizeWithStats(ctx, req, nil)
+}
+
+// AuthorizeWithStats is Authorize, and records in st (when not nil) how the
+// decision was made: the decision cache's part and the number of candidate
+// policies evaluated (stats.go).
+func (e *Engine) AuthorizeWithStats(_ context.Context, req *entities.Request, st *Stats) Decision {
 	if e.decisions == nil {
-		d, _ := e.authorize(req)
+		d, _ := e.authorize(req, st)
 		return d
 	}
 	nsKey, cacheable := e.namespaceKey(req)
 	if !cacheable {
-		d, _ := e.authorize(req)
+		d, _ := e.authorize(req, st)
 		return d
 	}
 	key := requestKey(req) + nsKey
 	if d, ok := e.decisions.get(key); ok {
+		st.setCache(CacheHit)
 		return d
 	}
-	d, partial := e.authorize(req)
+	st.setCache(CacheMiss)
+	d, partial := e.authorize(req, st)
 	if partial {
 		e.decisions.put(key, d)
 	}
@@ -50,14 +59,14 @@ func (e *Engine) Authorize(_ context.Context, req *entities.Request) Decision {
 
 // authorize decides req; partial reports whether that needed partial
 // evaluation or several cases (worth caching).
-func (e *Engine) authorize(req *entities.Request) (Decision, bool) {
+func (e *Engine) authorize(req *entities.Request, st *Stats) (Decision, bool) {
 	verbs := entities.Verbs(e.schema, req)
 	if len(verbs) == 1 {
-		return e.authorizeVerb(req, verbs[0], false)
+		return e.authorizeVerb(req, verbs[0], false, st)
 	}
 	forbid, audit := e.candidateFacts(req, verbs)
 	d := decideCases(len(verbs), !forbid, audit, func(i int) Decision {
-		d, _ := e.authorizeVerb(req, verbs[i], true)
+		d, _ := e.authorizeVerb(req, verbs[i], true, st)
 		return d
 	})
 	return d, true
@@ -178,7 +187,7 @@ func ExemptFromWebhookAdmission(group, resource string) bool {
 
 // authorizeVerb decides req for verb; folded: the caller folds the decision
 // (it is one case of several), so conditions are of no use.
-func (e *Engine) authorizeVerb(req *entities.Request, verb string, folded bool) (Decision, bool) {
+func (e *Engine) authorizeVerb(req *entities.Request, verb string, folded bool, st *Stats) (Decision, bool) {
 	target := entities.ResolveTarget(e.schema, req)
 	open := target.Open(req)
 	var optional []string
@@ -188,7 +197,7 @@ func (e *Engine) authorizeVerb(req *entities.Request, verb string, folded bool) 
 		}
 	}
 	if len(optional) == 0 {
-		return e.authorizeWorld(req, verb, target, open, nil, folded)
+		return e.authorizeWorld(req, verb, target, open, nil, folded, st)
 	}
 	// Each optional open attribute may be absent or hold any value: decide
 	// every combination ("world"); the request is allowed only if every world
@@ -202,7 +211,7 @@ func (e *Engine) authorizeVerb(req *entities.Request, verb string, folded bool) 
 				absent[attr] = true
 			}
 		}
-		d, _ := e.authorizeWorld(req, verb, target, open, absent, true)
+		d, _ := e.authorizeWorld(req, verb, target, open, absent, true, st)
 		return d
 	})
 	return d, true
@@ -297,7 +306,7 @@ func decide(results []policyResult, entityType types.EntityType) Decision {
 // enforced candidates, and evaluates the audit candidates beside them into
 // the decision's audit findings (audit.go). partial reports whether partial
 // evaluation was needed. folded: the caller folds the decision.
-func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool, folded bool) (d Decision, partial bool) {
+func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entities.Target, open, absent map[string]bool, folded bool, st *Stats) (d Decision, partial bool) {
 	q := cedarlang.NewCandidateQuery(req, target, verb)
 	// Without admission (or folded by the caller), a decision is folded:
 	// only a permit satisfied outright allows, and a forbid's residual
@@ -314,6 +323,7 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 	enforced, audit := e.splitLookup(cur)
 	enforced.folded, enforced.ns = folded, ns
 	results, admission, partial := e.evaluateWorld(req, verb, target, open, absent, shapes, enforced)
+	st.addCandidates(len(results))
 	d = decide(results, target.EntityType)
 	if partial && d.IsConditional() && !admission {
 		// Nothing will evaluate conditions for this request: fold now.
@@ -321,6 +331,7 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 	}
 	if len(audit) > 0 {
 		auditResults, _, auditPartial := e.evaluateWorld(req, verb, target, open, absent, shapes, candidates{fixed: audit, ns: ns})
+		st.addCandidates(len(auditResults))
 		d = d.withAudit(auditFindings(d, results, auditResults, target.EntityType, folded || !admission))
 		partial = partial || auditPartial
 	}

@@ -15,6 +15,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
@@ -165,6 +166,12 @@ type poOptions struct {
 	// (the DaemonSet of deploy/); otherwise a round-robin front, as a
 	// Service would be (the Deployment overlay).
 	direct bool
+	// apiserverFlags and apiserverFiles go to the API server
+	// (framework.Options.ExtraFlags, Files); kcedarEnv (NAME=value) to
+	// every replica's environment.
+	apiserverFlags []string
+	apiserverFiles map[string]string
+	kcedarEnv      []string
 }
 
 // startPolicyObjects starts the cluster and the replicas and waits for both
@@ -207,9 +214,12 @@ func startPolicyObjects(t *testing.T, o poOptions) *poEnv {
 	if !strings.Contains(authz, "cacheAuthorizedRequests: false") || !strings.Contains(authz, "cacheUnauthorizedRequests: false") || !strings.Contains(authz, "failurePolicy: Deny") {
 		t.Fatalf("the AuthorizationConfiguration does not have the caches off and failurePolicy Deny:\n%s", authz)
 	}
+	files := map[string]string{"kcedar-webhook.kubeconfig": read("kcedar-webhook.kubeconfig")}
+	maps.Copy(files, o.apiserverFiles)
 	c := framework.Start(t, framework.Options{
 		AuthorizationConfig: authz,
-		Files:               map[string]string{"kcedar-webhook.kubeconfig": read("kcedar-webhook.kubeconfig")},
+		ExtraFlags:          o.apiserverFlags,
+		Files:               files,
 		Tokens: []framework.Token{
 			{Token: "alice-token", User: "alice"},
 			{Token: "bob-token", User: "bob", Groups: []string{"team-a-admins"}},
@@ -243,6 +253,7 @@ func startPolicyObjects(t *testing.T, o poOptions) *poEnv {
 		} else {
 			r.env = []string{"KUBECONFIG=" + c.Kubeconfig}
 		}
+		r.env = append(r.env, o.kcedarEnv...)
 		r.start(t)
 	}
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: poolOf(t, ca)}}}

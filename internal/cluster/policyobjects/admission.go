@@ -121,6 +121,7 @@ func (h *AdmissionHandler) Review(ctx context.Context, req *admissionv1.Admissio
 	if !resp.Allowed {
 		h.refused(reason, resp.Result.Message, req, SourceName(kind, ns, req.Name))
 	}
+	traceReview(ctx, req, resp.Allowed, reason, SourceName(kind, ns, req.Name))
 	return resp
 }
 
@@ -145,6 +146,7 @@ func (h *AdmissionHandler) reviewWrite(ctx context.Context, req *admissionv1.Adm
 	if !v.Valid {
 		return deny(fmt.Sprintf("%s has invalid Cedar policies:\n%s", SourceName(kind, ns, name), v.Message())), "invalid"
 	}
+	tracePolicyIDs(ctx, v.IDs)
 	if msg := h.duplicateIDs(kind, ns, name, v.IDs); msg != "" {
 		return deny(msg), "duplicate-id"
 	}
