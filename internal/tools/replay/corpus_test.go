@@ -62,6 +62,8 @@ func TestCorpus(t *testing.T) {
 		{"kind-only-and-v1beta1.jsonl", Summary{Lines: 7, Events: 6, Foreign: 1, Requests: 5, Decided: 5, Unchanged: 4, NewlyAllowed: 1}},
 		{"gke-cloud-audit.jsonl", Summary{Lines: 3, Foreign: 3}},
 		{"azure-diagnostic.jsonl", Summary{Lines: 5, Events: 3, Foreign: 2, Requests: 3, NotSeen: 1, Decided: 2, Unchanged: 2}},
+		{"eventlist-webhook.jsonl", Summary{Lines: 4, Events: 4, Requests: 3, Decided: 3, Unchanged: 3,
+			ByResponseCode: Comparisons{Decided: 1, Unchanged: 1}}},
 		{"response-started.jsonl", Summary{Lines: 10, Events: 10, Requests: 6, NotSeen: 1, Decided: 5, Unchanged: 4, NewlyAllowed: 1, DecidedAtResponseStarted: 4}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {

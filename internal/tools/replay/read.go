@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,8 @@ type lineReader struct {
 	no      int
 	limit   int
 	counted *countingReader // bytes consumed of the input
+	// pending are the events of an EventList line not returned yet.
+	pending []line
 }
 
 // countingReader counts the bytes read through it.
@@ -58,6 +61,68 @@ func newLineReader(r io.Reader, limit int) (*lineReader, error) {
 // (a truncated gzip stream, a failing read) ends the input: the partial
 // line it interrupted is dropped.
 func (lr *lineReader) next() (line, error) {
+	if len(lr.pending) > 0 {
+		l := lr.pending[0]
+		lr.pending = lr.pending[1:]
+		return l, nil
+	}
+	l, err := lr.nextLine()
+	if err != nil || l.oversize {
+		return l, err
+	}
+	if items, ok := eventListItems(l.data); ok {
+		if len(items) == 0 {
+			return line{no: l.no}, nil // an empty list: a blank line
+		}
+		for _, item := range items[1:] {
+			lr.pending = append(lr.pending, line{no: l.no, data: item})
+		}
+		return line{no: l.no, data: items[0]}, nil
+	}
+	return l, nil
+}
+
+// eventListItems splits an audit EventList (what kube-apiserver's webhook
+// backend sends, and what some collectors store a line of) into its
+// events, each given the list's apiVersion and kind Event when it has
+// none, as a line of a log file would have them. ok is false for anything
+// else.
+func eventListItems(data []byte) (items [][]byte, ok bool) {
+	if !bytes.Contains(data, []byte(`"EventList"`)) {
+		return nil, false
+	}
+	var list struct {
+		Kind       string            `json:"kind"`
+		APIVersion string            `json:"apiVersion"`
+		Items      []json.RawMessage `json:"items"`
+	}
+	if json.Unmarshal(data, &list) != nil || list.Kind != "EventList" || !bytes.HasPrefix([]byte(list.APIVersion), []byte("audit.k8s.io/")) {
+		return nil, false
+	}
+	for _, item := range list.Items {
+		items = append(items, withEventType(item, list.APIVersion))
+	}
+	return items, true
+}
+
+// withEventType is an item of an EventList as a whole Event: list items
+// carry no kind or apiVersion, so the list's are put first (an item's
+// own, later in the object, win when it has them).
+func withEventType(item []byte, apiVersion string) []byte {
+	item = bytes.TrimSpace(item)
+	if len(item) < 2 || item[0] != '{' {
+		return bytes.Clone(item)
+	}
+	head, _ := json.Marshal(map[string]string{"apiVersion": apiVersion, "kind": "Event"})
+	out := append(head[:len(head)-1:len(head)-1], ',')
+	if bytes.Equal(bytes.TrimSpace(item[1:]), []byte("}")) {
+		out = out[:len(out)-1]
+	}
+	return append(out, item[1:]...)
+}
+
+// nextLine reads the next line of the input.
+func (lr *lineReader) nextLine() (line, error) {
 	var oversize bool
 	for {
 		data, err := lr.br.ReadSlice('\n')
