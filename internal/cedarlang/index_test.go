@@ -186,7 +186,7 @@ func genConditionPlain(rng *rand.Rand) string {
 	}
 }
 
-// genConditionOtherShape: the shapes of issue 23's set with other shapes
+// genConditionOtherShape: the shapes of the set with other shapes
 // (testgen.OtherShapes) in the property's vocabulary: `like` prefixes on
 // namespaces and names, relations between request attributes with a
 // literal, disjunctions across dimensions, break-glass exceptions and

@@ -10,7 +10,7 @@ import (
 	"github.com/kcedar/kcedar/internal/testing/oracle"
 )
 
-// Two-phase equals one-phase also where evaluation errors (issue 11): the
+// Two-phase equals one-phase also where evaluation errors: the
 // generator mixes arithmetic near the 64-bit limits, extension constructors
 // and methods on good and bad strings, like, containsAll/containsAny, getTag
 // guarded and unguarded, and several when/unless clauses per policy, over

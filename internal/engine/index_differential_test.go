@@ -81,7 +81,7 @@ when { ["ns-5", "ns-6"].contains(resource.namespace) && principal.username == "u
 	}
 }
 
-// Over issue 23's team-and-namespace set (keys holding many satisfied
+// Over the team-and-namespace set (keys holding many satisfied
 // permits) and its set with other shapes (relations, namespace, path and
 // name prefixes, a big group, break-glass forbids, username sets,
 // disjunctions across dimensions), deciding with the index gives exactly

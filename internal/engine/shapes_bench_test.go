@@ -6,7 +6,7 @@ import (
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
-// benchShapes decides requests of issue 23's set with other shapes
+// benchShapes decides requests of the set with other shapes
 // (testgen.OtherShapes: relations, prefixes, a big group, break-glass
 // forbids, username sets, disjunctions), each tenant distinct, so a
 // perfect index keeps the cost flat as n grows.

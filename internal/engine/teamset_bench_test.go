@@ -42,7 +42,7 @@ func benchDecisions(b *testing.B, set *cedarlang.PolicySet, reqs []*entities.Req
 	}
 }
 
-// benchTeamSet decides requests of issue 23's team-and-namespace shape
+// benchTeamSet decides requests of the team-and-namespace shape
 // (testgen.TeamAndNamespace), whose keys hold more satisfied permits as n
 // grows.
 func benchTeamSet(b *testing.B, n int) {

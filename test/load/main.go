@@ -171,7 +171,7 @@ type result struct {
 	peakRSSKB int64
 }
 
-// rbacWorkload is the realistic workload of issue 5: the bootstrap roles
+// rbacWorkload is the realistic workload: the bootstrap roles
 // and bindings of Kubernetes v1.37.1 plus a generated configuration (50
 // roles, 100 bindings), converted to Cedar, and generated SubjectAccessReviews
 // (those a kube-apiserver sends: no "*" verb, group, resource or subresource).

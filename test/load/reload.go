@@ -14,7 +14,7 @@ import (
 const reloadMarker = "\n@id(\"reload-marker\")\npermit (principal == k8s::User::\"reload-marker\", action == k8s::Action::\"get\", resource is core::pods);\n"
 
 // reloadWindow is how long after the new set starts serving its first
-// decisions are measured (issue 23: p99 in the 5 s after a reload at most 3x
+// decisions are measured (the bar: p99 in the 5 s after a reload at most 3x
 // the steady p99).
 const reloadWindow = 5 * time.Second
 

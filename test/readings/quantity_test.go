@@ -1,4 +1,4 @@
-// Package readings tests kcedar's typed readings of object values (issue 24)
+// Package readings tests kcedar's typed readings of object values
 // end to end through the engine: a SubjectAccessReview that leaves
 // conditions, and the callback that evaluates them against the object.
 package readings

@@ -117,7 +117,7 @@ when { !(` + cpuQ + ` has milli) ||
 // ResourceQuota's CPU warns, the idiom does not.
 func TestTypedReadingFailOpenChecked(t *testing.T) {
 	c := testChecker(t)
-	// The typed readings (k8s::Quantity, hardQuantity) come with issue 24's
+	// The typed readings (k8s::Quantity, hardQuantity) come with their
 	// schema change; until the schema has them these policies do not validate.
 	if text, err := c.Schema.MarshalCedar(); err != nil || !bytes.Contains(text, []byte("type Quantity = {")) {
 		t.Skip("the schema has no k8s::Quantity yet")

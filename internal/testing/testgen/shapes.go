@@ -8,7 +8,7 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 )
 
-// Shapes of OtherShapes (issue 23's "set with other shapes"), each a
+// Shapes of OtherShapes (the "set with other shapes"), each a
 // policy's form for one tenant; its literals name the tenant only, so a
 // perfect index finds a request's few policies however many tenants there
 // are.
@@ -87,7 +87,7 @@ func shapeSpecs(n int) []ShapeSpec {
 	return out
 }
 
-// OtherShapes is issue 23's set with other shapes, n policies (one string
+// OtherShapes is the set with other shapes, n policies (one string
 // each, with its @id): relations between request attributes, namespace
 // prefixes, path and name prefixes under one common group, one big group,
 // forbids with a break-glass exception, username sets and disjunctions

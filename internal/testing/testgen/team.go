@@ -11,7 +11,7 @@ import (
 // TeamAndNamespace: as the set grows, each team's key holds more policies.
 const teams = 300
 
-// TeamAndNamespace is issue 23's team-and-namespace shape, n policies (one
+// TeamAndNamespace is the team-and-namespace shape, n policies (one
 // string each, in order): ~70% team permits, each pinning one of a fixed
 // few hundred groups and its namespace, with multi-type `is` disjunctions
 // (so one (group, namespace, verb, type) key holds more policies as n

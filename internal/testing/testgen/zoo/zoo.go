@@ -60,7 +60,7 @@ const (
 	ShapeNode          = "node"           // principal.name of a Node
 	ShapeResource      = "k8s-resource"   // apiGroup and resource of k8s::Resource
 	ShapeUserScope     = "user-scope"     // principal == k8s::User::"..." in the scope
-	// ShapeOther draws from issue 23's other shapes (testgen.OtherShapes):
+	// ShapeOther draws from the other shapes (testgen.OtherShapes):
 	// relations, prefixes, a big group, break-glass forbids, username sets,
 	// disjunctions across dimensions; one tenant per team.
 	ShapeOther = "other-shapes"
