@@ -104,7 +104,7 @@ func newGenerateCmd() *cobra.Command {
 func (o *generateOptions) AddFlags(f *pflag.FlagSet) {
 	o.src.AddFlags(f)
 	o.pol.AddFlags(f, true)
-	f.StringArrayVar(&o.auditLogs, "audit-log", nil, "kube-apiserver audit log: audit.k8s.io/v1 Event JSON lines, gzipped or not (repeatable; - for stdin)")
+	f.StringArrayVar(&o.auditLogs, "audit-log", nil, "kube-apiserver audit log: audit.k8s.io/v1 or v1beta1 Event JSON lines, gzipped or not (repeatable; - for stdin)")
 	f.StringArrayVar(&o.groups, "group-subject", nil, "write policies for this group instead of its members (repeatable; a user is written as the first group given they are in)")
 	f.BoolVar(&o.system, "include-system", false, "include system identities (the control plane, nodes, kube-system ServiceAccounts; never system:masters members)")
 	f.StringVar(&o.names, "names", string(generate.NamesAuto), "exact: list every name; auto: list up to --max-names names, else every name; any: every name")
@@ -117,9 +117,6 @@ func (o *generateOptions) AddFlags(f *pflag.FlagSet) {
 
 // Validate checks the flags; errors are usage errors (exit 2).
 func (o *generateOptions) Validate() error {
-	if len(o.auditLogs) == 0 {
-		return &exitError{2, errors.New("give at least one --audit-log FILE (- for stdin)")}
-	}
 	switch generate.Names(o.names) {
 	case generate.NamesExact, generate.NamesAuto, generate.NamesAny:
 	default:
@@ -131,22 +128,7 @@ func (o *generateOptions) Validate() error {
 	if o.format != "cedar" && o.format != "policy-objects" {
 		return &exitError{2, fmt.Errorf("--output-format must be cedar or policy-objects, not %q", o.format)}
 	}
-	if o.maxLineBytes < 1024 {
-		return &exitError{2, errors.New("--max-line-bytes must be at least 1024")}
-	}
-	stdin := ""
-	for _, f := range o.auditLogs {
-		if f == "-" {
-			if stdin != "" {
-				return &exitError{2, errors.New("--audit-log - (stdin) can be given once")}
-			}
-			stdin = "--audit-log -"
-		}
-	}
-	if err := o.pol.Validate(stdin); err != nil {
-		return &exitError{2, err}
-	}
-	return nil
+	return validateAuditLogInputs(o.auditLogs, o.maxLineBytes, &o.pol)
 }
 
 // Run loads the schema and the existing policies, reads the logs and

@@ -112,9 +112,6 @@ func (o *replayOptions) Complete() { o.pol.Complete(&o.src) }
 
 // Validate checks the flags; errors are usage errors (exit 2).
 func (o *replayOptions) Validate() error {
-	if len(o.auditLogs) == 0 {
-		return &exitError{2, errors.New("give at least one --audit-log FILE (- for stdin)")}
-	}
 	switch o.output {
 	case "text", "json":
 	case "jsonl":
@@ -124,22 +121,7 @@ func (o *replayOptions) Validate() error {
 	default:
 		return &exitError{2, fmt.Errorf("--output must be text, json or jsonl, not %q", o.output)}
 	}
-	if o.maxLineBytes < 1024 {
-		return &exitError{2, errors.New("--max-line-bytes must be at least 1024")}
-	}
-	stdin := ""
-	for _, f := range o.auditLogs {
-		if f == "-" {
-			if stdin != "" {
-				return &exitError{2, errors.New("--audit-log - (stdin) can be given once")}
-			}
-			stdin = "--audit-log -"
-		}
-	}
-	if err := o.pol.Validate(stdin); err != nil {
-		return &exitError{2, err}
-	}
-	return nil
+	return validateAuditLogInputs(o.auditLogs, o.maxLineBytes, &o.pol)
 }
 
 // Run loads the schema and the policies, replays the logs and prints the
@@ -338,4 +320,29 @@ func progress(w io.Writer) func(*replay.Summary) {
 		last = time.Now()
 		fmt.Fprintf(w, "\r\033[Kreplay: %d lines, %d requests, %d newly denied, %d newly allowed", s.Lines, s.Requests, s.NewlyDenied, s.NewlyAllowed)
 	}
+}
+
+// validateAuditLogInputs checks what replay and generate read: at least one
+// --audit-log, stdin at most once (and not also for policy objects), a
+// --max-line-bytes that holds an event. Errors are usage errors (exit 2).
+func validateAuditLogInputs(auditLogs []string, maxLineBytes int, pol *policySourceOptions) error {
+	if len(auditLogs) == 0 {
+		return &exitError{2, errors.New("give at least one --audit-log FILE (- for stdin)")}
+	}
+	if maxLineBytes < 1024 {
+		return &exitError{2, errors.New("--max-line-bytes must be at least 1024")}
+	}
+	stdin := ""
+	for _, f := range auditLogs {
+		if f == "-" {
+			if stdin != "" {
+				return &exitError{2, errors.New("--audit-log - (stdin) can be given once")}
+			}
+			stdin = "--audit-log -"
+		}
+	}
+	if err := pol.Validate(stdin); err != nil {
+		return &exitError{2, err}
+	}
+	return nil
 }
