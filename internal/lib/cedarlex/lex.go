@@ -1,7 +1,8 @@
 // Package cedarlex splits Cedar text into tokens the way cedar-go's scanner
 // does, so that kcedar's own passes over policy source (the parser's nesting
 // guard in package cedarlang, and lint's searches) agree with cedar-go on what is a
-// string, what is a comment and where each token is.
+// string, what is a comment and where each token is; Quote writes a string
+// literal the same scanner reads back.
 //
 // What cedar-go (v1.9) accepts, and so what this lexer reads:
 //   - whitespace is space, tab, CR and LF;

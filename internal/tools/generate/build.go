@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+
+	"github.com/kcedar/kcedar/internal/lib/cedarlex"
 )
 
 // grantKey is one subject's verb on a target in one namespace: the unit a
@@ -119,7 +121,7 @@ func (r nameRule) key() string {
 		b.WriteString("!")
 	}
 	for _, n := range r.names {
-		b.WriteString(quote(n))
+		b.WriteString(cedarlex.Quote(n))
 	}
 	return b.String()
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kcedar/kcedar/internal/lib/cedarlex"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -93,7 +94,7 @@ func (p *policy) cedar(s *schemagen.Schema, audit bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "// %s: %s %s%s%s\n", p.subject.describe(), strings.Join(p.verbs, ", "), p.target.describe(), p.whereText(), p.namesText())
 	fmt.Fprintf(&b, "// evidence: %s\n", p.ev.describe())
-	fmt.Fprintf(&b, "@id(%s)\n", quote(p.id))
+	fmt.Fprintf(&b, "@id(%s)\n", cedarlex.Quote(p.id))
 	if audit {
 		b.WriteString("@enforcement(\"audit\")\n")
 	}
@@ -166,7 +167,7 @@ func actionIn(verbs []string) string {
 	uids := make([]string, len(verbs))
 	for i, v := range verbs {
 		uid := schemagen.ActionUID(v)
-		uids[i] = string(uid.Type) + "::" + quote(string(uid.ID))
+		uids[i] = string(uid.Type) + "::" + cedarlex.Quote(string(uid.ID))
 	}
 	if len(uids) == 1 {
 		return "action == " + uids[0]
@@ -240,36 +241,11 @@ func (r nameRule) condition(optional bool) string {
 // inList is `x == "a"` or `["a", "b"].contains(x)`.
 func inList(x string, vals []string) string {
 	if len(vals) == 1 {
-		return x + " == " + quote(vals[0])
+		return x + " == " + cedarlex.Quote(vals[0])
 	}
 	q := make([]string, len(vals))
 	for i, v := range vals {
-		q[i] = quote(v)
+		q[i] = cedarlex.Quote(v)
 	}
 	return "[" + strings.Join(q, ", ") + "].contains(" + x + ")"
-}
-
-// quote is a Cedar string literal.
-func quote(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\u{%x}`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/cedarlex"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -59,10 +60,10 @@ func userSubject(name string) subject { return subject{name: name} }
 // scope is the subject's principal scope in Cedar.
 func (s subject) scope() string {
 	if s.isGroup {
-		return "principal in " + string(schemagen.GroupType) + "::" + quote(s.name)
+		return "principal in " + string(schemagen.GroupType) + "::" + cedarlex.Quote(s.name)
 	}
 	uid := entities.PrincipalUID(s.name)
-	return "principal == " + string(uid.Type) + "::" + quote(string(uid.ID))
+	return "principal == " + string(uid.Type) + "::" + cedarlex.Quote(string(uid.ID))
 }
 
 // slug is the subject in policy ids: the username, sa/<ns>/<name> for a

@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/cedarlex"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -334,11 +335,11 @@ func (c *converter) binding(b binding) {
 func (c *converter) writePolicy(id string, b binding, roleDesc string, rule int, p principal, t target) {
 	c.count++
 	w := &c.out
-	fmt.Fprintf(w, "\n@id(%s)\n", quote(id))
-	fmt.Fprintf(w, "@binding(%s)\n", quote(b.describe()))
-	fmt.Fprintf(w, "@role(%s)\n", quote(roleDesc))
-	fmt.Fprintf(w, "@rule(%s)\n", quote(strconv.Itoa(rule)))
-	fmt.Fprintf(w, "@subject(%s)\n", quote(p.desc))
+	fmt.Fprintf(w, "\n@id(%s)\n", cedarlex.Quote(id))
+	fmt.Fprintf(w, "@binding(%s)\n", cedarlex.Quote(b.describe()))
+	fmt.Fprintf(w, "@role(%s)\n", cedarlex.Quote(roleDesc))
+	fmt.Fprintf(w, "@rule(%s)\n", cedarlex.Quote(strconv.Itoa(rule)))
+	fmt.Fprintf(w, "@subject(%s)\n", cedarlex.Quote(p.desc))
 	fmt.Fprintf(w, "permit (\n  %s,\n  %s,\n  %s\n)", p.scope, t.action, t.resource)
 	if len(t.conds) > 0 {
 		fmt.Fprintf(w, "\nwhen {\n  %s\n}", strings.Join(t.conds, " &&\n  "))
@@ -618,7 +619,7 @@ func (rr *resourceRule) nameCond(optional bool) string {
 // request's namespace). Cluster-scoped entities and k8s::Resource have it
 // (optional) when the request names one.
 func (rr *resourceRule) nsCond(optional bool) string {
-	c := "resource.namespace == " + quote(rr.b.namespace)
+	c := "resource.namespace == " + cedarlex.Quote(rr.b.namespace)
 	if optional {
 		return "resource has namespace && " + c
 	}
@@ -776,7 +777,7 @@ func resourceAlts(entries []string) []string {
 			}
 		}
 		if len(subs) > 0 {
-			alts = append(alts, "resource.resource == "+quote(p)+" && resource has subresource && "+inList("resource.subresource", subs))
+			alts = append(alts, "resource.resource == "+cedarlex.Quote(p)+" && resource has subresource && "+inList("resource.subresource", subs))
 		}
 	}
 	return alts
@@ -805,48 +806,23 @@ func or(alts []string) string {
 // inList is `x == "a"` or `["a", "b"].contains(x)`.
 func inList(x string, vals []string) string {
 	if len(vals) == 1 {
-		return x + " == " + quote(vals[0])
+		return x + " == " + cedarlex.Quote(vals[0])
 	}
 	q := make([]string, len(vals))
 	for i, v := range vals {
-		q[i] = quote(v)
+		q[i] = cedarlex.Quote(v)
 	}
 	return "[" + strings.Join(q, ", ") + "].contains(" + x + ")"
 }
 
 func entityUID(uid types.EntityUID) string {
-	return string(uid.Type) + "::" + quote(string(uid.ID))
-}
-
-// quote is a Cedar string literal.
-func quote(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\u{%x}`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
+	return string(uid.Type) + "::" + cedarlex.Quote(string(uid.ID))
 }
 
 // likePattern is a Cedar like pattern matching every string that starts
 // with prefix: the prefix's own `*` are escaped.
 func likePattern(prefix string) string {
-	q := quote(prefix)
+	q := cedarlex.Quote(prefix)
 	q = strings.ReplaceAll(q[:len(q)-1], "*", `\*`)
 	return q + `*"`
 }
