@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/client-go/util/cert"
 
+	"github.com/kcedar/kcedar/internal/lib/atomicfile"
 	"github.com/kcedar/kcedar/internal/lib/watch"
 )
 
@@ -114,7 +115,9 @@ func (o TLSOptions) selfSignedConfig(logger *slog.Logger, writeCA *func() error)
 		return pair, nil
 	}
 	*writeCA = func() error {
-		if err := os.WriteFile(o.WriteCA, caPEM, 0o644); err != nil {
+		// Atomically: a client polling for the file (kube-apiserver's
+		// webhook kubeconfig, a script's curl) never reads half a CA.
+		if err := atomicfile.WriteFile(o.WriteCA, caPEM, 0o644); err != nil {
 			return fmt.Errorf("writing the CA: %w", err)
 		}
 		logger.Info("serving with a self-signed certificate", "ca", o.WriteCA)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang/format"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/lib/atomicfile"
 )
 
 func init() { rootCmd.AddCommand(newFmtCmd()) }
@@ -155,21 +155,5 @@ func writeAtomic(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename, there is nothing left to remove
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(info.Mode().Perm()); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.WriteFile(path, data, info.Mode().Perm())
 }

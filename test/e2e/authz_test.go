@@ -64,11 +64,7 @@ func startKcedarWebhook(t *testing.T, policies string, extraArgs ...string) (*fr
 	addr := "127.0.0.1:" + strconv.Itoa(framework.FreePort(t))
 	args := append([]string{"serve", "--listen", addr, "--policies", polFile, "--write-ca", caFile, "--reload-interval", "200ms"}, extraArgs...)
 	p := framework.StartProcess(t, framework.KcedarBinary(t), args...)
-	p.WaitForTCP(t, addr, 60*time.Second)
-	ca, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := p.WaitForTLS(t, addr, caFile, 60*time.Second)
 	opts := framework.Options{
 		AuthorizationConfig: webhookBeforeRBAC,
 		Files:               webhookFiles(addr, ca),

@@ -274,11 +274,7 @@ func TestConditionalAdmissionEnforcement(t *testing.T) {
 	adminKubeconfig := filepath.Join(dir, "admin.kubeconfig")
 	kcedar := framework.StartProcess(t, "env", "KUBECONFIG="+adminKubeconfig, bin, "serve", "--listen", addr, "--policies", policies, "--write-ca", caFile,
 		"--admission-enforcement", "--reload-interval", "200ms")
-	kcedar.WaitForTCP(t, addr, 60*time.Second)
-	kcedarCA, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kcedarCA := kcedar.WaitForTLS(t, addr, caFile, 60*time.Second)
 
 	// kcedar manifests, as a user would run it.
 	manifests := filepath.Join(dir, "manifests")

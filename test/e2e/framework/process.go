@@ -1,6 +1,8 @@
 package framework
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -174,6 +176,52 @@ func (p *Process) waitForTCP(addr string, timeout time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// WaitForTLS waits until the process serves TLS on addr with a certificate
+// that the CA in caFile (which the process writes, as kcedar serve
+// --write-ca does) verifies, and returns that CA's PEM. Listening is not
+// enough: a server may bind before it writes its CA, and a client configured
+// with no CA or an old one fails every webhook call.
+func (p *Process) WaitForTLS(t testing.TB, addr, caFile string, timeout time.Duration) []byte {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		caPEM, err := handshakeWithCA(addr, caFile)
+		if err == nil {
+			return caPEM
+		}
+		if p.Exited() {
+			t.Fatalf("%s exited (%v) before serving TLS on %s; last lines of %s:\n%s", p, p.waitErr, addr, p.LogFile, tail(p.Logs(), 40))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not serving TLS on %s with the CA in %s after %v: %v; last lines of %s:\n%s", p, addr, caFile, timeout, err, p.LogFile, tail(p.Logs(), 40))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// handshakeWithCA completes one TLS handshake with addr, verifying its
+// certificate against the CA in caFile, and returns the CA's PEM.
+func handshakeWithCA(addr, caFile string) ([]byte, error) {
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("%s holds no certificate yet", caFile)
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: host})
+	if err != nil {
+		return nil, err
+	}
+	conn.Close()
+	return caPEM, nil
 }
 
 // Child processes are forked from one OS thread that is locked and never
