@@ -77,3 +77,6 @@ func BreakIndexForTest(ps *PolicySet, j int32) {
 		b.keyed = slices.DeleteFunc(b.keyed, func(i int32) bool { return i == j })
 	}
 }
+
+// TextEndForTest is where p's text ends in its file (0: not known).
+func TextEndForTest(p *Policy) int { return p.textEnd }

@@ -9,14 +9,14 @@ import (
 // be derived from the previous one (deltaIndex) rather than built anew.
 func maxDelta(n int) int { return max(64, n/20) }
 
-// deltaIndex is the index of policies derived from old, the index of prev,
-// by the change between them, or nil when the change is too large (or the
-// sets do not share old's seeds). Policies are matched by their kept
-// extraction (index.extraction: the same pointer for a policy and its
-// moved copies), in order: a kept policy keeps its keys and checks, moved
-// to its new position; a policy new to the set, or one that moved before
-// a kept one, is filed as buildIndex files one, with the keys chooseKeys
-// picks by old's counts. old is not changed: the two share nothing mutable.
+// deltaIndex is the index of policies derived from old, the index of the
+// set policies changed (matchPolicies: newOf maps each of its policies to
+// its new position, -1 when removed; oldOf the reverse; added lists the
+// positions new to policies), or nil when the slot table would be too full.
+// A kept policy keeps its keys and checks, moved to its new position; a
+// policy new to the set is filed as buildIndex files one, with the keys
+// chooseKeys picks by old's counts. old is not changed: the two share
+// nothing mutable.
 //
 // The result finds what the index buildIndex would build finds, never less:
 // each policy is filed under keys of its own constraints and checked
@@ -24,14 +24,7 @@ func maxDelta(n int) int { return max(64, n/20) }
 // since a built index picks the most selective by counts of the whole set.
 // Buckets, verbs, prefix lengths and slot runs are never shrunk: an emptied
 // one costs a lookup, never a candidate.
-func deltaIndex(old *index, prev, policies []*Policy) *index {
-	if old == nil || old.count == nil {
-		return nil
-	}
-	newOf, added, ok := matchPolicies(old, prev, policies)
-	if !ok {
-		return nil
-	}
+func deltaIndex(old *index, policies []*Policy, newOf, oldOf, added []int32) *index {
 	ix := old.sameHashing()
 	ix.count, ix.derived, ix.labelKeyed, ix.verbs = old.count, true, old.labelKeyed, slices.Clone(old.verbs)
 	ix.buckets = make(map[bucketKey]*bucket, len(old.buckets))
@@ -39,34 +32,37 @@ func deltaIndex(old *index, prev, policies []*Policy) *index {
 	for k, b := range old.buckets {
 		ix.buckets[k] = b.remapped(newOf)
 	}
-	isAdded := make(map[int32]bool, len(added))
-	for _, j := range added {
-		isAdded[j] = true
-	}
-	oldOf := make([]int32, len(policies))
-	for i, j := range newOf {
-		if j >= 0 {
-			oldOf[j] = int32(i)
-		}
-	}
 	keyed := map[uint64][]int32{}
 	verbSeen := make(map[uint64]bool, len(ix.verbs))
 	for _, v := range ix.verbs {
 		verbSeen[v] = true
 	}
 	touched := map[*bucket]bool{}
-	for j, p := range policies {
-		if isAdded[int32(j)] {
-			e := ix.extraction(p)
+	ix.cons = make([]uint32, 0, len(old.cons)+len(old.cons)/max(len(oldOf), 1)*len(added)+64)
+	for j := 0; j < len(policies); {
+		i := oldOf[j]
+		if i < 0 {
+			e := ix.extraction(policies[j])
 			ix.noteLabels(&e)
-			ix.fileTracked(keyed, verbSeen, p, &e, int32(j), touched)
+			ix.fileTracked(keyed, verbSeen, policies[j], &e, int32(j), touched)
 			ix.appendChecks(e.cons)
-		} else {
-			i := oldOf[j]
-			ix.needsValue[j] = old.needsValue[i]
-			ix.cons = append(ix.cons, old.cons[old.consAt[i]:old.consAt[i+1]]...)
+			ix.consAt[j+1] = uint32(len(ix.cons))
+			j++
+			continue
 		}
-		ix.consAt[j+1] = uint32(len(ix.cons))
+		// A run of kept policies in their old order: one copy of their
+		// checks, their offsets moved by one difference.
+		run := 1
+		for j+run < len(policies) && oldOf[j+run] == i+int32(run) {
+			run++
+		}
+		copy(ix.needsValue[j:j+run], old.needsValue[i:i+int32(run)])
+		shift := uint32(len(ix.cons)) - old.consAt[i]
+		ix.cons = append(ix.cons, old.cons[old.consAt[i]:old.consAt[i+int32(run)]]...)
+		for r := 1; r <= run; r++ {
+			ix.consAt[j+r] = old.consAt[int(i)+r] + shift
+		}
+		j += run
 	}
 	for b := range touched {
 		b.sortLists()
@@ -77,39 +73,69 @@ func deltaIndex(old *index, prev, policies []*Policy) *index {
 	return ix
 }
 
+// keptAs reports whether q, a policy of the set old indexes, is kept as p
+// in the set derived from it: the same text (one parse, or a copy of it
+// moved to a new position), effect and extracted keys, hashed as old hashes.
+func (old *index) keptAs(q, p *Policy) bool {
+	k := q.lazy.keys.Load()
+	return k != nil && k == p.lazy.keys.Load() && old.hashesLike(k) && lazyPolicy(q) == lazyPolicy(p) && q.Effect == p.Effect
+}
+
 // matchPolicies pairs the policies of prev (indexed by old) with those of
-// policies: newOf[i] is the new position of prev[i] (-1: removed), added
-// the positions of policies to file anew, in order. Kept policies keep
-// their order, so remapped postings stay sorted. ok is false when the
-// change is too large to derive the index from old.
-func matchPolicies(old *index, prev, policies []*Policy) (newOf, added []int32, ok bool) {
-	at := make(map[*indexKeys]int32, len(prev))
-	for i, p := range prev {
-		k := p.lazy.keys.Load()
+// policies: newOf[i] is the new position of prev[i] (-1: removed), oldOf
+// the reverse (-1: new), added the positions of policies to file anew, in
+// order. Kept policies keep their order, so remapped postings stay sorted.
+// The policies both sets begin and end with are paired by a scan, and only
+// those between are matched through a map: a change in one place costs
+// pointer comparisons of the rest, not hashing. ok is false when the change
+// is too large to derive the index from old, or a policy of prev was not
+// extracted with old's seeds.
+func matchPolicies(old *index, prev, policies []*Policy) (newOf, oldOf, added []int32, ok bool) {
+	if old.count == nil {
+		return nil, nil, nil, false
+	}
+	newOf, oldOf = filled(len(prev), -1), filled(len(policies), -1)
+	lo := 0
+	for lo < len(prev) && lo < len(policies) && old.keptAs(prev[lo], policies[lo]) {
+		newOf[lo], oldOf[lo] = int32(lo), int32(lo)
+		lo++
+	}
+	hiPrev, hiNew := len(prev), len(policies)
+	for hiPrev > lo && hiNew > lo && old.keptAs(prev[hiPrev-1], policies[hiNew-1]) {
+		hiPrev, hiNew = hiPrev-1, hiNew-1
+		newOf[hiPrev], oldOf[hiNew] = int32(hiNew), int32(hiPrev)
+	}
+	at := make(map[*indexKeys]int32, hiPrev-lo)
+	for i := lo; i < hiPrev; i++ {
+		k := prev[i].lazy.keys.Load()
 		if k == nil || !old.hashesLike(k) {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		at[k] = int32(i)
 	}
-	newOf = make([]int32, len(prev))
-	for i := range newOf {
-		newOf[i] = -1
-	}
-	last, limit := int32(-1), maxDelta(len(policies))
-	for j, p := range policies {
-		i, found := at[p.lazy.keys.Load()]
-		if found && i > last && newOf[i] < 0 && lazyPolicy(prev[i]) == lazyPolicy(p) && prev[i].Effect == p.Effect {
-			newOf[i], last = int32(j), i
+	last, limit := int32(lo-1), maxDelta(len(policies))
+	for j := lo; j < hiNew; j++ {
+		i, found := at[policies[j].lazy.keys.Load()]
+		if found && i > last && newOf[i] < 0 && old.keptAs(prev[i], policies[j]) {
+			newOf[i], oldOf[j], last = int32(j), i, i
 			continue
 		}
 		if added = append(added, int32(j)); len(added) > limit {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 	}
 	if removed := len(prev) - (len(policies) - len(added)); removed > limit {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	return newOf, added, true
+	return newOf, oldOf, added, true
+}
+
+func filled(n int, v int32) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
 }
 
 // noteLabels sets labelKeyed when e keys on (or checks) a namespace label,
@@ -190,6 +216,7 @@ func (ix *index) refill(old *index, newOf []int32, keyed map[uint64][]int32) boo
 	}
 	ix.slots = slices.Clone(old.slots)
 	extra := map[uint64][]int32{} // by slot
+	var extraAt []uint64          // extra's slots, in order
 	if len(ix.slots) > 0 {
 		mask := uint64(len(ix.slots) - 1)
 		for _, k := range slices.Sorted(maps.Keys(keyed)) {
@@ -201,9 +228,13 @@ func (ix *index) refill(old *index, newOf []int32, keyed map[uint64][]int32) boo
 			if ix.slots[i] == 0 {
 				ix.slots[i] = fp << 32
 			}
+			if _, seen := extra[i]; !seen {
+				extraAt = append(extraAt, i)
+			}
 			extra[i] = append(extra[i], keyed[k]...)
 		}
 	}
+	slices.Sort(extraAt)
 	ix.postings = make([]int32, 0, len(old.postings)+2*len(keyed)+1)
 	empty := -1
 	var buf []int32
@@ -212,8 +243,9 @@ func (ix *index) refill(old *index, newOf []int32, keyed map[uint64][]int32) boo
 			continue
 		}
 		l := old.remappedPostings(old.slots[i], newOf, buf[:0])
-		if x := extra[uint64(i)]; len(x) > 0 {
-			l = slices.Compact(slices.Sorted(slices.Values(append(l, x...))))
+		if len(extraAt) > 0 && extraAt[0] == uint64(i) {
+			l = slices.Compact(slices.Sorted(slices.Values(append(l, extra[uint64(i)]...))))
+			extraAt = extraAt[1:]
 		}
 		ref := uint64(0)
 		switch {

@@ -39,18 +39,28 @@ func (ix *index) extraction(p *Policy) extraction {
 // NewPolicySetFrom is NewPolicySet for a set derived from prev (nil: none):
 // its index hashes values with prev's seeds, so every policy the two sets
 // share keeps the constraints prev's index extracted and hashed, and only
-// the policies new to the set are extracted. A small change derives the
-// index from prev's (deltaIndex: kept policies keep their keys and checks,
-// new ones are filed); a large one lays it out anew from the kept
-// extractions, as NewPolicySet would with those seeds.
+// the policies new to the set are extracted. A small change (matchPolicies)
+// derives the index from prev's (deltaIndex: kept policies keep their keys
+// and checks, new ones are filed) and the ids from prev's (idIndex.derived),
+// and the set records what it kept (KeptFrom); a large one lays the index
+// out anew from the kept extractions, as NewPolicySet would with those
+// seeds.
 func NewPolicySetFrom(prev *PolicySet, policies []*Policy) (*PolicySet, error) {
 	if prev == nil || prev.index == nil {
 		return NewPolicySet(policies)
 	}
-	return newPolicySet(policies, func() *index {
-		if ix := deltaIndex(prev.index, prev.Policies, policies); ix != nil {
-			return ix
-		}
-		return buildIndexSeeded(policies, prev.index)
-	})
+	rebuilt := func() *index { return buildIndexSeeded(policies, prev.index) }
+	newOf, oldOf, added, ok := matchPolicies(prev.index, prev.Policies, policies)
+	if !ok {
+		return newPolicySet(policies, rebuilt)
+	}
+	ids, ok := prev.ids.derived(prev.Policies, policies, newOf, oldOf)
+	if !ok {
+		return newPolicySet(policies, rebuilt) // a duplicate id, reported as a full build does
+	}
+	ix := deltaIndex(prev.index, policies, newOf, oldOf, added)
+	if ix == nil {
+		ix = rebuilt()
+	}
+	return &PolicySet{Policies: policies, ids: ids, index: ix, seq: setSeq.Add(1), derivation: derivation{from: prev.seq, oldOf: oldOf}}, nil
 }

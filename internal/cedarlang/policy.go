@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,6 +47,10 @@ type Policy struct {
 	// Enforcement is the @enforcement annotation: Enforce (the default) or
 	// Audit, a policy that is evaluated but never changes a decision.
 	Enforcement Enforcement
+	// textEnd is the offset in its file just after the policy's closing
+	// `;` (0: not known), so Reparse finds the policies of a file's old
+	// text without reading it again.
+	textEnd int
 }
 
 // lazyForms holds what is derived from a policy's AST on first use: its
@@ -141,6 +144,7 @@ func ParsePolicies(fileName string, src []byte) ([]*Policy, error) {
 		if err != nil {
 			return nil, err
 		}
+		p.textEnd = ends[i]
 		out = append(out, p)
 	}
 	return out, nil
@@ -436,9 +440,11 @@ func mentionsObjects(p *ast.Policy) bool {
 
 // PolicySet is an immutable, indexed set of policies: one snapshot of the store.
 type PolicySet struct {
-	Policies []*Policy
-	byID     map[string]*Policy
-	index    *index
+	Policies   []*Policy
+	ids        idIndex
+	index      *index
+	seq        uint64     // this set's number (setSeq)
+	derivation derivation // how it was derived from another set, if it was
 	// Generation counts successful loads of the store that produced this set.
 	Generation uint64
 	// Schema is the schema the set was validated against (Store.Schema when
@@ -454,27 +460,16 @@ func NewPolicySet(policies []*Policy) (*PolicySet, error) {
 
 // newPolicySet is NewPolicySet with the index build.
 func newPolicySet(policies []*Policy, build func() *index) (*PolicySet, error) {
-	ps := &PolicySet{Policies: policies, byID: make(map[string]*Policy, len(policies))}
-	var dups []string
-	for _, p := range policies {
-		if prev, ok := ps.byID[p.ID]; ok {
-			dups = append(dups, fmt.Sprintf("policy id %q is used at %s and %s", p.ID, prev.Source, p.Source))
-			continue
-		}
-		ps.byID[p.ID] = p
+	ids, err := newIDIndex(policies)
+	if err != nil {
+		return nil, err
 	}
-	if len(dups) > 0 {
-		sort.Strings(dups)
-		return nil, errors.New(strings.Join(dups, "; "))
-	}
-	ps.index = build()
-	return ps, nil
+	return &PolicySet{Policies: policies, ids: ids, index: build(), seq: setSeq.Add(1)}, nil
 }
 
 // Get returns the policy with the given id.
 func (ps *PolicySet) Get(id string) (*Policy, bool) {
-	p, ok := ps.byID[id]
-	return p, ok
+	return ps.ids.get(id)
 }
 
 // Unindexed returns the same set without its index: every policy is a

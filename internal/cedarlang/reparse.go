@@ -26,12 +26,22 @@ import (
 // exactly those of ParsePolicies(fileName, src): on any error, or when old
 // and prev do not agree, src is parsed whole.
 func Reparse(fileName string, src []byte, oldName string, old []byte, prev []*Policy) (policies, fresh []*Policy, err error) {
-	whole := func() ([]*Policy, []*Policy, error) {
+	if len(src) > MaxPolicyFileBytes || len(old) > MaxPolicyFileBytes {
 		ps, err := ParsePolicies(fileName, src)
 		return ps, ps, err
 	}
-	if len(src) > MaxPolicyFileBytes || len(old) > MaxPolicyFileBytes {
-		return whole()
+	if policies, fresh, ok := reparseAround(fileName, src, oldName, old, prev); ok {
+		return policies, fresh, nil
+	}
+	return reparseMatching(fileName, src, oldName, old, prev)
+}
+
+// reparseMatching is Reparse by reading both texts whole: every policy's
+// text is hashed and looked up among the old ones.
+func reparseMatching(fileName string, src []byte, oldName string, old []byte, prev []*Policy) (policies, fresh []*Policy, err error) {
+	whole := func() ([]*Policy, []*Policy, error) {
+		ps, err := ParsePolicies(fileName, src)
+		return ps, ps, err
 	}
 	oldEnds, err := checkNesting(old)
 	if err != nil || len(oldEnds) != len(prev) {
@@ -129,7 +139,11 @@ func parseChunk(fileName string, src, text []byte, at chunkAt) (*Policy, error) 
 	}
 	a.Position.Line += at.line - at.line0
 	a.Position.Filename, a.Position.Offset = fileName, a.Position.Offset+at.start
-	return newPolicy(fileName, src, (*ast.Policy)(&a), at.line0)
+	p, err := newPolicy(fileName, src, (*ast.Policy)(&a), at.line0)
+	if err == nil {
+		p.textEnd = at.start + len(text)
+	}
+	return p, err
 }
 
 // moved is p, parsed from a text at from, as parsed from the same text at
@@ -152,6 +166,9 @@ func (p *Policy) moved(fileName string, from, to chunkAt) *Policy {
 	a := *p.AST
 	a.Position = pos
 	q.AST, q.Source = &a, source
+	if p.textEnd > 0 {
+		q.textEnd = p.textEnd + to.start - from.start
+	}
 	if !hasIDAnnotation(&a) {
 		q.ID = source
 	}

@@ -127,7 +127,8 @@ func samePolicies(got, want []*cedarlang.Policy) string {
 	for i, g := range got {
 		w := want[i]
 		if g.ID != w.ID || g.Source != w.Source || g.Reason != w.Reason || g.Effect != w.Effect || g.Enforcement != w.Enforcement ||
-			g.UsesObjects != w.UsesObjects || g.AST.Position != w.AST.Position || string(g.Text()) != string(w.Text()) {
+			g.UsesObjects != w.UsesObjects || g.AST.Position != w.AST.Position || string(g.Text()) != string(w.Text()) ||
+			cedarlang.TextEndForTest(g) != cedarlang.TextEndForTest(w) {
 			return fmt.Sprintf("policy %d: %s at %s %+v, want %s at %s %+v", i, g.ID, g.Source, g.AST.Position, w.ID, w.Source, w.AST.Position)
 		}
 	}
@@ -176,6 +177,12 @@ func TestReparseAndDerivedIndexEqualFullBuild(t *testing.T) {
 			all = append(all, got...)
 		}
 		set, err := cedarlang.NewPolicySetFrom(serving, all)
+		if !failed {
+			_, ferr := cedarlang.NewPolicySet(freshCopies(t, m))
+			if fmt.Sprint(err) != fmt.Sprint(ferr) {
+				t.Fatalf("step %d (%s): NewPolicySetFrom error %v, NewPolicySet error %v", step, what, err, ferr)
+			}
+		}
 		if failed || err != nil {
 			// A failed load (or a duplicate id): the last good files stay
 			// what later edits are derived from, and the user reverts.
@@ -193,6 +200,9 @@ func TestReparseAndDerivedIndexEqualFullBuild(t *testing.T) {
 			if cedarlang.DerivedForTest(set) {
 				derived++
 			}
+			if d := sameIDsAndKept(set, serving); d != "" {
+				t.Fatalf("step %d (%s): %s", step, what, d)
+			}
 		}
 		serving, good, lastGood = set, next, maps.Clone(m.files)
 	}
@@ -200,6 +210,41 @@ func TestReparseAndDerivedIndexEqualFullBuild(t *testing.T) {
 	if derived < steps/2 {
 		t.Fatalf("only %d of %d steps derived the index", derived, steps)
 	}
+}
+
+// sameIDsAndKept checks what a derived set answers without its index:
+// every policy is found by its id, an id of serving that set lacks is not,
+// and each policy set says it kept from serving (KeptFrom) has the same
+// text and effect, in the same order.
+func sameIDsAndKept(set, serving *cedarlang.PolicySet) string {
+	ids := map[string]bool{}
+	for _, p := range set.Policies {
+		ids[p.ID] = true
+		if q, ok := set.Get(p.ID); !ok || q != p {
+			return fmt.Sprintf("Get(%q) does not find the policy at %s", p.ID, p.Source)
+		}
+	}
+	for _, p := range serving.Policies {
+		if _, ok := set.Get(p.ID); ok != ids[p.ID] {
+			return fmt.Sprintf("Get(%q) found %v, want %v", p.ID, ok, ids[p.ID])
+		}
+	}
+	oldOf, ok := set.KeptFrom(serving)
+	if !ok {
+		return ""
+	}
+	last := int32(-1)
+	for j, i := range oldOf {
+		if i < 0 {
+			continue
+		}
+		p, q := set.Policies[j], serving.Policies[i]
+		if i <= last || string(p.Text()) != string(q.Text()) || p.Effect != q.Effect {
+			return fmt.Sprintf("KeptFrom says %s was kept from %s", p.Source, q.Source)
+		}
+		last = i
+	}
+	return ""
 }
 
 // freshCopies parses the model's files anew: policies no index has seen.

@@ -106,19 +106,31 @@ func (e *Engine) mayReadNamespace(cands candidates) bool {
 // namespaceReadersAfter is the set of ps's policies that read
 // namespaceObject (nil when none does), analysed in parallel, taking what
 // prev (the engine of the set serving before; nil: none) found for the
-// policies the two sets share (the same *Policy under the same id): a
-// reload by a change analyses only the policies new to the set.
+// policies the two sets share: those ps kept from prev's set when derived
+// from it (PolicySet.KeptFrom, by position, moved copies included), else
+// the same *Policy under the same id. A reload by a change analyses only
+// the policies new to the set.
 func namespaceReadersAfter(prev *Engine, ps *cedarlang.PolicySet) map[*cedarlang.Policy]bool {
 	reads := make([]bool, len(ps.Policies))
+	var oldOf []int32
+	if prev != nil {
+		oldOf, _ = ps.KeptFrom(prev.policies)
+	}
 	parallel.For(len(ps.Policies), func(i int) {
 		p := ps.Policies[i]
-		if prev != nil {
+		switch {
+		case oldOf != nil && oldOf[i] >= 0:
+			// Kept (maybe a copy moved to a new position): the same text.
+			reads[i] = len(prev.nsReaders) > 0 && prev.nsReaders[prev.policies.Policies[oldOf[i]]]
+		case prev != nil && oldOf == nil:
 			if q, ok := prev.policies.Get(p.ID); ok && q == p {
 				reads[i] = prev.nsReaders[p]
 				return
 			}
+			reads[i] = readsNamespace(readInputs(p))
+		default:
+			reads[i] = readsNamespace(readInputs(p))
 		}
-		reads[i] = readsNamespace(readInputs(p))
 	})
 	var out map[*cedarlang.Policy]bool
 	for i, r := range reads {

@@ -380,8 +380,15 @@ func (s *Store) checkShrink(cur, next *cedarlang.PolicySet) error {
 		return nil
 	}
 	var removed, forbids []string
-	for _, p := range cur.Policies {
-		q, ok := next.Get(p.ID)
+	keptAs := keptPositions(cur, next)
+	for i, p := range cur.Policies {
+		var q *cedarlang.Policy
+		ok := false
+		if j := keptAs[i]; j >= 0 && next.Policies[j].ID == p.ID {
+			q, ok = next.Policies[j], true // kept: no lookup by id
+		} else {
+			q, ok = next.Get(p.ID)
+		}
 		enforcedForbid := p.Effect == types.Forbid && p.Enforcement == cedarlang.Enforce
 		switch {
 		case !ok:
@@ -410,6 +417,23 @@ func (s *Store) checkShrink(cur, next *cedarlang.PolicySet) error {
 			len(forbids), strings.Join(limitIDs(forbids), ", "))
 	}
 	return nil
+}
+
+// keptPositions is, per policy of cur, its position in next when next was
+// derived from cur and kept it (cedarlang.PolicySet.KeptFrom), else -1.
+func keptPositions(cur, next *cedarlang.PolicySet) []int32 {
+	out := make([]int32, len(cur.Policies))
+	for i := range out {
+		out[i] = -1
+	}
+	if oldOf, ok := next.KeptFrom(cur); ok {
+		for j, i := range oldOf {
+			if i >= 0 {
+				out[i] = int32(j)
+			}
+		}
+	}
+	return out
 }
 
 // limitIDs keeps the first 50 ids, and says how many more there are.
