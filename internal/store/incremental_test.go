@@ -123,6 +123,32 @@ func TestIncrementalInsertMovesPositionalPolicies(t *testing.T) {
 	}
 }
 
+// An insert above policies without @id renames them (their position is
+// their name) but removes none: --max-policy-loss and --keep-forbids count
+// the policies a change removes, not the names it moves.
+func TestInsertAbovePositionalPoliciesRemovesNone(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.cedar")
+	anon := "permit(principal, action, resource is core::pods);\n"
+	anonForbid := "forbid(principal, action == k8s::Action::\"delete\", resource is core::pods);\n"
+	writeFile(t, a, anon+anonForbid+anon)
+	s, rec := newStore(t, []string{dir}, &countedPolicies{})
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	s.MaxPolicyLoss, s.KeepForbids = 0.3, true
+	writeFile(t, a, policy("first")+anon+anonForbid+anon)
+	loadIncrementally(t, s, rec)
+	if got := strings.Join(ids(s.Current()), " "); !strings.Contains(got, "a.cedar:3:1") {
+		t.Fatalf("serving %s: the forbid was not renamed by its new position", got)
+	}
+	// Removing the forbid is still a removal.
+	writeFile(t, a, policy("first")+anon+anon)
+	if err := s.Load(); err == nil || !strings.Contains(err.Error(), "keep-forbids") {
+		t.Fatalf("removing a forbid without @id: %v", err)
+	}
+}
+
 // countedPolicies counts the policies it validates, and refuses those
 // whose id starts with "bad".
 type countedPolicies struct{ n int }

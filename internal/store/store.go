@@ -384,8 +384,10 @@ func (s *Store) checkShrink(cur, next *cedarlang.PolicySet) error {
 	for i, p := range cur.Policies {
 		var q *cedarlang.Policy
 		ok := false
-		if j := keptAs[i]; j >= 0 && next.Policies[j].ID == p.ID {
-			q, ok = next.Policies[j], true // kept: no lookup by id
+		if j := keptAs[i]; j >= 0 {
+			// Kept: the same text, maybe moved. Without @id its id is its
+			// position, so an insert above renames it; it is not removed.
+			q, ok = next.Policies[j], true
 		} else {
 			q, ok = next.Get(p.ID)
 		}
