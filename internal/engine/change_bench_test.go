@@ -21,8 +21,10 @@ import (
 // BenchmarkFileChange is the cost of a one-policy change to one of 8 files
 // holding the zoo of 100,000 policies, as kcedar serve pays it: the store
 // loads the change (checked against the embedded schema), the engine of the
-// new set is made, and one request sees it. Each operation adds a policy,
-// edits it or removes it (in turn). It reports the wall time of a change
+// new set is made, and one request sees it. Each operation adds a policy
+// at the end of the file, edits it or removes it, or inserts one at the top
+// of the file (moving every later policy of the file) or removes it, in
+// turn. It reports the wall time of a change
 // (ms/change) and its share of the full load's (pct-of-full). The changes
 // run under the pprof label phase=change: `-cpuprofile` then shows them
 // apart from the full load with `-tagfocus phase=change`.
@@ -63,24 +65,27 @@ func BenchmarkFileChange(b *testing.B) {
 			incremental++
 		}
 	}
-	changes := []struct{ tail, verb string }{
-		{"\n@id(\"edit-marker\")\npermit (principal == k8s::User::\"edit-marker\", action == k8s::Action::\"get\", resource is core::pods);\n", "get"},
-		{"\n@id(\"edit-marker\")\npermit (principal == k8s::User::\"edit-marker\", action == k8s::Action::\"list\", resource is core::pods);\n", "list"},
-		{"", "list"},
+	changes := []struct{ head, tail, user, verb string }{
+		{"", "\n@id(\"edit-marker\")\npermit (principal == k8s::User::\"edit-marker\", action == k8s::Action::\"get\", resource is core::pods);\n", "edit-marker", "get"},
+		{"", "\n@id(\"edit-marker\")\npermit (principal == k8s::User::\"edit-marker\", action == k8s::Action::\"list\", resource is core::pods);\n", "edit-marker", "list"},
+		{"", "", "edit-marker", "list"},
+		// At the top of the file: every later policy of the file moves.
+		{"@id(\"edit-top\")\npermit (principal == k8s::User::\"edit-top\", action == k8s::Action::\"get\", resource is core::pods);\n\n", "", "edit-top", "get"},
+		{"", "", "edit-top", "get"},
 	}
 	ctx := context.Background()
 	b.ResetTimer()
 	pprof.Do(ctx, pprof.Labels("phase", "change"), func(ctx context.Context) {
 		for i := 0; i < b.N; i++ {
 			ch := changes[i%len(changes)]
-			if err := os.WriteFile(target, append(append([]byte{}, base...), ch.tail...), 0o644); err != nil {
+			if err := os.WriteFile(target, append(append([]byte(ch.head), base...), ch.tail...), 0o644); err != nil {
 				b.Fatal(err)
 			}
 			if err := s.Load(); err != nil {
 				b.Fatal(err)
 			}
-			d := serving.Engine().Authorize(ctx, resReq("edit-marker", nil, ch.verb, "", "pods", "", "default", ""))
-			if want := ch.tail != ""; d.IsAllowed() != want {
+			d := serving.Engine().Authorize(ctx, resReq(ch.user, nil, ch.verb, "", "pods", "", "default", ""))
+			if want := ch.tail != "" || ch.head != ""; d.IsAllowed() != want {
 				b.Fatalf("change %d: allowed %v, want %v", i, d.IsAllowed(), want)
 			}
 		}

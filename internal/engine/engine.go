@@ -36,6 +36,8 @@ type Engine struct {
 	// nsReaders are the set's policies that read namespaceObject, found at
 	// load (nil: none).
 	nsReaders map[*cedarlang.Policy]bool
+	// nsReadsAt: the same by position in the set, for the next set's engine.
+	nsReadsAt []bool
 	// permitReadsNamespace: an enforced permit is among nsReaders.
 	permitReadsNamespace bool
 	// principals: users as Cedar data (nil: caching off).
@@ -80,8 +82,8 @@ func NewEngine(schema *schemagen.Schema, policies *cedarlang.PolicySet, codec *C
 // share.
 func newEngineAfter(prev *Engine, schema *schemagen.Schema, policies *cedarlang.PolicySet, codec *Codec, opts EngineOptions) *Engine {
 	e := &Engine{schema: schema, policies: policies, codec: codec, eval: &Evaluator{Schema: schema, Codec: codec, Namespaces: opts.Namespaces},
-		namespaces: opts.Namespaces, shadow: opts.Shadow, nsObjects: newBoundedCache[string, *nsConverted](nsObjectCacheSize(opts.CacheSize)),
-		nsReaders: namespaceReadersAfter(prev, policies)}
+		namespaces: opts.Namespaces, shadow: opts.Shadow, nsObjects: newBoundedCache[string, *nsConverted](nsObjectCacheSize(opts.CacheSize))}
+	e.nsReaders, e.nsReadsAt = namespaceReadersAfter(prev, policies)
 	for p := range e.nsReaders {
 		e.permitReadsNamespace = e.permitReadsNamespace || p.Effect == types.Permit && !e.isAudit(p)
 	}
@@ -122,7 +124,7 @@ func (e *Engine) uncached() *Engine {
 		return e
 	}
 	return &Engine{schema: e.schema, policies: e.policies, codec: e.codec, eval: e.eval, namespaces: e.namespaces, shadow: e.shadow,
-		nsObjects: e.nsObjects, nsReaders: e.nsReaders, permitReadsNamespace: e.permitReadsNamespace}
+		nsObjects: e.nsObjects, nsReaders: e.nsReaders, nsReadsAt: e.nsReadsAt, permitReadsNamespace: e.permitReadsNamespace}
 }
 
 // boundedCache is a map with a size limit: when full it is emptied (entries

@@ -19,6 +19,7 @@ import (
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 )
 
@@ -36,6 +37,12 @@ type policyDir struct {
 func newPolicyDir(t *testing.T, n int, seed uint64) *policyDir {
 	d := &policyDir{t: t, dir: t.TempDir(), rng: rand.New(rand.NewPCG(seed, 3)), files: map[string][]string{}}
 	blocks := strings.SplitAfter(zoo.Policies(2*n, seed), "\n\n")
+	// The platform shapes among them: some read the namespace's labels,
+	// which an engine made after the change must know (namespaceReaders).
+	for _, p := range testgen.Platform(n/2, seed, false) {
+		blocks = append(blocks, p+"\n\n")
+	}
+	d.rng.Shuffle(len(blocks), func(i, j int) { blocks[i], blocks[j] = blocks[j], blocks[i] })
 	d.pool = blocks[n:]
 	for i, b := range blocks[:n] {
 		name := fmt.Sprintf("f%d.cedar", i%4)
@@ -236,6 +243,8 @@ func TestIncrementalReloadDecidesAsAFreshLoad(t *testing.T) {
 	}
 	reqs := zoo.Requests(480, nreq, 3)
 	lastGood, caught, changed := maps.Clone(d.files), 0, 0
+	codec := NewCodec(RandomKeyring())
+	chained := NewEngine(schema, inc.Current(), codec, EngineOptions{}) // each made after the one before
 	for step := 0; step < steps; step++ {
 		what := d.edit()
 		d.write()
@@ -255,6 +264,10 @@ func TestIncrementalReloadDecidesAsAFreshLoad(t *testing.T) {
 		if diff := samePolicySet(inc.Current(), fresh.Current()); diff != "" {
 			t.Fatalf("step %d (%s): %s", step, what, diff)
 		}
+		chained = newEngineAfter(chained, schema, inc.Current(), codec, EngineOptions{})
+		if diff := sameNamespaceReaders(chained, NewEngine(schema, fresh.Current(), codec, EngineOptions{})); diff != "" {
+			t.Fatalf("step %d (%s): %s", step, what, diff)
+		}
 		if diff := decisionsDiff(schema, inc.Current(), fresh.Current(), reqs); diff != "" {
 			t.Fatalf("step %d (%s): the incremental set decides differently from a fresh load: %s", step, what, diff)
 		}
@@ -270,4 +283,23 @@ func TestIncrementalReloadDecidesAsAFreshLoad(t *testing.T) {
 	if incremental < steps/2 || caught < changed/10 {
 		t.Fatalf("too few loads by the change (%d) or decisions changed (%d of %d): the test would not catch a broken delta", incremental, caught, changed)
 	}
+}
+
+// sameNamespaceReaders compares which policies (by position) two engines
+// of the same set found to read namespaceObject.
+func sameNamespaceReaders(got, want *Engine) string {
+	readers := 0
+	for i, p := range want.policies.Policies {
+		g := got.nsReaders[got.policies.Policies[i]]
+		if g != want.nsReaders[p] || got.nsReadsAt[i] != want.nsReadsAt[i] {
+			return fmt.Sprintf("policy %s: reads namespaceObject %v, a fresh engine says %v", p.ID, g, want.nsReaders[p])
+		}
+		if g {
+			readers++
+		}
+	}
+	if readers == 0 {
+		return "no policy reads namespaceObject: the comparison checks nothing"
+	}
+	return ""
 }

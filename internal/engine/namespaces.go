@@ -104,33 +104,43 @@ func (e *Engine) mayReadNamespace(cands candidates) bool {
 }
 
 // namespaceReadersAfter is the set of ps's policies that read
-// namespaceObject (nil when none does), analysed in parallel, taking what
-// prev (the engine of the set serving before; nil: none) found for the
+// namespaceObject (nil when none does), and the same by position, taking
+// what prev (the engine of the set serving before; nil: none) found for the
 // policies the two sets share: those ps kept from prev's set when derived
 // from it (PolicySet.KeptFrom, by position, moved copies included), else
-// the same *Policy under the same id. A reload by a change analyses only
-// the policies new to the set.
-func namespaceReadersAfter(prev *Engine, ps *cedarlang.PolicySet) map[*cedarlang.Policy]bool {
+// the same *Policy under the same id. Only the others are analysed (in
+// parallel), so a reload by a change analyses the policies new to the set.
+func namespaceReadersAfter(prev *Engine, ps *cedarlang.PolicySet) (map[*cedarlang.Policy]bool, []bool) {
 	reads := make([]bool, len(ps.Policies))
 	var oldOf []int32
 	if prev != nil {
 		oldOf, _ = ps.KeptFrom(prev.policies)
 	}
-	parallel.For(len(ps.Policies), func(i int) {
+	var analyse []int32
+	if oldOf != nil && len(prev.nsReadsAt) == len(prev.policies.Policies) {
+		for i, o := range oldOf {
+			if o >= 0 {
+				reads[i] = prev.nsReadsAt[o] // kept: the same text
+			} else {
+				analyse = append(analyse, int32(i))
+			}
+		}
+	} else {
+		analyse = make([]int32, len(ps.Policies))
+		for i := range analyse {
+			analyse[i] = int32(i)
+		}
+	}
+	parallel.For(len(analyse), func(k int) {
+		i := analyse[k]
 		p := ps.Policies[i]
-		switch {
-		case oldOf != nil && oldOf[i] >= 0:
-			// Kept (maybe a copy moved to a new position): the same text.
-			reads[i] = len(prev.nsReaders) > 0 && prev.nsReaders[prev.policies.Policies[oldOf[i]]]
-		case prev != nil && oldOf == nil:
+		if prev != nil && oldOf == nil {
 			if q, ok := prev.policies.Get(p.ID); ok && q == p {
 				reads[i] = prev.nsReaders[p]
 				return
 			}
-			reads[i] = readsNamespace(readInputs(p))
-		default:
-			reads[i] = readsNamespace(readInputs(p))
 		}
+		reads[i] = readsNamespace(readInputs(p))
 	})
 	var out map[*cedarlang.Policy]bool
 	for i, r := range reads {
@@ -141,5 +151,5 @@ func namespaceReadersAfter(prev *Engine, ps *cedarlang.PolicySet) map[*cedarlang
 			out[ps.Policies[i]] = true
 		}
 	}
-	return out
+	return out, reads
 }
