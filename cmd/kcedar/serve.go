@@ -113,6 +113,7 @@ func (o *serveOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return &exitError{2, err}
 	}
+	p.srv.ObserveServingCertificate(tlsCfg)
 	if err := o.start(ctx, p); err != nil {
 		return err
 	}
