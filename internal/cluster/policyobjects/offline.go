@@ -42,7 +42,7 @@ func Compose(c *Checker, objs []*unstructured.Unstructured) ([]store.Source, []R
 			refused = append(refused, Refusal{Object: key, Reason: st.verdict.Message() + servingNote(u)})
 		}
 	}
-	srcs, _ := sourcesOf(states)
+	srcs, _ := sourcesOf(states, nil)
 	return srcs, refused
 }
 

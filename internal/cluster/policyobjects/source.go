@@ -75,6 +75,7 @@ type Source struct {
 	lastSync time.Time
 	setHash  string
 	metrics  *sourceMetrics
+	texts    map[string]servedText // the serving texts as sources (sourcesOf)
 }
 
 // pendingSchema is what kept Rebase from moving to a new schema.
@@ -105,6 +106,7 @@ func (s *Source) init() {
 		}
 		s.trigger = make(chan struct{}, 1)
 		s.verdicts = map[string]objectState{}
+		s.texts = map[string]servedText{}
 		s.informer = map[schema.GroupVersionResource]cache.SharedIndexInformer{}
 	})
 }
@@ -159,12 +161,10 @@ func (s *Source) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-s.trigger:
-			// Let a burst of events (kubectl apply -f dir/) settle into one load.
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(50 * time.Millisecond):
-			}
+			// At once: the change serves as soon as the store has loaded it.
+			// Events of a burst (kubectl apply -f dir/) that arrive during
+			// the offer leave one trigger (the channel holds one), so they
+			// make one more offer, not one each.
 			s.offer()
 		}
 	}
@@ -229,7 +229,10 @@ func judge(c *Checker, u *unstructured.Unstructured, before map[string]objectSta
 }
 
 // sourcesOf is what serves of states, in a stable order, and its hash.
-func sourcesOf(states map[string]objectState) ([]store.Source, string) {
+// texts (nil: none) keeps each serving text's bytes and SHA-256 from one
+// offer to the next, so an offer converts and hashes only the texts that
+// changed; it is updated to hold the texts of states alone.
+func sourcesOf(states map[string]objectState, texts map[string]servedText) ([]store.Source, string) {
 	keys := make([]string, 0, len(states))
 	for k := range states {
 		keys = append(keys, k)
@@ -242,16 +245,38 @@ func sourcesOf(states map[string]objectState) ([]store.Source, string) {
 		if st.serving == "" {
 			continue
 		}
-		srcs = append(srcs, store.Source{Name: k, Data: []byte(st.serving), Namespace: st.namespace})
-		fmt.Fprintf(h, "%d:%s%d:%s", len(k), k, len(st.serving), st.serving)
+		t, ok := texts[k]
+		if !ok || t.text != st.serving {
+			data := []byte(st.serving)
+			t = servedText{text: st.serving, data: data, hash: sha256.Sum256(data)}
+		}
+		srcs = append(srcs, store.Source{Name: k, Data: t.data, Namespace: st.namespace, Hash: t.hash})
+		fmt.Fprintf(h, "%d:%s", len(k), k)
+		h.Write(t.hash[:])
+		if texts != nil {
+			texts[k] = t
+		}
+	}
+	for k := range texts {
+		if st, ok := states[k]; !ok || st.serving == "" {
+			delete(texts, k)
+		}
 	}
 	return srcs, hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// servedText is one object's serving text as a source: its bytes and their
+// SHA-256, computed when the text changes.
+type servedText struct {
+	text string
+	data []byte
+	hash [32]byte
 }
 
 // serving is sourcesOf the states that may serve now (ServeNamespaced).
 func (s *Source) serving(states map[string]objectState) ([]store.Source, string) {
 	if s.ServeNamespaced == nil || s.ServeNamespaced() {
-		return sourcesOf(states)
+		return sourcesOf(states, s.texts)
 	}
 	cluster := make(map[string]objectState, len(states))
 	for k, st := range states {
@@ -259,7 +284,7 @@ func (s *Source) serving(states map[string]objectState) ([]store.Source, string)
 			cluster[k] = st
 		}
 	}
-	return sourcesOf(cluster)
+	return sourcesOf(cluster, s.texts)
 }
 
 // offer checks every object, hands the serving texts to the store and loads.
