@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/store"
 )
 
@@ -31,6 +32,11 @@ type metrics struct {
 	// decisions{endpoint="authorize"} by decision.
 	authorizeDuration  func() prometheus.Observer
 	authorizeDecisions *seriesCache[string, prometheus.Counter]
+	// cacheLookups: SubjectAccessReviews looked up in the decision cache,
+	// by result (hit, miss); both series exist from the start.
+	cacheLookups *prometheus.CounterVec
+	cacheHit     prometheus.Counter
+	cacheMiss    prometheus.Counter
 }
 
 // latencyBuckets reach down to a microsecond: a decision takes a few.
@@ -96,6 +102,12 @@ func newMetrics() *metrics {
 	m.authorizeDecisions = newSeriesCache(func(decision string) prometheus.Counter {
 		return m.decisions.WithLabelValues("authorize", decision)
 	})
+	m.cacheLookups = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kcedar_decision_cache_lookups_total",
+		Help: "SubjectAccessReviews looked up in the decision cache, by result: hit (answered from the cache) or miss (decided now; only decisions that needed partial evaluation are stored, so a fully known review always misses). Reviews that are never looked up (caching off, a namespace object not known) are not counted.",
+	}, []string{"result"})
+	m.registry.MustRegister(m.cacheLookups)
+	m.cacheHit, m.cacheMiss = m.cacheLookups.WithLabelValues("hit"), m.cacheLookups.WithLabelValues("miss")
 	// Both statuses exist from the start, so rate() and absent() work.
 	for _, status := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(status)
@@ -134,4 +146,14 @@ func (m *metrics) observeServing(hash string, policies int, generation uint64) {
 	}
 	m.policies.Set(float64(policies))
 	m.generation.Set(float64(generation))
+}
+
+// observeCache counts one SubjectAccessReview's decision cache lookup.
+func (m *metrics) observeCache(r engine.CacheResult) {
+	switch r {
+	case engine.CacheHit:
+		m.cacheHit.Inc()
+	case engine.CacheMiss:
+		m.cacheMiss.Inc()
+	}
 }

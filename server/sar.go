@@ -48,14 +48,12 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	span := s.recordingSpan(r.Context())
-	var stats *engine.Stats
-	if span != nil {
-		stats = new(engine.Stats)
-	}
+	stats := new(engine.Stats)
 	start := time.Now()
 	answer := authorizeSubjectAccessReview(r.Context(), e, req, s.sarCaller(&sar.Spec), stats)
 	s.metrics.authorizeDuration().Observe(time.Since(start).Seconds())
 	s.metrics.authorizeDecisions.get(answer.Label).Inc()
+	s.metrics.observeCache(stats.Cache)
 	audit := engine.AuditReports(answer.Decision)
 	for _, a := range audit {
 		s.metrics.auditDecisions.WithLabelValues(a.Effect, a.Would).Inc()
