@@ -302,8 +302,18 @@ func parseError(fileName string, err error) error {
 // operator tokens plus its deepest nested group, and a group is one deeper than
 // its deepest segment.
 func checkNesting(src []byte) (ends []int, err error) {
-	n := &nestingCounter{src: src, stack: make([]nestingFrame, 1, 16)}
-	lx := cedarlex.New(src)
+	return nestingEndsFrom(src, 0, nil)
+}
+
+// nestingEndsFrom is checkNesting over src[from:], where from is the end
+// of a policy (or 0), returning the ends it finds (as offsets in src), up
+// to and including the first end stop (nil: none) accepts. Reading stops
+// there: what follows is known. Otherwise it reads to the end of src and
+// checks the text after the last policy.
+func nestingEndsFrom(src []byte, from int, stop func(end int) bool) ([]int, error) {
+	rest := src[from:]
+	n := &nestingCounter{src: rest, stack: make([]nestingFrame, 1, 16)}
+	lx := cedarlex.New(rest)
 	for {
 		tok, err := lx.Next()
 		if err != nil {
@@ -315,8 +325,12 @@ func checkNesting(src []byte) (ends []int, err error) {
 		if tok.Kind.IsComment() {
 			continue
 		}
+		before := len(n.ends)
 		if err := n.token(tok); err != nil {
 			return nil, err
+		}
+		if stop != nil && len(n.ends) > before && stop(from+n.ends[len(n.ends)-1]) {
+			return offsetAll(n.ends, from), nil
 		}
 	}
 	for len(n.stack) > 1 {
@@ -324,7 +338,14 @@ func checkNesting(src []byte) (ends []int, err error) {
 			return nil, err
 		}
 	}
-	return n.ends, n.endSegment()
+	return offsetAll(n.ends, from), n.endSegment()
+}
+
+func offsetAll(ends []int, by int) []int {
+	for i := range ends {
+		ends[i] += by
+	}
+	return ends
 }
 
 // nestingFrame is one open bracket group: the operator tokens of its current

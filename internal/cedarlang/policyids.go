@@ -3,6 +3,7 @@ package cedarlang
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -52,9 +53,7 @@ func (x idIndex) get(id string) (*Policy, bool) {
 // changes).
 func (x idIndex) derived(prev, policies []*Policy, newOf, oldOf []int32) (idIndex, bool) {
 	y := idIndex{base: x.base, overlay: make(map[string]*Policy, len(x.overlay)+8)}
-	for id, p := range x.overlay {
-		y.overlay[id] = p
-	}
+	maps.Copy(y.overlay, x.overlay)
 	for i, p := range prev {
 		if j := newOf[i]; j >= 0 && policies[j] == p {
 			continue

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	cedarlib "github.com/cedar-policy/cedar-go"
 	cedarast "github.com/cedar-policy/cedar-go/ast"
 
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
@@ -75,11 +74,7 @@ func reparseMatching(fileName string, src []byte, oldName string, old []byte, pr
 		}
 		policies, fresh = append(policies, p), append(fresh, p)
 	}
-	tailAt := 0
-	if len(ends) > 0 {
-		tailAt = ends[len(ends)-1]
-	}
-	if tail, err := cedarlib.NewPolicyListFromBytes(fileName, src[tailAt:]); err != nil || len(tail) > 0 {
+	if !emptyTail(fileName, src, ends) {
 		return whole()
 	}
 	return policies, fresh, nil

@@ -6,8 +6,6 @@ import (
 	"sort"
 
 	cedarlib "github.com/cedar-policy/cedar-go"
-
-	"github.com/kcedar/kcedar/internal/lib/cedarlex"
 )
 
 // reparseAround is Reparse for a file edited in one place, at the cost of
@@ -120,49 +118,6 @@ func knownEnds(oldName string, old []byte, prev []*Policy) ([]int, bool) {
 		ends[i], last = e, e
 	}
 	return ends, true
-}
-
-// nestingEndsFrom is checkNesting over src[from:], where from is the end
-// of a policy (or 0), returning the ends it finds (as offsets in src), up
-// to and including the first end stop accepts. Reading stops there: what
-// follows is known. Without a stop, it reads to the end of src and checks
-// the text after the last policy as checkNesting does.
-func nestingEndsFrom(src []byte, from int, stop func(end int) bool) ([]int, error) {
-	rest := src[from:]
-	n := &nestingCounter{src: rest, stack: make([]nestingFrame, 1, 16)}
-	lx := cedarlex.New(rest)
-	for {
-		tok, err := lx.Next()
-		if err != nil {
-			return nil, err
-		}
-		if tok.Kind == cedarlex.EOF {
-			break
-		}
-		if tok.Kind.IsComment() {
-			continue
-		}
-		before := len(n.ends)
-		if err := n.token(tok); err != nil {
-			return nil, err
-		}
-		if len(n.ends) > before && stop(from+n.ends[len(n.ends)-1]) {
-			return offsetAll(n.ends, from), nil
-		}
-	}
-	for len(n.stack) > 1 {
-		if err := n.closeGroup(); err != nil {
-			return nil, err
-		}
-	}
-	return offsetAll(n.ends, from), n.endSegment()
-}
-
-func offsetAll(ends []int, by int) []int {
-	for i := range ends {
-		ends[i] += by
-	}
-	return ends
 }
 
 // commonPrefix is the length of the longest prefix a and b share.
