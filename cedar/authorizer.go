@@ -74,11 +74,14 @@ func New(schema *schemagen.Schema, files []PolicyFile, opts Options) (*Authorize
 }
 
 // decide is a's request decided by the engine serving now.
-func (a *Authorizer) decide(ctx context.Context, attrs authorizer.Attributes) (*engine.Engine, *entities.Request, engine.Decision, error) {
+func (a *Authorizer) decide(ctx context.Context, attrs authorizer.Attributes, unconditional bool) (*engine.Engine, *entities.Request, engine.Decision, error) {
 	req, err := upstream.Request(attrs)
 	if err != nil {
 		return nil, nil, engine.Decision{}, err
 	}
+	// A caller that takes no conditions gets the folded decision, which the
+	// engine then makes as it decides.
+	req.UnconditionalOnly = req.UnconditionalOnly || unconditional
 	e := handle.Authorizer(*a).Serving().Engine()
 	if e == nil {
 		return nil, nil, engine.Decision{}, errors.New("no valid policy set is loaded")
@@ -91,7 +94,7 @@ func (a *Authorizer) decide(ctx context.Context, attrs authorizer.Attributes) (*
 // Attributes kcedar cannot decide (no verb; no user and no groups) are
 // denied with the error.
 func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
-	_, _, d, err := a.decide(ctx, attrs)
+	_, _, d, err := a.decide(ctx, attrs, true)
 	if err != nil {
 		return authorizer.DecisionDeny, "kcedar: cannot decide", err
 	}
@@ -102,7 +105,7 @@ func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes)
 // NoOpinion, or a ConditionsMap of signed conditions bound to this request,
 // which EvaluateConditions evaluates in admission.
 func (a *Authorizer) ConditionsAwareAuthorize(ctx context.Context, attrs authorizer.Attributes) authorizer.ConditionsAwareDecision {
-	e, req, d, err := a.decide(ctx, attrs)
+	e, req, d, err := a.decide(ctx, attrs, false)
 	if err != nil {
 		return authorizer.ConditionsAwareDecisionDeny("kcedar: cannot decide", err)
 	}

@@ -14,8 +14,11 @@ import (
 )
 
 // The decision cache's lookups are counted by result. A review decided by
-// partial evaluation (a create, whose name is not known yet) is stored, so
-// asking it again is a hit; a fully known one is decided each time.
+// partial evaluation (a create, whose name is not known yet, from a caller
+// that takes conditions) is stored, so asking it again is a hit; a fully
+// known one is decided each time, and so is the same create from a caller
+// that takes no conditions: the permit could only leave a condition, so it
+// is not evaluated at all.
 func TestDecisionCacheLookupsCounted(t *testing.T) {
 	dir := t.TempDir()
 	policy := `@id("named") permit(principal, action in [k8s::Action::"create", k8s::Action::"get"], resource is core::pods) when { resource.name == "web" };`
@@ -26,7 +29,8 @@ func TestDecisionCacheLookupsCounted(t *testing.T) {
 		name, review string
 		hits, misses string
 	}{
-		{"partial", sarJSON("alice", nil, "create", "", "pods", "team-a", ""), "1", "1"},
+		{"partial", sarBody("alice", nil, "create", "pods", "team-a", true), "1", "1"},
+		{"folded", sarBody("alice", nil, "create", "pods", "team-a", false), "0", "2"},
 		{"known", sarJSON("alice", nil, "get", "", "pods", "team-a", "web"), "0", "2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -48,6 +48,10 @@ type sarCaller struct {
 	AdmissionEnforced bool
 }
 
+// takesConditions reports whether a conditional decision can mean more to
+// the caller than its folded form (Decision.FailureDecision).
+func (c sarCaller) takesConditions() bool { return c.Upstream || c.Draft || c.AdmissionEnforced }
+
 // sarAnswer is a rendered SubjectAccessReview answer, its label and the
 // decision it renders.
 type sarAnswer struct {
@@ -61,6 +65,12 @@ type sarAnswer struct {
 // authorizeSubjectAccessReview decides req with e, then renders the answer
 // for caller; st (nil: not wanted) gets the engine's stats of the decision.
 func authorizeSubjectAccessReview(ctx context.Context, e *engine.Engine, req *entities.Request, caller sarCaller, st *engine.Stats) sarAnswer {
+	if !caller.takesConditions() {
+		// Nothing will evaluate a condition of this answer, so the engine
+		// folds as it decides: it stops at the first forbid that may deny
+		// and reads no permit that can only leave a condition.
+		req.UnconditionalOnly = true
+	}
 	d := e.AuthorizeWithStats(ctx, req, st)
 	switch {
 	case req.UnconditionalOnly:

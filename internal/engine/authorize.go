@@ -312,7 +312,10 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 	// only a permit satisfied outright allows, and a forbid's residual
 	// denies.
 	shapes := AdmissionShapes(target, req, verb)
-	folded = folded || len(shapes) == 0
+	// A caller that counts only unconditional rights folds the decision
+	// whatever admission would do with it, so it is folded here.
+	unconditional := req.UnconditionalOnly && len(shapes) > 0
+	folded = folded || len(shapes) == 0 || unconditional
 	q.SkipResidualOnly = folded
 	ns := e.candidateLabels(&q, target, req, absent)
 	cur := e.policies.Lookup(q)
@@ -325,7 +328,7 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 	results, admission, partial := e.evaluateWorld(req, verb, target, open, absent, shapes, enforced)
 	st.addCandidates(len(results))
 	d = decide(results, target.EntityType)
-	if partial && d.IsConditional() && !admission {
+	if partial && d.IsConditional() && (!admission || unconditional) {
 		// Nothing will evaluate conditions for this request: fold now.
 		d = d.FailureDecision()
 	}

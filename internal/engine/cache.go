@@ -21,12 +21,18 @@ func requestKey(req *entities.Request) string {
 	writeUser(&b, req.User)
 	b.WriteByte(2)
 	if req.ResourceRequest {
-		for _, s := range []string{"r", req.Verb, req.APIGroup, req.Resource, req.Subresource, req.Namespace, req.Name} {
-			w(s)
-		}
+		// The first field holds the flags, so that no label selector can
+		// read as one.
+		kind := "r"
 		if req.NameFromSelector {
 			// resource.named differs: not the request naming the object.
-			w("s")
+			kind += "s"
+		}
+		if req.UnconditionalOnly {
+			kind += "u" // folded as it is decided: never Conditional
+		}
+		for _, s := range []string{kind, req.Verb, req.APIGroup, req.Resource, req.Subresource, req.Namespace, req.Name} {
+			w(s)
 		}
 		for _, l := range req.LabelSelector { // the label selector confines reads
 			w(l.Key)

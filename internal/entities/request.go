@@ -42,9 +42,12 @@ type Request struct {
 	Path string
 
 	// UnconditionalOnly: the caller counts only rights held without
-	// conditions (the SubjectAccessReview carried UnconditionalOnlyExtra).
-	// kcedar's escalation check asks this way, so a right granted only on
-	// conditions is never counted as held, in any serving mode.
+	// conditions. The SubjectAccessReview carried UnconditionalOnlyExtra
+	// (kcedar's escalation check asks this way, so a right granted only on
+	// conditions is never counted as held, in any serving mode), or the
+	// caller cannot evaluate conditions at all. The engine then decides
+	// folded (Decision.FailureDecision): never Conditional, and without
+	// evaluating what could only become a condition.
 	UnconditionalOnly bool
 }
 
