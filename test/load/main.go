@@ -69,6 +69,7 @@ func main() {
 	flag.BoolVar(&withFloor, "floor", true, "measure kcedar with an empty policy set too (its floor)")
 	flag.BoolVar(&withBare, "bare", false, "measure the bare transport server too (a stdlib HTTPS server that decodes the SubjectAccessReview and answers Allow), in a process of its own")
 	flag.StringVar(&jsonOut, "json", "", "write the medians to this file as JSON (make bench reads it)")
+	flag.BoolVar(&takesConditions, "conditions", false, "send the reviews as kube-apiserver does with conditional authorization on: declaring that the caller handles ConditionsMap and Union, so conditional decisions are evaluated in full and answered with their conditions (without it a conditional decision is folded, and decided folded)")
 	flag.Parse()
 	if *edit {
 		if err := measureEdit(*bin, *nPol); err != nil {
@@ -106,6 +107,11 @@ func dispatch(bin, workload string, nPol, conns int, duration, warmup time.Durat
 	policySet, bodies, err := w.build(nPol)
 	if err != nil {
 		return err
+	}
+	if takesConditions {
+		if bodies, err = declareConditions(bodies); err != nil {
+			return err
+		}
 	}
 	return run(bin, workload, policySet, bodies, conns, duration, warmup, rounds)
 }
@@ -213,6 +219,32 @@ func rbacWorkload() (string, [][]byte, error) {
 		bodies = append(bodies, b)
 	}
 	return string(res.Policies), bodies, nil
+}
+
+// takesConditions: -conditions.
+var takesConditions bool
+
+// declareConditions makes each review declare, as kube-apiserver's webhook
+// authorizer does with conditional authorization on, that its caller
+// handles ConditionsMap and Union decisions.
+func declareConditions(bodies [][]byte) ([][]byte, error) {
+	out := make([][]byte, len(bodies))
+	for i, b := range bodies {
+		var sar map[string]any
+		if err := json.Unmarshal(b, &sar); err != nil {
+			return nil, err
+		}
+		spec, _ := sar["spec"].(map[string]any)
+		if spec == nil {
+			return nil, fmt.Errorf("review %d has no spec", i)
+		}
+		spec["authorizationOptions"] = map[string]any{"handledDecisionTypes": []string{"Allow", "Deny", "NoOpinion", "ConditionsMap", "Union"}}
+		var err error
+		if out[i], err = json.Marshal(sar); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // platformSeed: -seed.
