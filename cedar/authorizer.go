@@ -69,7 +69,7 @@ func New(schema *schemagen.Schema, files []PolicyFile, opts Options) (*Authorize
 		keys = handle.Keyring(*opts.Keys).Get()
 	}
 	a := Authorizer(handle.NewAuthorizer(engine.FixedPolicies{Set: set}, s, engine.NewCodec(keys),
-		engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Namespaces: upstream.Namespaces(opts.Namespaces)}))
+		engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Namespaces: upstream.Namespaces(opts.Namespaces), EncodedOnly: true}))
 	return &a, nil
 }
 

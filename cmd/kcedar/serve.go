@@ -226,7 +226,7 @@ func (p *serveParts) degraded() string {
 // authorizer is kcedar's authorizer over the policy store: the engine of
 // the set serving now, built with the namespace informer and --shadow.
 func (o *serveOptions) authorizer(schema *schemagen.Schema, p *serveParts) *cedar.Authorizer {
-	opts := engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Shadow: o.shadow}
+	opts := engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Shadow: o.shadow, EncodedOnly: true}
 	if p.namespaces != nil {
 		opts.Namespaces = p.namespaces
 	}

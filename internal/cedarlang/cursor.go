@@ -173,6 +173,11 @@ func (c *Cursor) pop() (int32, bool) {
 	}
 }
 
+// SkipResidualOnly makes Next leave out, from here on, the permits that can
+// only leave a residual for this request (CandidateQuery.SkipResidualOnly):
+// for a decision that has all the residuals it can use.
+func (c *Cursor) SkipResidualOnly() { c.skipResidualOnly = true }
+
 // HasPermits reports whether Next would return a permit; it does not
 // consume it.
 func (c *Cursor) HasPermits() bool {

@@ -325,6 +325,10 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 	}
 	enforced, audit := e.splitLookup(cur)
 	enforced.folded, enforced.ns = folded, ns
+	if !folded && len(audit) == 0 {
+		// (Audit findings compare against every enforced result.)
+		enforced.budget = e.conditionBudget(target.EntityType)
+	}
 	results, admission, partial := e.evaluateWorld(req, verb, target, open, absent, shapes, enforced)
 	st.addCandidates(len(results))
 	d = decide(results, target.EntityType)
@@ -355,6 +359,8 @@ type candidates struct {
 	// (candidateLabels), which evaluation must then read too; nil: looked
 	// up when a candidate may read it.
 	ns *nsValue
+	// budget: the conditions the encoded answer can carry (nil: no limit).
+	budget *conditionBudget
 }
 
 // enforced reports whether cands are a decision's enforced candidates
@@ -424,23 +430,47 @@ func (e *Engine) evaluateKnown(req *entities.Request, action, resourceUID types.
 // conditions: a forbid's residual denies as surely as a satisfied forbid),
 // a decision's forbids are evaluated until the first that denies, which
 // settles the answer: no permit is read, and the reason names that forbid.
+//
+// With a budget (and not folded), the forbids are evaluated until one deny
+// condition too many (Encode then denies), and once the allow conditions
+// fill what is left, a permit's residual is not kept (Encode would drop
+// it) and only the permits that may be satisfied outright are read: one of
+// those still changes the answer.
 func evaluateCandidates(cands candidates, folded bool, eval func(*cedarlang.Policy) policyResult) []policyResult {
 	results := make([]policyResult, 0, len(cands.fixed)+1)
+	budget := cands.budget
+	if folded {
+		budget = nil
+	}
 	for _, p := range cands.fixed {
 		r := eval(p)
 		results = append(results, r)
 		if folded && cands.enforced() && r.kind != notSatisfied {
 			return results
 		}
+		if budget.forbidOverflows(r) {
+			return results
+		}
 	}
 	if !cands.enforced() {
 		return results
 	}
+	if budget.full() {
+		cands.permits.SkipResidualOnly()
+	}
 	for p := cands.permits.Next(); p != nil; p = cands.permits.Next() {
 		r := eval(p)
+		if r.kind == remaining && budget.full() {
+			continue
+		}
 		results = append(results, r)
-		if r.kind == satisfied {
-			break
+		switch r.kind {
+		case satisfied:
+			return results
+		case remaining:
+			if budget.takeAllow(r); budget.full() {
+				cands.permits.SkipResidualOnly()
+			}
 		}
 	}
 	return results

@@ -19,6 +19,9 @@ func (e *Engine) Encode(d Decision, b Binding) wire.ConditionsAwareDecision {
 		return WireDecision(d)
 	}
 	errs := append([]error(nil), d.Errors()...)
+	if len(d.DenyConditions()) > wire.MaxConditions {
+		return WireDecision(Denied(nil, errs).WithReason("kcedar: denied: more deny conditions than the API server takes"))
+	}
 	m := &wire.ConditionsMap{}
 	for _, r := range d.DenyConditions() {
 		cond, err := e.encodeResidual(r, DecisionDeny, b)
@@ -27,9 +30,6 @@ func (e *Engine) Encode(d Decision, b Binding) wire.ConditionsAwareDecision {
 			return WireDecision(Denied(nil, errs).WithReason("kcedar: denied by policy " + r.Policy.ID + ": its condition cannot be sent to the API server, so it applies unconditionally"))
 		}
 		m.DenyConditions = append(m.DenyConditions, cond)
-	}
-	if len(m.DenyConditions) > wire.MaxConditions {
-		return WireDecision(Denied(nil, errs).WithReason("kcedar: denied: more deny conditions than the API server takes"))
 	}
 	for _, r := range d.AllowConditions() {
 		if len(m.DenyConditions)+len(m.AllowConditions) >= wire.MaxConditions {

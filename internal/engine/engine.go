@@ -44,6 +44,8 @@ type Engine struct {
 	principals *boundedCache[string, types.Entity]
 	// shadow: every policy is in audit mode (EngineOptions.Shadow).
 	shadow bool
+	// encodedOnly: EngineOptions.EncodedOnly.
+	encodedOnly bool
 }
 
 var _ Interface = (*Engine)(nil)
@@ -61,6 +63,16 @@ type EngineOptions struct {
 	// --shadow`): every decision is NoOpinion, and its audit findings say
 	// what the policies would have decided.
 	Shadow bool
+	// EncodedOnly: every conditional decision is made for Encode (a
+	// server's or an embedder's), which answers Deny past wire.MaxConditions
+	// deny conditions and drops the allow conditions past that many in all.
+	// Evaluation then stops where the encoded answer can no longer change:
+	// after one deny condition too many, and, once the allow conditions fill
+	// the rest, it reads only the permits that may be satisfied outright.
+	// Encode gives exactly what it gives for the full decision, but the
+	// decision holds fewer residuals, so tools that list them (explain,
+	// diff) leave this off.
+	EncodedOnly bool
 }
 
 // nsObjectCacheSize bounds the converted-namespace cache (kept even with
@@ -82,7 +94,7 @@ func NewEngine(schema *schemagen.Schema, policies *cedarlang.PolicySet, codec *C
 // share.
 func newEngineAfter(prev *Engine, schema *schemagen.Schema, policies *cedarlang.PolicySet, codec *Codec, opts EngineOptions) *Engine {
 	e := &Engine{schema: schema, policies: policies, codec: codec, eval: &Evaluator{Schema: schema, Codec: codec, Namespaces: opts.Namespaces},
-		namespaces: opts.Namespaces, shadow: opts.Shadow, nsObjects: newBoundedCache[string, *nsConverted](nsObjectCacheSize(opts.CacheSize))}
+		namespaces: opts.Namespaces, shadow: opts.Shadow, encodedOnly: opts.EncodedOnly, nsObjects: newBoundedCache[string, *nsConverted](nsObjectCacheSize(opts.CacheSize))}
 	e.nsReaders, e.nsReadsAt = namespaceReadersAfter(prev, policies)
 	for p := range e.nsReaders {
 		e.permitReadsNamespace = e.permitReadsNamespace || p.Effect == types.Permit && !e.isAudit(p)
