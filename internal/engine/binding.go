@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"hash"
+	"io"
 	"slices"
 	"strconv"
 
@@ -78,16 +80,46 @@ const (
 // namespaced tells whether the condition's entity type is namespaced. Every
 // part is length-prefixed, so no choice of values runs one into the next.
 func mac(key Key, effect DecisionType, id, typ, body string, b Binding, namespaced bool) string {
-	h := hmac.New(sha256.New, key.Secret)
-	for _, part := range []string{conditionPrefix, effect.String(), id, typ, body} {
-		writePart(h, part)
+	return newSigner(key, b).mac(effect, id, typ, body, namespaced)
+}
+
+// signer computes the MACs of the conditions of one answer: one key, one
+// binding. The binding is written out once (per namespaced), and one HMAC is
+// reset between conditions, so an answer with many conditions pays for
+// the key and the binding once.
+type signer struct {
+	key     Key
+	b       Binding
+	h       hash.Hash
+	binding [2][]byte // the binding's bytes, [1] as namespaced; nil until used
+	sum     [sha256.Size]byte
+}
+
+func newSigner(key Key, b Binding) *signer {
+	return &signer{key: key, b: b, h: hmac.New(sha256.New, key.Secret)}
+}
+
+// mac is the MAC of one condition (as the function mac).
+func (s *signer) mac(effect DecisionType, id, typ, body string, namespaced bool) string {
+	i := 0
+	if namespaced {
+		i = 1
 	}
-	b.write(h, namespaced)
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:macBytes])
+	if s.binding[i] == nil {
+		var buf bytes.Buffer
+		s.b.write(&buf, namespaced)
+		s.binding[i] = buf.Bytes()
+	}
+	s.h.Reset()
+	for _, part := range []string{conditionPrefix, effect.String(), id, typ, body} {
+		writePart(s.h, part)
+	}
+	s.h.Write(s.binding[i])
+	return base64.RawURLEncoding.EncodeToString(s.h.Sum(s.sum[:0])[:macBytes])
 }
 
 // write adds the binding to a MAC's input.
-func (b Binding) write(h hash.Hash, namespaced bool) {
+func (b Binding) write(h io.Writer, namespaced bool) {
 	if b.Draft {
 		ns := b.Namespace
 		if !namespaced {
@@ -122,7 +154,7 @@ func (b Binding) write(h hash.Hash, namespaced bool) {
 }
 
 // writeList adds a set of strings (sorted: the order is not bound).
-func writeList(h hash.Hash, list []string) {
+func writeList(h io.Writer, list []string) {
 	sorted := slices.Clone(list)
 	slices.Sort(sorted)
 	writePart(h, strconv.Itoa(len(sorted)))
@@ -131,11 +163,11 @@ func writeList(h hash.Hash, list []string) {
 	}
 }
 
-func writePart(h hash.Hash, s string) {
+func writePart(h io.Writer, s string) {
 	var n [8]byte
 	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
 	h.Write(n[:])
-	h.Write([]byte(s))
+	io.WriteString(h, s)
 }
 
 // namespaced reports whether resource entity type t is namespaced (an entity

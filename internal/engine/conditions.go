@@ -145,16 +145,16 @@ func Describe(p *cedarlang.Policy) string {
 }
 
 // encodeResidual turns a residual into a condition with the given effect,
-// signed for binding b. The unsigned condition is cached in the engine (the
-// binding changes with every request; signing is cheap). It fails when the
-// condition would be longer than MaxConditionBytes.
-func (e *Engine) encodeResidual(r Residual, effect DecisionType, b Binding) (wire.Condition, error) {
-	key := e.codec.Keys.signing()
-	cond, err := e.unsignedResidual(r, effect, key)
+// signed by s (its key, for its binding). The unsigned condition is cached
+// in the engine (the binding changes with every request; signing is
+// cheap). It fails when the condition would be longer than
+// MaxConditionBytes.
+func (e *Engine) encodeResidual(r Residual, effect DecisionType, s *signer) (wire.Condition, error) {
+	cond, err := e.unsignedResidual(r, effect, s.key)
 	if err != nil {
 		return wire.Condition{}, err
 	}
-	return sign(cond, effect, key, b, e.eval.namespaced(r.EntityType)), nil
+	return sign(cond, effect, s, e.eval.namespaced(r.EntityType)), nil
 }
 
 // unsignedResidual is the condition of a residual before signing: its
@@ -207,10 +207,10 @@ func signedLen(key Key, body string) int {
 	return len(conditionPrefix) + 1 + len(key.ID) + 1 + macLen + 1 + len(body)
 }
 
-// sign completes an unsigned condition (unsignedResidual) for binding b.
-func sign(cond wire.Condition, effect DecisionType, key Key, b Binding, namespaced bool) wire.Condition {
+// sign completes an unsigned condition (unsignedResidual) with s.
+func sign(cond wire.Condition, effect DecisionType, s *signer, namespaced bool) wire.Condition {
 	body := cond.Condition
-	cond.Condition = conditionPrefix + ";" + key.ID + ";" + mac(key, effect, cond.ID, cond.Type, body, b, namespaced) + ";" + body
+	cond.Condition = conditionPrefix + ";" + s.key.ID + ";" + s.mac(effect, cond.ID, cond.Type, body, namespaced) + ";" + body
 	return cond
 }
 

@@ -2,7 +2,11 @@ package engine
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -209,4 +213,32 @@ func draftConditionSet(m *wire.ConditionsMap) wire.SubjectAccessReviewConditionS
 		}
 	}
 	return set
+}
+
+// A signer reused for the conditions of one answer gives each the MAC of
+// its own fresh HMAC over the condition and the binding: reset between
+// conditions, the binding written out once per namespaced.
+func TestSignerMACsAsAFreshHMAC(t *testing.T) {
+	key := RandomKeyring().signing()
+	b := Binding{User: &entities.UserInfo{Name: "alice", UID: "u-1", Groups: []string{"dev", "ops"}, Extra: map[string][]string{"b": {"2", "1"}, "a": {"x"}}},
+		APIGroup: "apps", Resource: "deployments", Namespace: "team-a", Verb: "create"}
+	fresh := func(effect DecisionType, id, typ, body string, namespaced bool) string {
+		h := hmac.New(sha256.New, key.Secret)
+		for _, part := range []string{conditionPrefix, effect.String(), id, typ, body} {
+			writePart(h, part)
+		}
+		b.write(h, namespaced)
+		return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:macBytes])
+	}
+	s := newSigner(key, b)
+	for i := range 6 {
+		effect, namespaced := DecisionAllow, i%2 == 0
+		if i%3 == 0 {
+			effect = DecisionDeny
+		}
+		id, body := fmt.Sprintf("p%d", i), fmt.Sprintf("k8s::Resource;resource.name == \"n%d\"", i)
+		if got, want := s.mac(effect, id, "cedar", body, namespaced), fresh(effect, id, "cedar", body, namespaced); got != want {
+			t.Errorf("condition %d: the reused signer's MAC %s, a fresh HMAC's %s", i, got, want)
+		}
+	}
 }

@@ -23,8 +23,9 @@ func (e *Engine) Encode(d Decision, b Binding) wire.ConditionsAwareDecision {
 		return WireDecision(Denied(nil, errs).WithReason("kcedar: denied: more deny conditions than the API server takes"))
 	}
 	m := &wire.ConditionsMap{}
+	s := newSigner(e.codec.Keys.signing(), b)
 	for _, r := range d.DenyConditions() {
-		cond, err := e.encodeResidual(r, DecisionDeny, b)
+		cond, err := e.encodeResidual(r, DecisionDeny, s)
 		if err != nil {
 			errs = append(errs, err)
 			return WireDecision(Denied(nil, errs).WithReason("kcedar: denied by policy " + r.Policy.ID + ": its condition cannot be sent to the API server, so it applies unconditionally"))
@@ -36,7 +37,7 @@ func (e *Engine) Encode(d Decision, b Binding) wire.ConditionsAwareDecision {
 			errs = append(errs, &PolicyError{PolicyID: r.Policy.ID, Err: fmt.Errorf("dropped, more than %d conditions", wire.MaxConditions)})
 			continue
 		}
-		cond, err := e.encodeResidual(r, DecisionAllow, b)
+		cond, err := e.encodeResidual(r, DecisionAllow, s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%w; the policy cannot allow this request", err))
 			continue
