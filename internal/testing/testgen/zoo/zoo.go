@@ -331,12 +331,12 @@ func requestUser(rng *rand.Rand, w World, r *entities.Request) int {
 func Split(text string, maxBytes int) []string {
 	var out []string
 	for len(text) > maxBytes {
-		cut := strings.LastIndex(text[:maxBytes], "\n\n@id(")
+		cut := strings.LastIndex(text[:maxBytes], "\n@id(")
 		if cut <= 0 {
 			break
 		}
-		out = append(out, text[:cut+2])
-		text = text[cut+2:]
+		out = append(out, text[:cut+1])
+		text = text[cut+1:]
 	}
 	return append(out, text)
 }
