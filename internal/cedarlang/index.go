@@ -29,9 +29,11 @@ import (
 //     namespace, name, apiGroup and resource, and a non-resource URL's path.
 //     A disjunction of constraints on one dimension is their union; several
 //     constraints on one dimension all apply.
-//   - `like` on a namespace, name or path fixes the pattern's literal prefix
-//     (a key only: a request looks up its value cut to each prefix length
-//     the bucket holds). A permit's disjunction across dimensions ("in
+//   - `like` on a namespace, name, path or username fixes the pattern's
+//     literal prefix (a key only: a request looks up its value cut to each
+//     prefix length the bucket holds), or its literal suffix, or without
+//     either a gram of its longest literal (a request looks up every window
+//     of its value of each gram length the bucket holds). A permit's disjunction across dimensions ("in
 //     team-7, or a team-7 admin"; a side may be a conjunction) is keyed
 //     under each alternative. A permit's relation between two attributes
 //     (`principal.namespace == resource.namespace`) carries a literal on one
@@ -72,6 +74,7 @@ type index struct {
 	// key never stands for an equal value.
 	prefixSeed maphash.Seed
 	suffixSeed maphash.Seed // the same for `like` suffixes
+	innerSeed  maphash.Seed // the same for grams of `like` inner literals
 	// valueMask and printMask keep bits of value hashes and fingerprints:
 	// all of them, but for tests that make collisions common.
 	valueMask, printMask uint64
@@ -196,8 +199,11 @@ type bucket struct {
 	// suffixLens[d]: the same for `like` suffixes (a pattern's literal
 	// text after its last wildcard).
 	suffixLens [nDims][]uint16
-	rest       []int32
-	keyed      []int32 // every policy keyed in the bucket, in order
+	// innerLens[d]: the lengths of the grams of `like` inner literals keyed
+	// on d: a request looks up every window of its value of these lengths.
+	innerLens [nDims][]uint16
+	rest      []int32
+	keyed     []int32 // every policy keyed in the bucket, in order
 }
 
 // constraint is one extracted fact: the dimension takes one of vals.
@@ -212,12 +218,18 @@ type constraint struct {
 	// prefix: the value starts with one of vals (a `like` pattern's literal
 	// prefix), rather than equals one. Used only as a key, never checked
 	// after the lookup. With suffix also set, the value ends with one of
-	// vals instead.
-	prefix, suffix bool
+	// vals instead; with inner, it holds one of them somewhere.
+	prefix, suffix, inner bool
 	// hashes of vals, filled by buildIndex.
 	hashes []uint64
 	// alts: for dAlt, the alternatives (one per dimension).
 	alts []constraint
+}
+
+// sameKind reports whether c and o key their values alike: equal values,
+// `like` prefixes, suffixes or inner grams.
+func (c constraint) sameKind(o constraint) bool {
+	return c.prefix == o.prefix && c.suffix == o.suffix && c.inner == o.inner
 }
 
 // parts is c's alternatives, or c itself.
@@ -252,6 +264,10 @@ func (ix *index) suffixHash(s string) uint64 {
 	return maphash.String(ix.suffixSeed, s) & ix.valueMask
 }
 
+func (ix *index) innerHash(s string) uint64 {
+	return maphash.String(ix.innerSeed, s) & ix.valueMask
+}
+
 // keyOf is the slot key of (bucket, tag<<4 | dim, value hash): a bijective
 // mix (murmur3's finalizer) of the value hash and the rest, never zero.
 func keyOf(bucket uint32, tagDim uint8, val uint64) uint64 {
@@ -278,7 +294,7 @@ func buildIndexMasked(policies []*Policy, valueMask, printMask uint64) *index {
 }
 
 func newIndex(valueMask, printMask uint64) *index {
-	return &index{seed: maphash.MakeSeed(), prefixSeed: maphash.MakeSeed(), suffixSeed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask}
+	return &index{seed: maphash.MakeSeed(), prefixSeed: maphash.MakeSeed(), suffixSeed: maphash.MakeSeed(), innerSeed: maphash.MakeSeed(), valueMask: valueMask, printMask: printMask}
 }
 
 // buildIndexSeeded builds the index with the seeds and masks of like.
@@ -288,12 +304,12 @@ func buildIndexSeeded(policies []*Policy, like *index) *index {
 
 // sameHashing is an empty index that hashes values as ix does.
 func (ix *index) sameHashing() *index {
-	return &index{seed: ix.seed, prefixSeed: ix.prefixSeed, suffixSeed: ix.suffixSeed, misKeyTags: ix.misKeyTags, valueMask: ix.valueMask, printMask: ix.printMask}
+	return &index{seed: ix.seed, prefixSeed: ix.prefixSeed, suffixSeed: ix.suffixSeed, innerSeed: ix.innerSeed, misKeyTags: ix.misKeyTags, valueMask: ix.valueMask, printMask: ix.printMask}
 }
 
 // hashesLike reports whether k was hashed as ix hashes values.
 func (ix *index) hashesLike(k *indexKeys) bool {
-	return k.seed == ix.seed && k.prefixSeed == ix.prefixSeed && k.suffixSeed == ix.suffixSeed && k.misKeyTags == ix.misKeyTags && k.valueMask == ix.valueMask
+	return k.seed == ix.seed && k.prefixSeed == ix.prefixSeed && k.suffixSeed == ix.suffixSeed && k.innerSeed == ix.innerSeed && k.misKeyTags == ix.misKeyTags && k.valueMask == ix.valueMask
 }
 
 // build files policies in the empty index ix.
@@ -592,7 +608,7 @@ func put(keyed map[uint64][]int32, b *bucket, tag uint8, c constraint, i int32) 
 	for _, part := range c.parts() {
 		if part.prefix {
 			for _, v := range part.vals {
-				b.addAffixLen(part.dim, len(v), part.suffix)
+				b.addAffixLen(part, len(v))
 			}
 		}
 		for _, h := range slices.Compact(slices.Sorted(slices.Values(part.hashes))) {
@@ -602,12 +618,15 @@ func put(keyed map[uint64][]int32, b *bucket, tag uint8, c constraint, i int32) 
 	}
 }
 
-// addAffixLen records that a `like` prefix (or suffix) of n bytes is keyed
-// on d.
-func (b *bucket) addAffixLen(d uint8, n int, suffix bool) {
-	lens := &b.prefixLens[d]
-	if suffix {
-		lens = &b.suffixLens[d]
+// addAffixLen records that a `like` prefix (or suffix, or inner gram: c's
+// kind) of n bytes is keyed on c's dimension.
+func (b *bucket) addAffixLen(c constraint, n int) {
+	lens := &b.prefixLens[c.dim]
+	switch {
+	case c.inner:
+		lens = &b.innerLens[c.dim]
+	case c.suffix:
+		lens = &b.suffixLens[c.dim]
 	}
 	l := uint16(min(n, 1<<16-1))
 	if i, found := slices.BinarySearch(*lens, l); !found {
@@ -626,6 +645,8 @@ func (ix *index) hashValues(c *constraint) {
 			v += "!"
 		}
 		switch {
+		case c.inner:
+			c.hashes[j] = ix.innerHash(v)
 		case c.suffix:
 			c.hashes[j] = ix.suffixHash(v)
 		case c.prefix:
@@ -926,7 +947,8 @@ func (ix *index) collect(keys []uint64, lists [][]int32, s *lookupState, b *buck
 }
 
 // appendPrefixKeys appends the keys of the request's value on d cut to each
-// `like` prefix length keyed on d in b, and to each suffix length.
+// `like` prefix length keyed on d in b, to each suffix length, and of every
+// window of it of each inner gram length.
 func (ix *index) appendPrefixKeys(keys []uint64, s *lookupState, b *bucket, d uint8) []uint64 {
 	v := s.strs[d]
 	for _, n := range b.prefixLens[d] {
@@ -940,6 +962,11 @@ func (ix *index) appendPrefixKeys(keys []uint64, s *lookupState, b *bucket, d ui
 			break
 		}
 		keys = append(keys, keyOf(b.id, d, ix.suffixHash(v[len(v)-int(n):])))
+	}
+	for _, n := range b.innerLens[d] {
+		for i := 0; i+int(n) <= len(v); i++ {
+			keys = append(keys, keyOf(b.id, d, ix.innerHash(v[i:i+int(n)])))
+		}
 	}
 	return keys
 }
@@ -1365,7 +1392,7 @@ func (x *extractor) atom(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
 // pattern's literal prefix (equals it, for a pattern without a wildcard).
 func (x *extractor) atomLike(v ast.NodeTypeLike) (cs []constraint, ok, mayFail bool) {
 	dim, fail, isAttr := x.attr(v.Arg)
-	if !isAttr || dim != dNamespace && dim != dName && dim != dPath {
+	if !isAttr || dim != dNamespace && dim != dName && dim != dPath && dim != dUser {
 		return nil, false, false
 	}
 	prefix, suffix, exact := likeAffixes(v.Value)
@@ -1378,8 +1405,10 @@ func (x *extractor) atomLike(v ast.NodeTypeLike) (cs []constraint, ok, mayFail b
 	if suffix != "" {
 		cs = append(cs, constraint{dim: dim, vals: []string{suffix}, prefix: true, suffix: true})
 	}
-	// Without either, nothing to key on (but the read may fail all the
-	// same).
+	if gram := likeInnerGram(v.Value); len(cs) == 0 && gram != "" {
+		cs = append(cs, constraint{dim: dim, vals: []string{gram}, prefix: true, inner: true})
+	}
+	// Without any, nothing to key on (but the read may fail all the same).
 	return cs, len(cs) > 0, fail
 }
 
@@ -1402,6 +1431,36 @@ func likeAffixes(p types.Pattern) (prefix, suffix string, exact bool) {
 	}
 	lit, _ := first["Literal"].(string)
 	return lit, suffix, len(comps) == 1
+}
+
+// innerGramMax is the most bytes of an inner literal a `like` key holds.
+const innerGramMax = 4
+
+// likeInnerGram is what a `like` pattern with neither a literal prefix nor a
+// literal suffix is keyed on: the last innerGramMax bytes (or fewer, at
+// least 2) of its longest literal. A matching value holds that literal,
+// so it holds the gram in some window; "" when no literal is that long.
+func likeInnerGram(p types.Pattern) string {
+	raw, err := p.MarshalJSON()
+	if err != nil {
+		return ""
+	}
+	var comps []any
+	if json.Unmarshal(raw, &comps) != nil {
+		return ""
+	}
+	longest := ""
+	for _, c := range comps {
+		if lit, isLiteral := c.(map[string]any); isLiteral {
+			if s, _ := lit["Literal"].(string); len(s) > len(longest) {
+				longest = s
+			}
+		}
+	}
+	if len(longest) < 2 {
+		return ""
+	}
+	return longest[len(longest)-min(len(longest), innerGramMax):]
 }
 
 // one is a single constraint: dim takes one of vals.
@@ -1549,8 +1608,8 @@ func (x *extractor) atomOr(v ast.NodeTypeOr) (cs []constraint, ok, mayFail bool)
 	if !lok || !rok {
 		return nil, false, false
 	}
-	if len(l) == 1 && len(r) == 1 && l[0].dim == r[0].dim && l[0].dim != dAlt && l[0].prefix == r[0].prefix && l[0].suffix == r[0].suffix {
-		return []constraint{{dim: l[0].dim, prefix: l[0].prefix, suffix: l[0].suffix, vals: append(slices.Clone(l[0].vals), r[0].vals...)}}, true, lfail || rfail
+	if len(l) == 1 && len(r) == 1 && l[0].dim == r[0].dim && l[0].dim != dAlt && l[0].sameKind(r[0]) {
+		return []constraint{{dim: l[0].dim, prefix: l[0].prefix, suffix: l[0].suffix, inner: l[0].inner, vals: append(slices.Clone(l[0].vals), r[0].vals...)}}, true, lfail || rfail
 	}
 	la, lalt := alternative(l)
 	ra, ralt := alternative(r)
@@ -1588,10 +1647,10 @@ func (x *extractor) side(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
 func mergeAlternatives(as []constraint) []constraint {
 	var alts []constraint
 	for _, a := range as {
-		if i := slices.IndexFunc(alts, func(b constraint) bool { return b.dim == a.dim && b.prefix == a.prefix && b.suffix == a.suffix }); i >= 0 {
+		if i := slices.IndexFunc(alts, func(b constraint) bool { return b.dim == a.dim && b.sameKind(a) }); i >= 0 {
 			alts[i].vals = append(slices.Clone(alts[i].vals), a.vals...)
 		} else {
-			alts = append(alts, constraint{dim: a.dim, vals: a.vals, prefix: a.prefix, suffix: a.suffix})
+			alts = append(alts, constraint{dim: a.dim, vals: a.vals, prefix: a.prefix, suffix: a.suffix, inner: a.inner})
 		}
 	}
 	return alts

@@ -188,11 +188,17 @@ func genConditionPlain(rng *rand.Rand) string {
 
 // genConditionOtherShape: the shapes of the set with other shapes
 // (testgen.OtherShapes) in the property's vocabulary: `like` prefixes on
-// namespaces and names, relations between request attributes with a
-// literal, disjunctions across dimensions, break-glass exceptions and
-// username sets.
+// namespaces and names, `like` on usernames and inner literals, relations
+// between request attributes with a literal, disjunctions across
+// dimensions, break-glass exceptions and username sets.
 func genConditionOtherShape(rng *rand.Rand) string {
-	switch rng.IntN(13) {
+	switch rng.IntN(16) {
+	case 13:
+		return ` when { principal.username like "*li*" }` // an inner literal only
+	case 14:
+		return ` when { resource.namespace like "*s1*" }` // errors when absent
+	case 15:
+		return ` when { principal.username like "*ob" || principal.username like "ca*" }`
 	case 10:
 		return ` when { resource.path like "/apis/*" }` // errors on resources
 	case 11:

@@ -170,6 +170,7 @@ func (b *bucket) remapped(newOf []int32) *bucket {
 		c.openRest[d] = remapList(b.openRest[d], newOf)
 		c.prefixLens[d] = slices.Clone(b.prefixLens[d])
 		c.suffixLens[d] = slices.Clone(b.suffixLens[d])
+		c.innerLens[d] = slices.Clone(b.innerLens[d])
 	}
 	return &c
 }

@@ -12,10 +12,10 @@ import (
 // extractions of the policies the two share instead of extracting them
 // again, whatever constraints extract finds.
 type indexKeys struct {
-	seed, prefixSeed, suffixSeed maphash.Seed
-	misKeyTags                   bool
-	valueMask                    uint64
-	ext                          extraction
+	seed, prefixSeed, suffixSeed, innerSeed maphash.Seed
+	misKeyTags                              bool
+	valueMask                               uint64
+	ext                                     extraction
 }
 
 // extraction is p's extraction with its values hashed by ix: the one p
@@ -31,7 +31,7 @@ func (ix *index) extraction(p *Policy) extraction {
 		ix.hashValues(&e.cons[ci])
 	}
 	if p.lazy != nil {
-		p.lazy.keys.Store(&indexKeys{seed: ix.seed, prefixSeed: ix.prefixSeed, suffixSeed: ix.suffixSeed, misKeyTags: ix.misKeyTags, valueMask: ix.valueMask, ext: e})
+		p.lazy.keys.Store(&indexKeys{seed: ix.seed, prefixSeed: ix.prefixSeed, suffixSeed: ix.suffixSeed, innerSeed: ix.innerSeed, misKeyTags: ix.misKeyTags, valueMask: ix.valueMask, ext: e})
 	}
 	return e
 }

@@ -16,8 +16,8 @@ import (
 const (
 	FamilyExtra     = "extra"       // principal.getTag("k").contains("v") / containsAny
 	FamilyLabel     = "label"       // the namespace's label k is v (or one of a set)
-	FamilySuffix    = "like-suffix" // resource.name like "*-t7-prod", namespace like "*-t7"
-	FamilyInner     = "like-inner"  // resource.name like "t7-*-db" / "team-*-t7"
+	FamilySuffix    = "like-suffix" // resource.name like "*-t7-prod", namespace like "*-t7", principal.username like "*-t7"
+	FamilyInner     = "like-inner"  // resource.name like "t7-*-db" / "team-*-t7" / "*-t7-*"
 	FamilyNameSet   = "name-set"    // ["a", "b"].contains(resource.name)
 	FamilyGroupsAny = "groups-any"  // principal.groups.containsAny([...])
 	FamilyHasTag    = "has-tag"     // principal.hasTag("k7") / the namespace has label k7
@@ -146,12 +146,19 @@ func (s platformSpec) policy(i int) string {
 		}
 	case FamilySuffix:
 		cond = fmt.Sprintf(`resource.name like "*-%s-prod"`, strings.Trim(cedarString(v, true), `"`))
-		if s.form == 1 {
+		switch {
+		case s.tenant%4 == 3:
+			cond = fmt.Sprintf(`principal.username like "*-%s"`, strings.Trim(cedarString(v, true), `"`))
+		case s.form == 1:
 			cond = fmt.Sprintf(`resource.namespace like "*-%s"`, strings.Trim(cedarString(v, true), `"`))
 		}
 	case FamilyInner:
 		cond = fmt.Sprintf(`resource.name like "%s-*-db"`, strings.Trim(cedarString(v, true), `"`))
-		if s.form == 1 {
+		switch {
+		case s.tenant%3 == 2:
+			// Only an inner literal: no prefix or suffix to key on.
+			cond = fmt.Sprintf(`resource.name like "*-%s-*"`, strings.Trim(cedarString(v, true), `"`))
+		case s.form == 1:
 			cond = fmt.Sprintf(`resource.name like "team-*-%s"`, strings.Trim(cedarString(v, true), `"`))
 		}
 	case FamilyNameSet:
