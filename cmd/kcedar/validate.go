@@ -227,7 +227,7 @@ func (u *unnarrowedReport) note() string {
 	case u.ResourceType != "":
 		what = fmt.Sprintf("a request on %s", u.ResourceType)
 	}
-	return fmt.Sprintf("note: %s meets %d policies that nothing but their verbs and resource types narrows; each is evaluated for every such request, so decisions cost more as they grow (%d such policies in all, e.g. %s). Pin a principal, group, username, namespace or name with ==, in or .contains, or a namespace, name or path with a like prefix, where you can (docs/performance.md, \"The policy index\").",
+	return fmt.Sprintf("note: %s meets %d policies that nothing but their verbs and resource types narrows; each is evaluated for every such request, so decisions cost more as they grow (%d such policies in all, e.g. %s). Pin a principal, group, username, namespace or name with ==, in or .contains, or a namespace, name, path or username with a like pattern holding a literal of two bytes or more, where you can (docs/performance.md, \"The policy index\").",
 		what, u.MaxPerRequest, u.Policies, strings.Join(u.examples, ", "))
 }
 
