@@ -1395,7 +1395,8 @@ func (x *extractor) atomLike(v ast.NodeTypeLike) (cs []constraint, ok, mayFail b
 	if !isAttr || dim != dNamespace && dim != dName && dim != dPath && dim != dUser {
 		return nil, false, false
 	}
-	prefix, suffix, exact := likeAffixes(v.Value)
+	comps := likeComponents(v.Value)
+	prefix, suffix, exact := likeAffixes(comps)
 	if exact {
 		return one(dim, prefix), true, fail
 	}
@@ -1405,23 +1406,34 @@ func (x *extractor) atomLike(v ast.NodeTypeLike) (cs []constraint, ok, mayFail b
 	if suffix != "" {
 		cs = append(cs, constraint{dim: dim, vals: []string{suffix}, prefix: true, suffix: true})
 	}
-	if gram := likeInnerGram(v.Value); len(cs) == 0 && gram != "" {
-		cs = append(cs, constraint{dim: dim, vals: []string{gram}, prefix: true, inner: true})
+	if len(cs) == 0 {
+		if gram := likeInnerGram(comps); gram != "" {
+			cs = append(cs, constraint{dim: dim, vals: []string{gram}, prefix: true, inner: true})
+		}
 	}
 	// Without any, nothing to key on (but the read may fail all the same).
 	return cs, len(cs) > 0, fail
 }
 
-// likeAffixes is the literal text a pattern starts with and the literal
-// text after its last wildcard, and whether the pattern is only that text
-// (no wildcard).
-func likeAffixes(p types.Pattern) (prefix, suffix string, exact bool) {
+// likeComponents is a pattern's components as cedar-go writes them in JSON:
+// {"Literal": text} or "Wildcard", in order; nil when it cannot be read.
+func likeComponents(p types.Pattern) []any {
 	raw, err := p.MarshalJSON()
 	if err != nil {
-		return "", "", false
+		return nil
 	}
 	var comps []any
-	if json.Unmarshal(raw, &comps) != nil || len(comps) == 0 {
+	if json.Unmarshal(raw, &comps) != nil {
+		return nil
+	}
+	return comps
+}
+
+// likeAffixes is the literal text a pattern (its likeComponents) starts
+// with and the literal text after its last wildcard, and whether the
+// pattern is only that text (no wildcard).
+func likeAffixes(comps []any) (prefix, suffix string, exact bool) {
+	if len(comps) == 0 {
 		return "", "", false
 	}
 	suffix = likeSuffix(comps)
@@ -1436,19 +1448,12 @@ func likeAffixes(p types.Pattern) (prefix, suffix string, exact bool) {
 // innerGramMax is the most bytes of an inner literal a `like` key holds.
 const innerGramMax = 4
 
-// likeInnerGram is what a `like` pattern with neither a literal prefix nor a
-// literal suffix is keyed on: the last innerGramMax bytes (or fewer, at
-// least 2) of its longest literal. A matching value holds that literal,
-// so it holds the gram in some window; "" when no literal is that long.
-func likeInnerGram(p types.Pattern) string {
-	raw, err := p.MarshalJSON()
-	if err != nil {
-		return ""
-	}
-	var comps []any
-	if json.Unmarshal(raw, &comps) != nil {
-		return ""
-	}
+// likeInnerGram is what a `like` pattern (its likeComponents) with neither
+// a literal prefix nor a literal suffix is keyed on: the last innerGramMax
+// bytes (or fewer, at least 2) of its longest literal. A matching value
+// holds that literal, so it holds the gram in some window; "" when no
+// literal is that long.
+func likeInnerGram(comps []any) string {
 	longest := ""
 	for _, c := range comps {
 		if lit, isLiteral := c.(map[string]any); isLiteral {

@@ -314,8 +314,7 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 	shapes := AdmissionShapes(target, req, verb)
 	// A caller that counts only unconditional rights folds the decision
 	// whatever admission would do with it, so it is folded here.
-	unconditional := req.UnconditionalOnly && len(shapes) > 0
-	folded = folded || len(shapes) == 0 || unconditional
+	folded = folded || len(shapes) == 0 || req.UnconditionalOnly
 	q.SkipResidualOnly = folded
 	ns := e.candidateLabels(&q, target, req, absent)
 	cur := e.policies.Lookup(q)
@@ -332,7 +331,7 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 	results, admission, partial := e.evaluateWorld(req, verb, target, open, absent, shapes, enforced)
 	st.addCandidates(len(results))
 	d = decide(results, target.EntityType)
-	if partial && d.IsConditional() && (!admission || unconditional) {
+	if partial && d.IsConditional() && (!admission || req.UnconditionalOnly) {
 		// Nothing will evaluate conditions for this request: fold now.
 		d = d.FailureDecision()
 	}
