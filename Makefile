@@ -12,8 +12,8 @@
 #                         locks and atomics; ~4 min warm on 2 cores
 #   make lint             go vet (plain, e2e, soak and image tags); staticcheck (pinned,
 #                         through the Go module proxy) over every package, e2e and soak
-#                         tags included; the 80-line bound on production functions;
-#                         under a minute warm
+#                         tags included; the 80-line bound on production functions; the
+#                         tracked-file check (no merge conflict marker); under a minute warm
 #   make e2e              real-cluster tests: go test -tags e2e ./test/e2e/...
 #                         (E2E_FLAGS='-run TestX -v' to narrow them down)
 #   make e2e-cost         kcedar's cost through a real kube-apiserver vs RBAC alone and its floor
@@ -120,7 +120,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 # The tagged packages are linted with their tags (staticcheck.conf holds the
 # checks' configuration, if any). The function-length bound is
 # test/layout's TestProductionFunctionsAreShort (make test runs it too).
-lint: vet cedarx-check
+lint: vet cedarx-check tracked-check
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags e2e $(E2E_PKGS)
 	$(STATICCHECK) -tags soak ./test/soak/...
@@ -159,7 +159,8 @@ tidy-check:
 	done
 
 # No build output is tracked: no executable binary, nothing over 2 MB outside
-# the embedded schema and testdata (hack/check-tracked.sh).
+# the embedded schema and testdata; and no merge conflict is left in a tracked
+# file (hack/check-tracked.sh; make test and make lint run it).
 tracked-check:
 	@echo "== tracked-check: hack/check-tracked.sh"
 	@bash hack/check-tracked.sh
