@@ -43,9 +43,22 @@ type sarCaller struct {
 	// AdmissionEnforced: kcedar's admission webhook is verified to enforce
 	// conditional allows (--admission-enforcement on a cluster without the
 	// feature). A conditional allow is then answered Allow only for a
-	// request that webhook will see (AdmissionWebhookSees); any other
-	// request gets the folded decision.
+	// request that webhook will see (admissionSees); any other request gets
+	// the folded decision.
 	AdmissionEnforced bool
+	// MayBeAggregated reports whether a group version may be served by an
+	// aggregated API server, whose requests bypass kube-apiserver's
+	// admission webhooks (Options.AggregatedAPI); nil: any may be.
+	MayBeAggregated func(group, version string) bool
+}
+
+// admissionSees reports whether req, once allowed, reaches kcedar's
+// admission webhook: the engine's AdmissionWebhookSees (a write or connect
+// of a typed resource that kube-apiserver sends to webhooks) of a group
+// version kube-apiserver serves itself, not one it proxies to an
+// aggregated API server.
+func (c sarCaller) admissionSees(e *engine.Engine, req *entities.Request) bool {
+	return e.AdmissionWebhookSees(req) && c.MayBeAggregated != nil && !c.MayBeAggregated(req.APIGroup, req.APIVersion)
 }
 
 // takesConditions reports whether a conditional decision can mean more to
@@ -75,7 +88,7 @@ func authorizeSubjectAccessReview(ctx context.Context, e *engine.Engine, req *en
 	switch {
 	case req.UnconditionalOnly:
 		caller = sarCaller{} // conditional rights do not count: fold
-	case caller.AdmissionEnforced && d.IsConditional() && !e.AdmissionWebhookSees(req):
+	case caller.AdmissionEnforced && d.IsConditional() && !caller.admissionSees(e, req):
 		caller.AdmissionEnforced = false
 	}
 	a := renderSubjectAccessReview(e, d, req, caller)

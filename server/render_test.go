@@ -84,14 +84,66 @@ unless { resource has oldObject && resource.oldObject.metadata has labels && res
 		if !d.IsConditional() {
 			t.Fatalf("%s: %v, want a conditional decision to render", tc.name, d)
 		}
-		a := authorizeSubjectAccessReview(context.Background(), az, tc.req, sarCaller{AdmissionEnforced: true}, nil)
+		a := authorizeSubjectAccessReview(context.Background(), az, tc.req, sarCaller{AdmissionEnforced: true, MayBeAggregated: noneAggregated}, nil)
 		if a.Status.Allowed != tc.allow {
 			t.Errorf("%s: allowed=%v (%s), want %v", tc.name, a.Status.Allowed, a.Label, tc.allow)
 		}
 		strict := *tc.req
 		strict.UnconditionalOnly = true
-		if a := authorizeSubjectAccessReview(context.Background(), az, &strict, sarCaller{AdmissionEnforced: true, Upstream: true}, nil); a.Status.Allowed || a.Status.ConditionalDecision != nil {
+		if a := authorizeSubjectAccessReview(context.Background(), az, &strict, sarCaller{AdmissionEnforced: true, MayBeAggregated: noneAggregated, Upstream: true}, nil); a.Status.Allowed || a.Status.ConditionalDecision != nil {
 			t.Errorf("%s, unconditional rights only: %+v, want the folded decision", tc.name, a)
+		}
+	}
+}
+
+// noneAggregated: kube-apiserver serves every group version itself.
+func noneAggregated(string, string) bool { return false }
+
+// With admission enforcement, a conditional allow on a group version that
+// an aggregated API server may serve (its APIService names a service, or
+// the APIServices are not listed yet) is not answered Allow: kube-apiserver
+// proxies the request past its admission webhooks, so nothing would
+// enforce the condition. It folds as for a caller that takes no
+// conditions: NoOpinion, or Deny where a deny condition may hold. The same
+// request on a group version kube-apiserver serves itself is allowed.
+func TestAdmissionEnforcedFoldsOnAggregatedAPIs(t *testing.T) {
+	ps := mustPolicies(t, `
+@id("lead-deployments") permit(principal == k8s::User::"lead", action == k8s::Action::"create", resource is apps::deployments)
+when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has replicas && resource.object.v1.spec.replicas < 5 };
+@id("lead-pods") permit(principal == k8s::User::"lead", action == k8s::Action::"create", resource is core::pods)
+when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "safe" };
+@id("no-control-plane") forbid(principal, action == k8s::Action::"create", resource is core::pods)
+when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "control" };
+`)
+	az := engine.NewEngine(embeddedschema.Schema(t), ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	deployments := resReq("lead", nil, "create", "apps", "deployments", "", "a", "")
+	deployments.APIVersion = "v1"
+	pods := resReq("lead", nil, "create", "", "pods", "", "a", "")
+	pods.APIVersion = "v1"
+	appsAggregated := func(group, version string) bool { return group == "apps" && (version == "v1" || version == "" || version == "*") }
+	notSynced := func(string, string) bool { return true } // webhooks.APIServices before its informer synced
+	cases := []struct {
+		name       string
+		req        *entities.Request
+		aggregated func(group, version string) bool
+		want       string
+	}{
+		{"apps/v1 served by kube-apiserver", deployments, noneAggregated, labelConditionalAllow},
+		{"apps/v1 served by an aggregated API server", deployments, appsAggregated, engine.DecisionNoOpinion.String()},
+		{"the APIServices not listed yet", deployments, notSynced, engine.DecisionNoOpinion.String()},
+		{"no APIService view at all", deployments, nil, engine.DecisionNoOpinion.String()},
+		{"core/v1 beside an aggregated apps", pods, appsAggregated, labelConditionalAllow},
+		{"core/v1 with a deny condition, not listed yet", pods, notSynced, engine.DecisionDeny.String()},
+	}
+	for _, tc := range cases {
+		d := az.Authorize(context.Background(), tc.req)
+		if !d.IsConditional() {
+			t.Fatalf("%s: %v, want a conditional decision to render", tc.name, d)
+		}
+		caller := sarCaller{AdmissionEnforced: true, MayBeAggregated: tc.aggregated}
+		a := authorizeSubjectAccessReview(context.Background(), az, tc.req, caller, nil)
+		if a.Label != tc.want || a.Status.Allowed != (tc.want == labelConditionalAllow) || a.Status.Denied != (tc.want == engine.DecisionDeny.String()) {
+			t.Errorf("%s: %s (allowed=%v denied=%v), want %s", tc.name, a.Label, a.Status.Allowed, a.Status.Denied, tc.want)
 		}
 	}
 }

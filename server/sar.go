@@ -73,5 +73,6 @@ func (s *Server) sarCaller(spec *wire.SubjectAccessReviewSpec) sarCaller {
 		Upstream:          opts.Handles(wire.DecisionTypeConditionsMap) && opts.Handles(wire.DecisionTypeUnion),
 		Draft:             spec.ConditionalAuthorization != nil && spec.ConditionalAuthorization.Mode != wire.ConditionsModeNone,
 		AdmissionEnforced: s.enforce && s.webhookVerified(),
+		MayBeAggregated:   s.aggregated,
 	}
 }

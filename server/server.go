@@ -44,6 +44,16 @@ type Options struct {
 	// place (kcedar serve checks its configuration); conditional allows are
 	// answered Allow only while it returns true. nil: never.
 	AdmissionWebhookVerified func() bool
+	// AggregatedAPI: with AdmissionEnforcement, reports whether a group
+	// and version may be served by an aggregated API server (its
+	// APIService names a service) rather than by kube-apiserver itself.
+	// kube-apiserver proxies such requests past its admission webhooks, so
+	// a conditional allow on them is folded (Deny if a deny condition may
+	// hold, else NoOpinion), never answered Allow. version "" or "*" is any
+	// version of the group, group "*" any group. nil: every group version
+	// may be (conditional allows are always folded); kcedar serve follows
+	// the APIServices with an informer (webhooks.APIServices).
+	AggregatedAPI func(group, version string) bool
 	// Ready, if set, must return nil for /readyz to report ready (e.g. the
 	// policy objects have synced from the API server).
 	Ready func() error
@@ -83,11 +93,14 @@ type Server struct {
 	// webhookVerified: the admission webhook that enforces conditional
 	// allows is known to be installed.
 	webhookVerified func() bool
-	ready           func() error
-	degraded        func() string
-	decisionLog     *DecisionLog
-	authWarn        *warnLimited
-	tracer          trace.Tracer // nil: tracing off
+	// aggregated: a group version may be served by an aggregated API
+	// server, whose requests kube-apiserver's admission never sees.
+	aggregated  func(group, version string) bool
+	ready       func() error
+	degraded    func() string
+	decisionLog *DecisionLog
+	authWarn    *warnLimited
+	tracer      trace.Tracer // nil: tracing off
 	// draining: shutting down; /readyz answers 503 so load balancers and
 	// kube-apiserver's endpoints stop sending new requests.
 	draining atomic.Bool
@@ -113,6 +126,9 @@ func New(authz authorizer.Authorizer, opts Options) *Server {
 		ready: opts.Ready, degraded: opts.Degraded, decisionLog: opts.DecisionLog, authWarn: newWarnLimited(logger), webhookVerified: opts.AdmissionWebhookVerified}
 	if s.webhookVerified == nil {
 		s.webhookVerified = func() bool { return false }
+	}
+	if s.aggregated = opts.AggregatedAPI; s.aggregated == nil {
+		s.aggregated = func(string, string) bool { return true }
 	}
 	if opts.TracerProvider != nil {
 		s.tracer = opts.TracerProvider.Tracer(tracerName)

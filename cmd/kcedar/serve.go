@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kcedar/kcedar/cedar"
@@ -90,6 +91,7 @@ type serveParts struct {
 	objects    *policyObjects
 	namespaces *namespaces.Informer        // nil without --namespace-objects
 	verifier   *webhooks.Verifier          // nil unless the admission webhook is verified
+	apis       *webhooks.APIServices       // nil without --admission-enforcement
 	refresher  *schemarefresh.Refresher    // nil without schema refresh
 	runRefresh func(context.Context) error // starts the refresher
 	logFile    io.Closer                   // the decision log's file, if any
@@ -155,6 +157,9 @@ func (o *serveOptions) build(ctx context.Context) (*serveParts, error) {
 	opts := server.Options{DecisionLog: dlog, Logger: o.logger, AdmissionEnforcement: o.admission.enforcement,
 		RequireClientCert: o.tls.ClientCAFile != "", PolicyAdmission: p.objects.admission, TracerProvider: p.tracing.TracerProvider()}
 	opts.AdmissionWebhookVerified, p.verifier = o.admission.verification(o.logger)
+	if p.apis = o.admission.apiServices(o.logger); p.apis != nil {
+		opts.AggregatedAPI = p.apis.MayBeAggregated
+	}
 	if p.objects.source != nil {
 		opts.Ready = p.objects.source.Ready
 	}
@@ -293,6 +298,15 @@ func (o *serveOptions) start(ctx context.Context, p *serveParts) error {
 	}
 	if p.verifier != nil {
 		go p.verifier.Run(ctx, func() (kubernetes.Interface, error) { return o.clusterClient("--admission-enforcement") })
+	}
+	if p.apis != nil {
+		go p.apis.Run(ctx, func() (dynamic.Interface, error) {
+			cfg, err := o.clusterConfig("--admission-enforcement")
+			if err != nil {
+				return nil, err
+			}
+			return dynamic.NewForConfig(cfg)
+		})
 	}
 	return nil
 }

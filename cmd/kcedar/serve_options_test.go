@@ -185,3 +185,18 @@ func TestServeAdmissionVerification(t *testing.T) {
 		t.Error("--admission-enforcement: want a verifier, unverified until it sees the webhook")
 	}
 }
+
+// The APIServices are followed with --admission-enforcement, verified or
+// not (an aggregated API's requests bypass the webhook either way), and
+// every group version counts as aggregated until they are listed.
+func TestServeAdmissionFollowsAPIServices(t *testing.T) {
+	if a := parseServe(t, "--policies", "x").admission.apiServices(nil); a != nil {
+		t.Error("APIServices followed without --admission-enforcement")
+	}
+	for _, args := range [][]string{{"--admission-enforcement"}, {"--admission-enforcement", "--unverified-admission-webhook"}} {
+		a := parseServe(t, append([]string{"--policies", "x"}, args...)...).admission.apiServices(nil)
+		if a == nil || !a.MayBeAggregated("", "v1") || !a.MayBeAggregated("apps", "v1") {
+			t.Errorf("%v: want APIServices followed, every group version aggregated until listed", args)
+		}
+	}
+}
