@@ -17,6 +17,7 @@ import (
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 	"github.com/kcedar/kcedar/internal/tools/offline"
 	"github.com/kcedar/kcedar/internal/wire"
 )
@@ -294,6 +295,8 @@ func printDecision(w io.Writer, d engine.Report, format string, refused []policy
 		enc.SetIndent("", "  ")
 		return enc.Encode(d)
 	}
-	_, err := io.WriteString(w, d.String())
+	// String escapes every value it quotes; Lines is the last guard of the
+	// whole text (nothing but its own newlines reaches the terminal).
+	_, err := io.WriteString(w, safetext.Lines(d.String()))
 	return err
 }

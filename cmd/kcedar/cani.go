@@ -12,6 +12,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/accessreview"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 )
 
 func init() { rootCmd.AddCommand(newCanICmd()) }
@@ -115,15 +116,16 @@ func (o *canIOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
 }
 
 // printRules prints a table like kubectl auth can-i --list's, with the
-// conditions and the policies, then what the user's forbids deny.
+// conditions and the policies, then what the user's forbids deny. Every
+// cell comes from the policies: escaped for the terminal (safetext.Fprintf).
 func printRules(w io.Writer, rv *engine.RulesReview) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RESOURCES\tNON-RESOURCE URLS\tRESOURCE NAMES\tVERBS\tCONDITIONS\tVIA")
 	for _, r := range rv.ResourceRules {
-		fmt.Fprintf(tw, "%s\t[]\t[%s]\t[%s]\t%s\t%s\n", ruleResources(r.APIGroups, r.Resources), strings.Join(r.ResourceNames, " "), strings.Join(r.Verbs, " "), ruleConditions(r.Conditions), strings.Join(r.Policies, ","))
+		safetext.Fprintf(tw, "%s\t[]\t[%s]\t[%s]\t%s\t%s\n", ruleResources(r.APIGroups, r.Resources), strings.Join(r.ResourceNames, " "), strings.Join(r.Verbs, " "), ruleConditions(r.Conditions), strings.Join(r.Policies, ","))
 	}
 	for _, r := range rv.NonResourceRules {
-		fmt.Fprintf(tw, "\t[%s]\t[]\t[%s]\t%s\t%s\n", strings.Join(r.NonResourceURLs, " "), strings.Join(r.Verbs, " "), ruleConditions(r.Conditions), strings.Join(r.Policies, ","))
+		safetext.Fprintf(tw, "\t[%s]\t[]\t[%s]\t%s\t%s\n", strings.Join(r.NonResourceURLs, " "), strings.Join(r.Verbs, " "), ruleConditions(r.Conditions), strings.Join(r.Policies, ","))
 	}
 	for _, r := range rv.Denied {
 		cond := "DENIED"
@@ -138,14 +140,14 @@ func printRules(w io.Writer, rv *engine.RulesReview) {
 		if len(r.NonResourceURLs) > 0 {
 			urls = "[" + strings.Join(r.NonResourceURLs, " ") + "]"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t[]\t[%s]\t%s\t%s\n", ruleResources(r.APIGroups, r.Resources), urls, strings.Join(r.Verbs, " "), cond, strings.Join(r.Policies, ","))
+		safetext.Fprintf(tw, "%s\t%s\t[]\t[%s]\t%s\t%s\n", ruleResources(r.APIGroups, r.Resources), urls, strings.Join(r.Verbs, " "), cond, strings.Join(r.Policies, ","))
 	}
 	tw.Flush()
 	if len(rv.Denied) > 0 {
 		fmt.Fprintln(w, "DENIED rows: the user's forbids deny these requests (when their conditions hold), whatever the rules above allow")
 	}
 	if rv.EvaluationError != "" {
-		fmt.Fprintln(w, "evaluation errors:", rv.EvaluationError)
+		safetext.Fprintf(w, "evaluation errors: %s\n", rv.EvaluationError)
 	}
 }
 

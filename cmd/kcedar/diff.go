@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/tools/diff"
 )
@@ -527,8 +528,9 @@ const maxSubjectsShown = 4
 
 var diffColumns = []string{"CHANGE", "SUBJECT", "VERBS", "RESOURCES", "NAMESPACES", "NAMES", "POLICIES (OLD → NEW)", "EXAMPLE"}
 
-// summary is the report's closing line.
-func (r *diffReport) summary() string {
+// summary is the report's closing line, each construct not decided
+// exactly (policy text) rendered by name.
+func (r *diffReport) summary(name func(string) string) string {
 	var counts []string
 	for _, c := range []struct {
 		n    int
@@ -547,39 +549,50 @@ func (r *diffReport) summary() string {
 	}
 	s := fmt.Sprintf("%s changed (%s)", plural(len(r.Regions), "region"), policies)
 	if len(r.Inexact) > 0 {
-		s += "; not decided exactly: " + strings.Join(r.Inexact, ", ")
+		inexact := make([]string, len(r.Inexact))
+		for i, c := range r.Inexact {
+			inexact[i] = name(c)
+		}
+		s += "; not decided exactly: " + strings.Join(inexact, ", ")
 	}
 	return s
 }
 
+// writeDiffTable writes the report as a table for a terminal. Every cell
+// holds names from the policies (subjects, groups, namespaces, names,
+// policy ids): each is escaped (safetext.Terminal), so none can add a
+// column or a row, or act on the terminal.
 func writeDiffTable(w io.Writer, r *diffReport) error {
 	if r.Changed {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, strings.Join(diffColumns, "\t"))
 		for _, cells := range tableRows(r) {
+			for i, c := range cells {
+				cells[i] = safetext.Terminal(c)
+			}
 			fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
-	_, err := fmt.Fprintln(w, r.summary())
+	_, err := fmt.Fprintln(w, r.summary(safetext.Terminal))
 	return err
 }
 
-// writeDiffMarkdown writes the report as a pull-request comment.
+// writeDiffMarkdown writes the report as a pull-request comment. Every cell,
+// and every construct the summary names, is inline code that no character
+// of a name can break out of (safetext.MarkdownCode): a pipe cannot split
+// the cell, a newline end the row, a backtick, tag or link add structure.
 func writeDiffMarkdown(w io.Writer, r *diffReport) error {
 	var b strings.Builder
 	b.WriteString("### kcedar diff\n\n")
-	b.WriteString(r.summary() + "\n")
+	b.WriteString(r.summary(safetext.MarkdownCode) + "\n")
 	if r.Changed {
 		b.WriteString("\n| " + strings.Join(diffColumns, " | ") + " |\n|" + strings.Repeat(" --- |", len(diffColumns)) + "\n")
 		for _, cells := range tableRows(r) {
 			for i, c := range cells {
-				cells[i] = "`" + strings.ReplaceAll(c, "|", `\|`) + "`"
-				if c == "" {
-					cells[i] = ""
-				}
+				cells[i] = safetext.MarkdownCode(c)
 			}
 			b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 		}

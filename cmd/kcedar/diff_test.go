@@ -85,7 +85,7 @@ func TestDiffCommandWidened(t *testing.T) {
 	if _, code := run(t, newDiffCmd(), "--exit-code", "--fail-on", "lost", libraryDir, dir); code != 0 {
 		t.Errorf("--fail-on lost: exit %d, want 0 (access is only gained)", code)
 	}
-	if out, code := run(t, newDiffCmd(), "-o", "markdown", dir, libraryDir); code != 0 || !strings.Contains(out, "| `Allow→NoOpinion`") {
+	if out, code := run(t, newDiffCmd(), "-o", "markdown", dir, libraryDir); code != 0 || !strings.Contains(out, "| <code>Allow→NoOpinion</code>") {
 		t.Errorf("markdown: exit %d:\n%s", code, out)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 )
 
 var rootCmd = &cobra.Command{
@@ -35,7 +37,9 @@ func main() {
 	err := root.Execute()
 	stopProfile()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, name+":", err)
+		// Errors quote inputs (files, logs, objects, flags): only their own
+		// newlines reach the terminal raw.
+		fmt.Fprintln(os.Stderr, name+":", safetext.Lines(err.Error()))
 		if ee, ok := err.(*exitError); ok {
 			os.Exit(ee.code)
 		}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 	"github.com/kcedar/kcedar/internal/tools/offline"
 	"github.com/kcedar/kcedar/internal/tools/replay"
 )
@@ -303,8 +304,10 @@ func (o *replayOptions) print(stdout, stderr io.Writer, sum *replay.Summary) err
 	if len(o.collected) > 0 {
 		fmt.Fprintln(stdout, "\nchanged requests:")
 	}
+	// Every field comes from the log or the policies: escaped for the
+	// terminal, so no name can erase or rewrite a line of the review.
 	for _, c := range o.collected {
-		fmt.Fprintf(stdout, "  %s  %s -> %s  user=%s verb=%s resource=%s namespace=%s name=%s policies=%v\n",
+		safetext.Fprintf(stdout, "  %s  %s -> %s  user=%s verb=%s resource=%s namespace=%s name=%s policies=%v\n",
 			c.AuditID, c.Was, c.Now, c.User, c.Verb, c.Resource, c.Namespace, c.Name, c.Policies)
 	}
 	return nil

@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kcedar/kcedar/internal/lib/safetext"
+	"github.com/kcedar/kcedar/internal/testing/hostile"
 )
 
 const replayTestPolicies = `@id("dev-reads-pods")
@@ -106,5 +111,47 @@ authorizers:
 	out, code = run(t, newReplayCmd(), "--audit-log", log, "-p", pol, "--authorization-config", cfg, "--authorizer-name", "kcedar")
 	if code != 2 || !strings.Contains(out, `no webhook authorizer named "kcedar"`) {
 		t.Errorf("exit %d:\n%s", code, out)
+	}
+}
+
+// replay --changes (text) and the summary quote names from the audit log:
+// users, auditIDs, object names. A name carrying terminal escapes (erase a
+// line, move up, OSC 8 links), carriage returns, backspaces, the
+// right-to-left override or newlines must not reach the terminal raw, nor
+// add a line to the review: each changed request stays on its own line,
+// every name shown escaped.
+func TestReplayChangesEscapeNames(t *testing.T) {
+	dir := t.TempDir()
+	pol := writeFile(t, dir, "p.cedar", replayTestPolicies)
+	var log strings.Builder
+	for i, name := range hostile.Names {
+		id := fmt.Sprintf("id%d-%s", i, name)
+		log.WriteString(replayTestEvent(id, "get", "/api/v1/namespaces/prod/pods/"+url.PathEscape(name), name, "dev", "allow"))
+	}
+	logFile := writeFile(t, dir, "hostile.log", log.String())
+	out, code := run(t, newReplayCmd(), "--audit-log", logFile, "-p", pol, "--changes")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if r := hostile.RawControl(out, true); r != "" {
+		t.Fatalf("the review holds %s raw:\n%q", r, out)
+	}
+	_, changes, ok := strings.Cut(out, "\nchanged requests:\n")
+	if !ok {
+		t.Fatalf("no changed requests listed:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSuffix(changes, "\n"), "\n")
+	if len(lines) != len(hostile.Names) {
+		t.Fatalf("%d lines of changed requests for %d requests:\n%s", len(lines), len(hostile.Names), changes)
+	}
+	for _, name := range hostile.Names {
+		// JSON holds UTF-8: the log carries a name's invalid bytes as U+FFFD.
+		shown := safetext.Terminal(strings.ToValidUTF8(name, "\uFFFD"))
+		if !strings.Contains(changes, "user="+shown+" ") {
+			t.Errorf("user %q is not shown as %q:\n%s", name, shown, changes)
+		}
+	}
+	if !strings.Contains(out, "user="+safetext.Terminal(hostile.Names[0])+" verb=get") {
+		t.Errorf("the summary's groups do not show the user escaped:\n%s", out)
 	}
 }

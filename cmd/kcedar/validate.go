@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -17,6 +18,7 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 	"github.com/kcedar/kcedar/internal/store"
 )
 
@@ -227,7 +229,7 @@ func (u *unnarrowedReport) note() string {
 	case u.ResourceType != "":
 		what = fmt.Sprintf("a request on %s", u.ResourceType)
 	}
-	return fmt.Sprintf("note: %s meets %d policies that nothing but their verbs and resource types narrows; each is evaluated for every such request, so decisions cost more as they grow (%d such policies in all, e.g. %s). Pin a principal, group, username, namespace or name with ==, in or .contains, or a namespace, name, path or username with a like pattern holding a literal of two bytes or more, where you can (docs/performance.md, \"The policy index\").",
+	return safetext.Sprintf("note: %s meets %d policies that nothing but their verbs and resource types narrows; each is evaluated for every such request, so decisions cost more as they grow (%d such policies in all, e.g. %s). Pin a principal, group, username, namespace or name with ==, in or .contains, or a namespace, name, path or username with a like pattern holding a literal of two bytes or more, where you can (docs/performance.md, \"The policy index\").",
 		what, u.MaxPerRequest, u.Policies, strings.Join(u.examples, ", "))
 }
 
@@ -263,7 +265,9 @@ func runValidate(w io.Writer, checker *lint.Checker, paths []string, o validateO
 	} else {
 		colour := isTerminal(w)
 		for _, d := range res.Diagnostics {
-			fmt.Fprintln(w, d)
+			// A diagnostic quotes the policies (ids, names, text): nothing
+			// but its own newline (before the hint) reaches the terminal.
+			fmt.Fprintln(w, safetext.Lines(d.String()))
 			fmt.Fprint(w, sourceExcerpt(files, d, colour))
 		}
 		printObjectFindings(w, &rep)
@@ -313,10 +317,11 @@ func validateObjects(checker *lint.Checker, files []lint.File, o validateOptions
 // printObjectFindings prints what validateObjects found.
 func printObjectFindings(w io.Writer, rep *validateReport) {
 	for _, r := range rep.RefusedPolicyObjects {
-		fmt.Fprintf(w, "%s: refused (kcedar serve does not load it):\n    %s\n", r.Object, strings.ReplaceAll(r.Reason, "\n", "\n    "))
+		safetext.Fprintf(w, "%s: refused (kcedar serve does not load it):\n", r.Object)
+		fmt.Fprintf(w, "    %s\n", strings.ReplaceAll(safetext.Lines(r.Reason), "\n", "\n    "))
 	}
 	if rep.SetError != "" {
-		fmt.Fprintf(w, "the files and policy objects do not load as one set (kcedar serve would keep its last good set): %s\n", rep.SetError)
+		fmt.Fprintf(w, "the files and policy objects do not load as one set (kcedar serve would keep its last good set): %s\n", safetext.Lines(rep.SetError))
 	}
 	if rep.PolicyObjects != nil {
 		fmt.Fprintf(w, "%s loaded as kcedar serve loads them, %d refused\n", plural(*rep.PolicyObjects, "policy object"), len(rep.RefusedPolicyObjects))
@@ -358,16 +363,25 @@ func sourceExcerpt(files []lint.File, d lint.Diagnostic, colour bool) string {
 			text.WriteString("...")
 			pad.WriteString("   ")
 		}
-		text.WriteString(string(line[start:end]))
+		// The line is the policy file's: each character is escaped for
+		// the terminal (tabs kept, to line up with the caret's pad), and
+		// the pad under it as wide as it shows.
+		for i, r := range line[start:end] {
+			shown := string(r)
+			if r != '\t' {
+				shown = safetext.Terminal(shown)
+			}
+			text.WriteString(shown)
+			if start+i < col {
+				if r == '\t' {
+					pad.WriteRune('\t')
+				} else {
+					pad.WriteString(strings.Repeat(" ", utf8.RuneCountInString(shown)))
+				}
+			}
+		}
 		if end < len(line) {
 			text.WriteString("...")
-		}
-		for _, r := range line[start:col] {
-			if r == '\t' {
-				pad.WriteRune('\t')
-			} else {
-				pad.WriteByte(' ')
-			}
 		}
 		caret := "^"
 		if colour {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/accessreview"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -135,7 +136,7 @@ func (o *whoCanOptions) review(schema *schemagen.Schema, errw io.Writer) (*acces
 		return nil, &exitError{2, err}
 	}
 	if _, ok := schema.Lookup(group, resource, sub); !ok && group != "*" && resource != "*" {
-		fmt.Fprintf(errw, "warning: the schema has no resource %q; the question is about k8s::Resource\n", o.args[1])
+		safetext.Fprintf(errw, "warning: the schema has no resource %q; the question is about k8s::Resource\n", o.args[1])
 	}
 	attrs.ResourceGroup, attrs.Resource, attrs.Subresource = group, resource, sub
 	attrs.Namespace = o.namespace
@@ -173,7 +174,8 @@ func parseKubectlResource(s *schemagen.Schema, arg string) (group, resource, sub
 	return group, resource, sub, nil
 }
 
-// printAccessReview prints a table like kubectl-who-can's.
+// printAccessReview prints a table like kubectl-who-can's. Every cell
+// comes from the policies: escaped for the terminal (safetext.Fprintf).
 func printAccessReview(w io.Writer, rv *engine.AccessReview) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SUBJECT\tKIND\tNAMESPACE\tVIA\tCONDITION")
@@ -189,7 +191,7 @@ func printAccessReview(w io.Writer, rv *engine.AccessReview) {
 		if a.Case != "" {
 			cond = "[" + a.Case + "] " + cond
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Subject, kind, ns, strings.Join(a.Policies, ","), oneLine(cond))
+		safetext.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Subject, kind, ns, strings.Join(a.Policies, ","), oneLine(cond))
 	}
 	for _, a := range rv.Allowed {
 		row(a, "-")
@@ -209,7 +211,7 @@ func printAccessReview(w io.Writer, rv *engine.AccessReview) {
 		fmt.Fprintln(w, "no policy allows or denies anyone this request")
 	}
 	for _, e := range rv.Errors {
-		fmt.Fprintln(w, "error:", e)
+		safetext.Fprintf(w, "error: %s\n", e)
 	}
 }
 

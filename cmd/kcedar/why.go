@@ -11,6 +11,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/tools/offline"
 )
@@ -119,7 +120,9 @@ func (o *whyOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	if o.output == "json" {
 		return writeJSONRefusals(stdout, ex, o.pol.refused)
 	}
-	_, err = io.WriteString(stdout, ex.String())
+	// String escapes every value it quotes; Lines is the last guard of
+	// the whole text (nothing but its own newlines reaches the terminal).
+	_, err = io.WriteString(stdout, safetext.Lines(ex.String()))
 	return err
 }
 

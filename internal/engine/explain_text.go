@@ -1,8 +1,9 @@
 package engine
 
 import (
-	"fmt"
 	"strings"
+
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 )
 
 // maxNearMisses bounds the near misses String shows.
@@ -10,12 +11,14 @@ const maxNearMisses = 5
 
 // String renders the explanation for people: the decision, the deciding
 // policies part by part, the near misses with the part that failed, and
-// the conditions of a conditional decision.
+// the conditions of a conditional decision. Every value it quotes (the
+// request, policy ids and sources, policy text, values read) is escaped
+// for a terminal (safetext.Fprintf), so none can add a line or act on it.
 func (x Explanation) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "request: %s\ndecision: %s\n", x.Request, x.Decision)
+	safetext.Fprintf(&b, "request: %s\ndecision: %s\n", x.Request, x.Decision)
 	if x.Reason != "" {
-		fmt.Fprintf(&b, "reason: %s\n", x.Reason)
+		safetext.Fprintf(&b, "reason: %s\n", x.Reason)
 	}
 	if len(x.Deciding) == 0 {
 		b.WriteString("decided by: no policy (no policy applies, so kcedar has no opinion)\n")
@@ -30,7 +33,7 @@ func (x Explanation) String() string {
 	}
 	for i, t := range x.NearMisses {
 		if i == maxNearMisses {
-			fmt.Fprintf(&b, "  ... and %d more (-o json lists them all)\n", len(x.NearMisses)-i)
+			safetext.Fprintf(&b, "  ... and %d more (-o json lists them all)\n", len(x.NearMisses)-i)
 			break
 		}
 		writeNearMiss(&b, t)
@@ -41,19 +44,19 @@ func (x Explanation) String() string {
 
 // writeTrace writes a deciding policy and each of its parts.
 func writeTrace(b *strings.Builder, t PolicyTrace) {
-	fmt.Fprintf(b, "  %s %s (%s): %s\n", t.Effect, t.ID, t.Source, t.Outcome)
+	safetext.Fprintf(b, "  %s %s (%s): %s\n", t.Effect, t.ID, t.Source, t.Outcome)
 	if t.Error != "" {
-		fmt.Fprintf(b, "    error: %s\n", t.Error)
+		safetext.Fprintf(b, "    error: %s\n", t.Error)
 	}
 	for _, p := range t.Parts {
-		fmt.Fprintf(b, "    %s  -> %s", oneLineText(p.Text), partResult(p))
+		safetext.Fprintf(b, "    %s  -> %s", oneLineText(p.Text), partResult(p))
 		if len(p.Values) > 0 {
-			fmt.Fprintf(b, " (%s)", strings.Join(p.Values, ", "))
+			safetext.Fprintf(b, " (%s)", strings.Join(p.Values, ", "))
 		}
 		b.WriteString("\n")
 	}
 	if t.Residual != "" {
-		fmt.Fprintf(b, "    remains: %s\n", oneLineText(t.Residual))
+		safetext.Fprintf(b, "    remains: %s\n", oneLineText(t.Residual))
 	}
 }
 
@@ -67,7 +70,7 @@ func writeNearMiss(b *strings.Builder, t PolicyTrace) {
 		}
 		matched = append(matched, p.Kind+" matched")
 	}
-	fmt.Fprintf(b, "  %s %s (%s): ", t.Effect, t.ID, t.Source)
+	safetext.Fprintf(b, "  %s %s (%s): ", t.Effect, t.ID, t.Source)
 	if len(matched) > 0 {
 		b.WriteString(strings.Join(matched, ", ") + ", ")
 	}
@@ -76,9 +79,9 @@ func writeNearMiss(b *strings.Builder, t PolicyTrace) {
 		b.WriteString("does not hold\n")
 		return
 	}
-	fmt.Fprintf(b, "`%s` was %s", oneLineText(failed.Text), partResult(failed))
+	safetext.Fprintf(b, "`%s` was %s", oneLineText(failed.Text), partResult(failed))
 	if len(failed.Values) > 0 {
-		fmt.Fprintf(b, ": %s", strings.Join(failed.Values, ", "))
+		safetext.Fprintf(b, ": %s", strings.Join(failed.Values, ", "))
 	}
 	b.WriteString("\n")
 }
@@ -99,9 +102,9 @@ func writeConditions(b *strings.Builder, r Report) {
 	if r.Decision != "Conditional" {
 		return
 	}
-	fmt.Fprintf(b, "conditions that remain (admission decides; without conditional authorization: %s):\n", r.WithoutConditions)
+	safetext.Fprintf(b, "conditions that remain (admission decides; without conditional authorization: %s):\n", r.WithoutConditions)
 	for _, c := range r.Conditions {
-		fmt.Fprintf(b, "  %s %s on %s: %s\n", strings.ToLower(c.Effect), c.ID, c.EntityType, oneLineText(c.Expression))
+		safetext.Fprintf(b, "  %s %s on %s: %s\n", strings.ToLower(c.Effect), c.ID, c.EntityType, oneLineText(c.Expression))
 	}
 }
 

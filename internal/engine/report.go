@@ -2,13 +2,13 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/cedar-policy/cedar-go/types"
 
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
@@ -189,48 +189,50 @@ func splitCondition(s string) (string, string) {
 	return parts[3], parts[4]
 }
 
-// String renders a decision for people.
+// String renders a decision for people. Every value it quotes (policy
+// ids, reasons, conditions, errors) is escaped for a terminal
+// (safetext.Fprintf): they come from policies and requests.
 func (d Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "decision: %s\n", d.Decision)
+	safetext.Fprintf(&b, "decision: %s\n", d.Decision)
 	if len(d.Policies) > 0 {
-		fmt.Fprintf(&b, "policies: %s\n", strings.Join(d.Policies, ", "))
+		safetext.Fprintf(&b, "policies: %s\n", strings.Join(d.Policies, ", "))
 	}
 	if d.Reason != "" {
-		fmt.Fprintf(&b, "reason: %s\n", d.Reason)
+		safetext.Fprintf(&b, "reason: %s\n", d.Reason)
 	}
 	if d.EvaluationError != "" {
-		fmt.Fprintf(&b, "evaluation error: %s\n", d.EvaluationError)
+		safetext.Fprintf(&b, "evaluation error: %s\n", d.EvaluationError)
 	}
 	for _, a := range d.Audit {
-		fmt.Fprintf(&b, "audit: %s %s would %s\n", a.Effect, a.Policy, a.Would)
+		safetext.Fprintf(&b, "audit: %s %s would %s\n", a.Effect, a.Policy, a.Would)
 		if a.Residual != "" {
-			fmt.Fprintf(&b, "    if %s\n", a.Residual)
+			safetext.Fprintf(&b, "    if %s\n", a.Residual)
 		}
 	}
 	if d.Decision == "Conditional" {
-		fmt.Fprintf(&b, "without conditional authorization: %s\n", d.WithoutConditions)
+		safetext.Fprintf(&b, "without conditional authorization: %s\n", d.WithoutConditions)
 		for _, c := range d.Conditions {
-			fmt.Fprintf(&b, "condition %s (%s", c.ID, strings.ToLower(c.Effect))
+			safetext.Fprintf(&b, "condition %s (%s", c.ID, strings.ToLower(c.Effect))
 			if c.Description != "" && c.Description != c.ID {
-				fmt.Fprintf(&b, ", %s", c.Description)
+				safetext.Fprintf(&b, ", %s", c.Description)
 			}
-			fmt.Fprintf(&b, ") on %s:\n    %s\n", c.EntityType, c.Expression)
+			safetext.Fprintf(&b, ") on %s:\n    %s\n", c.EntityType, c.Expression)
 			switch {
 			case c.Error != "":
-				fmt.Fprintf(&b, "    -> error: %s\n", c.Error)
+				safetext.Fprintf(&b, "    -> error: %s\n", c.Error)
 			case c.Holds != nil:
-				fmt.Fprintf(&b, "    -> %t\n", *c.Holds)
+				safetext.Fprintf(&b, "    -> %t\n", *c.Holds)
 			}
 		}
 		if d.Outcome != "" {
-			fmt.Fprintf(&b, "outcome in admission: %s", d.Outcome)
+			safetext.Fprintf(&b, "outcome in admission: %s", d.Outcome)
 			if d.OutcomeReason != "" {
-				fmt.Fprintf(&b, " (%s)", d.OutcomeReason)
+				safetext.Fprintf(&b, " (%s)", d.OutcomeReason)
 			}
 			b.WriteString("\n")
 			if d.OutcomeError != "" {
-				fmt.Fprintf(&b, "outcome evaluation error: %s\n", d.OutcomeError)
+				safetext.Fprintf(&b, "outcome evaluation error: %s\n", d.OutcomeError)
 			}
 		} else {
 			b.WriteString("outcome in admission: depends on the objects (give --object / --old-object)\n")

@@ -2,11 +2,12 @@ package accessmatrix
 
 import (
 	_ "embed"
-	"encoding/json"
 	"html/template"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 )
 
 //go:embed page.html.tmpl
@@ -37,19 +38,27 @@ type pageCell struct {
 // filters (subject, resource, verbs, state; kept in the address's #
 // fragment), and a panel with the entries and policy ids of a clicked cell.
 // Nothing is fetched at view time.
+//
+// html/template escapes every value for where it lands: text, attribute
+// values, and the matrix itself, which it encodes as JSON for the
+// <script type="application/json"> element (no value is marked trusted).
+// The text shown (subjects, kinds, resources, verbs, details, errors) is
+// also escaped as for a terminal (safetext.Terminal), so a control,
+// bidirectional override or invisible character in a name shows as an
+// escape instead of reordering or hiding what the page says.
 func WriteHTML(w io.Writer, m *Matrix, generated time.Time) error {
-	data, err := json.Marshal(m)
-	if err != nil {
-		return err
+	verbs := make([]string, len(m.Verbs))
+	for i, v := range m.Verbs {
+		verbs[i] = safetext.Terminal(v)
 	}
-	scope := "the cluster (every namespace)"
-	if m.Namespace != "" {
-		scope = "namespace " + m.Namespace
+	errs := make([]string, len(m.Errors))
+	for i, e := range m.Errors {
+		errs[i] = safetext.Terminal(e)
 	}
 	return page.Execute(w, map[string]any{
-		"Scope": scope, "Verbs": m.Verbs, "Rows": pageRows(m), "Legend": Legend,
-		"Errors": m.Errors, "Generated": generated.UTC().Format(time.RFC3339),
-		"Data": template.JS(data), // html/template escapes it for a <script> element
+		"Scope": safetext.Terminal(scope(m)), "Verbs": verbs, "Rows": pageRows(m), "Legend": Legend,
+		"Errors": errs, "Generated": generated.UTC().Format(time.RFC3339),
+		"Data": m,
 	})
 }
 
@@ -62,8 +71,8 @@ func pageRows(m *Matrix) []pageRow {
 			if !rowMentions(row, res) {
 				continue
 			}
-			pr := pageRow{Subject: row.Label, Kind: KindLabel(row), Resource: res, First: first,
-				SubjectKind: string(row.Subject.Kind), PrincipalType: row.Subject.PrincipalType}
+			pr := pageRow{Subject: safetext.Terminal(row.Label), Kind: safetext.Terminal(KindLabel(row)), Resource: safetext.Terminal(res), First: first,
+				SubjectKind: safetext.Terminal(string(row.Subject.Kind)), PrincipalType: safetext.Terminal(row.Subject.PrincipalType)}
 			first = false
 			for _, verb := range m.Verbs {
 				pr.Cells = append(pr.Cells, makePageCell(m, row, res, verb))
@@ -76,7 +85,7 @@ func pageRows(m *Matrix) []pageRow {
 
 // makePageCell is one cell with its data attributes and tooltip.
 func makePageCell(m *Matrix, row *Row, res, verb string) pageCell {
-	pc := pageCell{Verb: verb, Applies: m.applies(res, verb), State: "n/a"}
+	pc := pageCell{Verb: safetext.Terminal(verb), Applies: m.applies(res, verb), State: "n/a"}
 	if !pc.Applies {
 		return pc
 	}
@@ -86,7 +95,7 @@ func makePageCell(m *Matrix, row *Row, res, verb string) pageCell {
 		return pc
 	}
 	pc.State = string(c.State)
-	pc.Policies = strings.Join(c.Policies(), ",")
+	pc.Policies = safetext.Terminal(strings.Join(c.Policies(), ","))
 	var lines []string
 	for _, e := range c.Entries {
 		line := string(e.Kind)
@@ -99,8 +108,8 @@ func makePageCell(m *Matrix, row *Row, res, verb string) pageCell {
 		if e.Condition != "" {
 			line += " when " + strings.Join(strings.Fields(e.Condition), " ")
 		}
-		lines = append(lines, line+" ("+strings.Join(e.Policies, ", ")+")")
+		lines = append(lines, safetext.Terminal(line+" ("+strings.Join(e.Policies, ", ")+")"))
 	}
-	pc.Detail = strings.Join(lines, "\n")
+	pc.Detail = strings.Join(lines, "\n") // a line per entry, each escaped
 	return pc
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 )
 
 // Legend explains the marks of Write's table.
@@ -24,40 +26,67 @@ func Mark(c *Cell) string {
 }
 
 // Write prints the matrix as a table: a row per subject and resource the
-// policies mention, a column per verb.
+// policies mention, a column per verb. Every cell is escaped for the
+// terminal (tableRow): subjects, resources and verbs come from the
+// policies and the command line.
 func Write(w io.Writer, m *Matrix) error {
-	scope := "the cluster (every namespace)"
-	if m.Namespace != "" {
-		scope = "namespace " + m.Namespace
-	}
-	fmt.Fprintf(w, "Who can do what in %s\n%s\n\n", scope, Legend)
+	safetext.Fprintf(w, "Who can do what in %s\n%s\n\n", scope(m), Legend)
 	if len(m.Rows) == 0 {
 		_, err := fmt.Fprintln(w, "no policy allows or denies anyone any of these requests")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "SUBJECT\tKIND\tRESOURCE\t%s\n", strings.ToUpper(strings.Join(m.Verbs, "\t")))
+	header := []string{"SUBJECT", "KIND", "RESOURCE"}
+	for _, verb := range m.Verbs {
+		header = append(header, strings.ToUpper(verb))
+	}
+	tableRow(tw, header)
 	for _, row := range m.Rows {
 		for _, res := range m.Resources {
 			if !rowMentions(row, res) {
 				continue
 			}
-			marks := make([]string, len(m.Verbs))
-			for i, verb := range m.Verbs {
+			cells := []string{row.Label, KindLabel(row), res}
+			for _, verb := range m.Verbs {
+				mark := ""
 				if m.applies(res, verb) {
-					marks[i] = Mark(row.Cell(res, verb))
+					mark = Mark(row.Cell(res, verb))
 				}
+				cells = append(cells, mark)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", row.Label, KindLabel(row), res, strings.Join(marks, "\t"))
+			tableRow(tw, cells)
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, e := range m.Errors {
-		fmt.Fprintln(w, "error:", e)
+		safetext.Fprintf(w, "error: %s\n", e)
 	}
 	return nil
+}
+
+// tableRow writes cells as one tabwriter row, each escaped for the
+// terminal: a tab or newline in a name cannot add a column or a row.
+func tableRow(w io.Writer, cells []string) {
+	safetext.Fprintf(w, strings.Repeat("%s\t", len(cells)-1)+"%s\n", toAny(cells)...)
+}
+
+// toAny is cells as formatting arguments.
+func toAny(cells []string) []any {
+	out := make([]any, len(cells))
+	for i, c := range cells {
+		out[i] = c
+	}
+	return out
+}
+
+// scope names where the matrix holds: a namespace, or the cluster.
+func scope(m *Matrix) string {
+	if m.Namespace != "" {
+		return "namespace " + m.Namespace
+	}
+	return "the cluster (every namespace)"
 }
 
 // KindLabel is the subject's kind as who-can prints it: Group, or Group

@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 )
 
 // kind is what became of one line.
@@ -281,35 +283,38 @@ func (s *Summary) Sort() {
 }
 
 // WriteText writes the summary as the text report: the counts, the reasons,
-// the problems and the changes by group.
+// the problems and the changes by group. Everything it quotes from the logs
+// (reasons, problems, users, verbs, resources, auditIDs, input names) is
+// escaped for a terminal (safetext.Fprintf), so a log cannot write a line
+// of the report.
 func (s *Summary) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "lines read:     %d (%d audit events; %d malformed, %d oversized)\n", s.Lines, s.Events, s.Malformed, s.Oversized)
-	fmt.Fprintf(&b, "not audit events: %d\n", s.Foreign)
+	safetext.Fprintf(&b, "lines read:     %d (%d audit events; %d malformed, %d oversized)\n", s.Lines, s.Events, s.Malformed, s.Oversized)
+	safetext.Fprintf(&b, "not audit events: %d\n", s.Foreign)
 	writeReasons(&b, s.ForeignWhy)
-	fmt.Fprintf(&b, "requests:       %d (one per request: its ResponseComplete or Panic event, or its ResponseStarted alone)\n", s.Requests)
-	fmt.Fprintf(&b, "not seen by kcedar (left out): %d\n", s.NotSeen)
+	safetext.Fprintf(&b, "requests:       %d (one per request: its ResponseComplete or Panic event, or its ResponseStarted alone)\n", s.Requests)
+	safetext.Fprintf(&b, "not seen by kcedar (left out): %d\n", s.NotSeen)
 	writeReasons(&b, s.NotSeenWhy)
 	s.writeDecided(&b)
-	fmt.Fprintf(&b, "conditional:    %d\n", s.Conditional)
+	safetext.Fprintf(&b, "conditional:    %d\n", s.Conditional)
 	writeReasons(&b, s.ConditionalWhy)
-	fmt.Fprintf(&b, "undecidable:    %d\n", s.Undecidable)
+	safetext.Fprintf(&b, "undecidable:    %d\n", s.Undecidable)
 	writeReasons(&b, s.UndecidableWhy)
 	skipped := 0
 	for _, n := range s.Skipped {
 		skipped += n
 	}
-	fmt.Fprintf(&b, "skipped:        %d\n", skipped)
+	safetext.Fprintf(&b, "skipped:        %d\n", skipped)
 	writeReasons(&b, s.Skipped)
 	b.WriteString("NoOpinion counts as not allowed, as if kcedar were the last authorizer.\n")
 	for _, p := range s.Problems {
-		fmt.Fprintf(&b, "problem: %s:%d: %s\n", p.Input, p.Line, p.Message)
+		safetext.Fprintf(&b, "problem: %s:%d: %s\n", p.Input, p.Line, p.Message)
 	}
 	if len(s.Changes) > 0 {
 		b.WriteString("\nchanges (by user, verb and resource; compared with):\n")
 	}
 	for _, g := range s.Changes {
-		fmt.Fprintf(&b, "  %-13s %6d  user=%s verb=%s resource=%s  (%s)  e.g. %s\n", g.Change, g.Count, g.User, g.Verb, g.Resource, g.ComparedWith, strings.Join(g.Examples, ", "))
+		safetext.Fprintf(&b, "  %-13s %6d  user=%s verb=%s resource=%s  (%s)  e.g. %s\n", g.Change, g.Count, g.User, g.Verb, g.Resource, g.ComparedWith, strings.Join(g.Examples, ", "))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -319,13 +324,13 @@ func (s *Summary) WriteText(w io.Writer) error {
 // the decision annotation and with the response code apart.
 func (s *Summary) writeDecided(b *strings.Builder) {
 	h := s.ByResponseCode
-	fmt.Fprintf(b, "decided:        %d (%d at ResponseStarted, without ResponseComplete)\n", s.Decided, s.DecidedAtResponseStarted)
-	fmt.Fprintf(b, "  unchanged:    %d\n", s.Unchanged)
-	fmt.Fprintf(b, "  newly denied: %d\n", s.NewlyDenied)
-	fmt.Fprintf(b, "  newly allowed: %d\n", s.NewlyAllowed)
-	fmt.Fprintf(b, "  compared with the decision annotation: %d (%d unchanged, %d newly denied, %d newly allowed)\n",
+	safetext.Fprintf(b, "decided:        %d (%d at ResponseStarted, without ResponseComplete)\n", s.Decided, s.DecidedAtResponseStarted)
+	safetext.Fprintf(b, "  unchanged:    %d\n", s.Unchanged)
+	safetext.Fprintf(b, "  newly denied: %d\n", s.NewlyDenied)
+	safetext.Fprintf(b, "  newly allowed: %d\n", s.NewlyAllowed)
+	safetext.Fprintf(b, "  compared with the decision annotation: %d (%d unchanged, %d newly denied, %d newly allowed)\n",
 		s.Decided-h.Decided, s.Unchanged-h.Unchanged, s.NewlyDenied-h.NewlyDenied, s.NewlyAllowed-h.NewlyAllowed)
-	fmt.Fprintf(b, "  compared with the response code (hint): %d (%d unchanged, %d newly denied, %d newly allowed)\n",
+	safetext.Fprintf(b, "  compared with the response code (hint): %d (%d unchanged, %d newly denied, %d newly allowed)\n",
 		h.Decided, h.Unchanged, h.NewlyDenied, h.NewlyAllowed)
 }
 
@@ -337,6 +342,6 @@ func writeReasons(b *strings.Builder, by map[string]int) {
 	}
 	slices.SortFunc(reasons, func(x, y string) int { return cmp.Or(cmp.Compare(by[y], by[x]), cmp.Compare(x, y)) })
 	for _, r := range reasons {
-		fmt.Fprintf(b, "  %6d  %s\n", by[r], r)
+		safetext.Fprintf(b, "  %6d  %s\n", by[r], r)
 	}
 }
