@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 	"github.com/kcedar/kcedar/server"
 )
 
@@ -27,12 +28,15 @@ func (o *decisionLogOptions) open() (*server.DecisionLog, io.Closer, error) {
 	if o.path == "" {
 		return nil, nil, nil
 	}
+	// The lines quote requests (users, names): encoding/json escapes their
+	// C0 controls, the JSONWriter the rest a terminal acts on (C1,
+	// U+202E...), for the log read with tail or on stdout.
 	if o.path == "-" {
-		return server.NewDecisionLog(os.Stdout, o.sampleAllows, o.perSecond, int(o.perSecond)+1), nil, nil
+		return server.NewDecisionLog(safetext.NewJSONWriter(os.Stdout), o.sampleAllows, o.perSecond, int(o.perSecond)+1), nil, nil
 	}
 	f, err := os.OpenFile(o.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, nil, err
 	}
-	return server.NewDecisionLog(f, o.sampleAllows, o.perSecond, int(o.perSecond)+1), f, nil
+	return server.NewDecisionLog(safetext.NewJSONWriter(f), o.sampleAllows, o.perSecond, int(o.perSecond)+1), f, nil
 }

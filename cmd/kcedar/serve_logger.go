@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"k8s.io/klog/v2"
+
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 )
 
 // newServeLogger returns kcedar serve's logger, JSON lines on w from level
@@ -23,7 +25,9 @@ func newServeLogger(w io.Writer, level string) (*slog.Logger, error) {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	logger := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+	// slog's JSON escapes the C0 controls of a request's names; the
+	// JSONWriter escapes the rest a terminal acts on (C1, U+202E...).
+	logger := slog.New(slog.NewJSONHandler(safetext.NewJSONWriter(w), &slog.HandlerOptions{Level: l}))
 	h := logger.Handler()
 	klogTarget.Store(&h)
 	routeKlog()

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"k8s.io/klog/v2"
+
+	"github.com/kcedar/kcedar/internal/testing/hostile"
 )
 
 // logRecords decodes every line of logs by its msg; each line must be one
@@ -142,5 +145,32 @@ func TestKlogFollowsTheLatestServeLogger(t *testing.T) {
 	got := logRecords(t, &second)
 	if got["after the second logger"] == nil || got["from a logger made before"]["k"] != "v" {
 		t.Errorf("the second logger lacks klog's lines: %v", got)
+	}
+}
+
+// serve's log lines quote requests (users, names): on a terminal, none of
+// their characters acts or hides, and each line still reads back as the
+// value that was logged.
+func TestServeLogEscapesHostileNames(t *testing.T) {
+	restoreKlogTarget(t)
+	var logs syncBuffer
+	logger, err := newServeLogger(&logs, "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range hostile.Names {
+		logger.Info("hostile "+strconv.Itoa(i), "user", name)
+	}
+	logs.mu.Lock()
+	text := logs.b.String()
+	logs.mu.Unlock()
+	if r := hostile.RawControl(text, true); r != "" {
+		t.Fatalf("the log holds %s raw:\n%q", r, text)
+	}
+	got := logRecords(t, &logs)
+	for i, name := range hostile.Names {
+		if u, _ := got["hostile "+strconv.Itoa(i)]["user"].(string); u != strings.ToValidUTF8(name, "\uFFFD") {
+			t.Errorf("user %q reads back as %q", name, u)
+		}
 	}
 }

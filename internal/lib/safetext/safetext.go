@@ -8,7 +8,8 @@
 // characters; Sprintf and Fprintf escape every argument that way (only the
 // format, kcedar's own text, prints as it is), so a renderer built on them
 // cannot pass an outside name through raw. MarkdownCode renders a name as
-// inline code that no character of it can break out of.
+// inline code that no character of it can break out of. NewJSONWriter
+// completes what JSON encoders escape, for JSON logs read on a terminal.
 package safetext
 
 import (

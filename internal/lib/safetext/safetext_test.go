@@ -1,6 +1,7 @@
 package safetext
 
 import (
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -158,5 +159,53 @@ func decodeReferences(t *testing.T, s string) string {
 		}
 		b.WriteRune(rune(n))
 		s = s[i+end+1:]
+	}
+}
+
+// JSON passed through NewJSONWriter, in pieces cut anywhere, reads the same
+// and holds nothing a terminal acts on or that hides, but the newlines
+// between JSON lines.
+func TestJSONWriterKeepsDocuments(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 2000 {
+		var doc []map[string]string // as the encoder wrote them
+		var text []byte
+		for range 1 + rng.IntN(3) {
+			line, err := json.Marshal(map[string]string{"user": randomHostile(rng), "msg": hostile.Names[rng.IntN(len(hostile.Names))]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]string
+			if err := json.Unmarshal(line, &m); err != nil {
+				t.Fatal(err)
+			}
+			doc = append(doc, m)
+			text = append(append(text, line...), '\n')
+		}
+		var out strings.Builder
+		w := NewJSONWriter(&out)
+		for rest := text; len(rest) > 0; {
+			n := 1 + rng.IntN(len(rest))
+			if k, err := w.Write(rest[:n]); k != n || err != nil {
+				t.Fatalf("Write: %d, %v", k, err)
+			}
+			rest = rest[n:]
+		}
+		if r := hostile.RawControl(out.String(), true); r != "" {
+			t.Fatalf("%q holds %s", out.String(), r)
+		}
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		if len(lines) != len(doc) {
+			t.Fatalf("%d lines for %d documents: %q", len(lines), len(doc), out.String())
+		}
+		for i, l := range lines {
+			var got map[string]string
+			if err := json.Unmarshal([]byte(l), &got); err != nil {
+				t.Fatalf("%q: %v", l, err)
+			}
+			if got["user"] != doc[i]["user"] || got["msg"] != doc[i]["msg"] {
+				t.Fatalf("%q reads %q, want %q", l, got, doc[i])
+			}
+		}
 	}
 }
