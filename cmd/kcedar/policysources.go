@@ -17,6 +17,7 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 	"github.com/kcedar/kcedar/internal/store"
 )
 
@@ -127,7 +128,7 @@ func (o *policySourceOptions) objectSources(ctx context.Context, errw io.Writer,
 	srcs, invalid := policyobjects.Compose(policyobjects.NewCheckerFrom(checker), objs)
 	o.refused = append(refused, invalid...)
 	for _, r := range o.refused {
-		fmt.Fprintf(errw, "not used (as kcedar serve would not): %s: %s\n", r.Object, r.Reason)
+		safetext.Fprintf(errw, "not used (as kcedar serve would not): %s: %s\n", r.Object, r.Reason)
 	}
 	return srcs, nil
 }
@@ -155,10 +156,10 @@ func (o *policySourceOptions) policySet(ctx context.Context, errw io.Writer, che
 		var le *store.LoadError
 		if errors.As(err, &le) {
 			for _, f := range le.Findings {
-				fmt.Fprintln(errw, f)
+				fmt.Fprintln(errw, safetext.Lines(fmt.Sprint(f)))
 			}
 		} else {
-			fmt.Fprintln(errw, err)
+			fmt.Fprintln(errw, safetext.Lines(err.Error()))
 		}
 		return nil, &exitError{1, errors.New("the policies do not load as one set (kcedar serve would not serve them); run kcedar validate")}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -60,7 +61,7 @@ func loadPolicySet(w io.Writer, checker *lint.Checker, paths []string) (*cedarla
 	if res.Errors() > 0 {
 		for _, d := range res.Diagnostics {
 			if d.Severity == lint.Error {
-				fmt.Fprintln(w, d)
+				fmt.Fprintln(w, safetext.Lines(d.String()))
 			}
 		}
 		return nil, &exitError{1, fmt.Errorf("%d invalid policies; run kcedar validate", res.Errors())}

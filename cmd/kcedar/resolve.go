@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/tools/offline"
 )
@@ -25,13 +26,13 @@ func resolveRequestFlags(s *schemagen.Schema, r *offline.RequestSpec, errw io.Wr
 	if res == nil {
 		return nil // a non-resource request
 	}
-	fmt.Fprintf(errw, "request: %s %s -> %s", r.Verb, res.GroupVersionResource(), res.EntityType)
+	safetext.Fprintf(errw, "request: %s %s -> %s", r.Verb, res.GroupVersionResource(), res.EntityType)
 	if len(res.Others) > 0 {
 		var others []string
 		for _, k := range res.Others {
 			others = append(others, k.Resource+"."+k.Group)
 		}
-		fmt.Fprintf(errw, " (also: %s; qualify the resource to pick one)", strings.Join(others, ", "))
+		safetext.Fprintf(errw, " (also: %s; qualify the resource to pick one)", strings.Join(others, ", "))
 	}
 	fmt.Fprintln(errw)
 	return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/lib/safetext"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/tools/offline"
 )
@@ -142,9 +143,9 @@ func runTests(w io.Writer, schema *schemagen.Schema, loader offline.PolicyLoader
 			diags = inv.Diagnostics
 		}
 		if o.output == "text" && err != nil {
-			fmt.Fprintf(w, "FAIL %s: %v\n", f, err)
+			safetext.Fprintf(w, "FAIL %s: %v\n", f, err)
 			for _, d := range diags {
-				fmt.Fprintln(w, d)
+				fmt.Fprintln(w, safetext.Lines(d.String()))
 			}
 		}
 		if err != nil {
@@ -156,16 +157,16 @@ func runTests(w io.Writer, schema *schemagen.Schema, loader offline.PolicyLoader
 			if r.Passed {
 				passed++
 				if o.verbose && o.output == "text" {
-					fmt.Fprintf(w, "ok   %s: %s\n", f, r.Name)
+					safetext.Fprintf(w, "ok   %s: %s\n", f, r.Name)
 					printAuditFindings(w, r.Got.Audit)
 				}
 				continue
 			}
 			failed++
 			if o.output == "text" {
-				fmt.Fprintf(w, "FAIL %s: %s\n", f, r.Name)
+				safetext.Fprintf(w, "FAIL %s: %s\n", f, r.Name)
 				for _, msg := range r.Failures {
-					fmt.Fprintf(w, "     %s\n", msg)
+					safetext.Fprintf(w, "     %s\n", msg)
 				}
 				for _, c := range r.Got.Conditions {
 					state := "not evaluated"
@@ -175,7 +176,7 @@ func runTests(w io.Writer, schema *schemagen.Schema, loader offline.PolicyLoader
 					case c.Holds != nil:
 						state = fmt.Sprint(*c.Holds)
 					}
-					fmt.Fprintf(w, "     %s condition %s: %s -> %s\n", c.Effect, c.ID, c.Expression, state)
+					safetext.Fprintf(w, "     %s condition %s: %s -> %s\n", c.Effect, c.ID, c.Expression, state)
 				}
 				printAuditFindings(w, r.Got.Audit)
 			}
@@ -209,6 +210,6 @@ func runTests(w io.Writer, schema *schemagen.Schema, loader offline.PolicyLoader
 // test's decision, under its line.
 func printAuditFindings(w io.Writer, audit []engine.AuditReport) {
 	for _, a := range audit {
-		fmt.Fprintf(w, "     audit: %s %s would %s\n", a.Effect, a.Policy, a.Would)
+		safetext.Fprintf(w, "     audit: %s %s would %s\n", a.Effect, a.Policy, a.Would)
 	}
 }
