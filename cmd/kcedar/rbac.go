@@ -111,7 +111,7 @@ func (o *rbacConvertOptions) Run(ctx context.Context, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if err := validateConverted(s, res.Policies, stderr); err != nil {
+	if err := validateConverted(s, res.Parsed, stderr); err != nil {
 		return err
 	}
 	if err := writeOutput(o.out, res.Policies, stdout); err != nil {
@@ -178,13 +178,10 @@ func (o *rbacConvertOptions) readInput(ctx context.Context) (*rbacconvert.Input,
 	return in, nil
 }
 
-// validateConverted checks the converted policies against the schema; a
-// failure is a converter bug, listed on stderr.
-func validateConverted(s *schemagen.Schema, text []byte, stderr io.Writer) error {
-	policies, err := cedarlang.ParsePolicies("rbac.cedar", text)
-	if err != nil {
-		return fmt.Errorf("the converted policies do not parse (a bug): %w", err)
-	}
+// validateConverted checks the converted policies (parsed from the text
+// written, and checked by Convert to be the ones built) against the
+// schema; a failure is a converter bug, listed on stderr.
+func validateConverted(s *schemagen.Schema, policies []*cedarlang.Policy, stderr io.Writer) error {
 	v, err := cedarlang.NewSchemaValidator(s)
 	if err != nil {
 		return err

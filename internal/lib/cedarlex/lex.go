@@ -4,6 +4,13 @@
 // string, what is a comment and where each token is; Quote writes a string
 // literal the same scanner reads back.
 //
+// It is also kcedar's one writer of Cedar: File writes comments (escaped
+// so that no text ends or opens one: CommentText) and whole policies built
+// from typed parts (Policy, Scope, Expr), in which outside text can only be
+// a quoted string or the quoted id of an entity; every policy written is
+// kept as built, for package format's Verify to check the parsed file
+// against.
+//
 // What cedar-go (v1.9) accepts, and so what this lexer reads:
 //   - whitespace is space, tab, CR and LF;
 //   - `// ...` comments run to the end of the line, and `/* ... */` comments

@@ -2,8 +2,11 @@ package generate
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kcedar/kcedar/internal/lib/cedarlex"
 )
@@ -45,6 +48,12 @@ type Outcome struct {
 	// PerMember are permissions of a group subject's member written for
 	// the member: for the group they would allow a forbidden request.
 	PerMember int `json:"perMember"`
+	// Unwritable are allowed requests naming text that is not valid UTF-8
+	// (a name, path, namespace, user, ... percent-decoded from the URL),
+	// which no Cedar string holds exactly: not granted. Skipped says which,
+	// sorted.
+	Unwritable int      `json:"unwritable"`
+	Skipped    []string `json:"skipped,omitempty"`
 }
 
 // grants assigns the allowed permissions to subjects and folds them per
@@ -52,8 +61,14 @@ type Outcome struct {
 func (g *Generator) grants(t *tightening) (map[grantKey]*grant, Outcome) {
 	var out Outcome
 	grants := map[grantKey]*grant{}
+	skipped := map[string]bool{}
 	for up, ev := range g.allowed {
-		user := userSubject(up.user)
+		if why := unwritable(up); why != "" {
+			out.Unwritable += ev.count
+			skipped[why] = true
+			continue
+		}
+		user := subject{name: up.user, principal: up.principal}
 		subj := user
 		if up.group != "" {
 			grp := subject{isGroup: true, name: up.group}
@@ -85,7 +100,26 @@ func (g *Generator) grants(t *tightening) (map[grantKey]*grant, Outcome) {
 		}
 		gr.ev.merge(ev)
 	}
+	for why := range skipped {
+		out.Skipped = append(out.Skipped, why)
+	}
+	slices.Sort(out.Skipped)
 	return grants, out
+}
+
+// unwritable is why a policy cannot grant up exactly ("" if it can): the
+// first of its texts that is not valid UTF-8.
+func unwritable(up userPerm) string {
+	for _, f := range []struct{ what, text string }{
+		{"user", up.user}, {"group subject", up.group}, {"verb", up.verb}, {"API group", up.target.group}, {"resource", up.resource},
+		{"subresource", up.subres}, {"path", up.path}, {"namespace", up.namespace}, {"name", up.name},
+	} {
+		if !utf8.ValidString(f.text) {
+			return fmt.Sprintf("allowed requests of user %s: the %s %s is not valid UTF-8, which no Cedar string holds exactly: not granted",
+				cedarlex.Shorten(up.user), f.what, cedarlex.Shorten(f.text))
+		}
+	}
+	return ""
 }
 
 // forbiddenKeys are the grantKeys of the forbidden permissions.
@@ -121,7 +155,7 @@ func (r nameRule) key() string {
 		b.WriteString("!")
 	}
 	for _, n := range r.names {
-		b.WriteString(cedarlex.Quote(n))
+		b.WriteString(strconv.Quote(n))
 	}
 	return b.String()
 }

@@ -152,9 +152,10 @@ func (g *Generator) fold(in *Input, c *classified) {
 		return
 	}
 	u := in.Request.User
+	user := userSubject(u)
 	if !in.Allowed {
-		up := userPerm{user: u.Name, perm: c.perm}
-		g.forbidden[subjectPerm{userSubject(u.Name), c.perm}] = true
+		up := userPerm{user: u.Name, principal: user.principal, perm: c.perm}
+		g.forbidden[subjectPerm{user, c.perm}] = true
 		for _, grp := range g.opts.GroupSubjects {
 			if containsString(u.Groups, grp) {
 				g.forbidden[subjectPerm{subject{isGroup: true, name: grp}, c.perm}] = true
@@ -165,7 +166,7 @@ func (g *Generator) fold(in *Input, c *classified) {
 		}
 		return
 	}
-	up := userPerm{user: u.Name, group: groupSubjectOf(u, g.opts.GroupSubjects), perm: c.perm}
+	up := userPerm{user: u.Name, group: groupSubjectOf(u, g.opts.GroupSubjects), principal: user.principal, perm: c.perm}
 	ev := g.allowed[up]
 	if ev == nil {
 		ev = &evidence{}

@@ -3,6 +3,8 @@ package generate
 import (
 	"time"
 
+	"github.com/cedar-policy/cedar-go/types"
+
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
@@ -38,10 +40,12 @@ func permOf(s *schemagen.Schema, req *entities.Request) perm {
 	return p
 }
 
-// userPerm is a permission one user used; group is the group subject the
-// user is written as ("" for none).
+// userPerm is a permission one user used; principal is the user's type
+// (entities.PrincipalUID), group the group subject the user is written as
+// ("" for none).
 type userPerm struct {
 	user, group string
+	principal   types.EntityType
 	perm
 }
 

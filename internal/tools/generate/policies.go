@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/format"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/lib/cedarlex"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
@@ -45,7 +45,9 @@ const maxRounds = 64
 // checked with the engine against a request of every logged forbidden
 // permission: a policy that would allow one is tightened (its names
 // listed, a group's grant written per member, or at last withheld) until
-// none does.
+// none does. Every text written is parsed again and checked to be exactly
+// the policies built (format.Verify): names from the log are only ever
+// quoted strings and escaped comments.
 func (g *Generator) Policies() (*Result, error) {
 	t := &tightening{exact: map[grantKey]bool{}, split: map[grantKey]bool{}, withheld: map[grantKey]bool{}}
 	for range maxRounds {
@@ -53,8 +55,15 @@ func (g *Generator) Policies() (*Result, error) {
 		ps := g.merge(grants, t, &outcome)
 		assignIDs(ps)
 		// Checked as enforced: an audit policy never allows.
-		text := g.render(ps, false)
-		bad, err := g.allowsForbidden(text, ps)
+		var f cedarlex.File
+		if err := g.render(&f, ps, false); err != nil {
+			return nil, err
+		}
+		parsed, err := format.VerifyFile("generated", &f)
+		if err != nil {
+			return nil, err
+		}
+		bad, err := g.allowsForbidden(parsed, ps)
 		if err != nil {
 			return nil, err
 		}
@@ -82,28 +91,26 @@ func (t *tightening) tighten(p *policy) {
 	}
 }
 
-// render is the policies' text, unformatted; audit annotates them
-// @enforcement("audit").
-func (g *Generator) render(ps []*policy, audit bool) string {
-	var b strings.Builder
+// render writes the policies into f, a blank line between two; audit
+// annotates them @enforcement("audit").
+func (g *Generator) render(f *cedarlex.File, ps []*policy, audit bool) error {
 	for i, p := range ps {
-		if i > 0 {
-			b.WriteByte('\n')
+		cp := p.build(g.schema, audit)
+		cp.Blank = i > 0
+		if err := f.Add(cp); err != nil {
+			return fmt.Errorf("policy %s cannot be written (a bug in kcedar generate): %w", cedarlex.Shorten(p.id), err)
 		}
-		b.WriteString(p.cedar(g.schema, audit))
 	}
-	return b.String()
+	return nil
 }
 
 // allowsForbidden decides a request of every logged forbidden permission
-// with the policies text and returns the policies that allow one.
-func (g *Generator) allowsForbidden(text string, ps []*policy) ([]*policy, error) {
-	if len(ps) == 0 || len(g.forbiddenReqs) == 0 {
+// with the parsed policies and returns the policies that allow one. A
+// policy that allows one but is none of ps (which Verify rules out) is an
+// error: every policy of the text is checked, not only those built.
+func (g *Generator) allowsForbidden(parsed []*cedarlang.Policy, ps []*policy) ([]*policy, error) {
+	if len(parsed) == 0 || len(g.forbiddenReqs) == 0 {
 		return nil, nil
-	}
-	parsed, err := cedarlang.ParsePolicies("generated", []byte(text))
-	if err != nil {
-		return nil, fmt.Errorf("the generated policies do not parse (a bug in kcedar generate): %w", err)
 	}
 	set, err := cedarlang.NewPolicySet(parsed)
 	if err != nil {
@@ -121,9 +128,12 @@ func (g *Generator) allowsForbidden(text string, ps []*policy) ([]*policy, error
 			continue
 		}
 		for _, cp := range d.Policies() {
-			if p := byID[cp.ID]; p != nil {
-				bad[p.id] = p
+			p := byID[cp.ID]
+			if p == nil {
+				return nil, fmt.Errorf("policy %s of the generated text, which kcedar generate did not build, allows the forbidden request %s (a bug in kcedar generate)",
+					cedarlex.Shorten(cp.ID), req)
 			}
+			bad[p.id] = p
 		}
 	}
 	out := make([]*policy, 0, len(bad))
@@ -134,65 +144,86 @@ func (g *Generator) allowsForbidden(text string, ps []*policy) ([]*policy, error
 	return out, nil
 }
 
-// result lays the policies out: the header and all, and per subject.
+// result lays the policies out: the header and all, and per subject,
+// each checked to be the policies built.
 func (g *Generator) result(ps []*policy, outcome Outcome) (*Result, error) {
 	res := &Result{Count: len(ps), Stats: g.stats, Outcome: outcome}
-	var all strings.Builder
-	all.WriteString(g.header(len(ps), outcome))
+	var all cedarlex.File
+	g.header(&all, len(ps), outcome)
 	for i := 0; i < len(ps); {
 		j := i
 		for j < len(ps) && ps[j].subject == ps[i].subject {
 			j++
 		}
-		text := g.render(ps[i:j], g.opts.Audit)
-		all.WriteString("\n" + text)
-		laid, err := format.Source("generated", []byte(text))
+		var one cedarlex.File
+		if err := g.render(&one, ps[i:j], g.opts.Audit); err != nil {
+			return nil, err
+		}
+		all.Blank()
+		if err := g.render(&all, ps[i:j], g.opts.Audit); err != nil {
+			return nil, err
+		}
+		laid, err := layOut(&one)
 		if err != nil {
 			return nil, err
 		}
-		res.Subjects = append(res.Subjects, SubjectPolicies{Slug: ps[i].subject.slug(), Text: laid.Text, Namespace: confinedTo(ps[i:j])})
+		res.Subjects = append(res.Subjects, SubjectPolicies{Slug: ps[i].subject.slug(), Text: laid, Namespace: confinedTo(ps[i:j])})
 		i = j
 	}
-	laid, err := format.Source("generated", []byte(all.String()))
+	laid, err := layOut(&all)
 	if err != nil {
 		return nil, err
 	}
-	res.Text = laid.Text
+	res.Text = laid
 	return res, nil
 }
 
-// header is the comment before the policies: what they were generated
+// layOut is f's text laid out as kcedar fmt lays it out, checked to be
+// exactly the policies f built.
+func layOut(f *cedarlex.File) ([]byte, error) {
+	laid, err := format.Source("generated", f.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := format.Verify("generated", laid.Text, f.Built()); err != nil {
+		return nil, err
+	}
+	return laid.Text, nil
+}
+
+// header writes the comment before the policies: what they were generated
 // from and what they leave out.
-func (g *Generator) header(n int, o Outcome) string {
+func (g *Generator) header(f *cedarlex.File, n int, o Outcome) {
 	s := g.stats
-	var b strings.Builder
-	fmt.Fprintf(&b, "// Generated by kcedar generate: %d policies from %d requests (%d allowed, %d forbidden).\n", n, s.Requests, s.Allowed, s.Forbidden)
+	f.Commentf("Generated by kcedar generate: %d policies from %d requests (%d allowed, %d forbidden).", n, s.Requests, s.Allowed, s.Forbidden)
 	if g.existing != nil {
-		fmt.Fprintf(&b, "// %d allowed requests are allowed by the existing policies already: nothing generated for them.\n", s.AlreadyAllowed)
+		f.Commentf("%d allowed requests are allowed by the existing policies already: nothing generated for them.", s.AlreadyAllowed)
 	}
 	classes := make([]string, 0, len(s.System))
 	for c := range s.System {
 		classes = append(classes, c)
 	}
 	slices.Sort(classes)
-	b.WriteString("// Left out, system identities (--include-system includes them but the first):\n")
-	b.WriteString("//   " + SystemMasters + ": not read (kube-apiserver allows them before any webhook)\n")
+	f.Comment("Left out, system identities (--include-system includes them but the first):")
+	f.Comment("  " + SystemMasters + ": not read (kube-apiserver allows them before any webhook)")
 	for _, c := range classes {
-		fmt.Fprintf(&b, "//   %s: %d requests\n", c, s.System[c])
+		f.Commentf("  %s: %d requests", c, s.System[c])
 	}
 	if o.Conflicting > 0 {
-		fmt.Fprintf(&b, "// Not granted: %d allowed requests whose permission the same subject was also forbidden.\n", o.Conflicting)
+		f.Commentf("Not granted: %d allowed requests whose permission the same subject was also forbidden.", o.Conflicting)
 	}
 	if o.KeptNames > 0 {
-		fmt.Fprintf(&b, "// Names kept listed for %d grants: every name would allow a logged forbidden request.\n", o.KeptNames)
+		f.Commentf("Names kept listed for %d grants: every name would allow a logged forbidden request.", o.KeptNames)
 	}
 	if o.PerMember > 0 {
-		fmt.Fprintf(&b, "// %d permissions written for a member, not its group: for the group they would allow a logged forbidden request.\n", o.PerMember)
+		f.Commentf("%d permissions written for a member, not its group: for the group they would allow a logged forbidden request.", o.PerMember)
 	}
 	if o.Withheld > 0 {
-		fmt.Fprintf(&b, "// Not granted: %d allowed requests whose policy would allow a logged forbidden request.\n", o.Withheld)
+		f.Commentf("Not granted: %d allowed requests whose policy would allow a logged forbidden request.", o.Withheld)
 	}
-	return b.String()
+	if o.Unwritable > 0 {
+		f.Commentf("Not granted: %d allowed requests naming text that is not valid UTF-8, which no Cedar string holds exactly.", o.Unwritable)
+	}
 }
 
 // confinedTo is the one namespace every policy of ps grants in, "" if

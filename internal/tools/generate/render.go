@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cedar-policy/cedar-go/types"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/lib/cedarlex"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
@@ -76,34 +79,46 @@ func (t target) describe() string {
 }
 
 // assignIDs gives every policy a stable id: generated/<subject>/<target>-<verbs>,
-// with -2, -3... after the first of the same id (in the policies' order).
+// with -2, -3... after the first of the same id (in the policies' order),
+// and further numbers past any id already given (names can make one
+// policy's id another's with a number).
 func assignIDs(ps []*policy) {
 	seen := map[string]int{}
+	used := map[string]bool{}
 	for _, p := range ps {
-		id := "generated/" + p.subject.slug() + "/" + p.target.slug() + "-" + strings.Join(p.verbs, "-")
-		seen[id]++
-		if n := seen[id]; n > 1 {
-			id += "-" + strconv.Itoa(n)
+		base := "generated/" + p.subject.slug() + "/" + p.target.slug() + "-" + strings.Join(p.verbs, "-")
+		seen[base]++
+		n := seen[base]
+		id := base
+		if n > 1 {
+			id = base + "-" + strconv.Itoa(n)
 		}
-		p.id = id
+		for used[id] {
+			n++
+			id = base + "-" + strconv.Itoa(n)
+		}
+		seen[base], used[id], p.id = n, true, id
 	}
 }
 
-// cedar is the policy's text (kcedar fmt lays it out).
-func (p *policy) cedar(s *schemagen.Schema, audit bool) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "// %s: %s %s%s%s\n", p.subject.describe(), strings.Join(p.verbs, ", "), p.target.describe(), p.whereText(), p.namesText())
-	fmt.Fprintf(&b, "// evidence: %s\n", p.ev.describe())
-	fmt.Fprintf(&b, "@id(%s)\n", cedarlex.Quote(p.id))
+// build is the policy to write: its comments (who, what and the
+// evidence), @id, with audit @enforcement("audit"), scope and conditions.
+func (p *policy) build(s *schemagen.Schema, audit bool) *cedarlex.Policy {
+	ann := []cedarlex.Annotation{{Key: "id", Value: p.id}}
 	if audit {
-		b.WriteString("@enforcement(\"audit\")\n")
+		ann = append(ann, cedarlex.Annotation{Key: cedarlang.AnnotationEnforcement, Value: cedarlang.Audit.String()})
 	}
-	fmt.Fprintf(&b, "permit (\n  %s,\n  %s,\n  resource is %s\n)", p.subject.scope(), p.actionScope(), p.entity)
-	if conds := p.conditions(s); len(conds) > 0 {
-		fmt.Fprintf(&b, "\nwhen {\n  %s\n}", strings.Join(conds, " &&\n  "))
+	return &cedarlex.Policy{
+		Comments: []string{
+			fmt.Sprintf("%s: %s %s%s%s", p.subject.describe(), strings.Join(p.verbs, ", "), p.target.describe(), p.whereText(), p.namesText()),
+			"evidence: " + p.ev.describe(),
+		},
+		Annotations: ann,
+		Principal:   p.subject.scope(),
+		Action:      p.actionScope(),
+		Resource:    cedarlex.ScopeIs(types.EntityType(p.entity)),
+		When:        p.conditions(s),
 	}
-	b.WriteString(";\n")
-	return b.String()
 }
 
 // describe is the evidence in a comment.
@@ -155,97 +170,105 @@ func (p *policy) allNamespaces() bool {
 }
 
 // actionScope is the policy's action scope.
-func (p *policy) actionScope() string {
+func (p *policy) actionScope() cedarlex.Scope {
 	if p.class != verbScope {
-		return "action"
+		return cedarlex.Scope{}
 	}
-	return actionIn(p.verbs)
+	uids := actionUIDs(p.verbs)
+	if len(uids) == 1 {
+		return cedarlex.ScopeEq(uids[0])
+	}
+	return cedarlex.ScopeInSet(uids)
 }
 
-// actionIn is `action == A` or `action in [A, B]`.
-func actionIn(verbs []string) string {
-	uids := make([]string, len(verbs))
+// actionUIDs are the actions of verbs.
+func actionUIDs(verbs []string) []types.EntityUID {
+	uids := make([]types.EntityUID, len(verbs))
 	for i, v := range verbs {
-		uid := schemagen.ActionUID(v)
-		uids[i] = string(uid.Type) + "::" + cedarlex.Quote(string(uid.ID))
+		uids[i] = schemagen.ActionUID(v)
 	}
-	if len(uids) == 1 {
-		return "action == " + uids[0]
-	}
-	return "action in [" + strings.Join(uids, ", ") + "]"
+	return uids
 }
+
+// actionIn is the condition `action == A` or `action in [A, B]`.
+func actionIn(verbs []string) cedarlex.Expr {
+	uids := actionUIDs(verbs)
+	if len(uids) == 1 {
+		return cedarlex.ActionVar().Eq(cedarlex.Entity(uids[0]))
+	}
+	elems := make([]cedarlex.Expr, len(uids))
+	for i, uid := range uids {
+		elems[i] = cedarlex.Entity(uid)
+	}
+	return cedarlex.ActionVar().In(cedarlex.Set(elems...))
+}
+
+// attr is resource.<name>.
+func attr(name string) cedarlex.Expr { return cedarlex.Resource().Attr(name) }
+
+// has is `resource has <name>`.
+func has(name string) cedarlex.Expr { return cedarlex.Resource().Has(name) }
 
 // conditions are the policy's when conditions.
-func (p *policy) conditions(s *schemagen.Schema) []string {
-	var conds []string
+func (p *policy) conditions(s *schemagen.Schema) []cedarlex.Expr {
+	var conds []cedarlex.Expr
 	switch p.class {
 	case verbActionCond:
 		conds = append(conds, actionIn(p.verbs))
 	case verbCustom:
-		conds = append(conds, inList("context."+schemagen.AttrVerb, p.verbs))
+		conds = append(conds, cedarlex.OneOf(cedarlex.Context().Attr(schemagen.AttrVerb), p.verbs))
 	}
 	switch p.entity {
 	case string(schemagen.NonResourceURLType):
-		return append(conds, inList("resource.path", []string{p.path}))
+		return append(conds, cedarlex.OneOf(attr(schemagen.AttrPath), []string{p.path}))
 	case string(schemagen.ResourceType):
-		conds = append(conds, inList("resource.apiGroup", []string{p.group}), inList("resource.resource", []string{p.resource}))
+		conds = append(conds, cedarlex.OneOf(attr(schemagen.AttrAPIGroup), []string{p.group}),
+			cedarlex.OneOf(attr(schemagen.AttrResource), []string{p.resource}))
 		if p.subres == "" {
-			conds = append(conds, "!(resource has subresource)")
+			conds = append(conds, cedarlex.Not(has(schemagen.AttrSubresource)))
 		} else {
-			conds = append(conds, "resource has subresource", inList("resource.subresource", []string{p.subres}))
+			conds = append(conds, has(schemagen.AttrSubresource), cedarlex.OneOf(attr(schemagen.AttrSubresource), []string{p.subres}))
 		}
 		return p.scopeConditions(conds, true)
 	}
 	r, _ := s.Lookup(p.group, p.resource, p.subres)
 	if r != nil && r.AnySubresource {
-		conds = append(conds, inList("resource.subresource", []string{p.subres}))
+		conds = append(conds, cedarlex.OneOf(attr(schemagen.AttrSubresource), []string{p.subres}))
 	}
 	return p.scopeConditions(conds, r == nil || !r.Namespaced)
 }
 
 // scopeConditions adds the namespace and name conditions; optional: the
 // entity may lack namespace and name.
-func (p *policy) scopeConditions(conds []string, optional bool) []string {
+func (p *policy) scopeConditions(conds []cedarlex.Expr, optional bool) []cedarlex.Expr {
 	if !p.allNamespaces() {
-		c := inList("resource.namespace", p.namespaces)
+		c := cedarlex.OneOf(attr(schemagen.AttrNamespace), p.namespaces)
 		if optional {
-			c = "resource has namespace && " + c
+			c = cedarlex.And(has(schemagen.AttrNamespace), c)
 		}
 		conds = append(conds, c)
 	}
-	if c := p.names.condition(optional); c != "" {
+	if c, ok := p.names.condition(optional); ok {
 		conds = append(conds, c)
 	}
 	return conds
 }
 
-// condition is the name rule as a condition ("" for none).
-func (r nameRule) condition(optional bool) string {
+// condition is the name rule as a condition (false for none).
+func (r nameRule) condition(optional bool) (cedarlex.Expr, bool) {
 	if r.any && !r.strict {
-		return ""
+		return cedarlex.Expr{}, false
 	}
 	if len(r.names) == 0 {
-		return "!resource." + schemagen.AttrNamed
+		return cedarlex.Not(attr(schemagen.AttrNamed)), true
 	}
-	c := "resource." + schemagen.AttrNamed + " && "
+	c := []cedarlex.Expr{attr(schemagen.AttrNamed)}
 	if optional {
-		c += "resource has name && "
+		c = append(c, has(schemagen.AttrName))
 	}
-	c += inList("resource.name", r.names)
+	named := cedarlex.And(append(c, cedarlex.OneOf(attr(schemagen.AttrName), r.names))...)
 	if r.unnamed {
-		return "(!resource." + schemagen.AttrNamed + " || (" + c + "))"
+		return cedarlex.Or(cedarlex.Not(attr(schemagen.AttrNamed)), named), true
 	}
-	return c
-}
-
-// inList is `x == "a"` or `["a", "b"].contains(x)`.
-func inList(x string, vals []string) string {
-	if len(vals) == 1 {
-		return x + " == " + cedarlex.Quote(vals[0])
-	}
-	q := make([]string, len(vals))
-	for i, v := range vals {
-		q[i] = cedarlex.Quote(v)
-	}
-	return "[" + strings.Join(q, ", ") + "].contains(" + x + ")"
+	return named, true
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cedar-policy/cedar-go/types"
+
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/cedarlex"
 	"github.com/kcedar/kcedar/internal/schemagen"
@@ -48,32 +50,46 @@ func SystemClass(u entities.UserInfo) string {
 }
 
 // subject is who a generated policy is for: a user (any username: users,
-// ServiceAccounts, nodes) or a group.
+// ServiceAccounts, nodes; principal is the type Kubernetes makes of it) or
+// a group.
 type subject struct {
-	isGroup bool
-	name    string
+	isGroup   bool
+	name      string
+	principal types.EntityType
 }
 
-// userSubject is the subject of the user named name.
-func userSubject(name string) subject { return subject{name: name} }
+// userSubject is the subject of the user u.
+func userSubject(u entities.UserInfo) subject {
+	return subject{name: u.Name, principal: entities.PrincipalUID(u.Name, u.Groups).Type}
+}
 
-// scope is the subject's principal scope in Cedar.
-func (s subject) scope() string {
+// scope is the subject's principal scope.
+func (s subject) scope() cedarlex.Scope {
 	if s.isGroup {
-		return "principal in " + string(schemagen.GroupType) + "::" + cedarlex.Quote(s.name)
+		return cedarlex.ScopeIn(types.NewEntityUID(schemagen.GroupType, types.String(s.name)))
 	}
-	uid := entities.PrincipalUID(s.name)
-	return "principal == " + string(uid.Type) + "::" + cedarlex.Quote(string(uid.ID))
+	return cedarlex.ScopeEq(types.NewEntityUID(s.principal, types.String(s.name)))
 }
+
+// slugPrefixes start the slugs of ServiceAccounts and groups; a username
+// starting with one is written user/<name>, so that no two subjects share
+// a slug.
+var slugPrefixes = []string{"sa/", "group/", "user/"}
 
 // slug is the subject in policy ids: the username, sa/<ns>/<name> for a
-// ServiceAccount, group/<name> for a group.
+// ServiceAccount, group/<name> for a group, user/<name> for a username
+// that starts like those.
 func (s subject) slug() string {
 	if s.isGroup {
 		return "group/" + s.name
 	}
 	if rest, ok := strings.CutPrefix(s.name, schemagen.ServiceAccountUserPrefix); ok {
 		return "sa/" + strings.Replace(rest, ":", "/", 1)
+	}
+	for _, p := range slugPrefixes {
+		if strings.HasPrefix(s.name, p) {
+			return "user/" + s.name
+		}
 	}
 	return s.name
 }

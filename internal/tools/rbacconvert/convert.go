@@ -1,7 +1,6 @@
 package rbacconvert
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"sort"
@@ -11,6 +10,8 @@ import (
 	"github.com/cedar-policy/cedar-go/types"
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/cedarlang/format"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/cedarlex"
 	"github.com/kcedar/kcedar/internal/schemagen"
@@ -39,7 +40,9 @@ func (b binding) describe() string {
 }
 
 // origin is the binding as the subject of a warning.
-func (b binding) origin() origin { return origin{desc: b.describe(), bootstrap: b.bootstrap} }
+func (b binding) origin() origin {
+	return origin{desc: cedarlex.Visible(b.describe()), bootstrap: b.bootstrap}
+}
 
 // bindingsOf lists the bindings of in: ClusterRoleBindings by name, then
 // RoleBindings by namespace and name.
@@ -125,6 +128,9 @@ func (idx *roleIndex) bootstrapRole(b binding) bool {
 type Result struct {
 	// Policies is the Cedar text: deterministic for the same input and schema.
 	Policies []byte
+	// Parsed are the policies of Policies, parsed and checked to be the
+	// ones built.
+	Parsed []*cedarlang.Policy
 	// Count is the number of policies.
 	Count int
 	// Bindings is the number of bindings converted (missing roles excluded).
@@ -184,6 +190,14 @@ func (r *Result) UserWarnings() []string {
 //
 // And silently: non-resource rules reached through RoleBindings (RBAC never
 // applies them).
+//
+// Names from the input (of objects, subjects, resources, ...) are only
+// ever quoted strings in the policies, and escaped text in comments and
+// warnings. A permit that would need a string that is not valid UTF-8
+// (which no Cedar string holds exactly) is skipped with a warning naming
+// it; the rest converts as it would without it. The text written is
+// parsed again and checked to be exactly the policies built, or Convert
+// fails.
 func Convert(s *schemagen.Schema, in *Input) (*Result, error) {
 	c := &converter{schema: s, idx: newRoleIndex(in), warned: map[string]bool{}, declared: map[string]bool{}}
 	for _, v := range s.Verbs {
@@ -193,14 +207,18 @@ func Convert(s *schemagen.Schema, in *Input) (*Result, error) {
 	for _, w := range in.Warnings {
 		c.record(w, false)
 	}
-	fmt.Fprintf(&c.out, "// RBAC converted by kcedar rbac convert: %d ClusterRoleBindings, %d RoleBindings,\n// %d ClusterRoles, %d Roles. One permit per binding, subject, rule and target type.\n",
-		len(in.ClusterRoleBindings), len(in.RoleBindings), len(in.ClusterRoles), len(in.Roles))
+	c.out.Commentf("RBAC converted by kcedar rbac convert: %d ClusterRoleBindings, %d RoleBindings,", len(in.ClusterRoleBindings), len(in.RoleBindings))
+	c.out.Commentf("%d ClusterRoles, %d Roles. One permit per binding, subject, rule and target type.", len(in.ClusterRoles), len(in.Roles))
 	for _, b := range bindingsOf(in) {
 		c.binding(b)
 	}
+	parsed, err := format.VerifyFile("rbac.cedar", &c.out)
+	if err != nil {
+		return nil, err
+	}
 	sort.Strings(c.warnings)
 	sort.Strings(c.bootstrap)
-	return &Result{Policies: c.out.Bytes(), Count: c.count, Bindings: c.bindings, Warnings: c.warnings, Bootstrap: c.bootstrap}, nil
+	return &Result{Policies: c.out.Bytes(), Parsed: parsed, Count: c.out.Len(), Bindings: c.bindings, Warnings: c.warnings, Bootstrap: c.bootstrap}, nil
 }
 
 type converter struct {
@@ -208,8 +226,7 @@ type converter struct {
 	keys     []schemagen.ResourceKey
 	idx      *roleIndex
 	declared map[string]bool
-	out      bytes.Buffer
-	count    int
+	out      cedarlex.File
 	bindings int
 	warnings []string
 	warned   map[string]bool
@@ -229,8 +246,9 @@ func (c *converter) warn(o origin, format string, args ...any) {
 }
 
 // record adds w to the warnings once (and to the bootstrap ones if
-// bootstrap).
+// bootstrap), every rune that could end or confuse its line escaped.
 func (c *converter) record(w string, bootstrap bool) {
+	w = cedarlex.Visible(w)
 	if c.warned[w] {
 		return
 	}
@@ -242,7 +260,7 @@ func (c *converter) record(w string, bootstrap bool) {
 }
 
 type principal struct {
-	scope string // principal scope
+	scope cedarlex.Scope
 	desc  string // Kind/name
 }
 
@@ -251,9 +269,9 @@ func (c *converter) principals(b binding) []principal {
 	for _, s := range b.subjects {
 		switch s.Kind {
 		case rbacv1.UserKind:
-			out = append(out, principal{scope: "principal == " + entityUID(entities.PrincipalUID(s.Name)), desc: "User/" + s.Name})
+			out = append(out, principal{scope: cedarlex.ScopeEq(entities.PrincipalUID(s.Name, nil)), desc: "User/" + s.Name})
 		case rbacv1.GroupKind:
-			out = append(out, principal{scope: "principal in " + entityUID(types.NewEntityUID(schemagen.GroupType, types.String(s.Name))), desc: "Group/" + s.Name})
+			out = append(out, principal{scope: cedarlex.ScopeIn(types.NewEntityUID(schemagen.GroupType, types.String(s.Name))), desc: "Group/" + s.Name})
 		case rbacv1.ServiceAccountKind:
 			ns := s.Namespace
 			if ns == "" {
@@ -264,7 +282,7 @@ func (c *converter) principals(b binding) []principal {
 				continue
 			}
 			user := schemagen.ServiceAccountUserPrefix + ns + ":" + s.Name
-			out = append(out, principal{scope: "principal == " + entityUID(entities.PrincipalUID(user)), desc: "ServiceAccount/" + ns + "/" + s.Name})
+			out = append(out, principal{scope: cedarlex.ScopeEq(entities.PrincipalUID(user, nil)), desc: "ServiceAccount/" + ns + "/" + s.Name})
 		default:
 			c.warn(b.origin(), "subject of unknown kind %q (%q) skipped", s.Kind, s.Name)
 		}
@@ -274,20 +292,21 @@ func (c *converter) principals(b binding) []principal {
 
 // target is one policy's action, resource scope and conditions.
 type target struct {
-	action   string // action scope
-	resource string // resource scope
+	action   cedarlex.Scope
+	resource cedarlex.Scope
 	name     string // the entity type, or "any"
-	conds    []string
+	conds    []cedarlex.Expr
 	idSuffix string // "/<name>" when a rule has several targets, "/custom-verbs" for undeclared verbs
 }
 
 func (c *converter) binding(b binding) {
 	rules, roleDesc, ok := c.idx.rules(b)
-	fmt.Fprintf(&c.out, "\n// ============================================================================\n")
-	fmt.Fprintf(&c.out, "// %s -> %s\n", b.describe(), roleDesc)
+	c.out.Blank()
+	c.out.Comment(strings.Repeat("=", 76))
+	c.out.Commentf("%s -> %s", b.describe(), roleDesc)
 	if !ok {
 		c.warn(b.origin(), "%s not found; binding skipped (it grants nothing)", roleDesc)
-		fmt.Fprintf(&c.out, "// skipped: %s not found (RBAC grants nothing for this binding)\n", roleDesc)
+		c.out.Commentf("skipped: %s not found (RBAC grants nothing for this binding)", roleDesc)
 		return
 	}
 	if b.kind == kindClusterRoleBinding && b.roleRef.Kind != "ClusterRole" {
@@ -300,51 +319,60 @@ func (c *converter) binding(b binding) {
 	for i, p := range prins {
 		descs[i] = strings.ReplaceAll(p.desc, "/", " ")
 	}
-	fmt.Fprintf(&c.out, "// subjects: %s\n", strings.Join(descs, ", "))
+	c.out.Commentf("subjects: %s", strings.Join(descs, ", "))
 	if len(prins) == 0 {
-		fmt.Fprintf(&c.out, "// skipped: no subjects\n")
+		c.out.Comment("skipped: no subjects")
 		return
 	}
 	if cr, ok := c.idx.clusterRoles[b.roleRef.Name]; ok && b.roleRef.Kind == "ClusterRole" && cr.AggregationRule != nil {
-		fmt.Fprintf(&c.out, "// %s is aggregated: its rules as stored (filled in by the aggregation controller) are converted\n", roleDesc)
+		c.out.Commentf("%s is aggregated: its rules as stored (filled in by the aggregation controller) are converted", roleDesc)
 	}
 	if len(rules) == 0 {
-		fmt.Fprintf(&c.out, "// no rules\n")
+		c.out.Comment("no rules")
 	}
 	for i := range rules {
-		where := origin{desc: fmt.Sprintf("%s rule %d", roleDesc, i), bootstrap: c.idx.bootstrapRole(b)}
-		targets := c.ruleTargets(b, where, &rules[i])
-		if len(targets) == 0 {
-			fmt.Fprintf(&c.out, "// rule %d grants nothing here: %s\n", i, compactRule(rules[i]))
-			continue
-		}
-		base := fmt.Sprintf("rbac/%s/%s/%s/%s/%d", b.kind, b.namespace, b.name, b.roleRef.Name, i)
-		for si, p := range prins {
-			for _, t := range targets {
-				id := base
-				if len(prins) > 1 {
-					id += "/s" + strconv.Itoa(si)
-				}
-				id += t.idSuffix
-				c.writePolicy(id, b, roleDesc, i, p, t)
+		c.rule(b, roleDesc, i, &rules[i], prins)
+	}
+}
+
+// rule writes the permits of rule i of b's role (roleDesc) for each of
+// the binding's principals.
+func (c *converter) rule(b binding, roleDesc string, i int, rule *rbacv1.PolicyRule, prins []principal) {
+	where := origin{desc: fmt.Sprintf("%s rule %d", cedarlex.Visible(roleDesc), i), bootstrap: c.idx.bootstrapRole(b)}
+	targets := c.ruleTargets(b, where, rule)
+	if len(targets) == 0 {
+		c.out.Commentf("rule %d grants nothing here: %s", i, compactRule(*rule))
+		return
+	}
+	base := fmt.Sprintf("rbac/%s/%s/%s/%s/%d", b.kind, b.namespace, b.name, b.roleRef.Name, i)
+	for si, p := range prins {
+		for _, t := range targets {
+			id := base
+			if len(prins) > 1 {
+				id += "/s" + strconv.Itoa(si)
 			}
+			id += t.idSuffix
+			c.writePolicy(where, id, b, roleDesc, i, p, t)
 		}
 	}
 }
 
-func (c *converter) writePolicy(id string, b binding, roleDesc string, rule int, p principal, t target) {
-	c.count++
-	w := &c.out
-	fmt.Fprintf(w, "\n@id(%s)\n", cedarlex.Quote(id))
-	fmt.Fprintf(w, "@binding(%s)\n", cedarlex.Quote(b.describe()))
-	fmt.Fprintf(w, "@role(%s)\n", cedarlex.Quote(roleDesc))
-	fmt.Fprintf(w, "@rule(%s)\n", cedarlex.Quote(strconv.Itoa(rule)))
-	fmt.Fprintf(w, "@subject(%s)\n", cedarlex.Quote(p.desc))
-	fmt.Fprintf(w, "permit (\n  %s,\n  %s,\n  %s\n)", p.scope, t.action, t.resource)
-	if len(t.conds) > 0 {
-		fmt.Fprintf(w, "\nwhen {\n  %s\n}", strings.Join(t.conds, " &&\n  "))
+// writePolicy writes one permit, or skips it with a warning on where
+// when it cannot be written exactly (a name that is not valid UTF-8, an
+// id another binding's permit took).
+func (c *converter) writePolicy(where origin, id string, b binding, roleDesc string, rule int, p principal, t target) {
+	err := c.out.Add(&cedarlex.Policy{
+		Blank: true,
+		Annotations: []cedarlex.Annotation{{Key: "id", Value: id}, {Key: "binding", Value: b.describe()}, {Key: "role", Value: roleDesc},
+			{Key: "rule", Value: strconv.Itoa(rule)}, {Key: "subject", Value: p.desc}},
+		Principal: p.scope,
+		Action:    t.action,
+		Resource:  t.resource,
+		When:      t.conds,
+	})
+	if err != nil {
+		c.warn(where, "the permits of binding %s for %s are skipped: %v", cedarlex.Visible(b.describe()), cedarlex.Visible(p.desc), err)
 	}
-	w.WriteString(";\n")
 }
 
 // pattern is one entry of a rule's resources.
@@ -425,74 +453,80 @@ type verbSel struct {
 func (v verbSel) empty() bool { return !v.all && len(v.verbs) == 0 && len(v.custom) == 0 }
 
 // actionScope returns the action scope for vs on a target whose applicable
-// verbs are applies (nil: all declared verbs apply), and a condition: on the
-// context's verb for undeclared verbs, on the action when no listed verb
+// verbs are applies (nil: all declared verbs apply), and the conditions: on
+// the context's verb for undeclared verbs, on the action when no listed verb
 // applies to the target and every principal type by the schema (the schema's
 // actions apply to the verbs discovery lists; RBAC grants any verb).
-func actionScope(vs verbSel, applies func(string) bool) (string, string) {
+func actionScope(vs verbSel, applies func(string) bool) (cedarlex.Scope, []cedarlex.Expr) {
 	switch {
 	case vs.all:
-		return "action", ""
+		return cedarlex.Scope{}, nil
 	case len(vs.custom) > 0:
-		return "action", inList("context."+schemagen.AttrVerb, vs.custom)
+		return cedarlex.Scope{}, []cedarlex.Expr{cedarlex.OneOf(cedarlex.Context().Attr(schemagen.AttrVerb), vs.custom)}
 	}
 	verbs := vs.verbs
-	list := actionList(verbs)
+	uids := make([]types.EntityUID, len(verbs))
+	for i, v := range verbs {
+		uids[i] = schemagen.ActionUID(v)
+	}
 	for _, v := range verbs {
 		// An action that applies to some principal types only (the
 		// associated-node verbs: ServiceAccounts) is not a scope for any
 		// subject: RBAC grants it to every subject.
 		if (applies == nil || applies(v)) && schemagen.AppliesToEveryPrincipal(v) {
 			if len(verbs) == 1 {
-				return "action == " + list[0], ""
+				return cedarlex.ScopeEq(uids[0]), nil
 			}
-			return "action in [" + strings.Join(list, ", ") + "]", ""
+			return cedarlex.ScopeInSet(uids), nil
 		}
 	}
-	if len(verbs) == 1 {
-		return "action", "action == " + list[0]
-	}
-	return "action", "action in [" + strings.Join(list, ", ") + "]"
+	return cedarlex.Scope{}, []cedarlex.Expr{actionIn(uids)}
 }
 
-func actionList(verbs []string) []string {
-	out := make([]string, len(verbs))
-	for i, v := range verbs {
-		out[i] = entityUID(schemagen.ActionUID(v))
+// actionIn is the condition `action == A` or `action in [A, B]`.
+func actionIn(uids []types.EntityUID) cedarlex.Expr {
+	if len(uids) == 1 {
+		return cedarlex.ActionVar().Eq(cedarlex.Entity(uids[0]))
 	}
-	return out
+	elems := make([]cedarlex.Expr, len(uids))
+	for i, uid := range uids {
+		elems[i] = cedarlex.Entity(uid)
+	}
+	return cedarlex.ActionVar().In(cedarlex.Set(elems...))
 }
+
+// attr is resource.<name>.
+func attr(name string) cedarlex.Expr { return cedarlex.Resource().Attr(name) }
+
+// has is `resource has <name>`.
+func has(name string) cedarlex.Expr { return cedarlex.Resource().Has(name) }
 
 func (c *converter) nonResourceTarget(rule *rbacv1.PolicyRule, vs verbSel) target {
 	t := newTarget(vs, schemagen.IsNonResourceAction, string(schemagen.NonResourceURLType))
 	var exact []string
-	var alts []string
+	var alts []cedarlex.Expr
 	for _, u := range rule.NonResourceURLs {
 		switch {
 		case u == rbacv1.NonResourceAll:
 			return t
 		case strings.HasSuffix(u, "*"):
-			alts = append(alts, "resource.path like "+likePattern(strings.TrimRight(u, "*")))
+			alts = append(alts, attr(schemagen.AttrPath).LikePrefix(strings.TrimRight(u, "*")))
 		default:
 			exact = append(exact, u)
 		}
 	}
 	if len(exact) > 0 {
-		alts = append([]string{inList("resource.path", exact)}, alts...)
+		alts = append([]cedarlex.Expr{cedarlex.OneOf(attr(schemagen.AttrPath), exact)}, alts...)
 	}
-	t.conds = append(t.conds, or(alts))
+	t.conds = append(t.conds, cedarlex.Or(alts...))
 	return t
 }
 
 // newTarget is the target of the entity type name for the verbs vs, with the action scope and condition of actionScope (see
 // there for applies) and the resource scope `resource is <name>`.
 func newTarget(vs verbSel, applies func(string) bool, name string) target {
-	act, actCond := actionScope(vs, applies)
-	t := target{action: act, resource: "resource is " + name, name: name}
-	if actCond != "" {
-		t.conds = append(t.conds, actCond)
-	}
-	return t
+	act, actConds := actionScope(vs, applies)
+	return target{action: act, resource: cedarlex.ScopeIs(types.EntityType(name)), name: name, conds: actConds}
 }
 
 // resourceTargets converts the resource part of a rule of b: one target per
@@ -586,31 +620,31 @@ func parsePattern(r string) pattern {
 	}
 }
 
-// nameCond is the condition of the rule's resourceNames ("" without them):
-// RBAC matches a request whose name is one of them; "" matches a request
-// that names no object (resource.named is false). optional: the entity may
-// lack a name attribute.
-func (rr *resourceRule) nameCond(optional bool) string {
+// nameCond is the condition of the rule's resourceNames (false without
+// them): RBAC matches a request whose name is one of them; "" matches a
+// request that names no object (resource.named is false). optional: the
+// entity may lack a name attribute.
+func (rr *resourceRule) nameCond(optional bool) (cedarlex.Expr, bool) {
 	if len(rr.rule.ResourceNames) == 0 {
-		return ""
+		return cedarlex.Expr{}, false
 	}
-	var alts []string
+	var alts []cedarlex.Expr
 	if rr.emptyName {
-		alts = append(alts, "!resource."+schemagen.AttrNamed)
+		alts = append(alts, cedarlex.Not(attr(schemagen.AttrNamed)))
 	}
 	if len(rr.names) > 0 {
-		c := inList("resource.name", rr.names)
+		c := cedarlex.OneOf(attr(schemagen.AttrName), rr.names)
 		if optional {
-			c = "resource has name && " + c
+			c = cedarlex.And(has(schemagen.AttrName), c)
 		}
 		if !rr.emptyName {
 			// RBAC matches no request without a name with them (a
 			// create, a list with a field selector on the name).
-			c = "resource." + schemagen.AttrNamed + " && " + c
+			c = cedarlex.And(attr(schemagen.AttrNamed), c)
 		}
 		alts = append(alts, c)
 	}
-	return or(alts)
+	return cedarlex.Or(alts...), true
 }
 
 // nsCond is the condition of a RoleBinding's namespace. A RoleBinding grants
@@ -618,10 +652,10 @@ func (rr *resourceRule) nameCond(optional bool) string {
 // cluster-scoped resources alike (RBAC looks up the RoleBindings of the
 // request's namespace). Cluster-scoped entities and k8s::Resource have it
 // (optional) when the request names one.
-func (rr *resourceRule) nsCond(optional bool) string {
-	c := "resource.namespace == " + cedarlex.Quote(rr.b.namespace)
+func (rr *resourceRule) nsCond(optional bool) cedarlex.Expr {
+	c := attr(schemagen.AttrNamespace).Eq(cedarlex.Str(rr.b.namespace))
 	if optional {
-		return "resource has namespace && " + c
+		return cedarlex.And(has(schemagen.AttrNamespace), c)
 	}
 	return c
 }
@@ -630,17 +664,17 @@ func (rr *resourceRule) nsCond(optional bool) string {
 // any resource of its groups.
 func (rr *resourceRule) anyResourceTarget(vs verbSel) target {
 	t := newTarget(vs, nil, "any")
-	t.resource = "resource" // every entity type
+	t.resource = cedarlex.Scope{} // every entity type
 	if rr.groupsAll {
-		t.conds = append(t.conds, "!(resource is "+string(schemagen.NonResourceURLType)+")")
+		t.conds = append(t.conds, cedarlex.Not(cedarlex.Resource().Is(schemagen.NonResourceURLType)))
 	} else {
-		t.conds = append(t.conds, "resource has apiGroup", inList("resource.apiGroup", rr.groups))
+		t.conds = append(t.conds, has(schemagen.AttrAPIGroup), cedarlex.OneOf(attr(schemagen.AttrAPIGroup), rr.groups))
 	}
 	if rr.b.kind == kindRoleBinding {
 		t.conds = append(t.conds, rr.nsCond(true))
 	}
-	if len(rr.rule.ResourceNames) > 0 {
-		t.conds = append(t.conds, "resource has "+schemagen.AttrNamed, rr.nameCond(true))
+	if nc, ok := rr.nameCond(true); ok {
+		t.conds = append(t.conds, has(schemagen.AttrNamed), nc)
 	}
 	return t
 }
@@ -661,9 +695,9 @@ func (rr *resourceRule) typedTarget(r *schemagen.Resource, vs verbSel) (target, 
 		t.conds = append(t.conds, rr.nsCond(!r.Namespaced))
 	}
 	if len(subConds) > 0 {
-		t.conds = append(t.conds, inList("resource.subresource", subConds))
+		t.conds = append(t.conds, cedarlex.OneOf(attr(schemagen.AttrSubresource), subConds))
 	}
-	if nc := rr.nameCond(false); nc != "" {
+	if nc, ok := rr.nameCond(false); ok {
 		t.conds = append(t.conds, nc)
 	}
 	return t, true
@@ -717,13 +751,13 @@ func (c *converter) needsGenericResource(rr *resourceRule) bool {
 func (rr *resourceRule) genericResourceTarget(vs verbSel) target {
 	t := newTarget(vs, nil, string(schemagen.ResourceType))
 	if !rr.groupsAll {
-		t.conds = append(t.conds, inList("resource.apiGroup", rr.groups))
+		t.conds = append(t.conds, cedarlex.OneOf(attr(schemagen.AttrAPIGroup), rr.groups))
 	}
-	t.conds = append(t.conds, or(resourceAlts(rr.literal)))
+	t.conds = append(t.conds, cedarlex.Or(resourceAlts(rr.literal)...))
 	if rr.b.kind == kindRoleBinding {
 		t.conds = append(t.conds, rr.nsCond(true))
 	}
-	if nc := rr.nameCond(true); nc != "" {
+	if nc, ok := rr.nameCond(true); ok {
 		t.conds = append(t.conds, nc)
 	}
 	return t
@@ -735,7 +769,7 @@ func (rr *resourceRule) genericResourceTarget(vs verbSel) target {
 // "/" into a resource and a non-empty subresource, the whole entry as a
 // resource without subresource, and for "*/<sub>" any resource with that
 // subresource.
-func resourceAlts(entries []string) []string {
+func resourceAlts(entries []string) []cedarlex.Expr {
 	var plain, anySub []string
 	var prefixes []string
 	subsOf := map[string][]string{}
@@ -762,12 +796,12 @@ func resourceAlts(entries []string) []string {
 			}
 		}
 	}
-	var alts []string
+	var alts []cedarlex.Expr
 	if len(plain) > 0 {
-		alts = append(alts, "!(resource has subresource) && "+inList("resource.resource", plain))
+		alts = append(alts, cedarlex.And(cedarlex.Not(has(schemagen.AttrSubresource)), cedarlex.OneOf(attr(schemagen.AttrResource), plain)))
 	}
 	if len(anySub) > 0 {
-		alts = append(alts, "resource has subresource && "+inList("resource.subresource", anySub))
+		alts = append(alts, cedarlex.And(has(schemagen.AttrSubresource), cedarlex.OneOf(attr(schemagen.AttrSubresource), anySub)))
 	}
 	for _, p := range prefixes {
 		var subs []string
@@ -777,57 +811,14 @@ func resourceAlts(entries []string) []string {
 			}
 		}
 		if len(subs) > 0 {
-			alts = append(alts, "resource.resource == "+cedarlex.Quote(p)+" && resource has subresource && "+inList("resource.subresource", subs))
+			alts = append(alts, cedarlex.And(attr(schemagen.AttrResource).Eq(cedarlex.Str(p)), has(schemagen.AttrSubresource),
+				cedarlex.OneOf(attr(schemagen.AttrSubresource), subs)))
 		}
 	}
 	return alts
 }
 
-// or joins alternatives, parenthesized when there are several (one per line
-// when they are long).
-func or(alts []string) string {
-	if len(alts) == 1 {
-		return alts[0]
-	}
-	parts := make([]string, len(alts))
-	for i, a := range alts {
-		if strings.Contains(a, "&&") {
-			a = "(" + a + ")"
-		}
-		parts[i] = a
-	}
-	line := "(" + strings.Join(parts, " || ") + ")"
-	if len(line) <= 100 {
-		return line
-	}
-	return "(\n    " + strings.Join(parts, " ||\n    ") + "\n  )"
-}
-
-// inList is `x == "a"` or `["a", "b"].contains(x)`.
-func inList(x string, vals []string) string {
-	if len(vals) == 1 {
-		return x + " == " + cedarlex.Quote(vals[0])
-	}
-	q := make([]string, len(vals))
-	for i, v := range vals {
-		q[i] = cedarlex.Quote(v)
-	}
-	return "[" + strings.Join(q, ", ") + "].contains(" + x + ")"
-}
-
-func entityUID(uid types.EntityUID) string {
-	return string(uid.Type) + "::" + cedarlex.Quote(string(uid.ID))
-}
-
-// likePattern is a Cedar like pattern matching every string that starts
-// with prefix: the prefix's own `*` are escaped.
-func likePattern(prefix string) string {
-	q := cedarlex.Quote(prefix)
-	q = strings.ReplaceAll(q[:len(q)-1], "*", `\*`)
-	return q + `*"`
-}
-
-// compactRule describes a rule for comments.
+// compactRule describes a rule for comments: each list Go-quoted.
 func compactRule(r rbacv1.PolicyRule) string {
 	var parts []string
 	add := func(k string, v []string) {
@@ -840,7 +831,7 @@ func compactRule(r rbacv1.PolicyRule) string {
 	add("resourceNames", r.ResourceNames)
 	add("nonResourceURLs", r.NonResourceURLs)
 	add("verbs", r.Verbs)
-	return strings.ReplaceAll(strings.Join(parts, " "), "\n", " ")
+	return strings.Join(parts, " ")
 }
 
 // warnUnknown warns about a rule's verbs and resources the schema does not
@@ -853,7 +844,7 @@ func (c *converter) warnUnknown(where origin, rule *rbacv1.PolicyRule, groups []
 			continue
 		}
 		hint := ""
-		if m := schemagen.Closest(v, c.schema.Verbs); m != "" {
+		if m := closest(v, c.schema.Verbs); m != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", m)
 		}
 		c.warn(where, "verb %q is not a verb the schema declares%s; converted as context.verb == %q", v, hint, v)
@@ -902,7 +893,7 @@ func (c *converter) warnUnknown(where origin, rule *rbacv1.PolicyRule, groups []
 			name += "/" + p.sub
 		}
 		hint := ""
-		if m := schemagen.Closest(name, near); m != "" {
+		if m := closest(name, near); m != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", m)
 		}
 		gs := "any group"
@@ -915,4 +906,18 @@ func (c *converter) warnUnknown(where origin, rule *rbacv1.PolicyRule, groups []
 		}
 		c.warn(where, "resource %q is not in the schema for %s%s; converted onto %s (it matches only requests for that literal resource)", name, gs, hint, schemagen.ResourceType)
 	}
+}
+
+// maxHintBytes bounds the words closest looks up: no verb or resource is
+// longer, and the edit distance of a longer word costs its length times
+// every candidate's.
+const maxHintBytes = 253
+
+// closest is schemagen.Closest for words of at most maxHintBytes, "" for
+// longer ones.
+func closest(word string, candidates []string) string {
+	if len(word) > maxHintBytes {
+		return ""
+	}
+	return schemagen.Closest(word, candidates)
 }
