@@ -30,7 +30,10 @@ type fmtOptions struct {
 const fmtLong = `Format Cedar policy files (and directories of *.cedar files) in kcedar's
 canonical style (docs/policy-authoring.md, "Formatting"). Comments are kept
 where they were; only the whitespace between tokens changes, and the result
-is checked to parse to the same policies.
+is checked to parse to the same policies. In a // comment, a carriage return,
+vertical tab, form feed, U+0085, U+2028 or U+2029 is written as an escape
+(\u{d}, ...): other Cedar readers end the comment there and would read the
+rest as code.
 
 Without flags the formatted text is printed. -w rewrites the files in place,
 -d prints a unified diff, --check prints the names of the files that are not

@@ -52,6 +52,12 @@ func attach(src []byte) ([]*token, error) {
 			continue
 		}
 		text := strings.TrimRight(t.Text(src), " \t\r")
+		if t.Kind == cedarlex.LineComment {
+			// cedar-go ends a line comment at '\n' only; other readers
+			// end it at '\r', U+2028, ... too, and would read the rest
+			// as code: written as escapes, it stays comment text.
+			text = cedarlex.EscapeLineBreaks(text)
+		}
 		next := all[i+1]
 		last := lastRun(runs)
 		switch {

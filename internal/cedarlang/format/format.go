@@ -8,7 +8,10 @@
 //
 // It works on the tokens of package cedarlex, which keeps comments: every
 // comment survives where it was (before a policy, at the end of a line,
-// inside a condition), and only the whitespace between tokens changes. Each
+// inside a condition), and only the whitespace between tokens changes, but
+// for the runes some reader ends a line at inside a `//` comment (a
+// carriage return, U+2028, ...: cedarlex.EscapeLineBreaks), written as
+// escapes so that no reader takes the rest of the comment for code. Each
 // result is checked: it must parse to the same policies as the input, or
 // Source returns an error instead of it.
 package format

@@ -117,7 +117,8 @@ func checkFormatted(t *testing.T, name string, in, out []byte) {
 	}
 }
 
-// comments are the comment tokens of src, trailing blanks trimmed.
+// comments are the comment tokens of src, trailing blanks trimmed, line
+// breaks in line comments escaped as fmt writes them.
 func comments(t *testing.T, src []byte) []string {
 	toks, err := cedarlex.Tokens(src)
 	if err != nil {
@@ -125,7 +126,10 @@ func comments(t *testing.T, src []byte) []string {
 	}
 	var out []string
 	for _, tok := range toks {
-		if tok.Kind.IsComment() {
+		switch tok.Kind {
+		case cedarlex.LineComment:
+			out = append(out, cedarlex.EscapeLineBreaks(strings.TrimRight(tok.Text(src), " \t\r")))
+		case cedarlex.BlockComment:
 			out = append(out, strings.TrimRight(tok.Text(src), " \t\r"))
 		}
 	}
@@ -170,6 +174,32 @@ func TestFmtGeneratedPolicies(t *testing.T) {
 		checkFormatted(t, name, []byte(src), res.Text)
 		if t.Failed() {
 			t.Fatalf("input:\n%s", src)
+		}
+	}
+}
+
+// A line comment holding a carriage return, U+2028, U+2029, U+0085, a
+// vertical tab or a form feed is one comment to cedar-go, but other
+// readers end it there and read the rest as code: fmt writes those runes
+// as escapes, so that every reader sees the one comment cedar-go saw.
+func TestFmtEscapesLineBreaksInComments(t *testing.T) {
+	hidden := `@id("hidden") permit (principal, action, resource);`
+	for _, brk := range []string{"\r", "\u2028", "\u2029", "\u0085", "\v", "\f"} {
+		in := "@id(\"a\")\npermit (principal, action, resource is core::pods); // note" + brk + hidden + "\n// own" + brk + hidden + "\n"
+		res, err := Source("c.cedar", []byte(in))
+		if err != nil {
+			t.Fatalf("%q: %v", brk, err)
+		}
+		checkFormatted(t, "c.cedar", []byte(in), res.Text)
+		if strings.ContainsAny(string(res.Text), "\r\v\f\u0085\u2028\u2029") {
+			t.Errorf("%q: a line break other than \\n is left:\n%q", brk, res.Text)
+		}
+		// Read as a reader that ends lines at every break would: still the
+		// one policy.
+		asLines := strings.NewReplacer("\r", "\n", "\u2028", "\n", "\u2029", "\n", "\u0085", "\n", "\v", "\n", "\f", "\n").Replace(string(res.Text))
+		ps, err := cedarlang.ParsePolicies("c.cedar", []byte(asLines))
+		if err != nil || len(ps) != 1 || ps[0].ID != "a" {
+			t.Errorf("%q: read with every break a newline: %d policies, %v\n%s", brk, len(ps), err, res.Text)
 		}
 	}
 }
