@@ -156,6 +156,9 @@ func (o *generateOptions) Run(ctx context.Context, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	for _, w := range res.Outcome.Skipped {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	return o.write(stdout, stderr, res)
 }
 
@@ -211,9 +214,10 @@ func readRecords(ctx context.Context, path string, maxLine int, fn func([]replay
 // write writes the result: on stdout, or one file per subject in the
 // output directory (with the counts on stderr).
 func (o *generateOptions) write(stdout, stderr io.Writer, res *generate.Result) error {
+	names := generatedObjectNames(res.Subjects)
 	if o.outputDir == "" {
 		if o.format == "policy-objects" {
-			return writePolicyObjects(stdout, res.Subjects, headerLines(res.Text))
+			return writePolicyObjects(stdout, res.Subjects, names, headerLines(res.Text))
 		}
 		_, err := stdout.Write(res.Text)
 		return err
@@ -222,13 +226,13 @@ func (o *generateOptions) write(stdout, stderr io.Writer, res *generate.Result) 
 		return &exitError{2, err}
 	}
 	fmt.Fprint(stderr, headerLines(res.Text))
-	for _, s := range res.Subjects {
-		base := generatedObjectName(s.Slug)
+	for i, s := range res.Subjects {
+		base := names[i]
 		var data strings.Builder
 		var name string
 		if o.format == "policy-objects" {
 			name = base + ".yaml"
-			if err := writePolicyObjects(&data, []generate.SubjectPolicies{s}, ""); err != nil {
+			if err := writePolicyObjects(&data, []generate.SubjectPolicies{s}, names[i:i+1], ""); err != nil {
 				return err
 			}
 		} else {

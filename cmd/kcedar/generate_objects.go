@@ -5,37 +5,46 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
+	"github.com/kcedar/kcedar/internal/lib/cedarlex"
 	"github.com/kcedar/kcedar/internal/tools/generate"
 )
 
-// writePolicyObjects writes one policy object per subject, as YAML
-// documents, after the comment lines header: a NamespacedCedarPolicy in
-// the namespace every policy of the subject is confined to, else a
-// CedarPolicy.
-func writePolicyObjects(w io.Writer, subjects []generate.SubjectPolicies, header string) error {
+// writePolicyObjects writes one policy object per subject, named names[i],
+// as YAML documents, after the comment lines header: a
+// NamespacedCedarPolicy in the namespace every policy of the subject is
+// confined to (when it is a valid namespace name), else a CedarPolicy.
+// Each document is read back and checked to hold the subject's text, name
+// and namespace.
+func writePolicyObjects(w io.Writer, subjects []generate.SubjectPolicies, names []string, header string) error {
 	if header != "" {
 		for _, l := range strings.Split(strings.TrimRight(header, "\n"), "\n") {
-			fmt.Fprintf(w, "#%s\n", strings.TrimPrefix(l, "//"))
+			fmt.Fprintf(w, "#%s\n", cedarlex.Visible(strings.TrimPrefix(l, "//")))
 		}
 	}
 	for i, s := range subjects {
-		meta := map[string]any{
-			"name":   generatedObjectName(s.Slug),
-			"labels": map[string]string{"app.kubernetes.io/managed-by": "kcedar-generate"},
+		meta := map[string]any{"name": names[i], "labels": map[string]string{"app.kubernetes.io/managed-by": "kcedar-generate"}}
+		kind, ns := policyobjects.KindCluster, ""
+		if s.Namespace != "" && len(validation.IsDNS1123Label(s.Namespace)) == 0 {
+			kind, ns = policyobjects.KindNamespaced, s.Namespace
+			meta["namespace"] = ns
 		}
-		kind := "CedarPolicy"
-		if s.Namespace != "" {
-			kind, meta["namespace"] = "NamespacedCedarPolicy", s.Namespace
-		}
-		obj := map[string]any{"apiVersion": "kcedar.dev/v1alpha1", "kind": kind, "metadata": meta,
+		obj := map[string]any{"apiVersion": policyobjects.GroupVersion.String(), "kind": kind, "metadata": meta,
 			"spec": map[string]any{"content": string(s.Text)}}
 		data, err := yaml.Marshal(obj)
 		if err != nil {
 			return err
+		}
+		var back packedObject
+		if err := yaml.Unmarshal(data, &back); err != nil || back.Spec.Content != string(s.Text) || back.Name != names[i] ||
+			back.Namespace != ns || back.Kind != kind {
+			return fmt.Errorf("policy object %s does not read back as written (a bug in kcedar generate; %v)", names[i], err)
 		}
 		if i > 0 || header != "" {
 			fmt.Fprintln(w, "---")
@@ -45,6 +54,22 @@ func writePolicyObjects(w io.Writer, subjects []generate.SubjectPolicies, header
 		}
 	}
 	return nil
+}
+
+// generatedObjectNames are the subjects' object (and file) names:
+// generatedObjectName of each slug, and -2, -3, ... after a name another
+// subject has (a username can be another's slug with its hash).
+func generatedObjectNames(subjects []generate.SubjectPolicies) []string {
+	names := make([]string, len(subjects))
+	used := map[string]bool{}
+	for i, s := range subjects {
+		name := generatedObjectName(s.Slug)
+		for n := 2; used[name]; n++ {
+			name = generatedObjectName(s.Slug) + "-" + strconv.Itoa(n)
+		}
+		names[i], used[name] = name, true
+	}
+	return names
 }
 
 // generatedObjectName is a CedarPolicy name for a subject slug: generated-<slug>

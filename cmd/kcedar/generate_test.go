@@ -6,10 +6,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/format"
+	"github.com/kcedar/kcedar/internal/tools/generate"
 )
 
 // generateEvent is one ResponseComplete audit event line.
@@ -112,6 +117,78 @@ func TestGenerateUsageErrors(t *testing.T) {
 	} {
 		if out, code := run(t, newGenerateCmd(), args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2: %s", args, code, out)
+		}
+	}
+}
+
+// The exploit of issue 42 through the command: a configmap name that
+// closes its comment and opens a permit of everything, logged allowed.
+// In every output (Cedar, --audit, policy objects, -o DIR) it stays a
+// string: one policy, the generated one, audited with --audit. A name
+// that is not valid UTF-8 is not granted, with a warning; a namespace
+// that is no namespace name makes a CedarPolicy, never a
+// NamespacedCedarPolicy elsewhere.
+func TestGenerateHostileNames(t *testing.T) {
+	dir := t.TempDir()
+	exploit := `/api/v1/namespaces/team-a/configmaps/x%0A@id("p")%20permit%20(principal,%20action,%20resource);%0A`
+	log := writeFile(t, dir, "audit.log", strings.Join([]string{
+		generateEvent("1", "alice", "", "get", exploit, "allow"),
+		generateEvent("2", "bob", "", "get", "/api/v1/namespaces/team-a/configmaps/bad%FF", "allow"),
+		generateEvent("3", "carol", "", "get", "/api/v1/namespaces/x%0Ay/configmaps/c", "allow"),
+	}, "\n")+"\n")
+	checkOne := func(what, text string, audit bool) {
+		t.Helper()
+		ps, err := cedarlang.ParsePolicies("g.cedar", []byte(text))
+		if err != nil || len(ps) != 1 || ps[0].ID == "p" || ps[0].IsAudit() != audit || !strings.HasPrefix(ps[0].ID, "generated/") {
+			t.Errorf("%s: %d policies (%v), want one generated policy:\n%s", what, len(ps), err, text)
+		}
+	}
+	for _, audit := range []bool{false, true} {
+		args := []string{"--audit-log", log, "--output-format", "policy-objects"}
+		if audit {
+			args = append(args, "--audit")
+		}
+		out, code := run(t, newGenerateCmd(), args...)
+		if code != 0 || !strings.Contains(out, `warning: allowed requests of user "bob": the name "bad\xff" is not valid UTF-8`) {
+			t.Fatalf("generate: %d %s", code, out)
+		}
+		objs, err := readPackedObjects(strings.NewReader(out[strings.Index(out, "#"):]))
+		objs = slices.DeleteFunc(objs, func(o packedObject) bool { return o.Kind == "" }) // the header's comments
+		if err != nil || len(objs) != 2 {
+			t.Fatalf("%d objects (%v):\n%s", len(objs), err, out)
+		}
+		for _, o := range objs {
+			checkOne(o.Name, o.Spec.Content, audit)
+			if o.Kind == "NamespacedCedarPolicy" && o.Namespace != "team-a" {
+				t.Errorf("%s %s/%s", o.Kind, o.Namespace, o.Name)
+			}
+		}
+	}
+	gen := filepath.Join(dir, "gen")
+	if out, code := run(t, newGenerateCmd(), "--audit-log", log, "-o", gen); code != 0 {
+		t.Fatalf("generate -o: %d %s", code, out)
+	}
+	files, _ := filepath.Glob(filepath.Join(gen, "*"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		checkOne(f, string(data), false)
+	}
+	if len(files) != 2 {
+		t.Errorf("files %q, want alice's and carol's", files)
+	}
+}
+
+// Two subjects whose object names would be the same get names of their
+// own: no file or object is overwritten.
+func TestGeneratedObjectNamesAreUnique(t *testing.T) {
+	subjects := []generate.SubjectPolicies{{Slug: "x/y"}, {Slug: strings.TrimPrefix(generatedObjectName("x/y"), "generated-")}, {Slug: "x/y"}}
+	names := generatedObjectNames(subjects)
+	if names[0] == names[1] || names[1] == names[2] || names[0] == names[2] {
+		t.Errorf("names %q", names)
+	}
+	for _, n := range names {
+		if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+			t.Errorf("%q: %v", n, errs)
 		}
 	}
 }
