@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/cedarlang/format"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
 	"github.com/kcedar/kcedar/internal/lib/cedarlex"
@@ -209,6 +210,11 @@ func objectName(rel string) (string, error) {
 // packDir writes the *.cedar files under dir as policy objects (YAML
 // documents), splitting the files over packBudget (see packFile).
 func packDir(w io.Writer, dir, namespace string) error {
+	if st, err := os.Stat(dir); err != nil {
+		return err
+	} else if !st.IsDir() {
+		return fmt.Errorf("%s is a file: pack takes a directory, and names each object after its file's path there (put the file in a directory of its own and pack that)", dir)
+	}
 	objs, err := packObjects(dir, namespace, packBudget)
 	if err != nil {
 		return err
@@ -244,6 +250,9 @@ func packObjects(dir, namespace string, budget int) ([]packedObject, error) {
 		rel, err := filepath.Rel(dir, f.Name)
 		if err != nil {
 			return nil, err
+		}
+		if cedarlex.Visible(rel) != rel {
+			return nil, fmt.Errorf("%s: the file's path holds a control character: rename it (unpack would refuse it)", cedarlex.Visible(rel))
 		}
 		name, err := objectName(rel)
 		if err != nil {
@@ -288,6 +297,13 @@ func packFile(rel, name string, data []byte, namespace string, budget int) ([]pa
 	parts, err := splitPolicies(rel, data, budget)
 	if err != nil {
 		return nil, err
+	}
+	texts := make([]string, len(parts))
+	for i, part := range parts {
+		texts[i] = string(part)
+	}
+	if err := checkJoined(name, texts, string(data)); err != nil {
+		return nil, fmt.Errorf("%s: the parts would not hold the file's policies (a bug in kcedar policy pack): %w", rel, err)
 	}
 	objs := make([]packedObject, len(parts))
 	for i, part := range parts {
@@ -368,7 +384,9 @@ func policyCuts(src []byte) ([]int, error) {
 }
 
 // unpackTo writes the policy objects of in into dir (see policyUnpackLong)
-// and returns the files written.
+// and returns the files written. Every file is checked before any is
+// written (see unpackPaths), and written through an os.Root of dir, so
+// that neither a path nor a symbolic link under dir leads outside it.
 func unpackTo(in io.Reader, dir string) ([]string, error) {
 	objs, err := readPackedObjects(in)
 	if err != nil {
@@ -378,25 +396,53 @@ func unpackTo(in io.Reader, dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var written []string
-	for _, f := range files {
-		clean := filepath.Clean(filepath.FromSlash(f.rel))
-		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) || !strings.HasSuffix(clean, ".cedar") {
-			return nil, fmt.Errorf("%s: source file %q must be a relative path to a .cedar file inside the directory", f.from, f.rel)
-		}
-		path := filepath.Join(dir, clean)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(path, []byte(f.content), 0o644); err != nil {
-			return nil, err
-		}
-		written = append(written, path)
-	}
-	if len(written) == 0 {
+	if len(files) == 0 {
 		return nil, errors.New("no policy objects in the input")
 	}
+	paths, err := unpackPaths(files)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	written := make([]string, len(files))
+	for i, f := range files {
+		if err := root.MkdirAll(filepath.Dir(paths[i]), 0o755); err != nil {
+			return nil, err
+		}
+		if err := root.WriteFile(paths[i], []byte(f.content), 0o644); err != nil {
+			return nil, err
+		}
+		written[i] = filepath.Join(dir, paths[i])
+	}
 	return written, nil
+}
+
+// unpackPaths are the files' paths under the directory, cleaned: each a
+// relative path to a .cedar file inside it, of printable text, and no two
+// the same (one object would overwrite another's file).
+func unpackPaths(files []unpackedFile) ([]string, error) {
+	paths := make([]string, len(files))
+	from := map[string]string{}
+	for i, f := range files {
+		clean := filepath.Clean(filepath.FromSlash(f.rel))
+		switch {
+		case cedarlex.Visible(f.rel) != f.rel || strings.Contains(f.rel, "\\"):
+			return nil, fmt.Errorf("%s: source file %s holds a control character or a backslash", f.from, cedarlex.Shorten(f.rel))
+		case filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) || !strings.HasSuffix(clean, ".cedar"):
+			return nil, fmt.Errorf("%s: source file %q must be a relative path to a .cedar file inside the directory", f.from, f.rel)
+		case from[clean] != "":
+			return nil, fmt.Errorf("%s and %s both name the source file %q: unpacking both would keep only one", from[clean], f.from, f.rel)
+		}
+		paths[i], from[clean] = clean, f.from
+	}
+	return paths, nil
 }
 
 // readPackedObjects reads the objects of a YAML or JSON stream: documents
@@ -519,6 +565,7 @@ func joinPack(pack string, parts []packedObject) (unpackedFile, error) {
 		total, byIndex[i] = n, o
 	}
 	var b strings.Builder
+	contents := make([]string, total)
 	for i := 1; i <= total; i++ {
 		o, ok := byIndex[i]
 		if !ok {
@@ -529,8 +576,40 @@ func joinPack(pack string, parts []packedObject) (unpackedFile, error) {
 			return f, fmt.Errorf("pack %s: parts name source files %q and %q", pack, f.rel, rel)
 		}
 		f.rel = rel
+		contents[i-1] = o.Spec.Content
 		b.WriteString(o.Spec.Content)
 	}
 	f.content = b.String()
-	return f, nil
+	return f, checkJoined(pack, contents, f.content)
+}
+
+// checkJoined checks that joined, the parts of the split pack pack one
+// after the other, holds exactly the policies the parts hold as objects:
+// each part parses, every policy has an @id (as pack splits only such
+// files; a default id names the object), and the joined file parses to
+// the same policies in the same order. A part that ends inside a comment
+// or a string would otherwise carry the next part's policies away, or
+// bring others in.
+func checkJoined(pack string, parts []string, joined string) error {
+	var want []*cedarlang.Policy
+	for i, part := range parts {
+		ps, err := cedarlang.ParsePolicies(fmt.Sprintf("%s-%d", pack, i+1), []byte(part))
+		if err != nil {
+			return fmt.Errorf("pack %s: part %d/%d does not parse: %w", pack, i+1, len(parts), err)
+		}
+		for _, p := range ps {
+			if p.ID == p.Source {
+				return fmt.Errorf("pack %s: %s: a policy without @id in a split pack (its id would change when joined)", pack, p.Source)
+			}
+		}
+		want = append(want, ps...)
+	}
+	got, err := cedarlang.ParsePolicies(pack+".cedar", []byte(joined))
+	if err != nil {
+		return fmt.Errorf("pack %s: the parts joined do not parse: %w", pack, err)
+	}
+	if err := format.SamePolicies(want, got); err != nil {
+		return fmt.Errorf("pack %s: the parts joined hold other policies than the parts: %w", pack, err)
+	}
+	return nil
 }

@@ -249,3 +249,60 @@ func TestPolicyUnpackRefusals(t *testing.T) {
 		t.Fatalf("joined:\n%s", got)
 	}
 }
+
+// What a packed YAML names cannot make unpack write outside the directory
+// (a path, a symbolic link under it), write a name of control characters,
+// write one file for two objects, or write a file of other policies than
+// the objects hold. Nothing is written when one file is refused.
+func TestPolicyUnpackHostileObjects(t *testing.T) {
+	obj := func(name, source, content string) string {
+		ann := ""
+		if source != "" {
+			ann = fmt.Sprintf("  annotations: {kcedar.dev/source-file: %q}\n", source)
+		}
+		return fmt.Sprintf("apiVersion: kcedar.dev/v1alpha1\nkind: CedarPolicy\nmetadata:\n  name: %q\n%sspec:\n  content: %q\n---\n", name, ann, content)
+	}
+	part := func(i int, content string) string {
+		return fmt.Sprintf("apiVersion: kcedar.dev/v1alpha1\nkind: CedarPolicy\nmetadata:\n  name: x-%[1]d\n  labels: {kcedar.dev/pack: x}\n  annotations: {kcedar.dev/part: \"%[1]d/2\"}\nspec:\n  content: %[2]q\n---\n", i, content)
+	}
+	const p = "@id(\"%s\") permit (principal, action, resource is core::pods);\n"
+	outside := t.TempDir()
+	for name, tc := range map[string]struct{ in, want string }{
+		"dot dot":          {obj("a", "../evil.cedar", p), "inside the directory"},
+		"absolute":         {obj("a", "/tmp/evil.cedar", p), "inside the directory"},
+		"name dot dot":     {obj("../../evil", "", p), "inside the directory"},
+		"symlink":          {obj("a", "link/evil.cedar", p), "path escapes"},
+		"newline":          {obj("a", "x\n@id(\"p\").cedar", p), "control character"},
+		"u2028":            {obj("a", "x\u2028y.cedar", p), "control character"},
+		"backslash":        {obj("a", `..\evil.cedar`, p), "backslash"},
+		"same file":        {obj("a", "x.cedar", fmt.Sprintf(p, "1")) + obj("b", "x.cedar", fmt.Sprintf(p, "2")), "both name"},
+		"comment swallows": {part(1, fmt.Sprintf(p, "1")+"// the end") + part(2, fmt.Sprintf(p, "2")), "other policies"},
+		"part unparseable": {part(1, fmt.Sprintf(p, "1")+"/*") + part(2, "*/"+fmt.Sprintf(p, "2")), "does not parse"},
+		"part without id":  {part(1, fmt.Sprintf(p, "1")) + part(2, "permit (principal, action, resource);\n"), "without @id"},
+		"one good first":   {obj("good", "good.cedar", fmt.Sprintf(p, "g")) + obj("a", "../evil.cedar", p), "inside the directory"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := unpackTo(strings.NewReader(tc.in), dir); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+			for _, d := range []string{dir, outside, filepath.Dir(dir)} {
+				if cedars, _ := filepath.Glob(filepath.Join(d, "*.cedar")); len(cedars) > 0 {
+					t.Fatalf("written: %q", cedars)
+				}
+			}
+		})
+	}
+}
+
+func TestPolicyPackOfAFile(t *testing.T) {
+	dir := t.TempDir()
+	f := writeFile(t, dir, "team.cedar", "@id(\"a\") permit (principal, action, resource);\n")
+	out, code := run(t, newPolicyPackCmd(), f)
+	if code != 2 || !strings.Contains(out, "is a file: pack takes a directory") {
+		t.Errorf("pack FILE: %d %s", code, out)
+	}
+}
