@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kcedar/kcedar/internal/cedarlang"
 )
 
 // rbac convert counts the warnings on Kubernetes' bootstrap roles in one
@@ -40,5 +43,50 @@ func TestRBACConvertBootstrapWarnings(t *testing.T) {
 				t.Errorf("%d summary lines, want %d:\n%s", n, tc.notes, text)
 			}
 		})
+	}
+}
+
+// The exploit of issue 42 through the command: a RoleBinding (as YAML)
+// whose User subject's name holds a newline and a permit of everything,
+// beside a subject named with a carriage return and U+2028. The output is
+// the subjects' own permits only, and kcedar validate reads it so.
+func TestRBACConvertHostileSubjects(t *testing.T) {
+	dir := t.TempDir()
+	in := writeFile(t, dir, "rbac.yaml", `apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: "viewers\n// /*", namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view-pods}
+subjects:
+- {kind: User, apiGroup: rbac.authorization.k8s.io, name: "x\n@id(\"ns-viewers\") permit (principal, action, resource);\n"}
+- {kind: User, apiGroup: rbac.authorization.k8s.io, name: "y\r@id(\"cr\") permit (principal, action, resource);\u2028*/"}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: view-pods}
+rules:
+- {apiGroups: [""], resources: [pods], verbs: [get]}
+`)
+	out := filepath.Join(dir, "rbac.cedar")
+	if text, code := run(t, newRBACConvertCmd(), "-f", in, "--file", out); code != 0 {
+		t.Fatalf("rbac convert: %d %s", code, text)
+	}
+	if text, code := run(t, newValidateCmd(), out); code != 0 || !strings.Contains(text, "1 file, 2 policies") {
+		t.Errorf("validate: %d %s", code, text)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := cedarlang.ParsePolicies("rbac.cedar", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if !strings.HasPrefix(p.ID, "rbac/RoleBinding/team-a/viewers\n") || !strings.Contains(string(p.Text()), `principal == k8s::User::"`) {
+			t.Errorf("policy %q:\n%s", p.ID, p.Text())
+		}
+	}
+	if strings.ContainsAny(string(data), "\r\u2028") {
+		t.Errorf("a line break other than \\n in the output:\n%q", data)
 	}
 }
