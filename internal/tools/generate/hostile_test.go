@@ -259,3 +259,23 @@ func FuzzGenerateHostileEvent(f *testing.F) {
 		checkHostileEvent(t, s, eventSlots[int(slot)%len(eventSlots)], "x"+text, audit)
 	})
 }
+
+// The check against the forbidden requests covers every policy of the
+// text, not only those generate built: a policy it did not build that
+// allows a forbidden request is an error, never passed over.
+func TestForbiddenCheckCoversEveryPolicy(t *testing.T) {
+	s := embeddedschema.Schema(t)
+	g := New(s, Options{})
+	for _, rec := range records(t, logOf(t, logged{person("bob"), "get", "/api/v1/namespaces/team-a/secrets/s", "forbid"})) {
+		g.Add([]Input{{Request: rec.Request, Allowed: rec.Allowed}})
+	}
+	built := &policy{subject: subject{name: "alice", principal: "k8s::User"}, target: target{entity: "core::pods", resource: "pods"},
+		verbs: []string{"get"}, names: nameRule{any: true}, id: "generated/alice/pods-get"}
+	foreign, err := cedarlang.ParsePolicies("generated", []byte(`@id("p") permit (principal, action, resource);`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.allowsForbidden(foreign, []*policy{built}); err == nil || !strings.Contains(err.Error(), "did not build") {
+		t.Fatalf("a policy generate did not build allowed a forbidden request unnoticed: %v", err)
+	}
+}
