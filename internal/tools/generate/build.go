@@ -51,7 +51,7 @@ type Outcome struct {
 	// Unwritable are allowed requests naming text that is not valid UTF-8
 	// (a name, path, namespace, user, ... percent-decoded from the URL),
 	// which no Cedar string holds exactly: not granted. Skipped says which,
-	// sorted.
+	// sorted (the first 20, then how many more).
 	Unwritable int      `json:"unwritable"`
 	Skipped    []string `json:"skipped,omitempty"`
 }
@@ -104,8 +104,14 @@ func (g *Generator) grants(t *tightening) (map[grantKey]*grant, Outcome) {
 		out.Skipped = append(out.Skipped, why)
 	}
 	slices.Sort(out.Skipped)
+	if n := len(out.Skipped) - maxSkippedListed; n > 0 {
+		out.Skipped = append(out.Skipped[:maxSkippedListed], fmt.Sprintf("and %d more texts that are not valid UTF-8: not granted", n))
+	}
 	return grants, out
 }
+
+// maxSkippedListed bounds the reasons Outcome.Skipped lists one by one.
+const maxSkippedListed = 20
 
 // unwritable is why a policy cannot grant up exactly ("" if it can): the
 // first of its texts that is not valid UTF-8.

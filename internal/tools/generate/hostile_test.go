@@ -2,6 +2,7 @@ package generate
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"net/url"
 	"slices"
@@ -277,5 +278,19 @@ func TestForbiddenCheckCoversEveryPolicy(t *testing.T) {
 	}
 	if _, err := g.allowsForbidden(foreign, []*policy{built}); err == nil || !strings.Contains(err.Error(), "did not build") {
 		t.Fatalf("a policy generate did not build allowed a forbidden request unnoticed: %v", err)
+	}
+}
+
+// Requests naming many texts that are not valid UTF-8 are counted, and
+// the first reasons listed: the warnings do not grow with the log.
+func TestSkippedReasonsAreBounded(t *testing.T) {
+	var reqs []logged
+	for i := range 50 {
+		reqs = append(reqs, logged{person("alice"), "get", fmt.Sprintf("/api/v1/namespaces/team-a/configmaps/bad%%FF%d", i), "allow"})
+	}
+	res := generateFrom(t, embeddedschema.Schema(t), Options{}, logOf(t, reqs...))
+	if res.Count != 0 || res.Outcome.Unwritable != 50 || len(res.Outcome.Skipped) != maxSkippedListed+1 ||
+		!strings.HasPrefix(res.Outcome.Skipped[maxSkippedListed], "and 30 more") {
+		t.Errorf("%d policies, %+v", res.Count, res.Outcome)
 	}
 }
