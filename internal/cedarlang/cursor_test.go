@@ -70,7 +70,7 @@ func genQuery(rng *rand.Rand) CandidateQuery {
 		}
 	}
 	user := entities.UserInfo{Name: pick(rng, genUsers), Groups: groups}
-	q := CandidateQuery{Principal: entities.PrincipalUID(user.Name), Groups: groups, Verb: pick(rng, append(slices.Clone(genVerbs), "*")),
+	q := CandidateQuery{Principal: entities.PrincipalUID(user.Name, groups), Groups: groups, Verb: pick(rng, append(slices.Clone(genVerbs), "*")),
 		ResourceType: types.EntityType(pick(rng, genTypes))}
 	value := func(vals ...string) QueryValue {
 		switch n := rng.IntN(len(vals) + 2); {

@@ -5,7 +5,6 @@ import (
 	"hash/maphash"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/cedar-policy/cedar-go/types"
 
@@ -732,13 +731,13 @@ var openValue = QueryValue{Has: true, Open: true}
 
 // NewCandidateQuery describes req, landing on t, for verb.
 func NewCandidateQuery(req *entities.Request, t entities.Target, verb string) CandidateQuery {
-	q := CandidateQuery{Principal: entities.PrincipalUID(req.User.Name), Groups: req.User.Groups, Verb: verb, ResourceType: t.EntityType}
+	id := entities.IdentityOf(req.User.Name, req.User.Groups)
+	q := CandidateQuery{Principal: id.UID, Groups: req.User.Groups, Verb: verb, ResourceType: t.EntityType}
 	switch q.Principal.Type {
 	case schemagen.ServiceAccountType:
-		ns, name, _ := entities.ServiceAccountName(req.User.Name)
-		q.PrincipalNamespace, q.PrincipalName = known(ns), known(name)
+		q.PrincipalNamespace, q.PrincipalName = known(id.Namespace), known(id.Name)
 	case schemagen.NodeType:
-		q.PrincipalName = known(strings.TrimPrefix(req.User.Name, schemagen.NodeUserPrefix))
+		q.PrincipalName = known(id.Name)
 	}
 	orOpen := func(v, open string) QueryValue {
 		if v == open {

@@ -20,11 +20,12 @@ import (
 
 var (
 	genVerbs  = []string{"get", "list", "create", "delete", "frob"}
-	genGroups = []string{"g1", "g2", "g3"}
+	genGroups = []string{"g1", "g2", "g3", "system:nodes"}
 	genTypes  = []string{"core::pods", "core::secrets", "apps::deployments", "k8s::Resource", "k8s::NonResourceURL"}
 	genUsers  = []string{
 		"alice", "bob", "carol", "system:anonymous",
 		"system:serviceaccount:ns1:sa1", "system:serviceaccount:ns2:sa2", "system:serviceaccount:ns1",
+		"system:serviceaccount:ns1:SA1", // a User: not a name kube-apiserver gives a ServiceAccount
 		"system:node:n1", "system:node:",
 	}
 )

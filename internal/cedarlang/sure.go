@@ -69,7 +69,7 @@ type SureFacts struct {
 // FactsOf are the sure facts of req, given the action, the resource and its
 // attributes the engine evaluates it with.
 func FactsOf(req *entities.Request, action, resource types.EntityUID, attrs types.RecordMap) SureFacts {
-	return SureFacts{Principal: entities.PrincipalUID(req.User.Name), Groups: req.User.Groups, Action: action, ResourceType: resource.Type, Attributes: attrs}
+	return SureFacts{Principal: entities.PrincipalUID(req.User.Name, req.User.Groups), Groups: req.User.Groups, Action: action, ResourceType: resource.Type, Attributes: attrs}
 }
 
 // SurelySatisfied reports whether the request of facts certainly satisfies

@@ -81,7 +81,8 @@ func (s Subject) String() string {
 // Matches reports whether the subject selects the principal u, exactly as
 // the principal scope it came from does.
 func (s Subject) Matches(u entities.UserInfo) bool {
-	uid := entities.PrincipalUID(u.Name)
+	id := entities.IdentityOf(u.Name, u.Groups)
+	uid := id.UID
 	if s.PrincipalType != "" && string(uid.Type) != s.PrincipalType {
 		return false
 	}
@@ -89,13 +90,11 @@ func (s Subject) Matches(u entities.UserInfo) bool {
 	case SubjectAll:
 		return true
 	case SubjectUser, SubjectServiceAccount, SubjectNode:
-		want := entities.PrincipalUID(s.Name)
-		return uid == want && subjectKindOf(want.Type) == s.Kind
+		return string(uid.ID) == s.Name && subjectKindOf(uid.Type) == s.Kind
 	case SubjectGroup:
 		return slices.Contains(u.Groups, s.Name)
 	case SubjectServiceAccounts:
-		ns, _, ok := strings.Cut(strings.TrimPrefix(u.Name, schemagen.ServiceAccountUserPrefix), ":")
-		return uid.Type == schemagen.ServiceAccountType && ok && ns == s.Namespace
+		return uid.Type == schemagen.ServiceAccountType && id.Namespace == s.Namespace
 	case SubjectPrincipalType:
 		return string(uid.Type) == s.Name
 	case SubjectUsernamePattern:
@@ -118,6 +117,17 @@ func subjectKindOf(t types.EntityType) SubjectKind {
 }
 
 func isPrincipalType(t types.EntityType) bool { return subjectKindOf(t) != "" }
+
+// principalTypeOf is the entity type of a single principal's subject kind.
+func principalTypeOf(k SubjectKind) types.EntityType {
+	switch k {
+	case SubjectServiceAccount:
+		return schemagen.ServiceAccountType
+	case SubjectNode:
+		return schemagen.NodeType
+	}
+	return schemagen.UserType
+}
 
 // SubjectAccess is one entry of an access review: subjects, the condition
 // under which the policies apply to them, and the policies.
@@ -294,14 +304,15 @@ func (c *accessCase) residual(q *ast.Policy, usesObjects bool, principal types.V
 func scopeSubject(s ast.IsPrincipalScopeNode) (Subject, bool) {
 	single := func(uid types.EntityUID) (Subject, bool) {
 		kind := subjectKindOf(uid.Type)
-		if kind == "" || entities.PrincipalUID(string(uid.ID)) != uid {
-			// Not a principal type, or a username Kubernetes gives another
-			// type (k8s::User::"system:node:n1" is never a principal).
+		if kind == "" || !entities.IsPrincipal(uid) {
+			// Not a principal type, or a username Kubernetes never gives
+			// this type (k8s::User::"system:serviceaccount:ns:sa" is never
+			// a principal).
 			return Subject{}, false
 		}
 		sub := Subject{Kind: kind, Name: string(uid.ID)}
 		if kind == SubjectServiceAccount {
-			sub.Namespace, _, _ = strings.Cut(strings.TrimPrefix(sub.Name, schemagen.ServiceAccountUserPrefix), ":")
+			sub.Namespace, _, _ = entities.ServiceAccountName(sub.Name)
 		}
 		return sub, true
 	}
@@ -336,7 +347,7 @@ func scopeSubject(s ast.IsPrincipalScopeNode) (Subject, bool) {
 			sub.PrincipalType = string(v.Type)
 			return sub, true
 		}
-		if string(v.Type) != string(entities.PrincipalUID(sub.Name).Type) {
+		if v.Type != v.Entity.Type {
 			return Subject{}, false
 		}
 		return sub, true
@@ -449,11 +460,7 @@ func refineWith(sub Subject, n ast.IsNode) (Subject, bool) {
 		return Subject{Kind: SubjectUsernamePattern, Name: string(v.Value.MarshalCedar()), PrincipalType: typ}, true
 	case ast.NodeTypeEquals:
 		if name, ok := principalAttrEquals(v, schemagen.AttrUsername); ok && (sub.Kind == SubjectAll || sub.Kind == SubjectPrincipalType) {
-			uid := entities.PrincipalUID(name)
-			if typ != "" && string(uid.Type) != typ {
-				return sub, false
-			}
-			return scopeSubject(ast.ScopeTypeEq{Entity: uid})
+			return usernameSubject(name, typ)
 		}
 		if ns, ok := principalAttrEquals(v, schemagen.AttrNamespace); ok && sub.Kind == SubjectPrincipalType && typ == string(schemagen.ServiceAccountType) {
 			// principal.namespace of a ServiceAccount never fails.
@@ -463,13 +470,28 @@ func refineWith(sub Subject, n ast.IsNode) (Subject, bool) {
 			// principal.name of a ServiceAccount or a Node never fails.
 			switch {
 			case sub.Kind == SubjectServiceAccounts && !strings.Contains(name, ":"):
-				return scopeSubject(ast.ScopeTypeEq{Entity: entities.PrincipalUID(schemagen.ServiceAccountUserPrefix + sub.Namespace + ":" + name)})
+				return scopeSubject(ast.ScopeTypeEq{Entity: types.NewEntityUID(schemagen.ServiceAccountType, types.String(schemagen.ServiceAccountUserPrefix+sub.Namespace+":"+name))})
 			case sub.Kind == SubjectPrincipalType && typ == string(schemagen.NodeType):
-				return scopeSubject(ast.ScopeTypeEq{Entity: entities.PrincipalUID(schemagen.NodeUserPrefix + name)})
+				return scopeSubject(ast.ScopeTypeEq{Entity: types.NewEntityUID(schemagen.NodeType, types.String(schemagen.NodeUserPrefix+name))})
 			}
 		}
 	}
 	return sub, false
+}
+
+// usernameSubject is the subject of `principal.username == name`, of type
+// typ when not "": the one principal of that username and type, or, for a
+// username that is a User or a Node by its groups (entities.UsernameTypes),
+// a pattern matching the username alone.
+func usernameSubject(name, typ string) (Subject, bool) {
+	ts := entities.UsernameTypes(name)
+	switch {
+	case typ != "":
+		return scopeSubject(ast.ScopeTypeEq{Entity: types.NewEntityUID(types.EntityType(typ), types.String(name))})
+	case len(ts) == 1:
+		return scopeSubject(ast.ScopeTypeEq{Entity: types.NewEntityUID(ts[0], types.String(name))})
+	}
+	return Subject{Kind: SubjectUsernamePattern, Name: string(types.NewPattern(types.String(name)).MarshalCedar())}, true
 }
 
 func parsePattern(text string) (types.Pattern, error) {
@@ -565,7 +587,8 @@ func deniedBy(sub Subject, forbids []Subject) bool {
 func (s Subject) Covers(o Subject) bool {
 	switch o.Kind {
 	case SubjectUser, SubjectServiceAccount, SubjectNode:
-		return o.PrincipalType == "" && s.Matches(entities.UserInfo{Name: o.Name})
+		groups, ok := entities.GroupsFor(types.NewEntityUID(principalTypeOf(o.Kind), types.String(o.Name)))
+		return ok && o.PrincipalType == "" && s.Matches(entities.UserInfo{Name: o.Name, Groups: groups})
 	case SubjectGroup:
 		return o.PrincipalType == "" && (s.Kind == SubjectAll && s.PrincipalType == "" || s == o)
 	}

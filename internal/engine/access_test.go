@@ -32,11 +32,12 @@ when { principal.username like "oidc:*" && principal.hasTag("scopes") && princip
 when { resource.namespace like "*-prod" };
 @id("node") permit(principal is k8s::Node, action == k8s::Action::"get", resource is core::pods)
 when { resource has oldObject };
-@id("never") permit(principal == k8s::User::"system:node:n1", action, resource is core::pods);
+@id("never") permit(principal == k8s::User::"system:serviceaccount:team-a-dev:builder", action, resource is core::pods);
+@id("user-named-like-a-node") permit(principal == k8s::User::"system:node:n2", action, resource is core::pods);
 `)
 	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
 	rv := whoCan(t, az, whoCanReq("get", "", "pods", "", "team-a-dev", ""))
-	if want := []string{"alice", "system:serviceaccount:team-a-dev:ci"}; !slices.Equal(rv.Users, want) {
+	if want := []string{"alice", "system:node:n2", "system:serviceaccount:team-a-dev:ci"}; !slices.Equal(rv.Users, want) {
 		t.Errorf("users = %v, want %v", rv.Users, want)
 	}
 	if want := []string{"team-a"}; !slices.Equal(rv.Groups, want) {
@@ -443,7 +444,11 @@ func TestWhoCanListsNoSubjectASelectorDenies(t *testing.T) {
 			t.Errorf("%s\nusers = %v, want %v (denied: %+v)", forbid, rv.Users, want, rv.Denied)
 		}
 		for _, u := range rv.Users {
-			if d := az.Authorize(context.Background(), &entities.Request{ResourceRequest: true, Verb: "get", Resource: "pods", Namespace: "a", Name: "p", User: entities.UserInfo{Name: u}}); d.Type() != DecisionAllow {
+			var groups []string // the node permit lists n1 as a node: in system:nodes
+			if strings.HasPrefix(u, "system:node:") {
+				groups = []string{"system:nodes"}
+			}
+			if d := az.Authorize(context.Background(), &entities.Request{ResourceRequest: true, Verb: "get", Resource: "pods", Namespace: "a", Name: "p", User: entities.UserInfo{Name: u, Groups: groups}}); d.Type() != DecisionAllow {
 				t.Errorf("%s: %s is listed but Authorize says %v", forbid, u, d.Type())
 			}
 		}

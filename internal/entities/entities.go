@@ -1,41 +1,16 @@
 package entities
 
 import (
-	"strings"
-
 	"github.com/cedar-policy/cedar-go/types"
 
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
-// PrincipalUID tells Users, ServiceAccounts and Nodes apart by username, as
-// Kubernetes does: system:serviceaccount:<ns>:<name> and system:node:<name>.
-func PrincipalUID(username string) types.EntityUID {
-	if ns, name, ok := ServiceAccountName(username); ok && ns != "" && name != "" {
-		return types.NewEntityUID(schemagen.ServiceAccountType, types.String(username))
-	}
-	if name, ok := strings.CutPrefix(username, schemagen.NodeUserPrefix); ok && name != "" {
-		return types.NewEntityUID(schemagen.NodeType, types.String(username))
-	}
-	return types.NewEntityUID(schemagen.UserType, types.String(username))
-}
-
-func ServiceAccountName(username string) (ns, name string, ok bool) {
-	rest, ok := strings.CutPrefix(username, schemagen.ServiceAccountUserPrefix)
-	if !ok {
-		return "", "", false
-	}
-	ns, name, ok = strings.Cut(rest, ":")
-	if !ok || strings.Contains(name, ":") {
-		return "", "", false
-	}
-	return ns, name, true
-}
-
 // PrincipalEntity builds the principal: its attributes, a parent k8s::Group per
 // group, and the user's extra as tags (sets of strings).
 func PrincipalEntity(u UserInfo) types.Entity {
-	uid := PrincipalUID(u.Name)
+	id := IdentityOf(u.Name, u.Groups)
+	uid := id.UID
 	groups := make([]types.Value, len(u.Groups))
 	parents := make([]types.EntityUID, len(u.Groups))
 	for i, g := range u.Groups {
@@ -51,11 +26,10 @@ func PrincipalEntity(u UserInfo) types.Entity {
 	}
 	switch uid.Type {
 	case schemagen.ServiceAccountType:
-		ns, name, _ := ServiceAccountName(u.Name)
-		attrs[schemagen.AttrNamespace] = types.String(ns)
-		attrs[schemagen.AttrName] = types.String(name)
+		attrs[schemagen.AttrNamespace] = types.String(id.Namespace)
+		attrs[schemagen.AttrName] = types.String(id.Name)
 	case schemagen.NodeType:
-		attrs[schemagen.AttrName] = types.String(strings.TrimPrefix(u.Name, schemagen.NodeUserPrefix))
+		attrs[schemagen.AttrName] = types.String(id.Name)
 	}
 	var tags types.Record
 	if len(u.Extra) > 0 {

@@ -14,34 +14,6 @@ import (
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
-func TestPrincipalUID(t *testing.T) {
-	for _, tc := range []struct {
-		user string
-		typ  types.EntityType
-	}{
-		{"alice", schemagen.UserType},
-		{"alice@example.com", schemagen.UserType},
-		{"system:anonymous", schemagen.UserType},
-		{"system:admin", schemagen.UserType},
-		{"", schemagen.UserType},
-		{"system:serviceaccount:kube-system:default", schemagen.ServiceAccountType},
-		{"system:serviceaccount:ns", schemagen.UserType},
-		{"system:serviceaccount:ns:", schemagen.UserType},
-		{"system:serviceaccount::x", schemagen.UserType},
-		{"system:serviceaccount:ns:a:b", schemagen.UserType},
-		{"system:serviceaccount:", schemagen.UserType},
-		{"system:serviceaccounts:ns:x", schemagen.UserType},
-		{"system:node:worker-1", schemagen.NodeType},
-		{"system:node:", schemagen.UserType},
-		{"system:nodes", schemagen.UserType},
-	} {
-		uid := PrincipalUID(tc.user)
-		if uid.Type != tc.typ || string(uid.ID) != tc.user {
-			t.Errorf("PrincipalUID(%q) = %s, want type %s with the username as id", tc.user, uid, tc.typ)
-		}
-	}
-}
-
 func TestPrincipalEntity(t *testing.T) {
 	get := func(e types.Entity, attr string) types.Value {
 		v, _ := e.Attributes.Get(types.String(attr))

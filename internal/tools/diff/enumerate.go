@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/cedar-policy/cedar-go/types"
+	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
@@ -213,8 +214,8 @@ func (r *run) pointsOf(t point, reach cedarlang.Reach) []point {
 func (sp *space) users() []string {
 	var out []string
 	for _, u := range sp.dims[dimUsername].reps {
-		if entities.PrincipalUID(u).Type == schemagen.UserType {
-			out = append(out, u)
+		if ts := entities.UsernameTypes(u); len(ts) == 1 && ts[0] == schemagen.UserType {
+			out = append(out, u) // ServiceAccounts and nodes follow
 		}
 	}
 	names := sp.dims[dimPName].reps
@@ -257,14 +258,29 @@ func (r *run) groupsAt(x point) (groups []string, skipped bool) {
 	return groups, skipped
 }
 
+// withNodesGroup adds system:nodes to the enumerated groups when a user's
+// type depends on it (a node's username is a Node only in that group,
+// entities.IdentityOf).
+func withNodesGroup(groups, users []string) []string {
+	if slices.Contains(groups, user.NodesGroup) || !slices.ContainsFunc(users, func(u string) bool { return len(entities.UsernameTypes(u)) > 1 }) {
+		return groups
+	}
+	groups = append(groups, user.NodesGroup)
+	sort.Strings(groups)
+	return groups
+}
+
 // decidePoint decides every principal at x, in every namespace-label world
 // there, with both sets and keeps the cells that differ.
 func (r *run) decidePoint(x point) {
 	groups, skipped := r.groupsAt(x)
 	users := slices.DeleteFunc(r.sp.users(), func(u string) bool {
-		uid := entities.PrincipalUID(u)
-		return !slices.ContainsFunc(r.d, func(f *facts) bool { return principalMay(f.p, uid) })
+		return !slices.ContainsFunc(entities.UsernameTypes(u), func(t types.EntityType) bool {
+			uid := types.NewEntityUID(t, types.String(u))
+			return slices.ContainsFunc(r.d, func(f *facts) bool { return principalMay(f.p, uid) })
+		})
 	})
+	groups = withNodesGroup(groups, users)
 	for _, w := range r.worldsAt(x) {
 		r.ns.current = &w
 		for mask := 0; mask < 1<<len(groups); mask++ {

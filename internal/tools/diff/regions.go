@@ -118,14 +118,13 @@ func principalMay(p *cedarlang.Policy, uid types.EntityUID) bool {
 
 // subjectOf is the subject of a cell.
 func subjectOf(c cell) Subject {
-	uid := entities.PrincipalUID(c.user)
+	id := entities.IdentityOf(c.user, c.in)
 	s := Subject{Kind: KindUser, Name: c.user, InGroups: c.in, NotIn: c.out}
-	switch uid.Type {
+	switch id.UID.Type {
 	case schemagen.ServiceAccountType:
-		s.Kind = KindServiceAccount
-		s.Namespace, s.Name, _ = entities.ServiceAccountName(c.user)
+		s.Kind, s.Namespace, s.Name = KindServiceAccount, id.Namespace, id.Name
 	case schemagen.NodeType:
-		s.Kind, s.Name = KindNode, strings.TrimPrefix(c.user, schemagen.NodeUserPrefix)
+		s.Kind, s.Name = KindNode, id.Name
 	}
 	return s
 }
