@@ -65,7 +65,7 @@ func (o *RBACObjects) WithoutEmptyNames() *RBACObjects {
 var Namespaces = []string{"team-a", "team-b", "team-c"}
 
 var (
-	genUsers  = []string{"alice", "bob", "carol", "dave", "erin", "system:node:n1", "system:serviceaccount:team-a:builder"}
+	genUsers  = []string{"alice", "bob", "carol", "dave", "erin", "system:node:n1", "system:serviceaccount:team-a:builder", "system:serviceaccount:team-a:Builder"}
 	genGroups = []string{"dev", "ops", "qa", "auditors", "system:serviceaccounts:team-b", "system:authenticated", "system:serviceaccounts"}
 	genSAs    = [][2]string{{"team-a", "builder"}, {"team-b", "deployer"}, {"team-c", "default"}, {"team-a", "ci"}}
 	genNames  = []string{"web", "db", "n1", "alice", "team-a", "cfg", "*"}

@@ -261,7 +261,22 @@ func (c *converter) record(w string, bootstrap bool) {
 
 type principal struct {
 	scope cedarlex.Scope
-	desc  string // Kind/name
+	cond  cedarlex.Expr // set when the scope alone cannot say it
+	desc  string        // Kind/name
+}
+
+// userPrincipal is a User subject as RBAC matches it: by username alone.
+// Most usernames are one principal type whatever their groups
+// (entities.UsernameTypes), so the scope names the principal. A node's
+// username is a Node in system:nodes and a User outside it, and RBAC's
+// User subject matches both: the scope is then open and a condition names
+// the username.
+func userPrincipal(name string) principal {
+	desc := "User/" + name
+	if ts := entities.UsernameTypes(name); len(ts) > 1 {
+		return principal{cond: cedarlex.Principal().Attr(schemagen.AttrUsername).Eq(cedarlex.Str(name)), desc: desc}
+	}
+	return principal{scope: cedarlex.ScopeEq(entities.PrincipalUID(name, nil)), desc: desc}
 }
 
 func (c *converter) principals(b binding) []principal {
@@ -269,7 +284,7 @@ func (c *converter) principals(b binding) []principal {
 	for _, s := range b.subjects {
 		switch s.Kind {
 		case rbacv1.UserKind:
-			out = append(out, principal{scope: cedarlex.ScopeEq(entities.PrincipalUID(s.Name, nil)), desc: "User/" + s.Name})
+			out = append(out, userPrincipal(s.Name))
 		case rbacv1.GroupKind:
 			out = append(out, principal{scope: cedarlex.ScopeIn(types.NewEntityUID(schemagen.GroupType, types.String(s.Name))), desc: "Group/" + s.Name})
 		case rbacv1.ServiceAccountKind:
@@ -368,11 +383,19 @@ func (c *converter) writePolicy(where origin, id string, b binding, roleDesc str
 		Principal: p.scope,
 		Action:    t.action,
 		Resource:  t.resource,
-		When:      t.conds,
+		When:      p.withCondition(t.conds),
 	})
 	if err != nil {
 		c.warn(where, "the permits of binding %s for %s are skipped: %v", cedarlex.Visible(b.describe()), cedarlex.Visible(p.desc), err)
 	}
+}
+
+// withCondition is conds after the principal's condition, if it has one.
+func (p principal) withCondition(conds []cedarlex.Expr) []cedarlex.Expr {
+	if p.cond.Text() == "" {
+		return conds // none (the zero Expr)
+	}
+	return append([]cedarlex.Expr{p.cond}, conds...)
 }
 
 // pattern is one entry of a rule's resources.
