@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/kcedar/kcedar/internal/entities"
 )
@@ -21,6 +24,7 @@ const (
 	groupAuthenticated   = "system:authenticated"
 	groupUnauthenticated = "system:unauthenticated"
 	anonymousUser        = "system:anonymous"
+	nodeUserPrefix       = "system:node:"
 )
 
 // identityFlags are kubectl's --as, --as-group, --as-uid and
@@ -97,12 +101,19 @@ func oneOf(name, value, alias, aliasValue string) (string, error) {
 }
 
 // impersonatedGroups are the groups kube-apiserver gives an impersonated
-// user (k8s.io/apiserver's impersonation filter): a user other than
-// system:anonymous gets system:authenticated unless the groups hold
-// system:authenticated or system:unauthenticated; system:anonymous gets
-// system:unauthenticated unless the groups hold it. An authenticated
-// request (the authenticated group adder) ends up with the same groups.
+// user (k8s.io/apiserver's impersonation filter): without --as-group, a
+// ServiceAccount gets its fixed groups, and a node (system:node:<a valid
+// node name>) gets system:nodes, as constrained impersonation gives it
+// (legacy impersonation, which the API server tries last, gives none). Then
+// a user other than system:anonymous gets system:authenticated unless the
+// groups hold system:authenticated or system:unauthenticated;
+// system:anonymous gets system:unauthenticated unless the groups hold it.
+// An authenticated request (the authenticated group adder) ends up with the
+// same groups.
 func impersonatedGroups(user string, groups []string) []string {
+	if len(groups) == 0 {
+		groups = identityGroups(user)
+	}
 	add := groupAuthenticated
 	if user == anonymousUser {
 		add = groupUnauthenticated
@@ -113,6 +124,19 @@ func impersonatedGroups(user string, groups []string) []string {
 		return groups
 	}
 	return append(groups, add)
+}
+
+// identityGroups are the groups the impersonation filter fixes for a user
+// impersonated without groups: a ServiceAccount's, or system:nodes for a
+// node whose name is a valid node name.
+func identityGroups(username string) []string {
+	if ns, _, ok := entities.ServiceAccountName(username); ok {
+		return serviceaccount.MakeGroupNames(ns)
+	}
+	if name, ok := strings.CutPrefix(username, nodeUserPrefix); ok && len(validation.IsDNS1123Subdomain(name)) == 0 {
+		return []string{user.NodesGroup}
+	}
+	return nil
 }
 
 // parseUserExtra reads KEY=VALUE pairs as kubectl reads --as-user-extra

@@ -2,33 +2,73 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/endpoints/filters/impersonation"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 )
 
-// The groups kube-apiserver gives an impersonated user, pinned case by case
-// against k8s.io/apiserver's impersonation filter.
-func TestImpersonatedGroups(t *testing.T) {
-	for _, tc := range []struct {
-		user   string
-		groups []string
-		want   []string
-	}{
-		{"alice", nil, []string{"system:authenticated"}},
-		{"alice", []string{"dev"}, []string{"dev", "system:authenticated"}},
-		{"alice", []string{"system:authenticated", "dev"}, []string{"system:authenticated", "dev"}},
-		{"alice", []string{"system:unauthenticated"}, []string{"system:unauthenticated"}},
-		{"system:anonymous", nil, []string{"system:unauthenticated"}},
-		{"system:anonymous", []string{"system:authenticated"}, []string{"system:authenticated", "system:unauthenticated"}},
-		{"system:anonymous", []string{"system:unauthenticated"}, []string{"system:unauthenticated"}},
-		{"", []string{"dev"}, []string{"dev", "system:authenticated"}},
-	} {
-		if got := impersonatedGroups(tc.user, slices.Clone(tc.groups)); !slices.Equal(got, tc.want) {
-			t.Errorf("impersonatedGroups(%q, %q) = %q, want %q", tc.user, tc.groups, got, tc.want)
+// The groups kube-apiserver gives an impersonated user: impersonatedGroups
+// against k8s.io/apiserver's own impersonation filter (constrained
+// impersonation, then legacy, as kube-apiserver runs it), with an authorizer
+// that allows every impersonation, for usernames of every kind (valid and
+// invalid ServiceAccounts and nodes) with and without groups.
+func TestImpersonatedGroupsAsTheFilterGivesThem(t *testing.T) {
+	users := []string{"alice", "", "system:anonymous", "system:serviceaccount:team-a:builder", "system:serviceaccount:kube-system:X",
+		"system:serviceaccount:ns:a:b", "system:node:worker-1", "system:node:Worker_1", "system:node:", "system:nodes"}
+	groupSets := [][]string{nil, {"dev"}, {"system:authenticated", "dev"}, {"system:unauthenticated"}, {"system:nodes"}}
+	compared := 0
+	for _, u := range users {
+		for _, groups := range groupSets {
+			want, ok := filterImpersonates(t, u, groups)
+			if !ok {
+				continue // the filter refuses this identity
+			}
+			compared++
+			if got := impersonatedGroups(u, slices.Clone(groups)); !slices.Equal(got, want) {
+				t.Errorf("impersonatedGroups(%q, %q) = %q; kube-apiserver's filter gives %q", u, groups, got, want)
+			}
 		}
 	}
+	if compared < len(users)*2 {
+		t.Fatalf("the filter accepted only %d identities", compared)
+	}
+}
+
+// filterImpersonates is the groups k8s.io/apiserver's impersonation filter
+// gives username impersonated with groups by an authenticated user, every
+// impersonation allowed; ok is false when the filter refuses the request.
+func filterImpersonates(t *testing.T, username string, groups []string) (got []string, ok bool) {
+	t.Helper()
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, _ := genericapirequest.UserFrom(r.Context())
+		got, ok = u.GetGroups(), true
+	})
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	codecs := serializer.NewCodecFactory(scheme)
+	h := impersonation.WithConstrainedImpersonation(inner, authorizerfactory.NewAlwaysAllowAuthorizer(), codecs)
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/pods", nil)
+	req.Header.Set(authenticationv1.ImpersonateUserHeader, username)
+	for _, g := range groups {
+		req.Header.Add(authenticationv1.ImpersonateGroupHeader, g)
+	}
+	ctx := genericapirequest.WithUser(req.Context(), &user.DefaultInfo{Name: "admin", Groups: []string{"system:authenticated"}})
+	ctx = genericapirequest.WithRequestInfo(ctx, &genericapirequest.RequestInfo{IsResourceRequest: true, Verb: "list", APIVersion: "v1", Resource: "pods", Namespace: "default"})
+	h.ServeHTTP(httptest.NewRecorder(), req.WithContext(ctx))
+	return got, ok
 }
 
 // authorize takes kubectl's flags and, deprecated, its older ones: both
