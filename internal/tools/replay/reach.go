@@ -94,6 +94,11 @@ func (r *Reach) Conditions() []string {
 	return out
 }
 
+// NotSeen says why kcedar never sees the request of spec ("" if it does):
+// what replay leaves out, for other tools reading records (kcedar
+// generate).
+func (r *Reach) NotSeen(spec *authorizationv1.SubjectAccessReviewSpec) string { return r.notSeen(spec) }
+
 // notSeen says why kcedar never sees the request of spec ("" if it does),
 // as kube-apiserver decides it: a system:masters member is allowed first;
 // a matchCondition that evaluates to false skips the webhook; an error in

@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/parallel"
 )
@@ -21,6 +23,9 @@ type Record struct {
 	Allowed bool
 	// Time is the event's requestReceivedTimestamp (zero when not logged).
 	Time time.Time
+	// Review is the SubjectAccessReview spec the webhook authorizer sends
+	// for the request (what Reach.NotSeen decides on).
+	Review *authorizationv1.SubjectAccessReviewSpec
 }
 
 // RecordCounts are what ReadRecords read.
@@ -94,7 +99,7 @@ func (r *recordReader) admit(batch []line) error {
 		}
 		req, err := events[i].Request()
 		if ok[i] = err == nil; ok[i] {
-			recs[i] = Record{Request: req, Allowed: events[i].Allowed(), Time: receivedAt(batch[i].data)}
+			recs[i] = Record{Request: req, Allowed: events[i].Allowed(), Time: receivedAt(batch[i].data), Review: events[i].spec}
 		}
 	})
 	for i := range batch {
