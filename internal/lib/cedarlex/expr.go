@@ -27,7 +27,7 @@ const (
 )
 
 // Expr is a Cedar expression built from typed parts. Outside text enters
-// it only as a string literal (Str, Attr, Has, LikePrefix) or the
+// it only as a string literal (Str, Attr, Has, Like, LikePrefix) or the
 // quoted id of an entity (Entity): it can never become Cedar syntax. Its
 // text and its AST are built together, so that a written file can be
 // checked against what was built. Text that cannot be written exactly (a
@@ -204,14 +204,37 @@ func (x Expr) Contains(y Expr) Expr {
 
 // LikePrefix is `x like "<prefix>*"`: every string that starts with
 // prefix (whose own `*` are escaped).
-func (x Expr) LikePrefix(prefix string) Expr {
-	q, err := Quote(prefix)
-	if err == nil {
-		// No escape Quote writes holds a '*': every '*' is the prefix's.
-		q = strings.ReplaceAll(q[:len(q)-1], "*", `\*`) + `*"`
+func (x Expr) LikePrefix(prefix string) Expr { return x.Like(prefix, "") }
+
+// Like is `x like "<literals[0]>*<literals[1]>*..."`: the literals in
+// order, any text (a wildcard) between two; each literal's own `*` is
+// escaped. With no literal it is an error.
+func (x Expr) Like(literals ...string) Expr {
+	if len(literals) == 0 {
+		return Expr{err: errEmpty}
 	}
-	pat := types.NewPattern(types.String(prefix), types.Wildcard{})
-	return Expr{text: x.operand(precUnary) + " like " + q, node: x.node.Like(pat), prec: precRelation, err: cmp.Or(x.Err(), err)}
+	var text strings.Builder
+	var parts []any
+	var err error
+	text.WriteByte('"')
+	for i, lit := range literals {
+		if i > 0 {
+			text.WriteByte('*')
+			parts = append(parts, types.Wildcard{})
+		}
+		q, qerr := Quote(lit)
+		err = cmp.Or(err, qerr)
+		if qerr == nil {
+			// No escape Quote writes holds a '*': every '*' is the literal's.
+			text.WriteString(strings.ReplaceAll(q[1:len(q)-1], "*", `\*`))
+		}
+		if lit != "" {
+			parts = append(parts, types.String(lit))
+		}
+	}
+	text.WriteByte('"')
+	pat := types.NewPattern(parts...)
+	return Expr{text: x.operand(precUnary) + " like " + text.String(), node: x.node.Like(pat), prec: precRelation, err: cmp.Or(x.Err(), err)}
 }
 
 // Not is `!x`.

@@ -46,6 +46,7 @@ func hostilePolicy(s string) *Policy {
 			Or(Not(Resource().Has("name")), And(Resource().Has(s), Resource().Attr(s).LikePrefix(s))),
 			OneOf(Context().Attr("verb"), []string{s, "get"}),
 			Principal().In(Entity(types.NewEntityUID("k8s::Group", types.String(s)))),
+			Resource().Attr("name").Like(s, "-", s+"*", ""),
 		},
 	}
 }
