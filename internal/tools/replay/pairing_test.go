@@ -97,7 +97,9 @@ func TestReachNamesTheCondition(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "kind: AuthorizationConfiguration\napiVersion: apiserver.config.k8s.io/v1\nauthorizers: [{type: RBAC, name: rbac}]\n",
-		strings.Replace(manifestsReach, "request.user != ", "request.nosuchfield != ", 1)} {
+		strings.Replace(manifestsReach, "request.user != ", "request.nosuchfield != ", 1),
+		strings.Replace(manifestsReach, "request.user != 'system:serviceaccount:kcedar-system:kcedar'", "request.user", 1),
+		strings.Replace(manifestsReach, "request.user != 'system:serviceaccount:kcedar-system:kcedar'", "' '", 1)} {
 		if _, err := NewReach([]byte(bad), ""); err == nil {
 			t.Errorf("NewReach accepted %q", bad)
 		}

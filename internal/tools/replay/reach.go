@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apiserverapi "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/apis/apiserver/load"
-	apiservervalidation "k8s.io/apiserver/pkg/apis/apiserver/validation"
 	authorizationcel "k8s.io/apiserver/pkg/authorization/cel"
 )
 
@@ -68,21 +68,41 @@ func NewReach(config []byte, name string) (*Reach, error) {
 	hook := hooks[0]
 	r := &Reach{name: hook.Name, failurePolicy: string(hook.Webhook.FailurePolicy)}
 	compiler := authorizationcel.NewDefaultCompiler()
-	for _, mc := range hook.Webhook.MatchConditions {
-		m, errs := apiservervalidation.ValidateAndCompileMatchConditions(compiler, []apiserverapi.WebhookMatchCondition{mc})
-		if len(errs) > 0 {
-			return nil, fmt.Errorf("AuthorizationConfiguration: authorizer %q: %w", hook.Name, errs.ToAggregate())
+	var results []authorizationcel.CompilationResult
+	for i, mc := range hook.Webhook.MatchConditions {
+		res, err := compileMatchCondition(compiler, mc.Expression)
+		if err != nil {
+			return nil, fmt.Errorf("AuthorizationConfiguration: authorizer %q: matchConditions[%d]: %w", hook.Name, i, err)
 		}
-		r.conditions = append(r.conditions, condition{expression: mc.Expression, matcher: m})
+		r.conditions = append(r.conditions, condition{expression: mc.Expression, matcher: matcherOf(res)})
+		results = append(results, res)
 	}
-	if len(r.conditions) > 0 {
-		all, errs := apiservervalidation.ValidateAndCompileMatchConditions(compiler, hook.Webhook.MatchConditions)
-		if len(errs) > 0 {
-			return nil, fmt.Errorf("AuthorizationConfiguration: authorizer %q: %w", hook.Name, errs.ToAggregate())
-		}
-		r.all = all
+	if len(results) > 0 {
+		r.all = matcherOf(results...)
 	}
 	return r, nil
+}
+
+// compileMatchCondition compiles one matchCondition expression as
+// kube-apiserver's webhook authorizer does (k8s.io/apiserver's CEL
+// compiler for SubjectAccessReview match conditions: a bool over request).
+func compileMatchCondition(compiler authorizationcel.Compiler, expression string) (authorizationcel.CompilationResult, error) {
+	if strings.TrimSpace(expression) == "" {
+		return authorizationcel.CompilationResult{}, errors.New("the expression is empty")
+	}
+	return compiler.CompileCELExpression(&authorizationcel.SubjectAccessReviewMatchCondition{Expression: expression})
+}
+
+// matcherOf is the matcher of compiled expressions, evaluated together as
+// the webhook authorizer evaluates its matchConditions (the request's field
+// and label selectors converted only when an expression reads them).
+func matcherOf(results ...authorizationcel.CompilationResult) *authorizationcel.CELMatcher {
+	m := &authorizationcel.CELMatcher{CompilationResults: results}
+	for _, res := range results {
+		m.UsesFieldSelector = m.UsesFieldSelector || res.UsesFieldSelector
+		m.UsesLabelSelector = m.UsesLabelSelector || res.UsesLabelSelector
+	}
+	return m
 }
 
 // Conditions are the matchConditions' expressions.
