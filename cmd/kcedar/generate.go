@@ -30,6 +30,10 @@ type generateOptions struct {
 	system       bool
 	names        string
 	maxNames     int
+	generalize   string
+	reach        replayReachOptions
+	// includeRBACAllowed generates requests RBAC allows too.
+	includeRBACAllowed bool
 	outputDir    string
 	format       string
 	audit        bool
@@ -109,6 +113,9 @@ func (o *generateOptions) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.system, "include-system", false, "include system identities (the control plane, nodes, kube-system ServiceAccounts; never system:masters members)")
 	f.StringVar(&o.names, "names", string(generate.NamesAuto), "exact: list every name; auto: list up to --max-names names, else every name; any: every name")
 	f.IntVar(&o.maxNames, "max-names", generate.DefaultMaxNames, "with --names auto, the most distinct names listed per subject, verb, resource and namespace")
+	f.StringVar(&o.generalize, "generalize-names", string(generate.GeneralizeAuto), "auto: write names with a generated part (build-x7k2p, a pod-template hash) or, in a group's grant, the member's username as like patterns within their namespace; none: as requested")
+	f.BoolVar(&o.includeRBACAllowed, "include-rbac-allowed", false, "also generate requests RBAC allows the requester (by default left out: the cluster's RBAC with --cluster, else the bootstrap grants to every user)")
+	o.reach.AddFlags(f)
 	f.StringVarP(&o.outputDir, "output-dir", "o", "", "write one file per subject into this directory instead of stdout")
 	f.StringVar(&o.format, "output-format", "cedar", "cedar, or policy-objects (CedarPolicy and NamespacedCedarPolicy YAML)")
 	f.BoolVar(&o.audit, "audit", false, `annotate every policy @enforcement("audit"): evaluated and logged, never deciding`)
@@ -124,6 +131,11 @@ func (o *generateOptions) Validate() error {
 	}
 	if o.maxNames < 1 {
 		return &exitError{2, errors.New("--max-names must be at least 1")}
+	}
+	switch generate.Generalize(o.generalize) {
+	case generate.GeneralizeAuto, generate.GeneralizeNone:
+	default:
+		return &exitError{2, fmt.Errorf("--generalize-names must be auto or none, not %q", o.generalize)}
 	}
 	if o.format != "cedar" && o.format != "policy-objects" {
 		return &exitError{2, fmt.Errorf("--output-format must be cedar or policy-objects, not %q", o.format)}
@@ -147,8 +159,17 @@ func (o *generateOptions) Run(ctx context.Context, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	g := generate.New(checker.Schema, generate.Options{Existing: existing, GroupSubjects: o.groups,
-		IncludeSystem: o.system, Names: generate.Names(o.names), MaxNames: o.maxNames, Audit: o.audit})
+	reach, err := o.reach.reach()
+	if err != nil {
+		return &exitError{2, err}
+	}
+	rbac, rbacSource, err := o.generateRBAC(ctx, checker.Schema, stderr)
+	if err != nil {
+		return err
+	}
+	g := generate.New(checker.Schema, generate.Options{Existing: existing, Reach: reach, RBAC: rbac, RBACSource: rbacSource,
+		GroupSubjects: o.groups, IncludeSystem: o.system, Names: generate.Names(o.names), MaxNames: o.maxNames,
+		Generalize: generate.Generalize(o.generalize), SplitNamespaces: o.format == "policy-objects", Audit: o.audit})
 	if err := o.readLogs(ctx, g, stderr); err != nil {
 		return err
 	}
@@ -180,7 +201,7 @@ func (o *generateOptions) readLogs(ctx context.Context, g *generate.Generator, s
 	add := func(recs []replay.Record) error {
 		batch := make([]generate.Input, len(recs))
 		for i, r := range recs {
-			batch[i] = generate.Input{Request: r.Request, Allowed: r.Allowed, Time: r.Time}
+			batch[i] = generate.Input{Request: r.Request, Allowed: r.Allowed, Time: r.Time, Review: r.Review}
 		}
 		g.Add(batch)
 		if show != nil {

@@ -16,44 +16,62 @@ import (
 	"github.com/kcedar/kcedar/internal/tools/generate"
 )
 
-// writePolicyObjects writes one policy object per subject, named names[i],
-// as YAML documents, after the comment lines header: a
-// NamespacedCedarPolicy in the namespace every policy of the subject is
-// confined to (when it is a valid namespace name), else a CedarPolicy.
-// Each document is read back and checked to hold the subject's text, name
-// and namespace.
+// writePolicyObjects writes the policy objects of each subject, named
+// names[i], as YAML documents, after the comment lines header: per part
+// of the subject's policies, a NamespacedCedarPolicy in the namespace that
+// bounds them, and a CedarPolicy for those no namespace bounds. Each
+// document is read back and checked to hold the part's text, name and
+// namespace.
 func writePolicyObjects(w io.Writer, subjects []generate.SubjectPolicies, names []string, header string) error {
 	if header != "" {
 		for _, l := range strings.Split(strings.TrimRight(header, "\n"), "\n") {
 			fmt.Fprintf(w, "#%s\n", cedarlex.Visible(strings.TrimPrefix(l, "//")))
 		}
 	}
+	first := header == ""
 	for i, s := range subjects {
-		meta := map[string]any{"name": names[i], "labels": map[string]string{"app.kubernetes.io/managed-by": "kcedar-generate"}}
-		kind, ns := policyobjects.KindCluster, ""
-		if s.Namespace != "" && len(validation.IsDNS1123Label(s.Namespace)) == 0 {
-			kind, ns = policyobjects.KindNamespaced, s.Namespace
-			meta["namespace"] = ns
-		}
-		obj := map[string]any{"apiVersion": policyobjects.GroupVersion.String(), "kind": kind, "metadata": meta,
-			"spec": map[string]any{"content": string(s.Text)}}
-		data, err := yaml.Marshal(obj)
-		if err != nil {
-			return err
-		}
-		var back packedObject
-		if err := yaml.Unmarshal(data, &back); err != nil || back.Spec.Content != string(s.Text) || back.Name != names[i] ||
-			back.Namespace != ns || back.Kind != kind {
-			return fmt.Errorf("policy object %s does not read back as written (a bug in kcedar generate; %v)", names[i], err)
-		}
-		if i > 0 || header != "" {
-			fmt.Fprintln(w, "---")
-		}
-		if _, err := w.Write(data); err != nil {
-			return err
+		for _, part := range s.Parts {
+			data, err := policyObject(names[i], part)
+			if err != nil {
+				return err
+			}
+			if !first {
+				fmt.Fprintln(w, "---")
+			}
+			first = false
+			if _, err := w.Write(data); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// policyObject is the YAML of one part's policy object named name: a
+// NamespacedCedarPolicy in the part's namespace, or a CedarPolicy for the
+// part of no namespace. It is read back and checked.
+func policyObject(name string, part generate.Part) ([]byte, error) {
+	meta := map[string]any{"name": name, "labels": map[string]string{"app.kubernetes.io/managed-by": "kcedar-generate"}}
+	kind := policyobjects.KindCluster
+	if part.Namespace != "" {
+		if errs := validation.IsDNS1123Label(part.Namespace); len(errs) > 0 {
+			return nil, fmt.Errorf("policy object %s: namespace %s: %s (a bug in kcedar generate)", name, cedarlex.Shorten(part.Namespace), errs[0])
+		}
+		kind = policyobjects.KindNamespaced
+		meta["namespace"] = part.Namespace
+	}
+	obj := map[string]any{"apiVersion": policyobjects.GroupVersion.String(), "kind": kind, "metadata": meta,
+		"spec": map[string]any{"content": string(part.Text)}}
+	data, err := yaml.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var back packedObject
+	if err := yaml.Unmarshal(data, &back); err != nil || back.Spec.Content != string(part.Text) || back.Name != name ||
+		back.Namespace != part.Namespace || back.Kind != kind {
+		return nil, fmt.Errorf("policy object %s does not read back as written (a bug in kcedar generate; %v)", name, err)
+	}
+	return data, nil
 }
 
 // generatedObjectNames are the subjects' object (and file) names:

@@ -19,17 +19,20 @@ type grantKey struct {
 	verb, namespace string
 }
 
-// grant is what a grantKey's requests named.
+// grant is what a grantKey's requests named: names as requested, and
+// names generalized (by pattern text).
 type grant struct {
-	names   map[string]bool
-	unnamed bool
-	ev      evidence
+	names    map[string]bool
+	patterns map[string]*rulePattern
+	unnamed  bool
+	ev       evidence
 }
 
 // tightening is what the check of the policies against the forbidden
 // requests made stricter, per grantKey.
 type tightening struct {
 	exact    map[grantKey]bool // names listed, never "every name"
+	literal  map[grantKey]bool // names as requested, never generalized
 	split    map[grantKey]bool // a group's grant written per member instead
 	withheld map[grantKey]bool // not written at all
 }
@@ -40,11 +43,18 @@ type Outcome struct {
 	// was also forbidden (the policies changed during the log): not granted.
 	Conflicting int `json:"conflicting"`
 	// Withheld are allowed requests whose policy would have allowed a
-	// logged forbidden request however tightened: not granted.
+	// logged forbidden request (or, without its conditions, a request the
+	// existing policies allow on conditions) however tightened: not
+	// granted.
 	Withheld int `json:"withheld"`
 	// KeptNames are grants whose names stay listed although the names mode
 	// would allow every name: that would allow a logged forbidden request.
 	KeptNames int `json:"keptNames"`
+	// Generalized are grants with names generalized (Generalize);
+	// KeptLiteral those whose names stay as requested because a pattern
+	// would allow a logged forbidden request.
+	Generalized int `json:"generalized"`
+	KeptLiteral int `json:"keptLiteral"`
 	// PerMember are permissions of a group subject's member written for
 	// the member: for the group they would allow a forbidden request.
 	PerMember int `json:"perMember"`
@@ -90,14 +100,10 @@ func (g *Generator) grants(t *tightening) (map[grantKey]*grant, Outcome) {
 		}
 		gr := grants[gk]
 		if gr == nil {
-			gr = &grant{names: map[string]bool{}}
+			gr = &grant{names: map[string]bool{}, patterns: map[string]*rulePattern{}}
 			grants[gk] = gr
 		}
-		if up.name == "" {
-			gr.unnamed = true
-		} else {
-			gr.names[up.name] = true
-		}
+		g.addName(gr, gk, up, t)
 		gr.ev.merge(ev)
 	}
 	for why := range skipped {
@@ -108,6 +114,26 @@ func (g *Generator) grants(t *tightening) (map[grantKey]*grant, Outcome) {
 		out.Skipped = append(out.Skipped[:maxSkippedListed], fmt.Sprintf("and %d more texts that are not valid UTF-8: not granted", n))
 	}
 	return grants, out
+}
+
+// addName adds the name up requested to gr: generalized where the mode,
+// the grant (namespaced: a pattern never reaches another namespace) and
+// the tightening allow.
+func (g *Generator) addName(gr *grant, gk grantKey, up userPerm, t *tightening) {
+	switch {
+	case up.name == "":
+		gr.unnamed = true
+		return
+	case g.opts.Generalize == GeneralizeAuto && gk.namespace != "" && !t.literal[gk]:
+		if pat, ok := generalizeName(up.name, up.user, gk.isGroup); ok {
+			key := pat.text()
+			if p := gr.patterns[key]; p == nil || up.name < p.example {
+				gr.patterns[key] = &rulePattern{namePattern: pat, example: up.name}
+			}
+			return
+		}
+	}
+	gr.names[up.name] = true
 }
 
 // maxSkippedListed bounds the reasons Outcome.Skipped lists one by one.
@@ -140,9 +166,11 @@ func (g *Generator) forbiddenKeys() map[grantKey]bool {
 // nameRule is how a grant's policy names objects: every name, or the
 // listed names and, when unnamed, requests that name no object.
 type nameRule struct {
-	any     bool
-	names   []string // sorted
-	unnamed bool
+	any   bool
+	names []string // sorted
+	// patterns are generalized names (sorted by text).
+	patterns []rulePattern
+	unnamed  bool
 	// strict: an unnamed-only grant keeps !resource.named (a forbidden
 	// request of the same key names an object).
 	strict bool
@@ -163,6 +191,9 @@ func (r nameRule) key() string {
 	for _, n := range r.names {
 		b.WriteString(strconv.Quote(n))
 	}
+	for _, p := range r.patterns {
+		b.WriteString("~" + strconv.Quote(p.text()))
+	}
 	return b.String()
 }
 
@@ -173,8 +204,17 @@ func (g *Generator) nameRuleOf(gk grantKey, gr *grant, t *tightening, forbidden 
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	widen := g.opts.Names == NamesAny || (g.opts.Names == NamesAuto && len(names) > g.opts.MaxNames)
-	if len(names) == 0 {
+	patterns := make([]rulePattern, 0, len(gr.patterns))
+	for _, p := range gr.patterns {
+		patterns = append(patterns, *p)
+	}
+	slices.SortFunc(patterns, func(a, b rulePattern) int { return strings.Compare(a.text(), b.text()) })
+	names = absorbed(names, patterns)
+	if t.literal[gk] {
+		out.KeptLiteral++
+	}
+	widen := g.opts.Names == NamesAny || (g.opts.Names == NamesAuto && len(names)+len(patterns) > g.opts.MaxNames)
+	if len(names)+len(patterns) == 0 {
 		return nameRule{any: true, strict: forbidden[gk] || t.exact[gk]}
 	}
 	if widen && !t.exact[gk] && !forbidden[gk] {
@@ -183,7 +223,10 @@ func (g *Generator) nameRuleOf(gk grantKey, gr *grant, t *tightening, forbidden 
 	if widen {
 		out.KeptNames++
 	}
-	return nameRule{names: names, unnamed: gr.unnamed}
+	if len(patterns) > 0 {
+		out.Generalized++
+	}
+	return nameRule{names: names, patterns: patterns, unnamed: gr.unnamed}
 }
 
 // policy is one generated permit: a subject's verbs on a target in a set
@@ -233,11 +276,16 @@ func (g *Generator) merge(grants map[grantKey]*grant, t *tightening, out *Outcom
 		target
 		verbs, names string
 		class        verbClass
+		// namespace: with SplitNamespaces, a policy's one namespace.
+		namespace string
 	}
 	step2 := map[byVerbs]*policy{}
 	for _, p := range step1 {
 		slices.Sort(p.verbs)
-		k := byVerbs{p.subject, p.target, strings.Join(p.verbs, " "), p.names.key(), p.class}
+		k := byVerbs{p.subject, p.target, strings.Join(p.verbs, " "), p.names.key(), p.class, ""}
+		if g.opts.SplitNamespaces {
+			k.namespace = p.namespaces[0]
+		}
 		q := step2[k]
 		if q == nil {
 			step2[k] = p

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
@@ -32,8 +34,26 @@ const DefaultMaxNames = 5
 // Options configure a Generator.
 type Options struct {
 	// Existing is the policy set already in force (nil: none). Requests it
-	// allows are not generated.
+	// allows are not generated, nor those it allows on conditions (a
+	// conditional allow: the log shows them allowed, so under the
+	// conditions they were), and no policy is written that would allow one
+	// of those without its conditions.
 	Existing *cedarlang.PolicySet
+	// Reach leaves out the requests kcedar never sees (nil: none left out
+	// here; the reader leaves out system:masters members').
+	Reach Reach
+	// RBAC is the RBAC already granting, converted to Cedar (nil: none):
+	// requests it allows the requester are not generated. RBACSource says
+	// what it is, for the output's first comment.
+	RBAC       *cedarlang.PolicySet
+	RBACSource string
+	// Generalize is how names with a generated or per-user part are
+	// written (GeneralizeAuto when "").
+	Generalize Generalize
+	// SplitNamespaces keeps every policy in one namespace (or none), so
+	// that a namespaced policy object can hold it: namespaces are not
+	// merged into one policy.
+	SplitNamespaces bool
 	// GroupSubjects are the groups to write policies for instead of their
 	// members, in order: a user is written as the first they belong to.
 	GroupSubjects []string
@@ -46,12 +66,21 @@ type Options struct {
 	Audit bool
 }
 
+// Reach says why kcedar never sees a request ("" if it does), from the
+// SubjectAccessReview the webhook authorizer would send (replay.Reach).
+type Reach interface {
+	NotSeen(spec *authorizationv1.SubjectAccessReviewSpec) string
+}
+
 // Input is one logged request: as the authorizer saw it, and the logged
 // decision.
 type Input struct {
 	Request *entities.Request
 	Allowed bool
 	Time    time.Time
+	// Review is the SubjectAccessReview the webhook authorizer sends for
+	// it, which Options.Reach decides on (nil: kcedar sees it).
+	Review *authorizationv1.SubjectAccessReviewSpec
 }
 
 // Generator folds logged requests into permissions; Policies writes them.
@@ -59,6 +88,7 @@ type Generator struct {
 	schema   *schemagen.Schema
 	opts     Options
 	existing *engine.Engine
+	rbac     *engine.Engine
 	stats    Stats
 	// allowed are the permissions used and not allowed by Existing, per
 	// user (and group subject).
@@ -69,6 +99,10 @@ type Generator struct {
 	// forbiddenReqs is a request of each forbidden permission of a user, to
 	// check the generated policies with.
 	forbiddenReqs map[userPerm]*entities.Request
+	// conditionalReqs is a request of each permission the existing
+	// policies allow a user only on conditions: no policy written may
+	// allow one.
+	conditionalReqs map[userPerm]*entities.Request
 }
 
 // Stats count what a Generator read.
@@ -78,6 +112,13 @@ type Stats struct {
 	Forbidden int `json:"forbidden"`
 	// AlreadyAllowed are allowed requests the existing policies allow.
 	AlreadyAllowed int `json:"alreadyAllowed"`
+	// ConditionallyAllowed are allowed requests the existing policies
+	// allow on conditions.
+	ConditionallyAllowed int `json:"conditionallyAllowed"`
+	// AllowedByRBAC are allowed requests Options.RBAC allows.
+	AllowedByRBAC int `json:"allowedByRBAC"`
+	// NotSeen counts the requests kcedar never sees, by why (Reach).
+	NotSeen map[string]int `json:"notSeen,omitempty"`
 	// System counts the requests of system identities left out, by class.
 	System map[string]int `json:"system,omitempty"`
 }
@@ -90,11 +131,18 @@ func New(s *schemagen.Schema, opts Options) *Generator {
 	if opts.MaxNames <= 0 {
 		opts.MaxNames = DefaultMaxNames
 	}
+	if opts.Generalize == "" {
+		opts.Generalize = GeneralizeAuto
+	}
 	g := &Generator{schema: s, opts: opts, allowed: map[userPerm]*evidence{},
 		forbidden: map[subjectPerm]bool{}, forbiddenReqs: map[userPerm]*entities.Request{},
-		stats: Stats{System: map[string]int{}}}
+		conditionalReqs: map[userPerm]*entities.Request{},
+		stats:           Stats{System: map[string]int{}, NotSeen: map[string]int{}}}
 	if opts.Existing != nil {
 		g.existing = engine.NewEngine(s, opts.Existing, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	}
+	if opts.RBAC != nil {
+		g.rbac = engine.NewEngine(s, opts.RBAC, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
 	}
 	return g
 }
@@ -102,11 +150,25 @@ func New(s *schemagen.Schema, opts Options) *Generator {
 // Stats are the counts so far.
 func (g *Generator) Stats() Stats { return g.stats }
 
+// coverage is what already allows an allowed request.
+type coverage int
+
+const (
+	notCovered coverage = iota
+	// coveredExisting: the existing policies allow it.
+	coveredExisting
+	// coveredConditionally: the existing policies allow it on conditions.
+	coveredConditionally
+	// coveredRBAC: Options.RBAC allows it.
+	coveredRBAC
+)
+
 // classified is what Add learns of one input on any core.
 type classified struct {
-	system         string
-	alreadyAllowed bool
-	perm           perm
+	notSeen string
+	system  string
+	covered coverage
+	perm    perm
 }
 
 // Add folds a batch of inputs in: classified (and decided by the existing
@@ -119,20 +181,43 @@ func (g *Generator) Add(batch []Input) {
 	}
 }
 
-// classify is the system class of an input's user, its permission, and
-// whether the existing policies allow it.
+// classify is why kcedar never sees an input, the system class of its
+// user, its permission, and what already allows it.
 func (g *Generator) classify(in *Input) classified {
 	c := classified{}
+	if g.opts.Reach != nil && in.Review != nil {
+		if c.notSeen = g.opts.Reach.NotSeen(in.Review); c.notSeen != "" {
+			return c
+		}
+	}
 	if !g.opts.IncludeSystem {
 		if c.system = SystemClass(in.Request.User); c.system != "" {
 			return c
 		}
 	}
 	c.perm = permOf(g.schema, in.Request)
-	if in.Allowed && g.existing != nil {
-		c.alreadyAllowed = g.existing.Authorize(context.Background(), in.Request).IsAllowed()
+	if in.Allowed {
+		c.covered = g.coverageOf(in.Request)
 	}
 	return c
+}
+
+// coverageOf is what already allows the allowed request req: the existing
+// policies, unconditionally or on conditions (a conditional decision that
+// can allow: it has allow conditions), else the RBAC.
+func (g *Generator) coverageOf(req *entities.Request) coverage {
+	if g.existing != nil {
+		switch d := g.existing.Authorize(context.Background(), req); {
+		case d.IsAllowed():
+			return coveredExisting
+		case d.IsConditional() && len(d.AllowConditions()) > 0:
+			return coveredConditionally
+		}
+	}
+	if g.rbac != nil && g.rbac.Authorize(context.Background(), req).IsAllowed() {
+		return coveredRBAC
+	}
+	return notCovered
 }
 
 // fold counts one classified input.
@@ -144,11 +229,14 @@ func (g *Generator) fold(in *Input, c *classified) {
 		g.stats.Forbidden++
 	}
 	switch {
+	case c.notSeen != "":
+		g.stats.NotSeen[c.notSeen]++
+		return
 	case c.system != "":
 		g.stats.System[c.system]++
 		return
-	case c.alreadyAllowed:
-		g.stats.AlreadyAllowed++
+	case c.covered != notCovered:
+		g.covered(in, c)
 		return
 	}
 	u := in.Request.User
@@ -173,6 +261,25 @@ func (g *Generator) fold(in *Input, c *classified) {
 		g.allowed[up] = ev
 	}
 	ev.add(1, in.Time, in.Time)
+}
+
+// covered counts an allowed request something already allows, and keeps
+// a request of each conditionally allowed permission to check the
+// policies against.
+func (g *Generator) covered(in *Input, c *classified) {
+	switch c.covered {
+	case coveredExisting:
+		g.stats.AlreadyAllowed++
+	case coveredRBAC:
+		g.stats.AllowedByRBAC++
+	case coveredConditionally:
+		g.stats.ConditionallyAllowed++
+		u := in.Request.User
+		up := userPerm{user: u.Name, principal: userSubject(u).principal, perm: c.perm}
+		if g.conditionalReqs[up] == nil {
+			g.conditionalReqs[up] = in.Request
+		}
+	}
 }
 
 func containsString(s []string, v string) bool {

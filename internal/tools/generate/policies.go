@@ -1,14 +1,18 @@
 package generate
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"sort"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/format"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/cedarlex"
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
@@ -31,10 +35,18 @@ type SubjectPolicies struct {
 	// Slug names the subject as policy ids do (alice, sa/ns/name, group/g).
 	Slug string
 	Text []byte
-	// Namespace is the one namespace every policy of the subject is
-	// confined to ("" if they are not): a NamespacedCedarPolicy there holds
-	// them.
+	// Parts are the subject's policies by the namespace that bounds them:
+	// a NamespacedCedarPolicy there can hold them. The policies no one
+	// namespace bounds (cluster-wide, in several namespaces, non-resource
+	// URLs) are the part of namespace "", first if any.
+	Parts []Part
+}
+
+// Part is a subject's policies bounded by one namespace (a valid
+// namespace name), or, for Namespace "", by none.
+type Part struct {
 	Namespace string
+	Text      []byte
 }
 
 // maxRounds bounds the rounds of tightening; each round makes at least one
@@ -49,7 +61,7 @@ const maxRounds = 64
 // the policies built (format.Verify): names from the log are only ever
 // quoted strings and escaped comments.
 func (g *Generator) Policies() (*Result, error) {
-	t := &tightening{exact: map[grantKey]bool{}, split: map[grantKey]bool{}, withheld: map[grantKey]bool{}}
+	t := &tightening{exact: map[grantKey]bool{}, literal: map[grantKey]bool{}, split: map[grantKey]bool{}, withheld: map[grantKey]bool{}}
 	for range maxRounds {
 		grants, outcome := g.grants(t)
 		ps := g.merge(grants, t, &outcome)
@@ -83,6 +95,8 @@ func (t *tightening) tighten(p *policy) {
 		switch {
 		case p.names.any && !p.names.strict && !t.exact[k]:
 			t.exact[k] = true
+		case len(p.names.patterns) > 0 && !t.literal[k]:
+			t.literal[k] = true
 		case k.isGroup && !t.split[k]:
 			t.split[k] = true
 		default:
@@ -104,12 +118,13 @@ func (g *Generator) render(f *cedarlex.File, ps []*policy, audit bool) error {
 	return nil
 }
 
-// allowsForbidden decides a request of every logged forbidden permission
+// allowsForbidden decides a request of every logged forbidden permission,
+// and of every permission the existing policies allow only on conditions,
 // with the parsed policies and returns the policies that allow one. A
 // policy that allows one but is none of ps (which Verify rules out) is an
 // error: every policy of the text is checked, not only those built.
 func (g *Generator) allowsForbidden(parsed []*cedarlang.Policy, ps []*policy) ([]*policy, error) {
-	if len(parsed) == 0 || len(g.forbiddenReqs) == 0 {
+	if len(parsed) == 0 || len(g.forbiddenReqs)+len(g.conditionalReqs) == 0 {
 		return nil, nil
 	}
 	set, err := cedarlang.NewPolicySet(parsed)
@@ -122,18 +137,20 @@ func (g *Generator) allowsForbidden(parsed []*cedarlang.Policy, ps []*policy) ([
 		byID[p.id] = p
 	}
 	bad := map[string]*policy{}
-	for _, req := range g.forbiddenReqs {
-		d := e.Authorize(context.Background(), req)
-		if !d.IsAllowed() {
-			continue
-		}
-		for _, cp := range d.Policies() {
-			p := byID[cp.ID]
-			if p == nil {
-				return nil, fmt.Errorf("policy %s of the generated text, which kcedar generate did not build, allows the forbidden request %s (a bug in kcedar generate)",
-					cedarlex.Shorten(cp.ID), req)
+	for _, reqs := range []map[userPerm]*entities.Request{g.forbiddenReqs, g.conditionalReqs} {
+		for _, req := range reqs {
+			d := e.Authorize(context.Background(), req)
+			if !d.IsAllowed() {
+				continue
 			}
-			bad[p.id] = p
+			for _, cp := range d.Policies() {
+				p := byID[cp.ID]
+				if p == nil {
+					return nil, fmt.Errorf("policy %s of the generated text, which kcedar generate did not build, allows the request %s it must not (a bug in kcedar generate)",
+						cedarlex.Shorten(cp.ID), req)
+				}
+				bad[p.id] = p
+			}
 		}
 	}
 	out := make([]*policy, 0, len(bad))
@@ -155,19 +172,19 @@ func (g *Generator) result(ps []*policy, outcome Outcome) (*Result, error) {
 		for j < len(ps) && ps[j].subject == ps[i].subject {
 			j++
 		}
-		var one cedarlex.File
-		if err := g.render(&one, ps[i:j], g.opts.Audit); err != nil {
-			return nil, err
-		}
 		all.Blank()
 		if err := g.render(&all, ps[i:j], g.opts.Audit); err != nil {
 			return nil, err
 		}
-		laid, err := layOut(&one)
+		laid, err := g.layOutPolicies(ps[i:j])
 		if err != nil {
 			return nil, err
 		}
-		res.Subjects = append(res.Subjects, SubjectPolicies{Slug: ps[i].subject.slug(), Text: laid, Namespace: confinedTo(ps[i:j])})
+		parts, err := g.parts(ps[i:j])
+		if err != nil {
+			return nil, err
+		}
+		res.Subjects = append(res.Subjects, SubjectPolicies{Slug: ps[i].subject.slug(), Text: laid, Parts: parts})
 		i = j
 	}
 	laid, err := layOut(&all)
@@ -176,6 +193,39 @@ func (g *Generator) result(ps []*policy, outcome Outcome) (*Result, error) {
 	}
 	res.Text = laid
 	return res, nil
+}
+
+// layOutPolicies is the text of ps alone, laid out and checked.
+func (g *Generator) layOutPolicies(ps []*policy) ([]byte, error) {
+	var f cedarlex.File
+	if err := g.render(&f, ps, g.opts.Audit); err != nil {
+		return nil, err
+	}
+	return layOut(&f)
+}
+
+// parts splits one subject's policies by the namespace that bounds them
+// (boundedBy), the unbounded part first, each laid out and checked.
+func (g *Generator) parts(ps []*policy) ([]Part, error) {
+	byNS := map[string][]*policy{}
+	for _, p := range ps {
+		ns := boundedBy(p)
+		byNS[ns] = append(byNS[ns], p)
+	}
+	namespaces := make([]string, 0, len(byNS))
+	for ns := range byNS {
+		namespaces = append(namespaces, ns)
+	}
+	slices.Sort(namespaces)
+	parts := make([]Part, 0, len(namespaces))
+	for _, ns := range namespaces {
+		text, err := g.layOutPolicies(byNS[ns])
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, Part{Namespace: ns, Text: text})
+	}
+	return parts, nil
 }
 
 // layOut is f's text laid out as kcedar fmt lays it out, checked to be
@@ -198,7 +248,12 @@ func (g *Generator) header(f *cedarlex.File, n int, o Outcome) {
 	f.Commentf("Generated by kcedar generate: %d policies from %d requests (%d allowed, %d forbidden).", n, s.Requests, s.Allowed, s.Forbidden)
 	if g.existing != nil {
 		f.Commentf("%d allowed requests are allowed by the existing policies already: nothing generated for them.", s.AlreadyAllowed)
+		f.Commentf("%d allowed requests are allowed by the existing policies on conditions: nothing generated for them, and no policy allows them without the conditions.", s.ConditionallyAllowed)
 	}
+	if g.rbac != nil {
+		f.Commentf("%d allowed requests are allowed by %s: nothing generated for them (--include-rbac-allowed includes them).", s.AllowedByRBAC, g.opts.RBACSource)
+	}
+	g.notSeenHeader(f)
 	classes := make([]string, 0, len(s.System))
 	for c := range s.System {
 		classes = append(classes, c)
@@ -219,23 +274,45 @@ func (g *Generator) header(f *cedarlex.File, n int, o Outcome) {
 		f.Commentf("%d permissions written for a member, not its group: for the group they would allow a logged forbidden request.", o.PerMember)
 	}
 	if o.Withheld > 0 {
-		f.Commentf("Not granted: %d allowed requests whose policy would allow a logged forbidden request.", o.Withheld)
+		f.Commentf("Not granted: %d allowed requests whose policy would allow a logged forbidden request, or one the existing policies allow only on conditions.", o.Withheld)
+	}
+	if o.Generalized > 0 {
+		f.Commentf("Names generalized in %d grants (a generated or per-user part; within the grant's namespace): each policy's comment says which.", o.Generalized)
+	}
+	if o.KeptLiteral > 0 {
+		f.Commentf("Names kept as requested for %d grants: generalized, they would allow a logged forbidden request.", o.KeptLiteral)
 	}
 	if o.Unwritable > 0 {
 		f.Commentf("Not granted: %d allowed requests naming text that is not valid UTF-8, which no Cedar string holds exactly.", o.Unwritable)
 	}
 }
 
-// confinedTo is the one namespace every policy of ps grants in, "" if
-// there is none.
-func confinedTo(ps []*policy) string {
-	ns := ""
-	for _, p := range ps {
-		if p.entity == string(schemagen.NonResourceURLType) || len(p.namespaces) != 1 || p.namespaces[0] == "" ||
-			(ns != "" && p.namespaces[0] != ns) {
-			return ""
-		}
-		ns = p.namespaces[0]
+// notSeenHeader writes what kcedar never sees, by why, most first.
+func (g *Generator) notSeenHeader(f *cedarlex.File) {
+	if len(g.stats.NotSeen) == 0 {
+		return
 	}
-	return ns
+	whys := make([]string, 0, len(g.stats.NotSeen))
+	for why := range g.stats.NotSeen {
+		whys = append(whys, why)
+	}
+	slices.SortFunc(whys, func(a, b string) int {
+		return cmp.Or(cmp.Compare(g.stats.NotSeen[b], g.stats.NotSeen[a]), cmp.Compare(a, b))
+	})
+	f.Comment("Left out, kcedar never sees them:")
+	for _, why := range whys {
+		f.Commentf("  %d requests: %s", g.stats.NotSeen[why], why)
+	}
+}
+
+// boundedBy is the one namespace p grants in, when it is a valid
+// namespace name and p is not on the Namespace object itself (which a
+// NamespacedCedarPolicy never reaches: cedarlang.NamespaceGuard); "" if
+// there is none.
+func boundedBy(p *policy) string {
+	if p.entity == string(schemagen.NonResourceURLType) || (p.group == "" && p.resource == "namespaces") ||
+		len(p.namespaces) != 1 || len(validation.IsDNS1123Label(p.namespaces[0])) > 0 {
+		return ""
+	}
+	return p.namespaces[0]
 }

@@ -108,11 +108,14 @@ func (p *policy) build(s *schemagen.Schema, audit bool) *cedarlex.Policy {
 	if audit {
 		ann = append(ann, cedarlex.Annotation{Key: cedarlang.AnnotationEnforcement, Value: cedarlang.Audit.String()})
 	}
+	comments := []string{
+		fmt.Sprintf("%s: %s %s%s%s", p.subject.describe(), strings.Join(p.verbs, ", "), p.target.describe(), p.whereText(), p.namesText()),
+	}
+	if g := p.names.generalizedText(); g != "" {
+		comments = append(comments, g)
+	}
 	return &cedarlex.Policy{
-		Comments: []string{
-			fmt.Sprintf("%s: %s %s%s%s", p.subject.describe(), strings.Join(p.verbs, ", "), p.target.describe(), p.whereText(), p.namesText()),
-			"evidence: " + p.ev.describe(),
-		},
+		Comments:    append(comments, "evidence: "+p.ev.describe()),
 		Annotations: ann,
 		Principal:   p.subject.scope(),
 		Action:      p.actionScope(),
@@ -154,10 +157,27 @@ func (p *policy) namesText() string {
 		return ", naming no object"
 	case p.names.any:
 		return ""
-	case len(p.names.names) == 0:
+	case len(p.names.names)+len(p.names.patterns) == 0:
 		return ", naming no object"
 	}
-	return ", named " + strings.Join(p.names.names, ", ")
+	named := slices.Clone(p.names.names)
+	for _, pat := range p.names.patterns {
+		named = append(named, pat.text())
+	}
+	return ", named " + strings.Join(named, ", ")
+}
+
+// generalizedText is the comment on the rule's generalized names: each
+// pattern, why, and a name it stands for ("" without patterns).
+func (r nameRule) generalizedText() string {
+	if len(r.patterns) == 0 {
+		return ""
+	}
+	parts := make([]string, len(r.patterns))
+	for i, p := range r.patterns {
+		parts[i] = fmt.Sprintf("%s (%s, e.g. %s)", p.text(), p.why, p.example)
+	}
+	return "names generalized (--generalize-names=none keeps them as requested): " + strings.Join(parts, "; ")
 }
 
 // paths are a non-resource policy's paths: its namespaces field holds them
@@ -259,14 +279,21 @@ func (r nameRule) condition(optional bool) (cedarlex.Expr, bool) {
 	if r.any && !r.strict {
 		return cedarlex.Expr{}, false
 	}
-	if len(r.names) == 0 {
+	if len(r.names)+len(r.patterns) == 0 {
 		return cedarlex.Not(attr(schemagen.AttrNamed)), true
 	}
 	c := []cedarlex.Expr{attr(schemagen.AttrNamed)}
 	if optional {
 		c = append(c, has(schemagen.AttrName))
 	}
-	named := cedarlex.And(append(c, cedarlex.OneOf(attr(schemagen.AttrName), r.names))...)
+	var alts []cedarlex.Expr
+	if len(r.names) > 0 {
+		alts = append(alts, cedarlex.OneOf(attr(schemagen.AttrName), r.names))
+	}
+	for _, p := range r.patterns {
+		alts = append(alts, attr(schemagen.AttrName).Like(p.literals...))
+	}
+	named := cedarlex.And(append(c, cedarlex.Or(alts...))...)
 	if r.unnamed {
 		return cedarlex.Or(cedarlex.Not(attr(schemagen.AttrNamed)), named), true
 	}
