@@ -23,21 +23,21 @@ func init() { rootCmd.AddCommand(newGenerateCmd()) }
 
 // generateOptions are kcedar generate's flags.
 type generateOptions struct {
-	src          schemaSource
-	pol          policySourceOptions
-	auditLogs    []string
-	groups       []string
-	system       bool
-	names        string
-	maxNames     int
-	generalize   string
-	reach        replayReachOptions
+	src        schemaSource
+	pol        policySourceOptions
+	auditLogs  []string
+	groups     []string
+	system     bool
+	names      string
+	maxNames   int
+	generalize string
+	reach      replayReachOptions
 	// includeRBACAllowed generates requests RBAC allows too.
 	includeRBACAllowed bool
-	outputDir    string
-	format       string
-	audit        bool
-	maxLineBytes int
+	outputDir          string
+	format             string
+	audit              bool
+	maxLineBytes       int
 }
 
 const generateLong = `Write least-privilege Cedar policies from kube-apiserver audit logs: what the
