@@ -115,6 +115,18 @@ func newMetrics() *metrics {
 	return m
 }
 
+// countBadRequestsOf creates kcedar_bad_requests_total's series of each
+// endpoint at 0, for the endpoints that count their malformed requests
+// (those that decode a review through decodeWebhook). A series that first
+// appears at 1 has no increase() and no rate() until its second count, so
+// an alert on the first malformed request would not fire; from 0, the first
+// one is an increase.
+func (m *metrics) countBadRequestsOf(endpoints ...string) {
+	for _, e := range endpoints {
+		m.badRequests.WithLabelValues(e)
+	}
+}
+
 // observeReload records a store reload. Failures and successes count once
 // per distinct content: a poll that reads the same bad files again (Repeat)
 // or the serving files (not Changed) updates the gauges only.

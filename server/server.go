@@ -149,10 +149,12 @@ func New(authz authorizer.Authorizer, opts Options) *Server {
 	}
 	s.mux.Handle("POST /v1/authorize", webhook("authorize", s.handleAuthorize))
 	s.mux.Handle("POST /v1/conditions", webhook("conditions", s.handleConditions))
+	s.metrics.countBadRequestsOf("authorize", "conditions")
 	if s.serving != nil {
 		s.registerCacheMetrics(s.metrics.registry)
 		s.mux.Handle("POST /v1/admit", webhook("admit", s.handleAdmit))
 		s.registerReviews(webhook)
+		s.metrics.countBadRequestsOf("admit", "resourceaccessreview", "rulesreview")
 	}
 	if opts.PolicyAdmission != nil {
 		s.mux.Handle("POST /v1/validate-policy", webhook("validate-policy", opts.PolicyAdmission.ServeHTTP))
