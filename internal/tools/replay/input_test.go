@@ -11,12 +11,14 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/upstream"
 )
 
 // A create's name is in the body, not in requestURI: audit fills
-// objectRef.name in, the authorizer saw none. At Metadata level the
-// decision stays conditional; at Request level the body is the object
-// admission sees, and is evaluated.
+// objectRef.name in, the authorizer saw none. With conditional
+// authorization (the decision annotation is the decision after admission),
+// at Metadata level the decision stays conditional; at Request level the
+// body is the object admission sees, and is evaluated.
 func TestConditionalCreate(t *testing.T) {
 	withObject := func(id, name, was string) *auditv1.Event {
 		ev := event(id, "create", "/api/v1/namespaces/shared/configmaps?fieldManager=kubectl-create", user("tom", "team-a"), was)
@@ -30,7 +32,7 @@ func TestConditionalCreate(t *testing.T) {
 	patch := event("p1", "patch", "/api/v1/namespaces/shared/configmaps/team-a-cfg", user("tom", "team-a"), "allow")
 	patch.Level = auditv1.LevelRequest
 	patch.RequestObject = &runtime.Unknown{Raw: []byte(`{"data":{"a":"b"}}`)}
-	s, changes := replay(t, testPolicies, Options{}, lines(t,
+	s, changes := replay(t, testPolicies, Options{Mode: upstream.ServeModeConditionsReview}, lines(t,
 		metadataOnly,                            // conditional: objectRef.name is not what was authorized
 		withObject("r1", "team-a-cfg", "allow"), // unchanged: the object's name matches
 		withObject("r2", "other", "allow"),      // newly denied

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	apiserverapi "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/apis/apiserver/load"
 	authorizationcel "k8s.io/apiserver/pkg/authorization/cel"
+	"sigs.k8s.io/yaml"
 )
 
 // privilegedGroup is the group kube-apiserver allows before any configured
@@ -34,7 +36,22 @@ type Reach struct {
 	// failurePolicy is the webhook's: Deny or NoOpinion (what an error in a
 	// matchCondition does, without asking kcedar).
 	failurePolicy string
+	// rbac is where an RBAC authorizer sits: rbacAfter kcedar's webhook,
+	// rbacBefore it, or rbacAbsent.
+	rbac rbacPosition
+	// conditionsReview: kcedar's webhook is configured for conditional
+	// authorization (webhook.conditionsReview, Kubernetes 1.38).
+	conditionsReview bool
 }
+
+// rbacPosition is where RBAC sits in the chain, relative to kcedar.
+type rbacPosition int
+
+const (
+	rbacAbsent rbacPosition = iota
+	rbacAfter
+	rbacBefore
+)
 
 type condition struct {
 	expression string
@@ -49,7 +66,11 @@ func NewReach(config []byte, name string) (*Reach, error) {
 	if len(config) == 0 {
 		return nil, errors.New("the AuthorizationConfiguration is empty")
 	}
-	ac, err := load.LoadFromData(config)
+	stripped, withReview, err := splitConditionsReview(config)
+	if err != nil {
+		return nil, fmt.Errorf("AuthorizationConfiguration: %w", err)
+	}
+	ac, err := load.LoadFromData(stripped)
 	if err != nil {
 		return nil, fmt.Errorf("AuthorizationConfiguration: %w", err)
 	}
@@ -67,6 +88,8 @@ func NewReach(config []byte, name string) (*Reach, error) {
 	}
 	hook := hooks[0]
 	r := &Reach{name: hook.Name, failurePolicy: string(hook.Webhook.FailurePolicy)}
+	r.rbac = rbacPositionOf(ac.Authorizers, hook.Name)
+	r.conditionsReview = withReview[hook.Name]
 	compiler := authorizationcel.NewDefaultCompiler()
 	var results []authorizationcel.CompilationResult
 	for i, mc := range hook.Webhook.MatchConditions {
@@ -82,6 +105,62 @@ func NewReach(config []byte, name string) (*Reach, error) {
 	}
 	return r, nil
 }
+
+// authorizerRBAC is the RBAC authorizer's type in an
+// AuthorizationConfiguration (k8s.io/apiserver names only the webhook's).
+const authorizerRBAC apiserverapi.AuthorizerType = "RBAC"
+
+// rbacPositionOf is where the first RBAC authorizer sits relative to
+// kcedar's webhook authorizer (named kcedar).
+func rbacPositionOf(authorizers []apiserverapi.AuthorizerConfiguration, kcedar string) rbacPosition {
+	seenKcedar := false
+	for _, a := range authorizers {
+		switch {
+		case a.Type == apiserverapi.TypeWebhook && a.Name == kcedar:
+			seenKcedar = true
+		case a.Type == authorizerRBAC && seenKcedar:
+			return rbacAfter
+		case a.Type == authorizerRBAC:
+			return rbacBefore
+		}
+	}
+	return rbacAbsent
+}
+
+// splitConditionsReview takes webhook.conditionsReview (conditional
+// authorization, Kubernetes 1.38) out of an AuthorizationConfiguration's
+// text: k8s.io/apiserver v0.37 decodes the configuration strictly and does
+// not know the field. It returns the configuration without it (as JSON) and
+// the names of the webhook authorizers that set it.
+func splitConditionsReview(config []byte) ([]byte, map[string]bool, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(config, &doc); err != nil {
+		return nil, nil, err
+	}
+	withReview := map[string]bool{}
+	authorizers, _ := doc["authorizers"].([]any)
+	for _, a := range authorizers {
+		a, _ := a.(map[string]any)
+		hook, _ := a["webhook"].(map[string]any)
+		if review, ok := hook["conditionsReview"]; ok {
+			name, _ := a["name"].(string)
+			withReview[name] = review != nil
+			delete(hook, "conditionsReview")
+		}
+	}
+	out, err := json.Marshal(doc)
+	return out, withReview, err
+}
+
+// RBACPosition says whether the configuration has an RBAC authorizer and
+// whether it comes before kcedar's webhook authorizer.
+func (r *Reach) RBACPosition() (present, first bool) {
+	return r.rbac != rbacAbsent, r.rbac == rbacBefore
+}
+
+// ConditionsReview reports whether kcedar's webhook authorizer is
+// configured for conditional authorization (webhook.conditionsReview).
+func (r *Reach) ConditionsReview() bool { return r.conditionsReview }
 
 // compileMatchCondition compiles one matchCondition expression as
 // kube-apiserver's webhook authorizer does (k8s.io/apiserver's CEL

@@ -12,6 +12,7 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/parallel"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/upstream"
 )
 
 // DefaultMaxLineBytes bounds one line of a log: longer lines are counted as
@@ -39,6 +40,20 @@ type Options struct {
 	// out of the comparison. nil: every request but those of system:masters
 	// members (allowed before any authorizer).
 	Reach *Reach
+	// RBAC are the cluster's RBAC grants as Cedar permits (kcedar rbac
+	// convert), composed with kcedar as kube-apiserver's chain composes
+	// them: after kcedar (kcedar's Allow or Deny is final, on its NoOpinion
+	// RBAC decides), or before it with RBACFirst. nil: kcedar alone, its
+	// NoOpinion counted as not allowed.
+	RBAC      *cedarlang.PolicySet
+	RBACFirst bool
+	// Mode is how kcedar serve answers a conditional decision (""
+	// is upstream.ServeModeNone): folded, answered Allow under admission
+	// enforcement (the decision annotation records it), or left to
+	// admission (conditions-review: the annotation records the decision
+	// after admission, so the conditions are evaluated against the logged
+	// object).
+	Mode upstream.ServeMode
 	// OnChange, if set, is called for every changed request, in the order
 	// of the inputs.
 	OnChange func(Change) error
@@ -65,13 +80,32 @@ func New(s *schemagen.Schema, ps *cedarlang.PolicySet, opts Options) *Replayer {
 	if opts.MaxOpenRequests <= 0 {
 		opts.MaxOpenRequests = DefaultMaxOpenRequests
 	}
+	if opts.Mode == "" {
+		opts.Mode = upstream.ServeModeNone
+	}
 	n := runtime.GOMAXPROCS(0)
 	r := &Replayer{opts: opts, workers: make(chan *worker, n), sum: newSummary(), pairs: newPairing(opts.MaxOpenRequests)}
+	var rbac *engine.Engine
+	if opts.RBAC != nil {
+		rbac = engine.NewEngine(s, opts.RBAC, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	}
 	for range n {
 		lookup := &recordingLookup{known: opts.Namespaces}
-		r.workers <- &worker{decider: engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: lookup}), lookup: lookup, reach: opts.Reach}
+		kcedar := engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: lookup})
+		chain := &upstream.Chain{Kcedar: kcedar, Mode: opts.Mode, RBAC: rbac, RBACFirst: opts.RBACFirst}
+		r.workers <- &worker{chain: chain, lookup: lookup, reach: opts.Reach}
 	}
+	r.sum.Chain, r.sum.Mode = r.chainName(), string(opts.Mode)
 	return r
+}
+
+// chainName names the chain the requests are decided by.
+func (r *Replayer) chainName() string {
+	c := upstream.Chain{RBACFirst: r.opts.RBACFirst}
+	if r.opts.RBAC != nil {
+		c.RBAC = &engine.Engine{}
+	}
+	return c.String()
 }
 
 // Summary is what the inputs read so far came to, after Finish (whose
@@ -208,9 +242,9 @@ func (l *recordingLookup) Namespace(name string) (map[string]any, bool) {
 // worker decides one line at a time with its own decider (its lookup
 // records what one request needed).
 type worker struct {
-	decider *engine.Engine
-	lookup  *recordingLookup
-	reach   *Reach
+	chain  *upstream.Chain
+	lookup *recordingLookup
+	reach  *Reach
 }
 
 // process decodes one line and decides its request.
@@ -273,29 +307,66 @@ func stageReason(stage string) string {
 	return "stage " + strconv.Quote(clip(stage)) + " is not an audit stage"
 }
 
-// decide decides the event's rebuilt request and compares it with was.
+// decide decides the event's rebuilt request with the chain and compares
+// it with was: the chain's answer at authorization time, or, for an answer
+// left to admission (conditions-review), its conditions evaluated against
+// the logged object.
 func (w *worker) decide(ev *auditEvent, req *entities.Request, was logged) result {
+	ctx := context.Background()
 	w.lookup.missed = ""
-	rep := w.decider.Report(context.Background(), req, nil)
+	a := w.chain.Authorize(ctx, req)
 	// Only the authorization asks for a namespace its policies read; the
 	// evaluation of conditions below looks every namespace up.
 	missed := w.lookup.missed
-	now := rep.Decision
-	if now == engine.DecisionConditional.String() {
+	d, by := concreteAnswer(a)
+	if a.Type() == engine.DecisionConditional {
 		obj := ev.fullObject(req.Verb, req.Subresource)
 		if obj == nil {
 			return result{kind: kindConditional, reason: whyConditional(ev, req)}
 		}
 		adm := &engine.Admission{Operation: engine.DefaultOperation(req.Verb, req.Subresource), Object: obj}
-		rep = w.decider.Report(context.Background(), req, adm)
-		now = rep.Outcome
+		d, by = w.chain.Admitted(ctx, a, req, adm)
 	}
-	if missed != "" && now != engine.DecisionAllow.String() {
+	now := d.Type().String()
+	if missed != "" && !d.IsAllowed() {
 		// Unknown, the namespace's labels could have allowed (or kept from
 		// denying): an Allow is the only answer that holds whatever they are.
 		return result{kind: kindUndecidable, reason: whyNamespace}
 	}
-	return compare(ev, req, was, now, rep.Policies)
+	return compare(ev, req, was, now, by, policyIDs(d))
+}
+
+// concreteAnswer is the chain's answer at authorization time with the
+// deciding authorizer's decision (its policies): kcedar's, RBAC's, or a
+// NoOpinion.
+func concreteAnswer(a upstream.ChainAnswer) (engine.Decision, string) {
+	switch {
+	case a.By == upstream.ChainKcedar && a.Kcedar.Enforced:
+		return engine.Allowed(conditionPolicies(a.Kcedar.Decision), nil), a.By
+	case a.By == upstream.ChainKcedar:
+		return a.Kcedar.Decision.FailureDecision(), a.By
+	case a.By == upstream.ChainRBAC:
+		return *a.RBAC, a.By
+	}
+	return engine.NoOpinion(nil), ""
+}
+
+// conditionPolicies are the policies of a decision's allow conditions.
+func conditionPolicies(d engine.Decision) []*cedarlang.Policy {
+	var ps []*cedarlang.Policy
+	for _, r := range d.AllowConditions() {
+		ps = append(ps, r.Policy)
+	}
+	return ps
+}
+
+// policyIDs are the ids of d's policies.
+func policyIDs(d engine.Decision) []string {
+	var ids []string
+	for _, p := range d.Policies() {
+		ids = append(ids, p.ID)
+	}
+	return ids
 }
 
 // Reasons a request is not compared.
@@ -316,12 +387,12 @@ func whyConditional(ev *auditEvent, req *entities.Request) string {
 }
 
 // compare sets what happened (allowed or not) against now.
-func compare(ev *auditEvent, req *entities.Request, was logged, now string, policies []string) result {
+func compare(ev *auditEvent, req *entities.Request, was logged, now, by string, policies []string) result {
 	allowed := now == engine.DecisionAllow.String()
 	if was.allowed == allowed {
 		return result{kind: kindUnchanged}
 	}
-	c := &Change{AuditID: ev.AuditID, Was: was.decision(), Now: now, Policies: append([]string{}, policies...),
+	c := &Change{AuditID: ev.AuditID, Was: was.decision(), Now: now, DecidedBy: by, Policies: append([]string{}, policies...),
 		User: req.User.Name, Verb: req.Verb, Resource: resourceName(req), Namespace: req.Namespace, Name: req.Name,
 		ComparedWith: was.basis}
 	if allowed {

@@ -16,6 +16,7 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/upstream"
 )
 
 // testPolicies: dev reads pods in dev; team-a creates configmaps in shared
@@ -197,7 +198,7 @@ func TestReplayComparesWithTheLog(t *testing.T) {
 		event("u4", "get", "/livez", user("olga", "ops"), "forbid"),                                   // unchanged
 		event("c1", "create", "/api/v1/namespaces/shared/configmaps", user("tom", "team-a"), "allow"), // conditional
 	)
-	s, changes := replay(t, testPolicies, Options{}, log)
+	s, changes := replay(t, testPolicies, Options{Mode: upstream.ServeModeConditionsReview}, log)
 	want := Summary{Lines: 12, Events: 12, Requests: 12, Decided: 11, Unchanged: 5, NewlyDenied: 3, NewlyAllowed: 3, Conditional: 1}
 	checkCounts(t, s, want)
 	var ids []string

@@ -45,10 +45,14 @@ type Change struct {
 	AuditID string `json:"auditID"`
 	// Was is the logged decision: allow or forbid.
 	Was string `json:"was"`
-	// Now is kcedar's: Allow, Deny or NoOpinion (not allowed, as if kcedar
-	// were the last authorizer).
+	// Now is the chain's (Summary.Chain): Allow, Deny or NoOpinion (no
+	// authorizer of the chain allowed: not allowed).
 	Now string `json:"now"`
-	// Policies are the ids of the deciding policies (none for NoOpinion).
+	// DecidedBy names the authorizer whose decision Now is: kcedar or rbac
+	// (empty for NoOpinion).
+	DecidedBy string `json:"decidedBy,omitempty"`
+	// Policies are the ids of the deciding policies (none for NoOpinion);
+	// RBAC's are those kcedar rbac convert writes (rbac/...).
 	Policies  []string `json:"policies"`
 	User      string   `json:"user"`
 	Verb      string   `json:"verb"`
@@ -96,6 +100,13 @@ const (
 
 // Summary counts what the inputs came to.
 type Summary struct {
+	// Chain names the authorizers that decided the requests: "kcedar, then
+	// RBAC" (kube-apiserver's chain as kcedar manifests writes it), "RBAC,
+	// then kcedar", or "kcedar alone".
+	Chain string `json:"chain"`
+	// Mode is how kcedar serve answers a conditional decision
+	// (upstream.ServeMode).
+	Mode string `json:"mode"`
 	// Lines read, and the events among them (lines that decoded).
 	Lines  int `json:"lines"`
 	Events int `json:"events"`
@@ -289,6 +300,7 @@ func (s *Summary) Sort() {
 // of the report.
 func (s *Summary) WriteText(w io.Writer) error {
 	var b strings.Builder
+	safetext.Fprintf(&b, "decided by:     %s (kcedar serve mode: %s)\n", s.Chain, s.Mode)
 	safetext.Fprintf(&b, "lines read:     %d (%d audit events; %d malformed, %d oversized)\n", s.Lines, s.Events, s.Malformed, s.Oversized)
 	safetext.Fprintf(&b, "not audit events: %d\n", s.Foreign)
 	writeReasons(&b, s.ForeignWhy)
@@ -306,7 +318,11 @@ func (s *Summary) WriteText(w io.Writer) error {
 	}
 	safetext.Fprintf(&b, "skipped:        %d\n", skipped)
 	writeReasons(&b, s.Skipped)
-	b.WriteString("NoOpinion counts as not allowed, as if kcedar were the last authorizer.\n")
+	if s.Chain == "kcedar alone" {
+		b.WriteString("NoOpinion counts as not allowed, as if kcedar were the last authorizer: give the cluster's RBAC (--cluster reads it, --rbac FILE) to compose kcedar with it as kube-apiserver does.\n")
+	} else {
+		b.WriteString("NoOpinion counts as not allowed: no authorizer of the chain allowed.\n")
+	}
 	for _, p := range s.Problems {
 		safetext.Fprintf(&b, "problem: %s:%d: %s\n", p.Input, p.Line, p.Message)
 	}
