@@ -310,13 +310,25 @@ func (h *AdmissionHandler) refused(reason, message string, req *admissionv1.Admi
 	}
 }
 
-// metrics is kcedar_policy_write_refusals_total{operation, reason}.
+// refusalReasons are the reasons a write is refused for: the values of
+// kcedar_policy_write_refusals_total's reason label.
+var refusalReasons = []string{"invalid", "duplicate-id", "escalation", "too-many-checks", "check-failed"}
+
+// metrics is kcedar_policy_write_refusals_total{operation, reason}, with
+// every operation and reason at 0 from the start: a series that first
+// appears at 1 has no increase() until its second count, so an alert would
+// miss the first refusal.
 func (h *AdmissionHandler) metrics() *prometheus.CounterVec {
 	h.metricsOnce.Do(func() {
 		h.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kcedar_policy_write_refusals_total",
 			Help: "Writes of CedarPolicy and NamespacedCedarPolicy objects the admission webhook refused, by operation and reason (invalid, duplicate-id, escalation, too-many-checks, check-failed).",
 		}, []string{"operation", "reason"})
+		for _, op := range []admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete} {
+			for _, reason := range refusalReasons {
+				h.refusals.WithLabelValues(string(op), reason)
+			}
+		}
 	})
 	return h.refusals
 }
