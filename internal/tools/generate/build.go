@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/cedarlex"
 )
 
@@ -195,6 +196,13 @@ func (r nameRule) key() string {
 		b.WriteString("~" + strconv.Quote(p.text()))
 	}
 	return b.String()
+}
+
+// byPatternOnly reports whether the rule allows req's name only through
+// a pattern: the name is not listed, and a pattern matches it.
+func (r nameRule) byPatternOnly(req *entities.Request) bool {
+	return !r.any && req.Named() && !slices.Contains(r.names, req.Name) &&
+		slices.ContainsFunc(r.patterns, func(p rulePattern) bool { return p.matches(req.Name) })
 }
 
 // nameRuleOf chooses a grant's name rule: see Names.

@@ -82,20 +82,21 @@ func (g *Generator) Policies() (*Result, error) {
 		if len(bad) == 0 {
 			return g.result(ps, outcome)
 		}
-		for _, p := range bad {
-			t.tighten(p)
+		for _, b := range bad {
+			t.tighten(b.policy, b.byPattern)
 		}
 	}
 	return nil, fmt.Errorf("the policies still allow a forbidden request after %d rounds of tightening (a bug in kcedar generate)", maxRounds)
 }
 
-// tighten makes the grants of p stricter by one step.
-func (t *tightening) tighten(p *policy) {
+// tighten makes the grants of p stricter by one step: byPattern, a
+// request it must not allow is allowed through a generalized name.
+func (t *tightening) tighten(p *policy, byPattern bool) {
 	for _, k := range p.keys {
 		switch {
 		case p.names.any && !p.names.strict && !t.exact[k]:
 			t.exact[k] = true
-		case len(p.names.patterns) > 0 && !t.literal[k]:
+		case byPattern && !t.literal[k]:
 			t.literal[k] = true
 		case k.isGroup && !t.split[k]:
 			t.split[k] = true
@@ -118,12 +119,19 @@ func (g *Generator) render(f *cedarlex.File, ps []*policy, audit bool) error {
 	return nil
 }
 
+// badPolicy is a policy that allows a request it must not; byPattern: one
+// such request only through a generalized name.
+type badPolicy struct {
+	*policy
+	byPattern bool
+}
+
 // allowsForbidden decides a request of every logged forbidden permission,
 // and of every permission the existing policies allow only on conditions,
 // with the parsed policies and returns the policies that allow one. A
 // policy that allows one but is none of ps (which Verify rules out) is an
 // error: every policy of the text is checked, not only those built.
-func (g *Generator) allowsForbidden(parsed []*cedarlang.Policy, ps []*policy) ([]*policy, error) {
+func (g *Generator) allowsForbidden(parsed []*cedarlang.Policy, ps []*policy) ([]badPolicy, error) {
 	if len(parsed) == 0 || len(g.forbiddenReqs)+len(g.conditionalReqs) == 0 {
 		return nil, nil
 	}
@@ -136,7 +144,7 @@ func (g *Generator) allowsForbidden(parsed []*cedarlang.Policy, ps []*policy) ([
 	for _, p := range ps {
 		byID[p.id] = p
 	}
-	bad := map[string]*policy{}
+	bad := map[string]*badPolicy{}
 	for _, reqs := range []map[userPerm]*entities.Request{g.forbiddenReqs, g.conditionalReqs} {
 		for _, req := range reqs {
 			d := e.Authorize(context.Background(), req)
@@ -149,13 +157,16 @@ func (g *Generator) allowsForbidden(parsed []*cedarlang.Policy, ps []*policy) ([
 					return nil, fmt.Errorf("policy %s of the generated text, which kcedar generate did not build, allows the request %s it must not (a bug in kcedar generate)",
 						cedarlex.Shorten(cp.ID), req)
 				}
-				bad[p.id] = p
+				if bad[p.id] == nil {
+					bad[p.id] = &badPolicy{policy: p}
+				}
+				bad[p.id].byPattern = bad[p.id].byPattern || p.names.byPatternOnly(req)
 			}
 		}
 	}
-	out := make([]*policy, 0, len(bad))
-	for _, p := range bad {
-		out = append(out, p)
+	out := make([]badPolicy, 0, len(bad))
+	for _, b := range bad {
+		out = append(out, *b)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
 	return out, nil

@@ -38,7 +38,7 @@ func generateFrom(t testing.TB, s *schemagen.Schema, opts Options, log []byte) *
 	_, err := replay.ReadRecords(context.Background(), bytes.NewReader(log), 0, func(recs []replay.Record) error {
 		batch := make([]Input, len(recs))
 		for i, r := range recs {
-			batch[i] = Input{Request: r.Request, Allowed: r.Allowed, Time: r.Time}
+			batch[i] = Input{Request: r.Request, Allowed: r.Allowed, Time: r.Time, Review: r.Review}
 		}
 		g.Add(batch)
 		return nil
