@@ -96,6 +96,7 @@ func writeSelfSigned(t *testing.T, dir, name string, tmpl *x509.Certificate) (ce
 
 func TestManifestsInputs(t *testing.T) {
 	dir := t.TempDir()
+	t.Setenv("KUBECONFIG", filepath.Join(dir, "none")) // no cluster to read the version of
 	ca := writeCA(t, dir)
 	notPEM := filepath.Join(dir, "not.pem")
 	os.WriteFile(notPEM, []byte("hello\n"), 0o644)
@@ -105,7 +106,7 @@ func TestManifestsInputs(t *testing.T) {
 		want string
 	}{
 		{[]string{"--url", "https://host:8443/v1/authorize", "--ca-file", ca}, 0, "server: https://host:8443/v1/authorize\n"},
-		{[]string{"--url", "https://host:8443/", "--ca-file", ca}, 0, "server: https://host:8443/v1/conditions\n"},
+		{[]string{"--url", "https://host:8443/", "--ca-file", ca, "--conditions-review"}, 0, "server: https://host:8443/v1/conditions\n"},
 		{[]string{"--url", "https://proxy/kcedar", "--ca-file", ca}, 0, "server: https://proxy/kcedar/v1/authorize\n"},
 		{[]string{"--url", "http://host:8443", "--ca-file", ca}, 2, "scheme must be https"},
 		{[]string{"--url", "host:8443", "--ca-file", ca}, 2, "scheme must be https"},

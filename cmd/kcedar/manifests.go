@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -35,6 +36,9 @@ type manifestOptions struct {
 	admissionKubeconfig  string
 	admissionEnforcement bool
 	conditionsReview     bool
+	kubernetesVersion    string
+	kubeconfig           string
+	context              string
 	failurePolicy        string
 	outDir               string
 	output               string
@@ -44,18 +48,29 @@ type manifestOptions struct {
 	staticPod            bool
 	image                string
 	hostDir              string
+
+	// notes are said on stderr after the files: how conditions are
+	// enforced, and why (chooseMode).
+	notes []string
+	// serverVersion reads the cluster's git version; nil:
+	// readServerVersion.
+	serverVersion func(context.Context) (string, error)
 }
 
 const manifestsLong = `Print, as one set, everything kube-apiserver needs to use kcedar:
 
   authorization-config.yaml   AuthorizationConfiguration: Node, kcedar, RBAC
-  kcedar-webhook.kubeconfig   how the API server reaches kcedar (contexts
-                              "authorize" and "conditions"); it embeds
-                              --client-key, so --output-dir writes it 0600
+                              (with --conditions-review: conditionsReview)
+  kcedar-webhook.kubeconfig   how the API server reaches kcedar (context
+                              "authorize", and "conditions" with
+                              --conditions-review); it embeds --client-key,
+                              so --output-dir writes it 0600
   validating-webhook.yaml     with --admission-enforcement: the
                               ValidatingWebhookConfiguration (failurePolicy
                               Fail) that enforces conditions on clusters
-                              without conditional authorization
+                              without conditional authorization; it leaves
+                              out the identities the AuthorizationConfiguration
+                              sends past kcedar
   policy-webhook.yaml         with --policy-objects: the
                               ValidatingWebhookConfiguration that refuses
                               invalid CedarPolicy and NamespacedCedarPolicy
@@ -75,6 +90,13 @@ const manifestsLong = `Print, as one set, everything kube-apiserver needs to use
                               objects with HOSTDIR/kubeconfig, else it reads
                               HOSTDIR/policies
 
+How conditions are enforced follows the API servers' Kubernetes version,
+--kubernetes-version or else the cluster's (read through the kubeconfig):
+1.38 and later get --conditions-review (and need the ConditionalAuthorization
+feature gate), earlier releases --admission-enforcement. Giving either flag
+(true or false) decides instead. If the version cannot be read, neither is
+configured, and conditional permits do not allow.
+
 With --admission-enforcement the webhook is always part of the output: the
 authorizer's conditional Allow is only safe with it installed.`
 
@@ -86,7 +108,7 @@ func newManifestsCmd() *cobra.Command {
 		Long:  manifestsLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(cmd.ErrOrStderr()); err != nil {
+			if err := o.Complete(cmd.Context(), cmd.Flags(), cmd.ErrOrStderr()); err != nil {
 				return &exitError{2, err}
 			}
 			if err := o.Validate(); err != nil {
@@ -107,8 +129,11 @@ func (o *manifestOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.clientKey, "client-key", "", "its private key")
 	f.StringVar(&o.kubeconfigPath, "webhook-kubeconfig-path", "/etc/kubernetes/kcedar-webhook.kubeconfig", "where the API server will find kcedar-webhook.kubeconfig")
 	f.StringVar(&o.admissionKubeconfig, "admission-kubeconfig-path", "/etc/kubernetes/kcedar-admission.kubeconfig", "where the API server will find kcedar-admission.kubeconfig (named in admission-config.yaml)")
-	f.BoolVar(&o.admissionEnforcement, "admission-enforcement", false, "also print the ValidatingWebhookConfiguration for kcedar serve --admission-enforcement")
-	f.BoolVar(&o.conditionsReview, "conditions-review", false, "KEP-5681 clusters: let the API server call back with AuthorizationConditionsReview")
+	f.BoolVar(&o.admissionEnforcement, "admission-enforcement", false, "Kubernetes 1.37 and earlier: also print the ValidatingWebhookConfiguration for kcedar serve --admission-enforcement (default: by the Kubernetes version)")
+	f.BoolVar(&o.conditionsReview, "conditions-review", false, "Kubernetes 1.38+ with the ConditionalAuthorization feature gate (KEP-5681): the API server takes kcedar's conditions and calls back with AuthorizationConditionsReview (default: by the Kubernetes version)")
+	f.StringVar(&o.kubernetesVersion, "kubernetes-version", "", "the API servers' Kubernetes version (e.g. 1.37, v1.38.0), which chooses how conditions are enforced; default: the cluster's, read through the kubeconfig")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to read the cluster's version with (default: KUBECONFIG, ~/.kube/config)")
+	f.StringVar(&o.context, "context", "", "kubeconfig context to read the cluster's version with")
 	f.StringVar(&o.failurePolicy, "failure-policy", "Deny", "the authorizer's failurePolicy when kcedar is unreachable: Deny or NoOpinion")
 	f.StringVar(&o.outDir, "output-dir", "", "write the files into this directory instead of printing them")
 	f.StringVarP(&o.output, "output", "o", "yaml", "output format: yaml")
@@ -121,10 +146,13 @@ func (o *manifestOptions) AddFlags(f *pflag.FlagSet) {
 }
 
 // Complete resolves -o: the one format yaml, or (deprecated) a directory
-// taken as --output-dir, with a warning on errw.
-func (o *manifestOptions) Complete(errw io.Writer) error {
-	_, err := outputFormat(errw, o.output, []string{"yaml"}, &o.outDir, "--output-dir")
-	return err
+// taken as --output-dir, with a warning on errw; and how conditions are
+// enforced (chooseMode), from flags as given.
+func (o *manifestOptions) Complete(ctx context.Context, flags *pflag.FlagSet, errw io.Writer) error {
+	if _, err := outputFormat(errw, o.output, []string{"yaml"}, &o.outDir, "--output-dir"); err != nil {
+		return err
+	}
+	return o.chooseMode(ctx, flags)
 }
 
 // Validate refuses flags that cannot make manifests: a missing or bad --url,
@@ -154,7 +182,11 @@ func (o *manifestOptions) Run(w, errw io.Writer) error {
 	if err != nil {
 		return &exitError{2, err}
 	}
-	return emitManifests(w, errw, o.outDir, files)
+	if err := emitManifests(w, errw, o.outDir, files); err != nil {
+		return err
+	}
+	o.writeNotes(errw)
+	return nil
 }
 
 type manifestFile struct {
@@ -169,6 +201,7 @@ type manifestObject struct {
 	name    string
 	obj     any
 	private bool
+	header  string // comment lines written before the object
 }
 
 // emitManifests writes files into dir (created if missing; files with keys
@@ -231,29 +264,33 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 		return nil, err
 	}
 	objs := []manifestObject{
-		{"authorization-config.yaml", authz, false},
-		{"kcedar-webhook.kubeconfig", webhookKubeconfig(base, ca, user), user.ClientKeyData != nil},
+		{name: "authorization-config.yaml", obj: authz, header: o.authorizationConfigHeader()},
+		{name: "kcedar-webhook.kubeconfig", obj: webhookKubeconfig(base, ca, user, o.conditionsReview), private: user.ClientKeyData != nil},
 	}
 	if o.admissionEnforcement {
-		objs = append(objs, manifestObject{"validating-webhook.yaml", validatingWebhook(base, ca), false})
+		vwc, err := o.validatingWebhook(base, ca)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, manifestObject{name: "validating-webhook.yaml", obj: vwc})
 	}
 	if o.policyObjects {
-		objs = append(objs, manifestObject{"policy-webhook.yaml", policyWebhook(base, ca), false})
+		objs = append(objs, manifestObject{name: "policy-webhook.yaml", obj: policyWebhook(base, ca)})
 	}
 	if (o.admissionEnforcement || o.policyObjects) && user.ClientCertificateData != nil {
 		kc, err := admissionKubeconfig(o.url, user)
 		if err != nil {
 			return nil, err
 		}
-		objs = append(objs, manifestObject{"admission-config.yaml", admissionConfiguration(o.admissionKubeconfig), false},
-			manifestObject{"kcedar-admission.kubeconfig", kc, true})
+		objs = append(objs, manifestObject{name: "admission-config.yaml", obj: admissionConfiguration(o.admissionKubeconfig)},
+			manifestObject{name: "kcedar-admission.kubeconfig", obj: kc, private: true})
 	}
 	if o.staticPod {
 		pod, err := o.staticPodManifest()
 		if err != nil {
 			return nil, err
 		}
-		objs = append(objs, manifestObject{"kcedar-static-pod.yaml", pod, false})
+		objs = append(objs, manifestObject{name: "kcedar-static-pod.yaml", obj: pod})
 	}
 	files := make([]manifestFile, 0, len(objs))
 	for _, m := range objs {
@@ -265,27 +302,42 @@ func (o *manifestOptions) render() ([]manifestFile, error) {
 		if m.private {
 			mode = 0o600
 		}
-		files = append(files, manifestFile{m.name, data, mode})
+		files = append(files, manifestFile{m.name, append([]byte(m.header), data...), mode})
 	}
 	return files, nil
 }
 
 // webhookKubeconfig is how the API server reaches kcedar: one context per
-// endpoint it calls, the same CA and client credentials for both.
-func webhookKubeconfig(base string, ca []byte, user clientcmdv1.AuthInfo) clientcmdv1.Config {
-	return clientcmdv1.Config{
+// endpoint it calls (the conditions callback only with conditionsReview,
+// which names its context), the same CA and client credentials for both.
+func webhookKubeconfig(base string, ca []byte, user clientcmdv1.AuthInfo, conditionsReview bool) clientcmdv1.Config {
+	cfg := clientcmdv1.Config{
 		APIVersion: "v1", Kind: "Config",
-		Clusters: []clientcmdv1.NamedCluster{
-			{Name: "kcedar-authorize", Cluster: clientcmdv1.Cluster{Server: base + "/v1/authorize", CertificateAuthorityData: ca}},
-			{Name: "kcedar-conditions", Cluster: clientcmdv1.Cluster{Server: base + "/v1/conditions", CertificateAuthorityData: ca}},
-		},
-		AuthInfos: []clientcmdv1.NamedAuthInfo{{Name: "kube-apiserver", AuthInfo: user}},
-		Contexts: []clientcmdv1.NamedContext{
-			{Name: "authorize", Context: clientcmdv1.Context{Cluster: "kcedar-authorize", AuthInfo: "kube-apiserver"}},
-			{Name: "conditions", Context: clientcmdv1.Context{Cluster: "kcedar-conditions", AuthInfo: "kube-apiserver"}},
-		},
+		Clusters:       []clientcmdv1.NamedCluster{{Name: "kcedar-authorize", Cluster: clientcmdv1.Cluster{Server: base + "/v1/authorize", CertificateAuthorityData: ca}}},
+		AuthInfos:      []clientcmdv1.NamedAuthInfo{{Name: "kube-apiserver", AuthInfo: user}},
+		Contexts:       []clientcmdv1.NamedContext{{Name: "authorize", Context: clientcmdv1.Context{Cluster: "kcedar-authorize", AuthInfo: "kube-apiserver"}}},
 		CurrentContext: "authorize",
 	}
+	if conditionsReview {
+		cfg.Clusters = append(cfg.Clusters, clientcmdv1.NamedCluster{Name: "kcedar-conditions", Cluster: clientcmdv1.Cluster{Server: base + "/v1/conditions", CertificateAuthorityData: ca}})
+		cfg.Contexts = append(cfg.Contexts, clientcmdv1.NamedContext{Name: conditionsContext, Context: clientcmdv1.Context{Cluster: "kcedar-conditions", AuthInfo: "kube-apiserver"}})
+	}
+	return cfg
+}
+
+// conditionsContext is the webhook kubeconfig's context for the
+// conditions callback, named by conditionsReview.
+const conditionsContext = "conditions"
+
+// authorizationConfigHeader says, in the AuthorizationConfiguration, what
+// kube-apiserver needs besides it for conditionsReview.
+func (o *manifestOptions) authorizationConfigHeader() string {
+	if !o.conditionsReview {
+		return ""
+	}
+	return "# conditionsReview needs Kubernetes 1.38 or later with --feature-gates=" + conditionalAuthorizationGate + "=true on\n" +
+		"# kube-apiserver (without the gate it refuses this file), and the AuthorizationConditionsEnforcer\n" +
+		"# admission plugin on (it is, unless --disable-admission-plugins names it).\n"
 }
 
 // admissionConfiguration is kube-apiserver's --admission-control-config-file:
@@ -340,7 +392,7 @@ func (o *manifestOptions) authorizationConfig() (map[string]any, error) {
 		webhook["matchConditions"] = mc
 	}
 	if o.conditionsReview {
-		webhook["conditionsReview"] = map[string]any{"version": "v1alpha1", "kubeConfigContextName": "conditions"}
+		webhook["conditionsReview"] = map[string]any{"version": "v1alpha1", "kubeConfigContextName": conditionsContext}
 	}
 	return map[string]any{
 		"apiVersion": "apiserver.config.k8s.io/v1",
@@ -356,13 +408,28 @@ func (o *manifestOptions) authorizationConfig() (map[string]any, error) {
 // validatingWebhook covers exactly the requests kcedar may allow
 // conditionally: writes (create, update, patch, delete, deletecollection
 // arrive as CREATE, UPDATE, DELETE) and connects, on every resource and
-// subresource ("*/*" means both; the API server refuses "*" next to it).
-func validatingWebhook(base string, ca []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
+// subresource ("*/*" means both; the API server refuses "*" next to it),
+// of every identity but those the AuthorizationConfiguration sends past
+// kcedar (matchConditions from the same list: kcedar never answers them,
+// so they hold no conditional allow to enforce, and a kcedar outage does
+// not stop their writes). kcedar serve --admission-enforcement verifies
+// exactly this (webhooks.Inspect).
+func (o *manifestOptions) validatingWebhook(base string, ca []byte) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	b, err := o.bypass()
+	if err != nil {
+		return nil, err
+	}
+	conds, err := b.AdmissionMatchConditions()
+	if err != nil {
+		return nil, err
+	}
 	all := admissionregistrationv1.AllScopes
-	return webhookConfiguration("kcedar-conditions", "conditions.kcedar.dev", base+"/v1/admit", ca, 5, admissionregistrationv1.RuleWithOperations{
+	vwc := webhookConfiguration("kcedar-conditions", "conditions.kcedar.dev", base+"/v1/admit", ca, 5, admissionregistrationv1.RuleWithOperations{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete, admissionregistrationv1.Connect},
 		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*/*"}, Scope: &all},
 	})
+	vwc.Webhooks[0].MatchConditions = conds
+	return vwc, nil
 }
 
 // webhookConfiguration is a ValidatingWebhookConfiguration of one webhook

@@ -16,39 +16,38 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
 	"github.com/kcedar/kcedar/internal/cluster/webhooks"
 )
 
-// controlPlaneUsers are the control plane's own identities (besides nodes,
-// system:masters and kube-system's service accounts).
-var controlPlaneUsers = []string{"system:kube-controller-manager", "system:kube-scheduler", "system:kube-proxy", "system:apiserver"}
+// bypass is the list of identities whose requests go around kcedar, from
+// --service-account and --bypass-control-plane: the AuthorizationConfiguration
+// sends them past kcedar's authorizer, and the conditions webhook leaves
+// them out of admission (webhooks.Bypass renders both from one list).
+func (o *manifestOptions) bypass() (webhooks.Bypass, error) {
+	b := webhooks.Bypass{ServiceAccount: o.serviceAccount, ControlPlane: o.bypassControlPlane}
+	if err := b.Validate(); err != nil {
+		return b, fmt.Errorf("--service-account: %w", err)
+	}
+	return b, nil
+}
 
 // matchConditions are CEL expressions on the SubjectAccessReview: the API
 // server calls kcedar only when all hold, so the identities they exclude go
 // to the next authorizers (RBAC) without waiting on kcedar.
 func (o *manifestOptions) matchConditions() ([]map[string]any, error) {
-	var mc []map[string]any
-	if o.serviceAccount != "" {
-		ns, name, ok := strings.Cut(o.serviceAccount, "/")
-		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
-			return nil, fmt.Errorf("--service-account %q: want NAMESPACE/NAME", o.serviceAccount)
-		}
-		mc = append(mc, map[string]any{"expression": fmt.Sprintf("request.user != 'system:serviceaccount:%s:%s'", ns, name)})
+	b, err := o.bypass()
+	if err != nil {
+		return nil, err
 	}
-	if o.bypassControlPlane {
-		quoted := make([]string, len(controlPlaneUsers))
-		for i, u := range controlPlaneUsers {
-			quoted[i] = "'" + u + "'"
-		}
-		mc = append(mc,
-			map[string]any{"expression": "!has(request.groups) || !('system:masters' in request.groups)"},
-			map[string]any{"expression": "!has(request.groups) || !('system:nodes' in request.groups)"},
-			map[string]any{"expression": "!request.user.startsWith('system:serviceaccount:kube-system:')"},
-			map[string]any{"expression": "!(request.user in [" + strings.Join(quoted, ", ") + "])"},
-		)
+	exprs, err := b.AuthorizerMatchConditions()
+	if err != nil {
+		return nil, err
+	}
+	mc := make([]map[string]any, len(exprs))
+	for i, e := range exprs {
+		mc[i] = map[string]any{"expression": e}
 	}
 	return mc, nil
 }

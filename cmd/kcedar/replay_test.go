@@ -57,7 +57,7 @@ func TestReplayExitCodes(t *testing.T) {
 		want []string
 	}{
 		{"unchanged", []string{"--audit-log", same, "-p", pol}, 0, []string{"not seen by kcedar (left out): 2",
-			"user in group system:masters", "!request.user.startsWith('system:serviceaccount:kube-system:')", "compared with the decision annotation: 1 (1 unchanged"}},
+			"user in group system:masters", "request.user.matches('^system:serviceaccount:kube-system:", "compared with the decision annotation: 1 (1 unchanged"}},
 		{"changed, no --exit-code", []string{"--audit-log", changed, "-p", pol}, 0, []string{"newly denied: 1"}},
 		{"changed", []string{"--audit-log", changed, "-p", pol, "--exit-code"}, 3, []string{"1 newly denied, 0 newly allowed"}},
 		{"invalid policies", []string{"--audit-log", same, "-p", bad}, 1, nil},

@@ -9,38 +9,45 @@ import (
 )
 
 // Check reports why a ValidatingWebhookConfiguration does not
-// enforce kcedar's conditions: it must fail closed and send CREATE, UPDATE,
-// DELETE and CONNECT of every group, version, resource and subresource to
-// kcedar's /v1/admit.
+// enforce kcedar's conditions (see Inspect).
 func Check(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) error {
-	for _, wh := range vwc.Webhooks {
-		if err := checkWebhook(wh); err == nil {
-			return nil
-		} else if len(vwc.Webhooks) == 1 {
-			return fmt.Errorf("webhook %s: %w", wh.Name, err)
-		}
-	}
-	return fmt.Errorf("%s has no webhook that sends every write and connect to kcedar's /v1/admit with failurePolicy Fail", vwc.Name)
+	_, err := Inspect(vwc)
+	return err
 }
 
-func checkWebhook(wh admissionregistrationv1.ValidatingWebhook) error {
+// Inspect checks that a ValidatingWebhookConfiguration enforces kcedar's
+// conditions: one of its webhooks must fail closed and send CREATE,
+// UPDATE, DELETE and CONNECT of every group, version, resource and
+// subresource to kcedar's /v1/admit, unnarrowed by selectors, and left out
+// by its matchConditions only the identities kcedar manifests leaves out
+// (BypassOf). It returns that webhook's Bypass: the identities the webhook
+// does not see.
+func Inspect(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) (Bypass, error) {
+	for _, wh := range vwc.Webhooks {
+		if b, err := checkWebhook(wh); err == nil {
+			return b, nil
+		} else if len(vwc.Webhooks) == 1 {
+			return Bypass{}, fmt.Errorf("webhook %s: %w", wh.Name, err)
+		}
+	}
+	return Bypass{}, fmt.Errorf("%s has no webhook that sends every write and connect to kcedar's /v1/admit with failurePolicy Fail", vwc.Name)
+}
+
+func checkWebhook(wh admissionregistrationv1.ValidatingWebhook) (Bypass, error) {
 	if wh.FailurePolicy == nil || *wh.FailurePolicy != admissionregistrationv1.Fail {
-		return fmt.Errorf("failurePolicy is not Fail")
+		return Bypass{}, fmt.Errorf("failurePolicy is not Fail")
 	}
-	path := ""
-	switch {
-	case wh.ClientConfig.URL != nil:
-		path = *wh.ClientConfig.URL
-	case wh.ClientConfig.Service != nil && wh.ClientConfig.Service.Path != nil:
-		path = *wh.ClientConfig.Service.Path
+	if path := webhookPath(wh.ClientConfig); !strings.HasSuffix(path, "/v1/admit") {
+		return Bypass{}, fmt.Errorf("it does not call kcedar's /v1/admit (%q)", path)
 	}
-	if !strings.HasSuffix(path, "/v1/admit") {
-		return fmt.Errorf("it does not call kcedar's /v1/admit (%q)", path)
+	unnarrowed := wh
+	unnarrowed.MatchConditions = nil
+	if narrowed(unnarrowed) {
+		return Bypass{}, fmt.Errorf("it is narrowed by selectors")
 	}
-	if wh.NamespaceSelector != nil && (len(wh.NamespaceSelector.MatchLabels) > 0 || len(wh.NamespaceSelector.MatchExpressions) > 0) ||
-		wh.ObjectSelector != nil && (len(wh.ObjectSelector.MatchLabels) > 0 || len(wh.ObjectSelector.MatchExpressions) > 0) ||
-		len(wh.MatchConditions) > 0 {
-		return fmt.Errorf("it is narrowed by selectors or match conditions")
+	bypass, err := BypassOf(wh.MatchConditions)
+	if err != nil {
+		return Bypass{}, err
 	}
 	need := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete, admissionregistrationv1.Connect}
 	for _, op := range need {
@@ -54,8 +61,8 @@ func checkWebhook(wh admissionregistrationv1.ValidatingWebhook) error {
 			}
 		}
 		if !covered {
-			return fmt.Errorf("no rule sends %s of every group, version, resource and subresource (*/*)", op)
+			return Bypass{}, fmt.Errorf("no rule sends %s of every group, version, resource and subresource (*/*)", op)
 		}
 	}
-	return nil
+	return bypass, nil
 }

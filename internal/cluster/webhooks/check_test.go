@@ -69,6 +69,20 @@ func TestCheck(t *testing.T) {
 	if err := Check(vwc); err != nil {
 		t.Errorf("split rules: %v", err)
 	}
+	// kcedar manifests' match conditions leave out exactly the identities
+	// the AuthorizationConfiguration sends past kcedar: accepted, and
+	// reported.
+	for _, want := range bypassConfigurations {
+		vwc := printedWebhook()
+		conds, err := want.AdmissionMatchConditions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		vwc.Webhooks[0].MatchConditions = conds
+		if got, err := Inspect(vwc); err != nil || got != want {
+			t.Errorf("kcedar manifests' match conditions for %+v: %+v, %v", want, got, err)
+		}
+	}
 	b, _ := yaml.Marshal(vwc)
 	if !strings.Contains(string(b), "/v1/admit") {
 		t.Fatal("sanity")

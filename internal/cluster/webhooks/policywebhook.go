@@ -157,7 +157,7 @@ func (v *PolicyVerifier) Collect(ch chan<- prometheus.Metric) { v.gauge.Collect(
 // Run watches the configuration with an informer (list and watch by a
 // metadata.name field selector) on client until ctx ends.
 func (v *PolicyVerifier) Run(ctx context.Context, client kubernetes.Interface) {
-	watchConfiguration(ctx, client, v.name, CheckPolicyWebhook, v.set)
+	watchConfiguration(ctx, client, v.name, func(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) { v.set(CheckPolicyWebhook(vwc)) }, v.set)
 }
 
 // set records the outcome of a check (nil: verified), logs and reports

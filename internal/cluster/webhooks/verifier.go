@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
@@ -21,17 +22,19 @@ import (
 const DefaultConnectRetry = 2 * time.Second
 
 // Verifier watches one ValidatingWebhookConfiguration, by name, and reports
-// whether it enforces kcedar's conditions (Check). Until its informer has
-// listed the configuration, and whenever the configuration is missing or
-// weakened, it is not verified.
+// whether it enforces kcedar's conditions (Inspect), and for whom (Sees).
+// Until its informer has listed the configuration, and whenever the
+// configuration is missing or weakened, it is not verified.
 type Verifier struct {
 	// ConnectRetry is how often Run retries a connection that failed
 	// (DefaultConnectRetry if 0).
 	ConnectRetry time.Duration
 
-	name     string
-	logger   *slog.Logger
-	verified atomic.Bool
+	name   string
+	logger *slog.Logger
+	// verified is the Bypass of the verified webhook: the identities it
+	// leaves out; nil while it is not verified.
+	verified atomic.Pointer[Bypass]
 	gauge    prometheus.Gauge
 
 	mu      sync.Mutex
@@ -51,7 +54,19 @@ func NewVerifier(name string, logger *slog.Logger) *Verifier {
 }
 
 // Verified reports whether the webhook is verified in place now.
-func (v *Verifier) Verified() bool { return v.verified.Load() }
+func (v *Verifier) Verified() bool { return v.verified.Load() != nil }
+
+// Sees reports whether the webhook is verified in place now and sends the
+// writes of user in groups to kcedar: its matchConditions (those of kcedar
+// manifests) do not leave that identity out. A conditional allow is only
+// enforced for an identity the webhook sees; the identities it leaves out
+// are those the AuthorizationConfiguration of the same kcedar manifests
+// sends past kcedar, so kcedar never answers them, but a configuration
+// installed from other flags could differ.
+func (v *Verifier) Sees(user string, groups []string) bool {
+	b := v.verified.Load()
+	return b != nil && !b.Excludes(user, groups)
+}
 
 // Describe and Collect make the verifier's metric a prometheus.Collector.
 func (v *Verifier) Describe(ch chan<- *prometheus.Desc) { v.gauge.Describe(ch) }
@@ -66,7 +81,8 @@ func (v *Verifier) Run(ctx context.Context, connect func() (kubernetes.Interface
 	if err != nil {
 		return // ctx ended
 	}
-	watchConfiguration(ctx, client, v.name, Check, v.set)
+	watchConfiguration(ctx, client, v.name, func(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) { v.set(Inspect(vwc)) },
+		func(problem error) { v.set(Bypass{}, problem) })
 }
 
 // connect calls connect until it succeeds or ctx ends, logging each new
@@ -80,7 +96,7 @@ func (v *Verifier) connect(ctx context.Context, connect func() (kubernetes.Inter
 	err := wait.PollUntilContextCancel(ctx, interval, true, func(context.Context) (bool, error) {
 		c, err := connect()
 		if err != nil {
-			v.set(fmt.Errorf("connecting to the cluster: %w", err))
+			v.set(Bypass{}, fmt.Errorf("connecting to the cluster: %w", err))
 			return false, nil
 		}
 		client = c
@@ -89,10 +105,15 @@ func (v *Verifier) connect(ctx context.Context, connect func() (kubernetes.Inter
 	return client, err
 }
 
-// set records the outcome of a check (nil: verified) and logs changes.
-func (v *Verifier) set(problem error) {
+// set records the outcome of a check (problem nil: verified, leaving out
+// bypass) and logs changes.
+func (v *Verifier) set(bypass Bypass, problem error) {
 	ok := problem == nil
-	prev := v.verified.Swap(ok)
+	var state *Bypass
+	if ok {
+		state = &bypass
+	}
+	prev := v.verified.Swap(state) != nil
 	if ok {
 		v.gauge.Set(1)
 	} else {

@@ -69,10 +69,18 @@ func TestVerifier(t *testing.T) {
 		if v.Verified() {
 			t.Fatal("verified by another configuration")
 		}
-		if _, err := vwcs.Create(ctx, printedWebhook(), metav1.CreateOptions{}); err != nil {
+		printed := printedWebhook()
+		bypass := Bypass{ServiceAccount: "kcedar-system/kcedar", ControlPlane: true}
+		printed.Webhooks[0].MatchConditions, _ = bypass.AdmissionMatchConditions()
+		if _, err := vwcs.Create(ctx, printed, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		waitVerified(t, v, true, "created")
+		// The webhook sees everyone but the identities its match
+		// conditions leave out.
+		if !v.Sees("alice", []string{"dev"}) || v.Sees("admin", []string{"system:masters"}) || v.Sees("system:serviceaccount:kcedar-system:kcedar", nil) {
+			t.Fatal("Sees does not follow the verified webhook's match conditions")
+		}
 		if attempts.Load() < 3 {
 			t.Fatalf("connected after %d attempts", attempts.Load())
 		}
@@ -83,10 +91,16 @@ func TestVerifier(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitVerified(t, v, false, "failurePolicy Ignore")
+		if v.Sees("alice", []string{"dev"}) {
+			t.Fatal("an unverified webhook sees alice")
+		}
 		if _, err := vwcs.Update(ctx, printedWebhook(), metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		waitVerified(t, v, true, "fixed")
+		if !v.Sees("admin", []string{"system:masters"}) {
+			t.Fatal("the webhook without match conditions does not see system:masters")
+		}
 		if err := vwcs.Delete(ctx, "kcedar-conditions", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}

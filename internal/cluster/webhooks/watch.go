@@ -14,22 +14,22 @@ import (
 
 // watchConfiguration watches the ValidatingWebhookConfiguration name on
 // client with an informer (list and watch by a metadata.name field
-// selector) until ctx ends, and reports what check says of each version of
-// it, or why it is missing (not found once listed, or deleted). The
+// selector) until ctx ends, and hands each version of it to observe, or
+// reports why it is missing (not found once listed, or deleted). The
 // verifiers of both webhooks use it.
-func watchConfiguration(ctx context.Context, client kubernetes.Interface, name string, check func(*admissionregistrationv1.ValidatingWebhookConfiguration) error, report func(error)) {
+func watchConfiguration(ctx context.Context, client kubernetes.Interface, name string, observe func(*admissionregistrationv1.ValidatingWebhookConfiguration), report func(error)) {
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	}))
 	informer := factory.Admissionregistration().V1().ValidatingWebhookConfigurations().Informer()
-	observe := func(obj any) {
+	handle := func(obj any) {
 		if vwc, ok := obj.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok && vwc.Name == name {
-			report(check(vwc))
+			observe(vwc)
 		}
 	}
 	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj any) { observe(obj) },
+		AddFunc:    handle,
+		UpdateFunc: func(_, obj any) { handle(obj) },
 		DeleteFunc: func(any) { report(fmt.Errorf("ValidatingWebhookConfiguration %s was deleted", name)) },
 	})
 	if err != nil {
