@@ -25,6 +25,10 @@ import (
 type Explanation struct {
 	Request string `json:"request"`
 	Report
+	// ServedAs is what kcedar serve answers kube-apiserver in the mode the
+	// server runs in (set by the caller, which knows the mode: the engine
+	// decides the same in every mode). Empty: not said.
+	ServedAs string `json:"servedAs,omitempty"`
 	// Deciding are the policies that determine the decision: for a Deny
 	// every forbid that holds or fails to evaluate (or, without conditional
 	// authorization, whose condition remains); for an Allow every permit
@@ -58,6 +62,23 @@ type TracePart struct {
 	Residual string `json:"residual,omitempty"`
 	Error    string `json:"error,omitempty"`
 	// Values are the attributes a clause reads, as the request has them.
+	Values []string `json:"values,omitempty"`
+	// Failing is, for a part that stops the policy from applying, the
+	// sub-expression that stops it, when it is smaller than the part (see
+	// failingSub): the conjunct of a when clause that is false or fails
+	// after conjuncts that hold, the disjunct of an unless clause that
+	// holds or fails after disjuncts that do not, the type or the group of
+	// an `is ... in` scope.
+	Failing *SubExpression `json:"failing,omitempty"`
+}
+
+// SubExpression is a part of a clause evaluated alone.
+type SubExpression struct {
+	Text   string `json:"text"`
+	Result string `json:"result"` // true, false or error
+	Error  string `json:"error,omitempty"`
+	// Values are the attributes (and the types an `is` test reads) it
+	// reads, as the request has them.
 	Values []string `json:"values,omitempty"`
 }
 
@@ -115,6 +136,11 @@ func (e *Engine) Explain(ctx context.Context, req *entities.Request) (Explanatio
 		}
 	}
 	sortTraces(ex.Deciding)
+	if ex.Decision == DecisionDeny.String() || ex.Decision == DecisionAllow.String() {
+		// Authorize stops at the first forbid that denies (the first permit
+		// that allows); every one that holds decides.
+		ex.Policies = ex.DecidingIDs()
+	}
 	sort.SliceStable(ex.NearMisses, func(i, j int) bool {
 		return ex.NearMisses[i].progress() > ex.NearMisses[j].progress()
 	})
@@ -234,6 +260,9 @@ func policyParts(p *ast.Policy, env eval.Env) []TracePart {
 		body, _ := exprText(c.Body)
 		part.Text = part.Kind + " { " + body + " }"
 		part.Values = readValues(body, env)
+		if !part.lets() && part.Result != "unknown" {
+			part.Failing = failingPart(env, c.Body)
+		}
 		parts = append(parts, part)
 	}
 	return parts
@@ -254,6 +283,12 @@ func scopeParts(p *ast.Policy, env eval.Env) []TracePart {
 	for _, s := range scopes {
 		part := evaluatePart(env, &s.sub)
 		part.Kind, part.Text = s.kind, scopeText(&s.sub, s.kind)
+		if isIn, ok := s.sub.Principal.(ast.ScopeTypeIsIn); ok && s.kind == "principal" && part.Result != "true" && part.Result != "unknown" {
+			part.Failing = failingPart(env, scopeIsIn("principal", isIn))
+		}
+		if isIn, ok := s.sub.Resource.(ast.ScopeTypeIsIn); ok && s.kind == "resource" && part.Result != "true" && part.Result != "unknown" {
+			part.Failing = failingPart(env, scopeIsIn("resource", isIn))
+		}
 		parts = append(parts, part)
 	}
 	return parts
@@ -273,6 +308,120 @@ func evaluatePart(env eval.Env, p *ast.Policy) TracePart {
 	}
 	text, _ := exprText(n)
 	return TracePart{Result: "unknown", Residual: text}
+}
+
+// scopeIsIn is an `is T in E` scope constraint as the expression
+// `v is T && v in E`: the type test first, as Cedar evaluates it.
+func scopeIsIn(v string, s ast.ScopeTypeIsIn) ast.IsNode {
+	variable := ast.NodeTypeVariable{Name: types.String(v)}
+	return ast.NodeTypeAnd{BinaryNode: ast.BinaryNode{
+		Left:  ast.NodeTypeIs{Left: variable, EntityType: s.Type},
+		Right: ast.NodeTypeIn{BinaryNode: ast.BinaryNode{Left: variable, Right: ast.NodeValue{Value: s.Entity}}},
+	}}
+}
+
+// failingPart is the sub-expression of body (a clause or a scope
+// constraint that stops its policy) that stops it, evaluated alone, or nil
+// when body itself is the smallest (see failingSub).
+func failingPart(env eval.Env, body ast.IsNode) *SubExpression {
+	sub := failingSub(env, body)
+	if sub == nil {
+		return nil
+	}
+	text, err := exprText(sub)
+	if err != nil {
+		return nil
+	}
+	r := evaluatePart(env, ast.Permit().When(ast.NewNode(sub)))
+	return &SubExpression{Text: text, Result: r.Result, Error: r.Error, Values: append(typeValues(text, env), readValues(text, env)...)}
+}
+
+// failingSub descends into n, whose value stops its policy (false for a
+// when clause, true for an unless clause) or is an error, to the part that
+// decides it, as Cedar evaluates && and || (left to right, stopping at the
+// first operand that decides): in a conjunction that is false or fails,
+// the first conjunct that is not true; in a disjunction that is true or
+// fails, the first disjunct that is not false; and so on down. It stops
+// (returning what it reached, or nil for n itself) at any other
+// expression, and where an operand before the deciding one is unknown
+// (open, or the object of a write): the parts cannot then be told apart.
+func failingSub(env eval.Env, n ast.IsNode) ast.IsNode {
+	var found ast.IsNode
+	for {
+		var operands []ast.IsNode
+		var passes string // the value of an operand that lets evaluation go on
+		switch v := n.(type) {
+		case ast.NodeTypeAnd:
+			operands, passes = flatten(v, true), "true"
+		case ast.NodeTypeOr:
+			operands, passes = flatten(v, false), "false"
+		default:
+			return found
+		}
+		result := evaluatePart(env, ast.Permit().When(ast.NewNode(n))).Result
+		if result == passes || result == "unknown" {
+			return found // n does not decide (an unknown whole cannot be pinned)
+		}
+		next := decidingOperand(env, operands, passes)
+		if next == nil {
+			return found
+		}
+		n, found = next, next
+	}
+}
+
+// decidingOperand is the first operand whose value is not passes, when
+// every operand before it has that value (nil otherwise).
+func decidingOperand(env eval.Env, operands []ast.IsNode, passes string) ast.IsNode {
+	for _, o := range operands {
+		switch evaluatePart(env, ast.Permit().When(ast.NewNode(o))).Result {
+		case passes:
+			continue
+		case "unknown":
+			return nil
+		}
+		return o
+	}
+	return nil
+}
+
+// flatten lists the operands of a chain of && (and) or || (or), left to
+// right, however it is parenthesized: Cedar evaluates them in that order.
+func flatten(n ast.IsNode, and bool) []ast.IsNode {
+	switch v := n.(type) {
+	case ast.NodeTypeAnd:
+		if and {
+			return append(flatten(v.Left, and), flatten(v.Right, and)...)
+		}
+	case ast.NodeTypeOr:
+		if !and {
+			return append(flatten(v.Left, and), flatten(v.Right, and)...)
+		}
+	}
+	return []ast.IsNode{n}
+}
+
+// isTest matches the type tests of principal and resource in a text.
+var isTest = regexp.MustCompile(`\b(principal|resource) is\b`)
+
+// typeValues are the types the type tests of text read: "resource's type
+// is core::pods".
+func typeValues(text string, env eval.Env) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range isTest.FindAllStringSubmatch(text, -1) {
+		v := env.Principal
+		if m[1] == "resource" {
+			v = env.Resource
+		}
+		uid, ok := v.(types.EntityUID)
+		if !ok || seen[m[1]] {
+			continue
+		}
+		seen[m[1]] = true
+		out = append(out, m[1]+"'s type is "+string(uid.Type))
+	}
+	return out
 }
 
 // scopeText is the Cedar text of the one scope constraint of p.

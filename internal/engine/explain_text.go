@@ -18,7 +18,7 @@ func (x Explanation) String() string {
 	var b strings.Builder
 	safetext.Fprintf(&b, "request: %s\ndecision: %s\n", x.Request, x.Decision)
 	if x.Reason != "" {
-		safetext.Fprintf(&b, "reason: %s\n", x.Reason)
+		safetext.Fprintf(&b, "reason sent to the API server: %s\n", x.Reason)
 	}
 	if len(x.Deciding) == 0 {
 		b.WriteString("decided by: no policy (no policy applies, so kcedar has no opinion)\n")
@@ -38,7 +38,7 @@ func (x Explanation) String() string {
 		}
 		writeNearMiss(&b, t)
 	}
-	writeConditions(&b, x.Report)
+	writeConditions(&b, x)
 	return b.String()
 }
 
@@ -54,6 +54,9 @@ func writeTrace(b *strings.Builder, t PolicyTrace) {
 			safetext.Fprintf(b, " (%s)", strings.Join(p.Values, ", "))
 		}
 		b.WriteString("\n")
+		if f := p.Failing; f != nil {
+			safetext.Fprintf(b, "      decided by `%s`: %s\n", oneLineText(f.Text), subResult(f))
+		}
 	}
 	if t.Residual != "" {
 		safetext.Fprintf(b, "    remains: %s\n", oneLineText(t.Residual))
@@ -80,10 +83,25 @@ func writeNearMiss(b *strings.Builder, t PolicyTrace) {
 		return
 	}
 	safetext.Fprintf(b, "`%s` was %s", oneLineText(failed.Text), partResult(failed))
-	if len(failed.Values) > 0 {
+	switch {
+	case failed.Failing != nil:
+		safetext.Fprintf(b, ": `%s` is %s", oneLineText(failed.Failing.Text), subResult(failed.Failing))
+	case len(failed.Values) > 0:
 		safetext.Fprintf(b, ": %s", strings.Join(failed.Values, ", "))
 	}
 	b.WriteString("\n")
+}
+
+// subResult is a sub-expression's result with its error or the values it
+// read.
+func subResult(f *SubExpression) string {
+	if f.Result == "error" {
+		return "an error: " + f.Error
+	}
+	if len(f.Values) > 0 {
+		return f.Result + " (" + strings.Join(f.Values, ", ") + ")"
+	}
+	return f.Result
 }
 
 // partResult is a part's result with its residual or error.
@@ -97,12 +115,21 @@ func partResult(p TracePart) string {
 	return p.Result
 }
 
-// writeConditions writes what remains of a conditional decision.
-func writeConditions(b *strings.Builder, r Report) {
+// writeConditions writes what remains of a conditional decision, and what
+// kcedar serve answers the API server for it.
+func writeConditions(b *strings.Builder, x Explanation) {
+	r := x.Report
 	if r.Decision != "Conditional" {
+		if x.ServedAs != "" {
+			safetext.Fprintf(b, "kcedar serve answers: %s\n", x.ServedAs)
+		}
 		return
 	}
-	safetext.Fprintf(b, "conditions that remain (admission decides; without conditional authorization: %s):\n", r.WithoutConditions)
+	if x.ServedAs != "" {
+		safetext.Fprintf(b, "kcedar serve answers: %s\nconditions that remain:\n", x.ServedAs)
+	} else {
+		safetext.Fprintf(b, "conditions that remain (admission decides; without conditional authorization: %s):\n", r.WithoutConditions)
+	}
 	for _, c := range r.Conditions {
 		safetext.Fprintf(b, "  %s %s on %s: %s\n", strings.ToLower(c.Effect), c.ID, c.EntityType, oneLineText(c.Expression))
 	}
