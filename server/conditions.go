@@ -6,7 +6,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
@@ -32,11 +31,15 @@ func (s *Server) handleConditions(w http.ResponseWriter, r *http.Request) {
 	case req == nil:
 		s.writeError(w, "conditions", badRequest("request is missing"))
 		return
-	case req.Decision != nil && req.AdmissionRequest == nil:
-		s.writeError(w, "conditions", badRequest("request.admissionRequest is missing"))
+	case req.UnsupportedConditionSets != nil:
+		s.writeError(w, "conditions", badRequest("request.conditionSets is not a Kubernetes field (an early KEP-5681 proposal): "+
+			"send request.decision and request.admissionRequest, as Kubernetes 1.38 does"))
 		return
-	case req.Decision == nil && req.ConditionSets == nil:
-		s.writeError(w, "conditions", badRequest("request has neither decision (upstream) nor conditionSets (draft)"))
+	case req.Decision == nil:
+		s.writeError(w, "conditions", badRequest("request.decision is missing"))
+		return
+	case req.AdmissionRequest == nil:
+		s.writeError(w, "conditions", badRequest("request.admissionRequest is missing"))
 		return
 	}
 	if s.serving == nil {
@@ -49,19 +52,8 @@ func (s *Server) handleConditions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	upstream := req.Decision != nil
-	var v engine.Decision
-	if upstream {
-		v = ev.EvaluateDecision(req.Decision, admissionData(req.AdmissionRequest))
-	} else {
-		data := &engine.AdmissionData{Operation: req.Operation, Namespace: req.Namespace, Name: req.Name, Object: req.Object.Raw, OldObject: req.OldObject.Raw}
-		v = ev.EvaluateConditionSets(req.ConditionSets, data)
-	}
-	var uid types.UID
-	if upstream {
-		uid = req.AdmissionRequest.UID
-	}
-	resp := renderConditionsResponse(v, uid, upstream)
+	v := ev.EvaluateDecision(req.Decision, admissionData(req.AdmissionRequest))
+	resp := renderConditionsResponse(v, req.AdmissionRequest.UID)
 	traceConditions(s.recordingSpan(r.Context()), req, v)
 	s.metrics.decisions.WithLabelValues("conditions", label(v)).Inc()
 	s.metrics.decisionDuration.WithLabelValues("conditions").Observe(time.Since(start).Seconds())
@@ -118,12 +110,8 @@ func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 }
 
 // conditionsUpstream answers the callback for an authorizer other than
-// kcedar's: upstream's shape only (the draft's chain is kcedar's own).
+// kcedar's.
 func (s *Server) conditionsUpstream(w http.ResponseWriter, r *http.Request, req *wire.AuthorizationConditionsRequest) {
-	if req.Decision == nil {
-		s.writeError(w, "conditions", badRequest("request.decision is missing: this server evaluates upstream's shape only"))
-		return
-	}
 	start := time.Now()
 	resp := s.evaluateUpstream(r.Context(), req)
 	s.metrics.decisions.WithLabelValues("conditions", string(resp.Decision.Type)).Inc()

@@ -121,11 +121,6 @@ func (s *Server) logDecision(req *entities.Request, answer sarAnswer, audit []en
 			}
 		}
 	}
-	for _, set := range status.ConditionsChain {
-		for _, c := range set.Conditions {
-			rec.Conditions = append(rec.Conditions, c.ID)
-		}
-	}
 	s.decisionLog.Log(rec)
 }
 

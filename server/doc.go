@@ -6,9 +6,8 @@
 // alone. Its endpoints:
 //
 //   - POST /v1/authorize: kube-apiserver's authorization webhook
-//     (SubjectAccessReview). The status carries upstream's
-//     conditionalDecision to a caller that handles conditions (KEP-5681),
-//     the seed draft's conditionsChain to a caller that asked for it, and
+//     (SubjectAccessReview). The status carries a conditionalDecision to a
+//     caller that handles conditions (KEP-5681, Kubernetes 1.38), and
 //     otherwise the decision with its conditions folded; with admission
 //     enforcement, a conditional allow the admission webhook will enforce is
 //     answered allowed.

@@ -69,14 +69,15 @@ func FuzzAuthorize(f *testing.F) {
 }
 
 // FuzzConditions: the AuthorizationConditionsReview decoder never panics and
-// never answers Allow unless the request itself carries an unconditional
-// allow in its draft conditions chain: garbage cannot forge signed conditions.
+// never answers Allow unless the decision sent back is itself an
+// unconditional Allow (or a union holding one): garbage cannot forge signed
+// conditions.
 func FuzzConditions(f *testing.F) {
 	s, _ := newTestServer(f, fuzzPolicies)
 	for _, seed := range []string{
 		`{"apiVersion":"authorization.k8s.io/v1alpha1","kind":"AuthorizationConditionsReview","request":{"decision":{"conditions":[{"id":"kcedar.dev/x","type":"kcedar.dev/cedar-v1","condition":"e30","effect":"Allow"}]},"admissionRequest":{"uid":"u","operation":"CREATE","namespace":"ns","name":"p","object":{"kind":"Pod"}}}}`,
-		`{"apiVersion":"authorization.k8s.io/v1alpha1","kind":"AuthorizationConditionsReview","request":{"operation":"CREATE","namespace":"ns","conditionSets":[{"authorizerName":"kcedar","conditions":[{"id":"x","condition":"k1.abc.def","effect":"Allow"}]}]}}`,
-		`{"apiVersion":"authorization.k8s.io/v1alpha1","kind":"AuthorizationConditionsReview","request":{"conditionSets":[{"allowed":true}]}}`,
+		`{"apiVersion":"authorization.k8s.io/v1alpha1","kind":"AuthorizationConditionsReview","request":{"decision":{"type":"ConditionsMap","conditionsMap":{"allowConditions":[{"id":"kcedar.dev/x","type":"kcedar.dev/cedar-residual-v3","condition":"kc3;k1;abc;core::pods;true"}]}},"admissionRequest":{"uid":"u","operation":"CREATE"}}}`,
+		`{"apiVersion":"authorization.k8s.io/v1alpha1","kind":"AuthorizationConditionsReview","request":{"decision":{"type":"Union","union":[{"authorizerName":"a","decision":{"type":"Allow","allow":{}}}]},"admissionRequest":{"uid":"u"}}}`,
 		`{"apiVersion":"authorization.k8s.io/v1alpha1","kind":"AuthorizationConditionsReview","request":{}}`,
 		`{"apiVersion":"authorization.k8s.io/v1alpha1","kind":"AuthorizationConditionsReview"}`,
 		`{`, ``,
@@ -91,24 +92,30 @@ func FuzzConditions(f *testing.F) {
 		if rec.Code != http.StatusOK {
 			return
 		}
-		var resp struct {
-			Response *struct {
-				Allowed, Denied bool
-			} `json:"response"`
-		}
+		var resp wire.AuthorizationConditionsReview
 		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || resp.Response == nil {
 			t.Fatalf("response: %v: %s", err, rec.Body)
 		}
-		if resp.Response.Allowed && resp.Response.Denied {
-			t.Fatal("allowed and denied")
+		if err := wire.Validate(&resp.Response.Decision); err != nil {
+			t.Fatalf("an answer upstream would reject (%v): %s", err, rec.Body)
 		}
-		if !resp.Response.Allowed {
+		if resp.Response.Decision.Type != wire.DecisionTypeAllow {
 			return
 		}
 		var in conditionsReviewRequest
-		if err := json.Unmarshal(body, &in); err != nil || in.Request == nil ||
-			!slices.ContainsFunc(in.Request.ConditionSets, func(cs wire.SubjectAccessReviewConditionSet) bool { return cs.Allowed }) {
+		if err := json.Unmarshal(body, &in); err != nil || in.Request == nil || !holdsAllow(in.Request.Decision) {
 			t.Fatalf("Allow from conditions kcedar did not sign (%v): %q", err, body)
 		}
 	})
+}
+
+// holdsAllow reports whether d is an unconditional Allow, or a union with one.
+func holdsAllow(d *wire.ConditionsAwareDecision) bool {
+	if d == nil {
+		return false
+	}
+	if d.Type == wire.DecisionTypeAllow {
+		return true
+	}
+	return d.Type == wire.DecisionTypeUnion && slices.ContainsFunc(d.Union, func(m wire.UnionMember) bool { return holdsAllow(&m.Decision) })
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/upstream"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
@@ -20,13 +21,12 @@ import (
 // consumer's answer from an engine.Decision. Labels (metrics, the decision log) are
 // rendered here too, so they always match the answer that was sent.
 
-// authorizerName is how kcedar names itself in the seed draft's
-// conditionsChain.
+// authorizerName is how kcedar names itself in its reasons.
 const authorizerName = engine.AuthorizerName
 
 // Labels of a SubjectAccessReview answer, beside engine.DecisionType's names.
 const (
-	// labelConditional: conditions were sent (upstream or the draft).
+	// labelConditional: conditions were sent (conditionalDecision).
 	labelConditional = "Conditional"
 	// labelConditionalAllow: an Allow whose conditions kcedar's admission
 	// webhook enforces (--admission-enforcement).
@@ -35,11 +35,10 @@ const (
 
 // sarCaller is what the caller of a SubjectAccessReview can take.
 type sarCaller struct {
-	// Upstream: the caller handles ConditionsMap and Union (KEP-5681 as
-	// k8s.io/apiserver's webhook authorizer implements it).
+	// Upstream: the caller handles every decision type of conditional
+	// authorization (KEP-5681 as k8s.io/apiserver's webhook authorizer
+	// implements it: Allow, Deny, NoOpinion, ConditionsMap and Union).
 	Upstream bool
-	// Draft: the caller asked for the seed draft's conditionsChain.
-	Draft bool
 	// AdmissionEnforced: kcedar's admission webhook is verified to enforce
 	// conditional allows (--admission-enforcement on a cluster without the
 	// feature). A conditional allow is then answered Allow only for a
@@ -63,7 +62,7 @@ func (c sarCaller) admissionSees(e *engine.Engine, req *entities.Request) bool {
 
 // takesConditions reports whether a conditional decision can mean more to
 // the caller than its folded form (Decision.FailureDecision).
-func (c sarCaller) takesConditions() bool { return c.Upstream || c.Draft || c.AdmissionEnforced }
+func (c sarCaller) takesConditions() bool { return c.Upstream || c.AdmissionEnforced }
 
 // sarAnswer is a rendered SubjectAccessReview answer, its label and the
 // decision it renders.
@@ -78,6 +77,7 @@ type sarAnswer struct {
 // authorizeSubjectAccessReview decides req with e, then renders the answer
 // for caller; st (nil: not wanted) gets the engine's stats of the decision.
 func authorizeSubjectAccessReview(ctx context.Context, e *engine.Engine, req *entities.Request, caller sarCaller, st *engine.Stats) sarAnswer {
+	aware := caller.Upstream
 	if !caller.takesConditions() {
 		// Nothing will evaluate a condition of this answer, so the engine
 		// folds as it decides: it stops at the first forbid that may deny
@@ -93,21 +93,33 @@ func authorizeSubjectAccessReview(ctx context.Context, e *engine.Engine, req *en
 	}
 	a := renderSubjectAccessReview(e, d, req, caller)
 	a.Decision = d
+	if aware {
+		a.Status = errorInReason(a.Status)
+	}
 	return a
+}
+
+// errorInReason is status for a caller of conditional authorization: its
+// evaluation error moved into the reason (upstream.ReasonWithError), which
+// such a caller would take for kcedar failing.
+func errorInReason(status wire.SubjectAccessReviewStatus) wire.SubjectAccessReviewStatus {
+	status.Reason = upstream.ReasonWithError(status.Reason, status.EvaluationError)
+	status.EvaluationError = ""
+	return status
 }
 
 // renderSubjectAccessReview renders d for a SubjectAccessReview caller:
 // conditions go only to a caller that takes them (signed, as upstream's
-// conditionalDecision or the draft's chain); otherwise a Conditional
-// decision is folded (engine.Decision.FailureDecision), or with verified admission
-// enforcement answered Allow while the webhook enforces the conditions.
-// Conditions are signed for req (RequestBinding) in the caller's shape.
+// conditionalDecision); otherwise a Conditional decision is folded
+// (engine.Decision.FailureDecision), or with verified admission enforcement
+// answered Allow while the webhook enforces the conditions. Conditions are
+// signed for req (RequestBinding).
 func renderSubjectAccessReview(e *engine.Engine, d engine.Decision, req *entities.Request, caller sarCaller) sarAnswer {
 	switch {
 	case !d.IsConditional():
 		return plainAnswer(d)
-	case caller.Upstream || caller.Draft:
-		return conditionsAnswer(e, d, req, caller)
+	case caller.Upstream:
+		return conditionsAnswer(e, d, req)
 	case caller.AdmissionEnforced && len(d.AllowConditions()) > 0:
 		return admissionEnforcedAnswer(e, d, req)
 	}
@@ -121,23 +133,13 @@ func plainAnswer(d engine.Decision) sarAnswer {
 }
 
 // conditionsAnswer signs d's conditions for a caller that takes them, bound
-// to req in the shape it takes: upstream's when it handles both.
-func conditionsAnswer(e *engine.Engine, d engine.Decision, req *entities.Request, caller sarCaller) sarAnswer {
-	dec := e.Encode(d, engine.RequestBinding(req, !caller.Upstream))
+// to req.
+func conditionsAnswer(e *engine.Engine, d engine.Decision, req *entities.Request) sarAnswer {
+	dec := e.Encode(d, engine.RequestBinding(req))
 	if dec.Type != wire.DecisionTypeConditionsMap {
 		return wireAnswer(dec)
 	}
-	var st wire.SubjectAccessReviewStatus
-	switch {
-	case caller.Upstream:
-		st.ConditionalDecision = &dec
-	case draftFits(dec.ConditionsMap):
-		st.ConditionsChain = []wire.SubjectAccessReviewConditionSet{draftConditionSet(dec.ConditionsMap)}
-	default:
-		// The draft's callers take conditions of at most 1,024 bytes.
-		return plainAnswer(d)
-	}
-	return sarAnswer{Status: st, Label: labelConditional}
+	return sarAnswer{Status: wire.SubjectAccessReviewStatus{ConditionalDecision: &dec}, Label: labelConditional}
 }
 
 // admissionEnforcedAnswer allows a conditional allow whose conditions
@@ -145,7 +147,7 @@ func conditionsAnswer(e *engine.Engine, d engine.Decision, req *entities.Request
 // produce conditions (AdmissionShapes). The conditions are encoded only to
 // learn which fit; the admission webhook computes and signs them again.
 func admissionEnforcedAnswer(e *engine.Engine, d engine.Decision, req *entities.Request) sarAnswer {
-	dec := e.Encode(d, engine.RequestBinding(req, false))
+	dec := e.Encode(d, engine.RequestBinding(req))
 	if dec.Type != wire.DecisionTypeConditionsMap {
 		return wireAnswer(dec)
 	}
@@ -199,45 +201,14 @@ func apiServerReason(noOpinion bool, reason string) string {
 	return reason
 }
 
-// draftFits reports whether every condition fits the seed draft's limit.
-func draftFits(m *wire.ConditionsMap) bool {
-	for _, l := range [][]wire.Condition{m.DenyConditions, m.NoOpinionConditions, m.AllowConditions} {
-		for _, c := range l {
-			if len(c.Condition) > wire.DraftMaxConditionBytes {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// draftConditionSet renders a ConditionsMap in the seed draft's shape.
-func draftConditionSet(m *wire.ConditionsMap) wire.SubjectAccessReviewConditionSet {
-	set := wire.SubjectAccessReviewConditionSet{AuthorizerName: authorizerName, FailureMode: "Deny"}
-	add := func(conds []wire.Condition, effect wire.SubjectAccessReviewConditionEffect) {
-		for _, c := range conds {
-			set.Conditions = append(set.Conditions, wire.SubjectAccessReviewCondition{ID: c.ID, Effect: effect, Type: c.Type, Condition: c.Condition, Description: c.Description})
-		}
-	}
-	add(m.DenyConditions, wire.ConditionEffectDeny)
-	add(m.NoOpinionConditions, wire.ConditionEffectNoOpinion)
-	add(m.AllowConditions, wire.ConditionEffectAllow)
-	return set
-}
-
-// renderConditionsResponse renders the conditions callback's answer to
-// request uid; upstream callers also get the decision in the wire shape.
-func renderConditionsResponse(d engine.Decision, uid types.UID, upstream bool) *wire.AuthorizationConditionsResponse {
-	resp := &wire.AuthorizationConditionsResponse{UID: uid,
-		Allowed: d.IsAllowed(), Denied: d.IsDenied(), Reason: apiServerReason(d.Type() == engine.DecisionNoOpinion, d.Reason()), EvaluationError: d.EvaluationError()}
-	if upstream {
-		dec := engine.WireDecision(d)
-		if dec.NoOpinion != nil {
-			dec.NoOpinion.Reason = apiServerReason(true, dec.NoOpinion.Reason)
-		}
-		resp.Decision = &dec
-	}
-	return resp
+// renderConditionsResponse renders the conditions callback's answer to the
+// admission request uid.
+func renderConditionsResponse(d engine.Decision, uid types.UID) *wire.AuthorizationConditionsResponse {
+	dec := engine.WireDecision(d)
+	_, details := engine.WireDetails(dec)
+	details.Reason = upstream.ReasonWithError(apiServerReason(dec.NoOpinion != nil, details.Reason), details.EvaluationError)
+	details.EvaluationError = ""
+	return &wire.AuthorizationConditionsResponse{UID: uid, Decision: dec}
 }
 
 // renderAdmissionResponse renders kcedar's admission webhook answer to

@@ -35,7 +35,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 		t.Fatalf("with both conditions: %+v, want an enforced allow", a)
 	}
 	full := engine.Conditional(slices.Repeat(d.DenyConditions(), wire.MaxConditions), d.AllowConditions(), nil)
-	if enc := az.Encode(full, engine.RequestBinding(req, false)); enc.Type != wire.DecisionTypeConditionsMap || len(enc.ConditionsMap.AllowConditions) != 0 {
+	if enc := az.Encode(full, engine.RequestBinding(req)); enc.Type != wire.DecisionTypeConditionsMap || len(enc.ConditionsMap.AllowConditions) != 0 {
 		t.Fatalf("want deny conditions only, got %+v", enc)
 	}
 	a := renderSubjectAccessReview(az, full, req, caller)

@@ -34,6 +34,11 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeWebhook(w, r, "authorize", &sar, func() error { return checkType(sar.typeMeta, sarType) }) {
 		return
 	}
+	if sar.Spec.UnsupportedConditionalAuthorization != nil {
+		s.writeError(w, "authorize", badRequest("spec.conditionalAuthorization is not a Kubernetes field (an early KEP-5681 proposal): "+
+			"ask for conditions with spec.authorizationOptions.handledDecisionTypes [Allow, Deny, NoOpinion, ConditionsMap, Union], as Kubernetes 1.38 does"))
+		return
+	}
 	req, err := entities.RequestFromSAR(&sar.Spec.SubjectAccessReviewSpec)
 	if err != nil {
 		s.writeError(w, "authorize", badRequest("invalid SubjectAccessReview: %v", err))
@@ -63,15 +68,13 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	writeSARResponse(w, answer.Status)
 }
 
-// sarCaller is what the caller of spec can take. Upstream returns conditions
-// only to a caller that handles both ConditionsMap and Union (k8s.io/apiserver's
-// webhook authorizer); the seed draft's callers ask with
-// conditionalAuthorization.mode.
+// sarCaller is what the caller of spec can take. Conditions go only to a
+// caller that handles every decision type of conditional authorization, as
+// upstream requires (k8s.io/api authorization/v1
+// SupportsConditionalAuthorization).
 func (s *Server) sarCaller(spec *wire.SubjectAccessReviewSpec) sarCaller {
-	opts := spec.AuthorizationOptions
 	return sarCaller{
-		Upstream:          opts.Handles(wire.DecisionTypeConditionsMap) && opts.Handles(wire.DecisionTypeUnion),
-		Draft:             spec.ConditionalAuthorization != nil && spec.ConditionalAuthorization.Mode != wire.ConditionsModeNone,
+		Upstream:          spec.AuthorizationOptions.SupportsConditions(),
 		AdmissionEnforced: s.enforce && s.webhookVerified(),
 		MayBeAggregated:   s.aggregated,
 	}

@@ -104,8 +104,9 @@ func (s *sarScanner) spec(spec *wire.SubjectAccessReviewSpec) {
 				}
 			})
 		case 7:
-			spec.ConditionalAuthorization = &wire.ConditionalAuthorizationConfiguration{}
-			s.object([]string{"mode"}, func(int) { spec.ConditionalAuthorization.Mode = wire.ConditionsMode(s.str()) })
+			// Not a Kubernetes field: encoding/json keeps it raw, and
+			// the review is refused (handleAuthorize).
+			s.ok = false
 		}
 	})
 }

@@ -14,7 +14,7 @@ const webhookBody = `{"kind":"SubjectAccessReview","apiVersion":"authorization.k
 	`"fieldSelector":{"rawSelector":"spec.nodeName=n1","requirements":[{"key":"spec.nodeName","operator":"In","values":["n1"]}]},` +
 	`"labelSelector":{"requirements":[{"key":"app","operator":"Exists"},{"key":"tier","operator":"NotIn","values":[]}]}},` +
 	`"user":"jane","groups":["dev","system:authenticated"],"extra":{"scopes.example.com/x":["a","b"],"empty":[]},"uid":"u-1",` +
-	`"authorizationOptions":{"handledDecisionTypes":["Allow","ConditionsMap","Union"]},"conditionalAuthorization":{"mode":"Optimized"}},` +
+	`"authorizationOptions":{"handledDecisionTypes":["Allow","ConditionsMap","Union"]}},` +
 	"\"status\":{\"allowed\":false,\"x\":[1,2.5e3,true,null,{\"a\":\"\\\"}\"}]}}\n"
 
 // TestDecodeSARFastTakesTheWebhooksShape: the fast path takes what

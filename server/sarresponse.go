@@ -34,7 +34,7 @@ var plainAnswers renderedAnswers
 
 // writeSARResponse writes the SubjectAccessReview answer of status.
 func writeSARResponse(w http.ResponseWriter, status wire.SubjectAccessReviewStatus) {
-	if status.ConditionalDecision != nil || status.ConditionsChain != nil {
+	if status.ConditionalDecision != nil {
 		writeJSON(w, sarResponse{APIVersion: sarType.APIVersion, Kind: sarType.Kind, Status: status})
 		return
 	}

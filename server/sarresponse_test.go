@@ -21,7 +21,6 @@ func TestRenderedAnswersAreWriteJSONs(t *testing.T) {
 		{SubjectAccessReviewStatus: authorizationv1.SubjectAccessReviewStatus{EvaluationError: "boom"}},
 		{},
 		{ConditionalDecision: &wire.ConditionsAwareDecision{Type: wire.DecisionTypeConditionsMap, ConditionsMap: &wire.ConditionsMap{}}},
-		{ConditionsChain: []wire.SubjectAccessReviewConditionSet{}},
 	}
 	for _, st := range statuses {
 		want := httptest.NewRecorder()

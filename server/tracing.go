@@ -95,13 +95,9 @@ func traceAuthorize(span trace.Span, req *entities.Request, answer sarAnswer, st
 	}
 }
 
-// conditionsSent counts the conditions an answer carries, in either shape.
+// conditionsSent counts the conditions an answer carries.
 func conditionsSent(status wire.SubjectAccessReviewStatus) int {
-	n := 0
-	for _, set := range status.ConditionsChain {
-		n += len(set.Conditions)
-	}
-	return n + conditionsIn(status.ConditionalDecision)
+	return conditionsIn(status.ConditionalDecision)
 }
 
 // conditionsIn counts the conditions of a decision, its union's included.
@@ -125,15 +121,10 @@ func traceConditions(span trace.Span, req *wire.AuthorizationConditionsRequest, 
 		return
 	}
 	n := conditionsIn(req.Decision)
-	for _, set := range req.ConditionSets {
-		n += len(set.Conditions)
-	}
 	span.SetAttributes(decisionAttributes(label(v), v.Policies(), len(v.Errors()))...)
 	span.SetAttributes(tracing.Conditions.Int(n))
 	if a := req.AdmissionRequest; a != nil {
 		span.SetAttributes(admissionAttributes(a)...)
-	} else {
-		span.SetAttributes(tracing.Operation.String(req.Operation), tracing.Namespace.String(req.Namespace), tracing.Name.String(req.Name))
 	}
 }
 

@@ -114,7 +114,7 @@ func TestTraceAuthorize(t *testing.T) {
 func TestTraceAuthorizeCache(t *testing.T) {
 	s, rec := kepTracedServer(t, nil)
 	c := kepCases(t)["create-pod-n1"]
-	sar := kepSAR(&c.Request, kepVerbs(&c.Request)[0], kepAllTypes, "")
+	sar := kepSAR(&c.Request, kepVerbs(&c.Request)[0], kepAllTypes)
 	seen := 0
 	var got []map[string]string
 	for range 2 {

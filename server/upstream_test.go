@@ -52,7 +52,7 @@ func unionServer(t *testing.T) *Server {
 func sarBody(user string, groups []string, verb, resource, ns string, handles bool) string {
 	spec := map[string]any{"user": user, "groups": groups, "resourceAttributes": map[string]any{"verb": verb, "resource": resource, "version": "v1", "namespace": ns}}
 	if handles {
-		spec["authorizationOptions"] = map[string]any{"handledDecisionTypes": []string{"ConditionsMap", "Union"}}
+		spec["authorizationOptions"] = map[string]any{"handledDecisionTypes": []string{"Allow", "Deny", "NoOpinion", "ConditionsMap", "Union"}}
 	}
 	b, _ := json.Marshal(map[string]any{"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec})
 	return string(b)
@@ -114,7 +114,7 @@ func TestServeAnotherAuthorizer(t *testing.T) {
 		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || resp.Response == nil {
 			t.Fatalf("%s: %d %s", node, rec.Code, rec.Body)
 		}
-		if resp.Response.Allowed != allowed || resp.Response.UID != "u1" || resp.Response.Decision == nil {
+		if (resp.Response.Decision.Type == wire.DecisionTypeAllow) != allowed || resp.Response.UID != "u1" {
 			t.Errorf("pod on %s: %+v, want allowed %v", node, resp.Response, allowed)
 		}
 	}

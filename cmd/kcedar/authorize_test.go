@@ -128,7 +128,7 @@ func TestAuthorizeMatchesServer(t *testing.T) {
 
 			// A caller that takes conditions.
 			cond := sar
-			cond.Spec.AuthorizationOptions = &wire.AuthorizationOptions{HandledDecisionTypes: []wire.DecisionType{wire.DecisionTypeConditionsMap, wire.DecisionTypeUnion}}
+			cond.Spec.AuthorizationOptions = &wire.AuthorizationOptions{HandledDecisionTypes: []wire.DecisionType{wire.DecisionTypeAllow, wire.DecisionTypeDeny, wire.DecisionTypeNoOpinion, wire.DecisionTypeConditionsMap, wire.DecisionTypeUnion}}
 			st := postSAR(t, srv, cond)
 			want := statusDecision(st)
 			if got.Decision != want {
@@ -273,7 +273,7 @@ func callback(t *testing.T, h http.Handler, dec *wire.ConditionsAwareDecision, t
 		t.Fatalf("/v1/conditions: %d %s", rec.Code, rec.Body)
 	}
 	var resp wire.AuthorizationConditionsReview
-	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || resp.Response == nil || resp.Response.Decision == nil {
+	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || resp.Response == nil {
 		t.Fatalf("/v1/conditions: %v: %s", err, rec.Body)
 	}
 	return strings.TrimSpace(string(resp.Response.Decision.Type))

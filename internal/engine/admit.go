@@ -60,7 +60,7 @@ func (e *Engine) Admit(ctx context.Context, data *AdmissionData) Decision {
 		if !d.IsConditional() || len(d.AllowConditions()) == 0 {
 			continue // decided at authorization time; nothing to enforce
 		}
-		enc := e.Encode(d, RequestBinding(&req, false))
+		enc := e.Encode(d, RequestBinding(&req))
 		if enc.Type != wire.DecisionTypeConditionsMap || len(enc.ConditionsMap.AllowConditions) == 0 {
 			continue // the authorizer answered this verb unconditionally too
 		}

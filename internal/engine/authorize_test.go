@@ -445,7 +445,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 	if !d.IsConditional() {
 		t.Fatalf("want a conditional decision, got %v", d.Type())
 	}
-	enc := az.Encode(d, RequestBinding(req, false))
+	enc := az.Encode(d, RequestBinding(req))
 	cond := enc.ConditionsMap.AllowConditions[0]
 	if cond.ID != "kcedar.dev/bob-n1" {
 		t.Fatalf("condition id %q, want kcedar.dev/bob-n1", cond.ID)
@@ -455,7 +455,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 	parts := strings.SplitN(cond.Condition, ";", 5)
 	body := parts[3] + ";" + parts[4]
 	legacy := wire.Condition{ID: "bob-n1", Type: cond.Type, Description: cond.Description,
-		Condition: strings.Join([]string{conditionPrefix, key.ID, mac(key, DecisionAllow, "bob-n1", cond.Type, body, RequestBinding(req, false), true), body}, ";")}
+		Condition: strings.Join([]string{conditionPrefix, key.ID, mac(key, DecisionAllow, "bob-n1", cond.Type, body, RequestBinding(req)), body}, ";")}
 	user := entities.UserInfo{Name: "bob"}
 	data := &AdmissionData{Operation: "CREATE", Resource: "pods", APIVersion: "v1", Namespace: "a", Name: "p", User: &user,
 		Object: []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a"},"spec":{"nodeName":"n1"}}`)}

@@ -39,7 +39,7 @@ func TestEncodedOnlyEncodesAsTheFullDecision(t *testing.T) {
 			req := manyConditionsRequest(rng)
 			want := full.Authorize(context.Background(), req)
 			got := capped.Authorize(context.Background(), req)
-			b := RequestBinding(req, false)
+			b := RequestBinding(req)
 			if diff := encodedDiff(full.Encode(want, b), capped.Encode(got, b)); diff != "" {
 				t.Fatalf("set %d request %d %s: %s", i, j, req, diff)
 			}

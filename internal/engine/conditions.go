@@ -40,9 +40,7 @@ const ConditionType = conditionTypeStem + conditionVersion
 
 // MaxConditionBytes bounds an encoded condition: upstream's limit. A permit
 // residual that does not fit is dropped (it can then only fail to allow); a
-// forbid residual that does not fit denies outright. Callers of the seed
-// draft's shape take at most wire.DraftMaxConditionBytes; the server folds
-// the decision for them when a condition is longer.
+// forbid residual that does not fit denies outright.
 const MaxConditionBytes = wire.MaxConditionBytes
 
 // A condition string is "kc3;<key id>;<mac>;<entity type>;<Cedar expression>",
@@ -154,7 +152,7 @@ func (e *Engine) encodeResidual(r Residual, effect DecisionType, s *signer) (wir
 	if err != nil {
 		return wire.Condition{}, err
 	}
-	return sign(cond, effect, s, e.eval.namespaced(r.EntityType)), nil
+	return sign(cond, effect, s), nil
 }
 
 // unsignedResidual is the condition of a residual before signing: its
@@ -208,9 +206,9 @@ func signedLen(key Key, body string) int {
 }
 
 // sign completes an unsigned condition (unsignedResidual) with s.
-func sign(cond wire.Condition, effect DecisionType, s *signer, namespaced bool) wire.Condition {
+func sign(cond wire.Condition, effect DecisionType, s *signer) wire.Condition {
 	body := cond.Condition
-	cond.Condition = conditionPrefix + ";" + s.key.ID + ";" + s.mac(effect, cond.ID, cond.Type, body, namespaced) + ";" + body
+	cond.Condition = conditionPrefix + ";" + s.key.ID + ";" + s.mac(effect, cond.ID, cond.Type, body) + ";" + body
 	return cond
 }
 
@@ -225,10 +223,9 @@ var ErrForeignCondition = errors.New("condition was not written by kcedar for th
 var ErrConditionVersion = errors.New("it is refused (fail closed): retry the request so it is authorized again")
 
 // Decode verifies a condition written by Encode with the given effect for
-// binding b (its namespace taken as given, even for a cluster-scoped entity
-// type) and returns its entity type and expression.
+// binding b and returns its entity type and expression.
 func (c *Codec) Decode(cond wire.Condition, effect DecisionType, b Binding) (types.EntityType, ast.IsNode, error) {
-	d, err := c.decode(cond, effect, []Binding{b}, nil)
+	d, err := c.decode(cond, effect, []Binding{b})
 	if err != nil {
 		return "", nil, err
 	}
@@ -236,9 +233,8 @@ func (c *Codec) Decode(cond wire.Condition, effect DecisionType, b Binding) (typ
 }
 
 // decode verifies a condition with the given effect, signed for one of
-// bindings; namespaced tells whether an entity type is namespaced (nil:
-// every one is).
-func (c *Codec) decode(cond wire.Condition, effect DecisionType, bindings []Binding, namespaced func(types.EntityType) bool) (*decoded, error) {
+// bindings.
+func (c *Codec) decode(cond wire.Condition, effect DecisionType, bindings []Binding) (*decoded, error) {
 	tag, _, _ := strings.Cut(cond.Condition, ";")
 	if err := checkVersion(cond.Type, tag); err != nil {
 		return nil, fmt.Errorf("condition %q: %w", cond.ID, err)
@@ -254,7 +250,7 @@ func (c *Codec) decode(cond wire.Condition, effect DecisionType, bindings []Bind
 	if !ok {
 		return nil, fmt.Errorf("condition %q: %w (unknown key %q)", cond.ID, ErrForeignCondition, parts[1])
 	}
-	if !verify(key, effect, cond, parts, bindings, namespaced == nil || namespaced(types.EntityType(parts[3]))) {
+	if !verify(key, effect, cond, parts, bindings) {
 		return nil, fmt.Errorf("condition %q: %w", cond.ID, ErrForeignCondition)
 	}
 	cacheKey := effect.String() + "\x00" + cond.Condition
@@ -284,10 +280,10 @@ func (c *Codec) decode(cond wire.Condition, effect DecisionType, bindings []Bind
 
 // verify reports whether the MAC of a condition (split in parts) is right for
 // one of bindings.
-func verify(key Key, effect DecisionType, cond wire.Condition, parts []string, bindings []Binding, namespaced bool) bool {
+func verify(key Key, effect DecisionType, cond wire.Condition, parts []string, bindings []Binding) bool {
 	body := parts[3] + ";" + parts[4]
 	for _, b := range bindings {
-		if hmac.Equal([]byte(mac(key, effect, cond.ID, cond.Type, body, b, namespaced)), []byte(parts[2])) {
+		if hmac.Equal([]byte(mac(key, effect, cond.ID, cond.Type, body, b)), []byte(parts[2])) {
 			return true
 		}
 	}

@@ -43,7 +43,7 @@ func BenchmarkSARUnconditional1000(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		az.Encode(az.Authorize(context.Background(), req), RequestBinding(req, false))
+		az.Encode(az.Authorize(context.Background(), req), RequestBinding(req))
 	}
 }
 
@@ -57,7 +57,7 @@ func BenchmarkSARConditional1000(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		az.Encode(az.Authorize(context.Background(), req), RequestBinding(req, false))
+		az.Encode(az.Authorize(context.Background(), req), RequestBinding(req))
 	}
 }
 
@@ -66,7 +66,7 @@ func BenchmarkSARConditional1000(b *testing.B) {
 func BenchmarkCallbackPod(b *testing.B) {
 	az := benchAuthorizer(b, 0)
 	req := resReq("alice", nil, "create", "", "pods", "", "team-a", "")
-	dec := az.Encode(az.Authorize(context.Background(), req), RequestBinding(req, false))
+	dec := az.Encode(az.Authorize(context.Background(), req), RequestBinding(req))
 	raw, _ := json.Marshal(dec)
 	var back wire.ConditionsAwareDecision
 	json.Unmarshal(raw, &back)
@@ -97,7 +97,7 @@ func BenchmarkSARConditional1000Cached(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		az.Encode(az.Authorize(context.Background(), req), RequestBinding(req, false))
+		az.Encode(az.Authorize(context.Background(), req), RequestBinding(req))
 	}
 }
 
@@ -114,7 +114,7 @@ func BenchmarkSARConditional1000Distinct(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		r := *reqs[i%len(reqs)]
 		r.User.UID = fmt.Sprint(i) // defeat the outcome cache
-		az.Encode(az.Authorize(context.Background(), &r), RequestBinding(&r, false))
+		az.Encode(az.Authorize(context.Background(), &r), RequestBinding(&r))
 	}
 }
 
@@ -131,6 +131,6 @@ func BenchmarkSARUnconditional1000Distinct(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		r := *reqs[i%len(reqs)]
 		r.User.UID = fmt.Sprint(i)
-		az.Encode(az.Authorize(context.Background(), &r), RequestBinding(&r, false))
+		az.Encode(az.Authorize(context.Background(), &r), RequestBinding(&r))
 	}
 }

@@ -25,7 +25,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 `
 
 // bindingCase is a request authorized on the binding policies: its
-// conditions, signed for it in one shape.
+// conditions, signed for it.
 type bindingCase struct {
 	az   *Engine
 	req  *entities.Request
@@ -33,7 +33,7 @@ type bindingCase struct {
 	user entities.UserInfo
 }
 
-func newBindingCase(t *testing.T, verb string, draft bool) bindingCase {
+func newBindingCase(t *testing.T, verb string) bindingCase {
 	t.Helper()
 	az := NewEngine(schematest.Schema(), mustPolicies(t, bindingPolicies), NewCodec(RandomKeyring()), EngineOptions{})
 	req := resReq("bob", []string{"dev", "system:authenticated"}, verb, "", "pods", "", "a", "")
@@ -43,7 +43,7 @@ func newBindingCase(t *testing.T, verb string, draft bool) bindingCase {
 	if !d.IsConditional() || len(d.DenyConditions()) != 1 || len(d.AllowConditions()) != 1 {
 		t.Fatalf("want one deny and one allow condition, got %v", d)
 	}
-	dec := az.Encode(d, RequestBinding(req, draft))
+	dec := az.Encode(d, RequestBinding(req))
 	if dec.Type != wire.DecisionTypeConditionsMap {
 		t.Fatalf("not a ConditionsMap: %+v", dec)
 	}
@@ -62,11 +62,6 @@ func (c bindingCase) upstream(data *AdmissionData) Decision {
 	return c.az.EvaluateConditions(context.Background(), &c.dec, data)
 }
 
-func (c bindingCase) draft(data *AdmissionData) Decision {
-	set := draftConditionSet(c.dec.ConditionsMap)
-	return c.az.Evaluator().EvaluateConditionSets([]wire.SubjectAccessReviewConditionSet{set}, data)
-}
-
 // refused checks that a condition failed verification: never Allow, the
 // MAC's error in the evaluation error.
 func refused(t *testing.T, name string, v Decision) {
@@ -76,11 +71,11 @@ func refused(t *testing.T, name string, v Decision) {
 	}
 }
 
-// Upstream shape: a condition issued for bob creating a pod in namespace a
-// verifies for exactly that request (groups and extra values in any order)
-// and for no other user, namespace, resource or operation.
-func TestConditionBindingUpstream(t *testing.T) {
-	c := newBindingCase(t, "create", false)
+// A condition issued for bob creating a pod in namespace a verifies for
+// exactly that request (groups and extra values in any order) and for no
+// other user, namespace, resource or operation.
+func TestConditionBinding(t *testing.T) {
+	c := newBindingCase(t, "create")
 	if v := c.upstream(c.data("n1")); !v.IsAllowed() {
 		t.Fatalf("the request it was issued for: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
 	}
@@ -118,10 +113,11 @@ func TestConditionBindingUpstream(t *testing.T) {
 			t.Errorf("%s: deny condition: %v, want Deny", name, v.Type())
 		}
 	}
-	if _, _, err := c.az.Codec().Decode(c.dec.ConditionsMap.AllowConditions[0], DecisionAllow, RequestBinding(c.req, true)); !errors.Is(err, ErrForeignCondition) {
-		t.Errorf("upstream condition decoded for the draft's shape: %v", err)
+	other := *c.req
+	other.Namespace = "b"
+	if _, _, err := c.az.Codec().Decode(c.dec.ConditionsMap.AllowConditions[0], DecisionAllow, RequestBinding(&other)); !errors.Is(err, ErrForeignCondition) {
+		t.Errorf("condition decoded for another namespace: %v", err)
 	}
-	refused(t, "upstream condition sent in the draft's callback", c.draft(c.data("n1")))
 }
 
 func (c bindingCase) edited(node string, edit func(*AdmissionData)) *AdmissionData {
@@ -134,7 +130,7 @@ func (c bindingCase) edited(node string, edit func(*AdmissionData)) *AdmissionDa
 // UPDATE and for an update that creates (CREATE), a create's only for a
 // CREATE, and neither for a DELETE.
 func TestConditionBindingVerb(t *testing.T) {
-	update := newBindingCase(t, "update", false)
+	update := newBindingCase(t, "update")
 	asUpdate := update.data("n1")
 	asUpdate.Operation, asUpdate.OldObject = "UPDATE", asUpdate.Object
 	for name, v := range map[string]Decision{"UPDATE": update.upstream(asUpdate), "CREATE": update.upstream(update.data("n1"))} {
@@ -145,99 +141,33 @@ func TestConditionBindingVerb(t *testing.T) {
 	asDelete := update.data("n1")
 	asDelete.Operation = "DELETE"
 	refused(t, "update's condition in a DELETE", update.upstream(asDelete))
-	create := newBindingCase(t, "create", false)
+	create := newBindingCase(t, "create")
 	refused(t, "create's condition in an UPDATE", create.upstream(asUpdate))
-}
-
-// Draft shape (no user, no resource in the callback): the condition is bound
-// to the namespace (sent, or the object's) and the operation; not to a user.
-func TestConditionBindingDraft(t *testing.T) {
-	c := newBindingCase(t, "create", true)
-	noUser := c.data("n1")
-	noUser.User, noUser.Resource, noUser.APIVersion = nil, "", ""
-	if v := c.draft(noUser); !v.IsAllowed() {
-		t.Fatalf("the request it was issued for: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
-	}
-	fromObject := *noUser
-	fromObject.Namespace = ""
-	if v := c.draft(&fromObject); !v.IsAllowed() {
-		t.Fatalf("namespace from the object: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
-	}
-	for name, edit := range map[string]func(*AdmissionData){
-		"another namespace": func(d *AdmissionData) { d.Namespace = "b" },
-		"object in another": func(d *AdmissionData) {
-			d.Namespace, d.Object = "", []byte(strings.Replace(string(d.Object), `"a"`, `"b"`, 1))
-		},
-		"no namespace at all": func(d *AdmissionData) { d.Namespace, d.Object = "", []byte(`{"spec":{"nodeName":"n1"}}`) },
-		"operation UPDATE":    func(d *AdmissionData) { d.Operation, d.OldObject = "UPDATE", d.Object },
-		"operation DELETE":    func(d *AdmissionData) { d.Operation = "DELETE" },
-		"no operation":        func(d *AdmissionData) { d.Operation = "" },
-	} {
-		data := *noUser
-		edit(&data)
-		refused(t, name, c.draft(&data))
-	}
-	refused(t, "draft condition sent in the upstream callback", c.upstream(c.data("n1")))
-}
-
-// In the draft's shape a cluster-scoped resource binds no namespace: the
-// SubjectAccessReview of a Namespace's update names it as its namespace, its
-// object has none.
-func TestConditionBindingDraftClusterScoped(t *testing.T) {
-	ps := mustPolicies(t, `@id("ns") permit(principal == k8s::User::"bob", action == k8s::Action::"update", resource is core::namespaces) when { resource has oldObject };`)
-	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{})
-	req := resReq("bob", nil, "update", "", "namespaces", "", "team-a", "team-a")
-	d := az.Authorize(context.Background(), req)
-	if !d.IsConditional() {
-		t.Fatalf("want a conditional decision, got %v", d.Type())
-	}
-	dec := az.Encode(d, RequestBinding(req, true))
-	set := draftConditionSet(dec.ConditionsMap)
-	ns := []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a"}}`)
-	data := &AdmissionData{Operation: "UPDATE", Object: ns, OldObject: ns}
-	if v := az.Evaluator().EvaluateConditionSets([]wire.SubjectAccessReviewConditionSet{set}, data); !v.IsAllowed() {
-		t.Fatalf("namespace update: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
-	}
-}
-
-// draftConditionSet is m in the seed draft's shape, as the server renders
-// it for a caller that asked for the draft's conditionsChain.
-func draftConditionSet(m *wire.ConditionsMap) wire.SubjectAccessReviewConditionSet {
-	set := wire.SubjectAccessReviewConditionSet{AuthorizerName: AuthorizerName, FailureMode: "Deny"}
-	for _, l := range []struct {
-		conds  []wire.Condition
-		effect wire.SubjectAccessReviewConditionEffect
-	}{{m.DenyConditions, wire.ConditionEffectDeny}, {m.NoOpinionConditions, wire.ConditionEffectNoOpinion}, {m.AllowConditions, wire.ConditionEffectAllow}} {
-		for _, c := range l.conds {
-			set.Conditions = append(set.Conditions, wire.SubjectAccessReviewCondition{ID: c.ID, Effect: l.effect, Type: c.Type, Condition: c.Condition, Description: c.Description})
-		}
-	}
-	return set
 }
 
 // A signer reused for the conditions of one answer gives each the MAC of
 // its own fresh HMAC over the condition and the binding: reset between
-// conditions, the binding written out once per namespaced.
+// conditions, the binding written out once.
 func TestSignerMACsAsAFreshHMAC(t *testing.T) {
 	key := RandomKeyring().signing()
 	b := Binding{User: &entities.UserInfo{Name: "alice", UID: "u-1", Groups: []string{"dev", "ops"}, Extra: map[string][]string{"b": {"2", "1"}, "a": {"x"}}},
 		APIGroup: "apps", Resource: "deployments", Namespace: "team-a", Verb: "create"}
-	fresh := func(effect DecisionType, id, typ, body string, namespaced bool) string {
+	fresh := func(effect DecisionType, id, typ, body string) string {
 		h := hmac.New(sha256.New, key.Secret)
 		for _, part := range []string{conditionPrefix, effect.String(), id, typ, body} {
 			writePart(h, part)
 		}
-		b.write(h, namespaced)
+		b.write(h)
 		return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:macBytes])
 	}
 	s := newSigner(key, b)
 	for i := range 6 {
-		effect, namespaced := DecisionAllow, i%2 == 0
+		effect := DecisionAllow
 		if i%3 == 0 {
 			effect = DecisionDeny
 		}
 		id, body := fmt.Sprintf("p%d", i), fmt.Sprintf("k8s::Resource;resource.name == \"n%d\"", i)
-		if got, want := s.mac(effect, id, "cedar", body, namespaced), fresh(effect, id, "cedar", body, namespaced); got != want {
+		if got, want := s.mac(effect, id, "cedar", body), fresh(effect, id, "cedar", body); got != want {
 			t.Errorf("condition %d: the reused signer's MAC %s, a fresh HMAC's %s", i, got, want)
 		}
 	}

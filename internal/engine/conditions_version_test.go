@@ -40,7 +40,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 	user := entities.UserInfo{Name: "bob"}
 	data := &AdmissionData{Operation: "CREATE", Resource: "pods", APIVersion: "v1", Namespace: "a", Name: "p", User: &user,
 		Object: []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a"},"spec":{"nodeName":"n1"}}`)}
-	return versionFixture{az: az, req: req, cond: az.Encode(d, RequestBinding(req, false)).ConditionsMap.AllowConditions[0], data: data}
+	return versionFixture{az: az, req: req, cond: az.Encode(d, RequestBinding(req)).ConditionsMap.AllowConditions[0], data: data}
 }
 
 // evaluate evaluates c in the allow list (deny false) or the deny list.
@@ -81,7 +81,7 @@ func TestConditionVersionCurrentRoundTrips(t *testing.T) {
 	if f.cond.Type != "kcedar.dev/cedar-residual-v3" || !strings.HasPrefix(f.cond.Condition, "kc3;") {
 		t.Fatalf("condition not of format kc3: type %q, condition %q", f.cond.Type, f.cond.Condition)
 	}
-	if _, _, err := f.az.Codec().Decode(f.cond, DecisionAllow, RequestBinding(f.req, false)); err != nil {
+	if _, _, err := f.az.Codec().Decode(f.cond, DecisionAllow, RequestBinding(f.req)); err != nil {
 		t.Fatalf("decode: %v", err)
 	}
 	if v := f.evaluate(f.cond, false); !v.IsAllowed() {
@@ -112,7 +112,7 @@ func TestConditionVersionKC2Refused(t *testing.T) {
 	f := newVersionFixture(t)
 	const want = "condition format kc2 was written by an older kcedar; it is refused (fail closed): retry the request so it is authorized again"
 	old := f.resign("kc2", "kcedar.dev/cedar-residual-v2", DecisionAllow)
-	_, _, err := f.az.Codec().Decode(old, DecisionAllow, RequestBinding(f.req, false))
+	_, _, err := f.az.Codec().Decode(old, DecisionAllow, RequestBinding(f.req))
 	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrConditionVersion) {
 		t.Fatalf("decode of a kc2 condition: %v, want %q", err, want)
 	}
@@ -132,7 +132,7 @@ func TestConditionVersionOlderRefused(t *testing.T) {
 	f := newVersionFixture(t)
 	old := f.resign("kc1", "kcedar.dev/cedar-residual-v1", DecisionAllow)
 	const want = "condition format kc1 was written by an older kcedar; it is refused (fail closed): retry the request so it is authorized again"
-	_, _, err := f.az.Codec().Decode(old, DecisionAllow, RequestBinding(f.req, false))
+	_, _, err := f.az.Codec().Decode(old, DecisionAllow, RequestBinding(f.req))
 	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrConditionVersion) {
 		t.Fatalf("decode of a kc1 condition: %v, want %q", err, want)
 	}
@@ -151,7 +151,7 @@ func TestConditionVersionOlderRefused(t *testing.T) {
 func TestConditionVersionNewerRefused(t *testing.T) {
 	f := newVersionFixture(t)
 	newer := f.resign("kc10", "kcedar.dev/cedar-residual-v10", DecisionAllow)
-	_, _, err := f.az.Codec().Decode(newer, DecisionAllow, RequestBinding(f.req, false))
+	_, _, err := f.az.Codec().Decode(newer, DecisionAllow, RequestBinding(f.req))
 	if !errors.Is(err, ErrConditionVersion) || !strings.Contains(err.Error(), "condition format kc10 is unknown to this kcedar") {
 		t.Fatalf("decode of a kc10 condition: %v", err)
 	}
@@ -185,7 +185,7 @@ func TestConditionVersionEditedFails(t *testing.T) {
 		"kc3 signed as kc2 was, unbound": {f.resign("kc3", ConditionType, DecisionAllow), ErrForeignCondition},
 	}
 	for name, tc := range cases {
-		_, _, err := f.az.Codec().Decode(tc.cond, DecisionAllow, RequestBinding(f.req, false))
+		_, _, err := f.az.Codec().Decode(tc.cond, DecisionAllow, RequestBinding(f.req))
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: decode: %v, want %v", name, err, tc.want)
 		}

@@ -9,6 +9,10 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 )
 
+// AuthorizerName is how kcedar names itself: the prefix of its reasons
+// ("kcedar: ..."), as kcedar manifests names its authorizer.
+const AuthorizerName = "kcedar"
+
 // DecisionType is what a Decision says. The first three are
 // k8s.io/apiserver's authorizer.Decision values in the same order, so the
 // zero value is Deny; Conditional is KEP-5681's conditional decision.

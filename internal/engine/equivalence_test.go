@@ -130,7 +130,7 @@ func (h *equivalenceHarness) check(src string, c admissionCase) (string, error) 
 	}
 	// An API server's SubjectAccessReview for a write names the namespace
 	// the admission request is in (c.req may leave it open).
-	b := RequestBinding(c.req, false)
+	b := RequestBinding(c.req)
 	b.Namespace = c.data.Namespace
 	dec := az.Encode(out, b)
 	if err := wire.Validate(&dec); err != nil {

@@ -55,14 +55,8 @@ func (e *Evaluator) resourceFor(t types.EntityType) (*schemagen.Resource, bool) 
 // EvaluateDecision evaluates a decision kcedar returned: a concrete one as it
 // is, a ConditionsMap by the KEP's rules, a Union in order until one member is
 // not NoOpinion. Malformed input is a Deny. Conditions verify only if they
-// were signed for the upstream shape and the request of data.
+// were signed for the request of data.
 func (e *Evaluator) EvaluateDecision(d *wire.ConditionsAwareDecision, data *AdmissionData) Decision {
-	return e.evaluateDecision(d, data, false)
-}
-
-// evaluateDecision is EvaluateDecision for conditions sent in the draft's
-// shape (draft) or upstream's.
-func (e *Evaluator) evaluateDecision(d *wire.ConditionsAwareDecision, data *AdmissionData, draft bool) Decision {
 	if d == nil {
 		return malformed("request.decision is missing")
 	}
@@ -90,11 +84,11 @@ func (e *Evaluator) evaluateDecision(d *wire.ConditionsAwareDecision, data *Admi
 		if d.ConditionsMap == nil {
 			return malformed("type ConditionsMap without conditionsMap")
 		}
-		return e.evaluateMap(d.ConditionsMap, data, draft)
+		return e.EvaluateMap(d.ConditionsMap, data)
 	case wire.DecisionTypeUnion:
 		var errs []error
 		for _, m := range d.Union {
-			v := e.evaluateDecision(&m.Decision, data, draft)
+			v := e.EvaluateDecision(&m.Decision, data)
 			errs = append(errs, v.Errors()...)
 			if v.Type() != DecisionNoOpinion {
 				return withErrors(v, errs)
@@ -131,15 +125,9 @@ type conditionResult struct {
 // EvaluateMap applies the KEP's rules: a deny condition that holds or fails
 // denies; else a noOpinion condition that holds or fails gives NoOpinion;
 // else an allow condition that holds allows (failing ones are ignored); else
-// NoOpinion. Conditions verify only if they were signed for the upstream
-// shape and the request of data.
+// NoOpinion. Conditions verify only if they were signed for the request of
+// data.
 func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Decision {
-	return e.evaluateMap(m, data, false)
-}
-
-// evaluateMap is EvaluateMap for conditions sent in the draft's shape (draft)
-// or upstream's.
-func (e *Evaluator) evaluateMap(m *wire.ConditionsMap, data *AdmissionData, draft bool) Decision {
 	total := len(m.DenyConditions) + len(m.NoOpinionConditions) + len(m.AllowConditions)
 	if total == 0 {
 		return malformed("empty conditionsMap")
@@ -149,7 +137,7 @@ func (e *Evaluator) evaluateMap(m *wire.ConditionsMap, data *AdmissionData, draf
 	}
 	// Decode (and verify) every condition first, so each object is converted
 	// once, with just the paths all conditions on it read.
-	bindings := admissionBindings(data, draft)
+	bindings := admissionBindings(data)
 	deny, noOp, allow := e.decodeAll(m.DenyConditions, DecisionDeny, bindings), e.decodeAll(m.NoOpinionConditions, DecisionNoOpinion, bindings), e.decodeAll(m.AllowConditions, DecisionAllow, bindings)
 	r := &mapRun{e: e, envs: &envCache{e: e, data: data, need: map[types.EntityType][2]*entities.Paths{}}}
 	for _, list := range [][]pendingCondition{deny, noOp, allow} {
@@ -189,7 +177,7 @@ func (e *Evaluator) decodeAll(conds []wire.Condition, effect DecisionType, bindi
 	out := make([]pendingCondition, len(conds))
 	for i, c := range conds {
 		out[i].cond = c
-		out[i].d, out[i].err = e.Codec.decode(c, effect, bindings, e.namespaced)
+		out[i].d, out[i].err = e.Codec.decode(c, effect, bindings)
 	}
 	return out
 }
@@ -385,10 +373,10 @@ func metadataString(obj map[string]any, field string) string {
 }
 
 // Explain decodes a condition of the given effect, verified for the request
-// of data (upstream's shape), into its entity type and its Cedar expression:
-// what the condition checks, for a person to read.
+// of data, into its entity type and its Cedar expression: what the condition
+// checks, for a person to read.
 func (e *Evaluator) Explain(cond wire.Condition, effect DecisionType, data *AdmissionData) (types.EntityType, string, error) {
-	d, err := e.Codec.decode(cond, effect, admissionBindings(data, false), e.namespaced)
+	d, err := e.Codec.decode(cond, effect, admissionBindings(data))
 	if err != nil {
 		return "", "", err
 	}

@@ -127,7 +127,7 @@ func TestNamespaceObjectConditions(t *testing.T) {
 	if !d.IsConditional() {
 		t.Fatalf("create in an unknown namespace: %v, want conditional", d.Type())
 	}
-	enc := e.Encode(d, RequestBinding(req, false))
+	enc := e.Encode(d, RequestBinding(req))
 	data := &AdmissionData{Operation: "CREATE", Resource: "pods", APIVersion: "v1", Namespace: "new", Name: "p", User: &req.User,
 		Object: []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"new"}}`)}
 	for _, tc := range []struct {
@@ -202,7 +202,7 @@ func TestNamespaceObjectProperty(t *testing.T) {
 			// objects, which these policies do not read).
 			got := d.FailureDecision().Type().String()
 			if d.IsConditional() {
-				got = e.EvaluateConditions(context.Background(), ptr(e.Encode(d, RequestBinding(req, false))), admissionData(req)).Type().String()
+				got = e.EvaluateConditions(context.Background(), ptr(e.Encode(d, RequestBinding(req))), admissionData(req)).Type().String()
 			}
 			if want := oracleFor(ns, obj); got != want {
 				fail("known namespace: %s, oracle %s", got, want)
@@ -251,7 +251,7 @@ func TestNamespaceObjectProperty(t *testing.T) {
 				r.Namespace = w.ns
 				// The API server authorizes a write in the namespace it
 				// lands in: the conditions are bound to it.
-				enc := e.Encode(d, RequestBinding(&r, false))
+				enc := e.Encode(d, RequestBinding(&r))
 				got := ev.EvaluateConditions(context.Background(), &enc, admissionData(&r)).Type().String()
 				if want := oracleFor(w.ns, w.obj); got != want {
 					fail("conditions with namespace %v: %s, oracle %s", w.obj, got, want)

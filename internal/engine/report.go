@@ -99,7 +99,7 @@ type Condition struct {
 // callback would).
 func (e *Engine) Report(ctx context.Context, req *entities.Request, adm *Admission) Report {
 	d := e.Authorize(ctx, req)
-	dec := e.Encode(d, RequestBinding(req, false))
+	dec := e.Encode(d, RequestBinding(req))
 	res := Report{WithoutConditions: d.FailureDecision().Type().String(), Audit: AuditReports(d)}
 	res.Decision, res.Reason, res.EvaluationError = reportDecision(dec)
 	if dec.Type == wire.DecisionTypeConditionsMap {

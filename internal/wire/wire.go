@@ -1,16 +1,17 @@
-// Package wire holds the KEP-5681 (conditional authorization) API types that
-// no released k8s.io/api has yet, named as upstream names them so they can be
-// swapped for the real ones: the SubjectAccessReview additions of
+// Package wire holds the KEP-5681 (conditional authorization) API types as
+// Kubernetes 1.38 ships them (k8s.io/api v0.38, alpha), named as upstream
+// names them so they can be swapped for the real ones once the root module
+// moves to that release: the SubjectAccessReview additions of
 // authorization.k8s.io/v1 and the AuthorizationConditionsReview of
-// authorization.k8s.io/v1alpha1, in both the upstream shape and the seed
-// draft's shape.
+// authorization.k8s.io/v1alpha1.
 package wire
 
 import (
+	"encoding/json"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -44,20 +45,39 @@ func (o *AuthorizationOptions) Handles(t DecisionType) bool {
 	return false
 }
 
+// conditionalDecisionTypes are the types a caller must handle to be sent
+// conditions (k8s.io/api authorization/v1 SupportsConditionalAuthorization).
+var conditionalDecisionTypes = []DecisionType{DecisionTypeAllow, DecisionTypeDeny, DecisionTypeNoOpinion, DecisionTypeConditionsMap, DecisionTypeUnion}
+
+// SupportsConditions reports whether the caller handles every decision type
+// of conditional authorization (Allow, Deny, NoOpinion, ConditionsMap and
+// Union), as upstream requires before it sends or accepts a
+// conditionalDecision.
+func (o *AuthorizationOptions) SupportsConditions() bool {
+	for _, t := range conditionalDecisionTypes {
+		if !o.Handles(t) {
+			return false
+		}
+	}
+	return true
+}
+
 // SubjectAccessReviewSpec is authorization.k8s.io/v1's spec with the KEP's
-// fields (upstream's authorizationOptions and the draft's conditionalAuthorization).
+// authorizationOptions.
 type SubjectAccessReviewSpec struct {
 	authorizationv1.SubjectAccessReviewSpec
-	AuthorizationOptions     *AuthorizationOptions                  `json:"authorizationOptions,omitempty"`
-	ConditionalAuthorization *ConditionalAuthorizationConfiguration `json:"conditionalAuthorization,omitempty"`
+	AuthorizationOptions *AuthorizationOptions `json:"authorizationOptions,omitempty"`
+	// UnsupportedConditionalAuthorization is spec.conditionalAuthorization,
+	// a field of an early KEP-5681 proposal that no Kubernetes release
+	// sends: a review that carries it is refused.
+	UnsupportedConditionalAuthorization json.RawMessage `json:"conditionalAuthorization,omitempty"`
 }
 
 // SubjectAccessReviewStatus is authorization.k8s.io/v1's status with the KEP's
-// fields. A conditional answer has Allowed and Denied false.
+// conditionalDecision. A conditional answer has Allowed and Denied false.
 type SubjectAccessReviewStatus struct {
 	authorizationv1.SubjectAccessReviewStatus
-	ConditionalDecision *ConditionsAwareDecision          `json:"conditionalDecision,omitempty"`
-	ConditionsChain     []SubjectAccessReviewConditionSet `json:"conditionsChain,omitempty"`
+	ConditionalDecision *ConditionsAwareDecision `json:"conditionalDecision,omitempty"`
 }
 
 // SubjectAccessReview is a SubjectAccessReview with the KEP's fields.
@@ -112,89 +132,32 @@ const (
 	MaxConditions           = 128
 	MaxConditionBytes       = 10240
 	MaxDescriptionBytes     = 1024
-	DraftMaxConditionBytes  = 1024
 	ConditionsReviewVersion = "authorization.k8s.io/v1alpha1"
 	ConditionsReviewKind    = "AuthorizationConditionsReview"
 )
 
 // AuthorizationConditionsReview (authorization.k8s.io/v1alpha1) is the
 // callback: the API server sends the decision back with the admission data.
-// Request and Response carry both the upstream and the draft fields.
 type AuthorizationConditionsReview struct {
 	metav1.TypeMeta `json:",inline"`
 	Request         *AuthorizationConditionsRequest  `json:"request,omitempty"`
 	Response        *AuthorizationConditionsResponse `json:"response,omitempty"`
 }
 
-// AuthorizationConditionsRequest: upstream sets Decision and AdmissionRequest;
-// the draft sets ConditionSets and the ConditionData fields.
+// AuthorizationConditionsRequest is the decision the authorizer returned and
+// the request's admission data.
 type AuthorizationConditionsRequest struct {
 	Decision         *ConditionsAwareDecision      `json:"decision,omitempty"`
 	AdmissionRequest *admissionv1.AdmissionRequest `json:"admissionRequest,omitempty"`
-
-	ConditionSets []SubjectAccessReviewConditionSet `json:"conditionSets,omitempty"`
-	Operation     string                            `json:"operation,omitempty"`
-	Object        runtime.RawExtension              `json:"object,omitempty"`
-	OldObject     runtime.RawExtension              `json:"oldObject,omitempty"`
-	Options       runtime.RawExtension              `json:"options,omitempty"`
-	// Name and Namespace are not in the draft's ConditionData; kcedar reads
-	// them when a caller sends them, else takes them from the objects.
-	Name      string `json:"name,omitempty"`
-	Namespace string `json:"namespace,omitempty"`
+	// UnsupportedConditionSets is request.conditionSets, of an early
+	// KEP-5681 proposal that no Kubernetes release sends: a review that
+	// carries it is refused.
+	UnsupportedConditionSets json.RawMessage `json:"conditionSets,omitempty"`
 }
 
-// AuthorizationConditionsResponse: upstream sets UID and Decision; the draft
-// sets Allowed, Denied, Reason and EvaluationError.
+// AuthorizationConditionsResponse is the evaluated decision, for the
+// admission request of UID.
 type AuthorizationConditionsResponse struct {
-	UID      types.UID                `json:"uid,omitempty"`
-	Decision *ConditionsAwareDecision `json:"decision,omitempty"`
-
-	Allowed         bool   `json:"allowed"`
-	Denied          bool   `json:"denied,omitempty"`
-	Reason          string `json:"reason,omitempty"`
-	EvaluationError string `json:"evaluationError,omitempty"`
-}
-
-// Draft shapes (the seed's KEP text).
-
-// ConditionsMode is the draft's spec.conditionalAuthorization.mode.
-type ConditionsMode string
-
-const (
-	ConditionsModeNone          ConditionsMode = ""
-	ConditionsModeHumanReadable ConditionsMode = "HumanReadable"
-	ConditionsModeOptimized     ConditionsMode = "Optimized"
-)
-
-// ConditionalAuthorizationConfiguration is the draft's spec.conditionalAuthorization.
-type ConditionalAuthorizationConfiguration struct {
-	Mode ConditionsMode `json:"mode,omitempty"`
-}
-
-// SubjectAccessReviewConditionSet is one authorizer's entry in the draft's
-// status.conditionsChain.
-type SubjectAccessReviewConditionSet struct {
-	Allowed        bool                           `json:"allowed,omitempty"`
-	Denied         bool                           `json:"denied,omitempty"`
-	FailureMode    string                         `json:"failureMode,omitempty"`
-	AuthorizerName string                         `json:"authorizerName"`
-	Conditions     []SubjectAccessReviewCondition `json:"conditions,omitempty"`
-}
-
-// SubjectAccessReviewConditionEffect is a draft condition's effect.
-type SubjectAccessReviewConditionEffect string
-
-const (
-	ConditionEffectAllow     SubjectAccessReviewConditionEffect = "Allow"
-	ConditionEffectDeny      SubjectAccessReviewConditionEffect = "Deny"
-	ConditionEffectNoOpinion SubjectAccessReviewConditionEffect = "NoOpinion"
-)
-
-// SubjectAccessReviewCondition is a draft condition.
-type SubjectAccessReviewCondition struct {
-	ID          string                             `json:"id"`
-	Effect      SubjectAccessReviewConditionEffect `json:"effect"`
-	Type        string                             `json:"type"`
-	Condition   string                             `json:"condition"`
-	Description string                             `json:"description,omitempty"`
+	UID      types.UID               `json:"uid"`
+	Decision ConditionsAwareDecision `json:"decision"`
 }

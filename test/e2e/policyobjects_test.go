@@ -606,7 +606,7 @@ func conditionalSAR(t *testing.T, hc *http.Client, r *poReplica) *wire.Condition
 	sar := wire.SubjectAccessReview{TypeMeta: metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"}}
 	sar.Spec.User = "alice"
 	sar.Spec.ResourceAttributes = &authorizationv1.ResourceAttributes{Verb: "create", Version: "v1", Resource: "pods", Namespace: "b", Name: "p"}
-	sar.Spec.AuthorizationOptions = &wire.AuthorizationOptions{HandledDecisionTypes: []wire.DecisionType{wire.DecisionTypeConditionsMap, wire.DecisionTypeUnion}}
+	sar.Spec.AuthorizationOptions = &wire.AuthorizationOptions{HandledDecisionTypes: []wire.DecisionType{wire.DecisionTypeAllow, wire.DecisionTypeDeny, wire.DecisionTypeNoOpinion, wire.DecisionTypeConditionsMap, wire.DecisionTypeUnion}}
 	var out wire.SubjectAccessReview
 	if post(t, hc, "https://"+r.addr+"/v1/authorize", sar, &out) != http.StatusOK {
 		return nil
@@ -636,7 +636,7 @@ func evaluateConditions(t *testing.T, hc *http.Client, r *poReplica, decision *w
 	if code := post(t, hc, "https://"+r.addr+"/v1/conditions", review, &out); code != http.StatusOK {
 		t.Fatalf("replica %s /v1/conditions: HTTP %d", r.addr, code)
 	}
-	if out.Response == nil || out.Response.Decision == nil {
+	if out.Response == nil || out.Response.Decision.Type == "" {
 		t.Fatalf("no decision: %+v", out.Response)
 	}
 	return out.Response.Decision.Type

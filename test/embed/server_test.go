@@ -93,12 +93,8 @@ type conditionsRequest struct {
 }
 
 type conditionsResponse struct {
-	UID             types.UID     `json:"uid,omitempty"`
-	Decision        *wireDecision `json:"decision,omitempty"`
-	Allowed         bool          `json:"allowed"`
-	Denied          bool          `json:"denied,omitempty"`
-	Reason          string        `json:"reason,omitempty"`
-	EvaluationError string        `json:"evaluationError,omitempty"`
+	UID      types.UID     `json:"uid"`
+	Decision *wireDecision `json:"decision"`
 }
 
 // serve serves kc over HTTPS with package server.
@@ -266,7 +262,7 @@ func TestServerConditions(t *testing.T) {
 	checkConditionsMap(t, local)
 
 	var got subjectAccessReview
-	post(t, srv, "/v1/authorize", reviewOf(bobCreatesPod, &authorizationOptions{HandledDecisionTypes: []string{"ConditionsMap", "Union"}}), &got)
+	post(t, srv, "/v1/authorize", reviewOf(bobCreatesPod, &authorizationOptions{HandledDecisionTypes: []string{"Allow", "Deny", "NoOpinion", "ConditionsMap", "Union"}}), &got)
 	st := got.Status
 	if st.Allowed || st.Denied {
 		t.Errorf("conditional answer: allowed %v denied %v, want neither", st.Allowed, st.Denied)
@@ -321,19 +317,32 @@ func TestServerConditions(t *testing.T) {
 		if r.UID != uid {
 			t.Errorf("%s: callback uid %q, want %q", c.name, r.UID, uid)
 		}
-		if d := wireDecisionOf(t, r.Decision); d != wantDecision || r.Allowed != (d == authorizer.DecisionAllow) || r.Denied != (d == authorizer.DecisionDeny) {
-			t.Errorf("%s: callback decision %s, allowed %v denied %v; in process %v", c.name, r.Decision.Type, r.Allowed, r.Denied, wantDecision)
+		d := wireDecisionOf(t, r.Decision)
+		if d != wantDecision {
+			t.Errorf("%s: callback decision %s; in process %v", c.name, r.Decision.Type, wantDecision)
 		}
-		if want := apiServerReason(wantDecision, wantReason); r.Reason != want {
-			t.Errorf("%s: callback reason %q; in process %q", c.name, r.Reason, want)
+		// A condition's evaluation error is part of the decision: in its
+		// reason, in process and over the wire, never an authorizer error
+		// or an evaluationError (k8s.io/apiserver turns either into a 500).
+		details := detailsOf(r.Decision)
+		if want := apiServerReason(wantDecision, wantReason); details == nil || details.Reason != want || details.EvaluationError != "" {
+			t.Errorf("%s: callback details %+v; in process reason %q", c.name, details, want)
 		}
-		// A condition's evaluation error is part of the decision: the
-		// callback reports it as evaluationError, in process it is no
-		// authorizer error (which k8s.io/apiserver turns into a 500).
 		if wantErr != nil {
-			t.Errorf("%s: in process, error %v; the callback's evaluationError %q", c.name, wantErr, r.EvaluationError)
+			t.Errorf("%s: in process, error %v", c.name, wantErr)
 		}
 	}
+}
+
+// detailsOf is the details of a concrete decision.
+func detailsOf(d *wireDecision) *wireDetails {
+	switch d.Type {
+	case "Allow":
+		return d.Allow
+	case "Deny":
+		return d.Deny
+	}
+	return d.NoOpinion
 }
 
 // wireDecisionOf is the concrete decision d says.
