@@ -110,9 +110,9 @@ func (a *Authorizer) ConditionsAwareAuthorize(ctx context.Context, attrs authori
 		return authorizer.ConditionsAwareDecisionDeny("kcedar: cannot decide", err)
 	}
 	if req.UnconditionalOnly {
-		return authorizer.ConditionsAwareDecisionFromParts(upstream.Unconditional(d))
+		return authorizer.ConditionsAwareDecisionFromParts(upstream.Evaluated(d))
 	}
-	return upstream.ConditionsAware(e.Encode(d, engine.RequestBinding(req, false)))
+	return upstream.ConditionsAware(e.Encode(d, engine.RequestBinding(req)))
 }
 
 // EvaluateConditions implements authorizer.Authorizer: it evaluates the

@@ -49,7 +49,7 @@ func (e *Evaluator) EvaluateConditions(_ context.Context, decision authorizer.Co
 		return authorizer.DecisionDeny, "kcedar: malformed admission data", err
 	}
 	w := upstream.Wire(decision)
-	return upstream.Unconditional(ev.EvaluateDecision(&w, adm))
+	return upstream.Evaluated(ev.EvaluateDecision(&w, adm))
 }
 
 // Explain reads one condition of decision, verified as EvaluateConditions

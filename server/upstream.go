@@ -29,13 +29,17 @@ import (
 // endpoint asks ConditionsAwareAuthorize and renders its decision, the
 // callback hands the decision back to EvaluateConditions. This file is that
 // path; kcedar's own authorizer takes the engine's (render.go), which also
-// serves admission enforcement, the draft's callback and the access reviews.
+// serves admission enforcement and the access reviews.
 
 // authorizeUpstream answers a SubjectAccessReview with s.authz.
 func (s *Server) authorizeUpstream(ctx context.Context, w http.ResponseWriter, spec *wire.SubjectAccessReviewSpec, req *entities.Request) {
 	start := time.Now()
 	d := s.authz.ConditionsAwareAuthorize(ctx, attributesOf(&spec.SubjectAccessReviewSpec))
-	answer := renderUpstream(d, s.sarCaller(spec))
+	caller := s.sarCaller(spec)
+	answer := renderUpstream(d, caller)
+	if caller.Upstream {
+		answer.Status = errorInReason(answer.Status)
+	}
 	s.metrics.authorizeDuration().Observe(time.Since(start).Seconds())
 	s.metrics.authorizeDecisions.get(answer.Label).Inc()
 	s.logDecision(req, answer, nil, 0, time.Since(start))
@@ -44,17 +48,13 @@ func (s *Server) authorizeUpstream(ctx context.Context, w http.ResponseWriter, s
 }
 
 // renderUpstream renders d for caller: conditions only to a caller that
-// takes them (upstream's shape; the draft's for a ConditionsMap whose
-// conditions fit), otherwise d folded (Deny where a deny condition remains,
-// else NoOpinion).
+// takes them, otherwise d folded (Deny where a deny condition remains, else
+// NoOpinion).
 func renderUpstream(d authorizer.ConditionsAwareDecision, caller sarCaller) sarAnswer {
 	if !d.IsUnconditional() {
 		w := upstream.Wire(d)
-		switch {
-		case caller.Upstream && wire.Validate(&w) == nil:
+		if caller.Upstream && wire.Validate(&w) == nil {
 			return sarAnswer{Status: wire.SubjectAccessReviewStatus{ConditionalDecision: &w}, Label: labelConditional}
-		case caller.Draft && w.ConditionsMap != nil && draftFits(w.ConditionsMap):
-			return sarAnswer{Status: wire.SubjectAccessReviewStatus{ConditionsChain: []wire.SubjectAccessReviewConditionSet{draftConditionSet(w.ConditionsMap)}}, Label: labelConditional}
 		}
 		d = authorizer.ConditionsAwareDecisionFromParts(d.FailureDecision(), "failed closed: the conditions cannot be sent to this caller", nil)
 	}
@@ -162,22 +162,19 @@ func (s *Server) evaluateUpstream(ctx context.Context, req *wire.AuthorizationCo
 	} else {
 		t, reason = authorizer.DecisionDeny, "kcedar: malformed decision"
 	}
-	resp := &wire.AuthorizationConditionsResponse{UID: req.AdmissionRequest.UID, Allowed: t == authorizer.DecisionAllow, Denied: t == authorizer.DecisionDeny, Reason: reason}
 	details := &wire.DecisionDetails{Reason: reason}
 	if err != nil {
-		resp.EvaluationError, details.EvaluationError = err.Error(), err.Error()
+		details.Reason = upstream.ReasonWithError(reason, err.Error())
 	}
 	dec := wire.ConditionsAwareDecision{Type: wire.DecisionTypeDeny, Deny: details}
 	switch t {
 	case authorizer.DecisionAllow:
 		dec = wire.ConditionsAwareDecision{Type: wire.DecisionTypeAllow, Allow: details}
 	case authorizer.DecisionNoOpinion:
-		resp.Reason = apiServerReason(true, reason)
-		details.Reason = resp.Reason
+		details.Reason = apiServerReason(true, details.Reason)
 		dec = wire.ConditionsAwareDecision{Type: wire.DecisionTypeNoOpinion, NoOpinion: details}
 	}
-	resp.Decision = &dec
-	return resp
+	return &wire.AuthorizationConditionsResponse{UID: req.AdmissionRequest.UID, Decision: dec}
 }
 
 // admissionConditionsData is an AdmissionRequest as k8s.io/apiserver's

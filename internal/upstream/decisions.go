@@ -29,6 +29,27 @@ func Unconditional(d engine.Decision) (authorizer.Decision, string, error) {
 	return authorizer.DecisionDeny, d.Reason(), nil
 }
 
+// Evaluated is d as the answer of EvaluateConditions (and of
+// ConditionsAwareAuthorize for a concrete decision): Unconditional, with
+// the policies' evaluation errors in the reason (ReasonWithError).
+func Evaluated(d engine.Decision) (authorizer.Decision, string, error) {
+	t, reason, err := Unconditional(d)
+	return t, ReasonWithError(reason, d.FailureDecision().EvaluationError()), err
+}
+
+// ReasonWithError is reason with a policy's evaluation error appended, for
+// a caller of conditional authorization. k8s.io/apiserver (Kubernetes 1.38)
+// takes a decision's evaluationError for a failure of the authorizer and
+// answers 500; for kcedar an error is part of the decision (an erroring
+// forbid denies, an erroring permit allows nothing), so the client gets the
+// 403 of the decision, with the error in its message.
+func ReasonWithError(reason, evaluationError string) string {
+	if evaluationError == "" {
+		return reason
+	}
+	return reason + " (evaluation error: " + evaluationError + ")"
+}
+
 // reasonPrefix starts every reason kcedar gives.
 const reasonPrefix = engine.AuthorizerName + ": "
 
@@ -47,7 +68,7 @@ func ConditionsAware(w wire.ConditionsAwareDecision) authorizer.ConditionsAwareD
 	t, details := engine.WireDetails(w)
 	var reason string
 	if details != nil {
-		reason = details.Reason
+		reason = ReasonWithError(details.Reason, details.EvaluationError)
 	}
 	switch t {
 	case engine.DecisionAllow:

@@ -49,9 +49,10 @@ type harness struct {
 	// answered 500 (an authorizer's error with a decision other than
 	// Allow), which the tests log.
 	errors []string
-	// inProcess is set when webhook is kcedar's in-process authorizer:
-	// its decisions carry no evaluation errors (they are part of the
-	// decision, not the authorizer's error), the webhook's do.
+	// inProcess is set when webhook is kcedar's in-process authorizer.
+	// Neither it nor the webhook gives an evaluation error to a caller of
+	// conditional authorization: a policy's error is part of the decision
+	// (in its reason), not the authorizer's, which upstream answers 500.
 	inProcess bool
 }
 
@@ -115,9 +116,9 @@ func (h *harness) check(ctx context.Context, c requestCase) []string {
 	if !matched { // the match conditions skip kcedar: NoOpinion, nothing sent
 		want = engine.Report{Decision: "NoOpinion", WithoutConditions: "NoOpinion", Outcome: "NoOpinion"}
 	}
-	if h.inProcess { // evaluation errors are part of the decision, no authorizer error
-		want.EvaluationError, want.OutcomeError = "", ""
-	}
+	// Evaluation errors are part of the decision (in its reason), never an
+	// authorizer error, in process and over the wire.
+	want.EvaluationError, want.OutcomeError = "", ""
 	var problems []string
 	cad := h.webhook.ConditionsAwareAuthorize(ctx, attrs)
 	h.stats["decision "+caName(cad)]++
@@ -211,7 +212,7 @@ func (h *harness) checkRequest(ctx context.Context, c *requestCase, want engine.
 	if code == http.StatusInternalServerError {
 		h.errors = append(h.errors, fmt.Sprintf("%s: %s", c.name, strings.TrimSpace(body)))
 	}
-	if (code == http.StatusOK) != wantAllowed || (code != http.StatusOK && code != http.StatusForbidden && code != http.StatusInternalServerError) {
+	if (code == http.StatusOK) != wantAllowed || (code != http.StatusOK && code != http.StatusForbidden) {
 		return []string{fmt.Sprintf("through the filter and admission: HTTP %d %s; want allowed=%v (%s)", code, strings.TrimSpace(body), wantAllowed, chain)}
 	}
 	return nil
