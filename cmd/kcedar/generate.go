@@ -59,28 +59,44 @@ Names (--names):
   auto   list them up to --max-names distinct names per verb, resource and
          namespace; above that, allow every name (the default)
   any    allow every name
-Widening never covers a logged forbidden request: where every name (or a
-group subject) would allow a request the same subject was forbidden, the
-names stay listed (and the group's grant is written per member). Every
-policy is checked against a request of each forbidden permission before it
-is written.
+Names with a generated part (--generalize-names auto, the default) are
+written as like patterns within their namespace: a generateName suffix
+(build-x7k2p: build-*), a Deployment's pod (web-5d8f7c9b6-x7k2p: web-*-*),
+a pod-template hash (web-5d8f7c9b6: web-*), and in a group's grant the
+member's own username (alice-workspace: *-workspace); each policy's comment
+shows them. --generalize-names none writes names as requested.
+Widening never covers a logged forbidden request: where every name, a
+pattern (or a group subject) would allow a request the same subject was
+forbidden, the names stay listed as requested (and the group's grant is
+written per member). Every policy is checked against a request of each
+forbidden permission before it is written.
 
 With --policies, --policy-objects or --cluster (the policies already in
 force), requests they allow are not generated: the output is only what is
-missing.
+missing. Requests they allow on conditions (on the object, enforced in
+admission) are not generated either, and no policy is written that would
+allow one of them without its conditions.
 
-System identities are left out: system:masters members always (kube-apiserver
-allows them before any webhook), and unless --include-system the control plane (system:apiserver, system:kube-controller-manager,
-system:kube-scheduler), nodes (system:node:*, group system:nodes; the Node
-authorizer serves them) and kube-system ServiceAccounts (controllers and
-add-ons). The output's first comment counts them.
+Left out, and counted in the output's first comment:
+  - what kcedar never sees: system:masters members' requests, and those the
+    matchConditions of kcedar's webhook authorizer exclude (from
+    --authorization-config; by default those kcedar manifests writes:
+    kcedar's own ServiceAccount, nodes, kube-system ServiceAccounts, the
+    control plane), as kcedar replay leaves them out;
+  - what RBAC already allows the requester (kube-apiserver asks it after
+    kcedar): with --cluster the cluster's RBAC, else the bootstrap grants
+    to every user (discovery, /version, /healthz..., self reviews);
+    --include-rbac-allowed generates them;
+  - unless --include-system, the system identities kcedar sees: the
+    control plane (system:apiserver, system:kube-controller-manager,
+    system:kube-scheduler), nodes and kube-system ServiceAccounts.
 
 Output: Cedar on stdout, laid out as kcedar fmt lays it out, each policy with
 an @id (generated/<subject>/<resource>-<verbs>) and a comment with its
 evidence (requests, first and last seen); with -o DIR one file per subject.
---output-format policy-objects writes policy objects instead, one per
-subject: a NamespacedCedarPolicy in the namespace all of a subject's
-policies grant in, else a CedarPolicy. --audit annotates every policy
+--output-format policy-objects writes policy objects instead: per subject,
+a NamespacedCedarPolicy in each namespace that bounds some of its policies,
+and a CedarPolicy for the rest. --audit annotates every policy
 @enforcement("audit"), to roll them out in audit mode first.
 
 Exit status: 0 done, 1 invalid existing policies, 2 usage or I/O error.`
