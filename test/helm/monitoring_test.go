@@ -284,3 +284,29 @@ func addMetricName(n ast.Node, names map[string]bool) {
 		}
 	}
 }
+
+// TestMonitoringNeedsPrometheusOperatorCRDs checks that the ServiceMonitor
+// and the PrometheusRule, rendered for a cluster without the Prometheus
+// operator's CRDs, fail with a message that names the value, the API and
+// what to do, instead of an install that fails on an unknown kind; that
+// they render where the cluster serves monitoring.coreos.com/v1; and that
+// the metrics Service and the dashboard (core objects) need nothing.
+func TestMonitoringNeedsPrometheusOperatorCRDs(t *testing.T) {
+	for value, kind := range map[string]string{"serviceMonitor": "ServiceMonitor", "prometheusRule": "PrometheusRule"} {
+		vals := values(t, "metrics: {"+value+": {enabled: true}}")
+		_, err := renderChartFor("kcedar", "kcedar-system", vals, nil)
+		for _, want := range []string{"metrics." + value + ".enabled", kind, "monitoring.coreos.com/v1", "Prometheus Operator's CRDs", "--api-versions"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s without the CRDs: error %v, want one naming %q", value, err, want)
+			}
+		}
+		objs := mustRenderChart(t, "kcedar", "kcedar-system", vals).objects
+		find(t, objs, kind, "kcedar")
+	}
+	objs, err := renderChartFor("kcedar", "kcedar-system", values(t, "metrics: {service: {enabled: true}, dashboard: {enabled: true}}"), nil)
+	if err != nil {
+		t.Fatalf("the metrics Service and the dashboard without the CRDs: %v", err)
+	}
+	find(t, objs.objects, "Service", "kcedar-metrics")
+	find(t, objs.objects, "ConfigMap", "kcedar-dashboard")
+}

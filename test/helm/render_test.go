@@ -13,6 +13,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -43,10 +44,21 @@ type rendered struct {
 	notes   string
 }
 
+// monitoringAPIs are the API versions of the Prometheus operator's CRDs,
+// which the chart's ServiceMonitor and PrometheusRule need.
+var monitoringAPIs = chartutil.VersionSet{"monitoring.coreos.com/v1"}
+
 // renderChart renders the chart as `helm template RELEASE charts/kcedar
-// --namespace NS` does, with Helm's Go SDK (values checked against
-// values.schema.json).
+// --namespace NS --api-versions monitoring.coreos.com/v1` does, with Helm's
+// Go SDK (values checked against values.schema.json): for a cluster with
+// the Prometheus operator's CRDs.
 func renderChart(release, namespace string, vals map[string]any) (rendered, error) {
+	return renderChartFor(release, namespace, vals, monitoringAPIs)
+}
+
+// renderChartFor renders the chart for a cluster that serves apis besides
+// Kubernetes' own (helm template --api-versions).
+func renderChartFor(release, namespace string, vals map[string]any, apis chartutil.VersionSet) (rendered, error) {
 	c, err := loader.Load(chartDir)
 	if err != nil {
 		return rendered{}, err
@@ -55,6 +67,7 @@ func renderChart(release, namespace string, vals map[string]any) (rendered, erro
 	install := action.NewInstall(cfg)
 	install.ClientOnly, install.DryRun, install.Replace = true, true, true
 	install.ReleaseName, install.Namespace = release, namespace
+	install.APIVersions = apis
 	rel, err := install.Run(c, vals)
 	if err != nil {
 		return rendered{}, err
