@@ -22,7 +22,7 @@ func TestLint(t *testing.T) {
 		"everything on": values(t, `
 kind: DaemonSet
 policies: {files: {a.cedar: "permit(principal, action, resource);"}}
-admissionEnforcement: {enabled: true}
+conditions: {enforcement: both}
 metrics: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dashboard: {enabled: true}}
 `),
 	} {

@@ -238,8 +238,7 @@ func checkDecisions(t *testing.T, c *framework.Cluster, p *podProcess, pki chart
 // monitoringExempt are the metrics the chart's monitoring reads that this
 // kcedar does not export, each with the reason.
 var monitoringExempt = map[string]string{
-	"up":                                "Prometheus writes it for every target it scrapes",
-	"kcedar_admission_webhook_verified": "exported with --admission-enforcement, which the chart's defaults leave off",
+	"up": "Prometheus writes it for every target it scrapes",
 }
 
 // checkMetrics scrapes /metrics (verifying the serving certificate, without

@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,13 +11,16 @@ import (
 // sameAsDeployValues make the chart render what deploy/ renders: the Secrets
 // of the serving certificate and of the client CA are the operator's
 // (deploy/ mounts them by these names, docs/deploy.md makes them), the image
-// is deploy/'s, and the condition keys are given (deploy/'s are a
-// placeholder that kcedar refuses, replaced in the operator's overlay).
+// is deploy/'s, the condition keys are given (deploy/'s are a placeholder
+// that kcedar refuses, replaced in the operator's overlay), and conditions
+// are enforced natively (deploy/ without components/admission-enforcement:
+// no --admission-enforcement).
 const sameAsDeployValues = `
 image: {repository: kcedar, tag: latest}
 tls: {existingSecret: kcedar-serving-cert}
 clientCA: {existingSecret: kcedar-client-ca}
 conditionKeys: {keys: "k1 AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"}
+conditions: {enforcement: native}
 `
 
 // TestChartMatchesKustomizeDeployment renders the chart (release kcedar in
@@ -24,18 +28,21 @@ conditionKeys: {keys: "k1 AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"}
 // compares them object by object, field by field, after normalizing only the
 // differences listed in normalizeHelmConventions and normalizeKustomize.
 func TestChartMatchesKustomizeDeployment(t *testing.T) {
-	compareWithKustomize(t, "overlays/deployment", "")
+	compareWithKustomize(t, "deploy/overlays/deployment", filepath.Join(repoRoot, "deploy", "overlays", "deployment"), "")
 }
 
 // TestChartDaemonSetMatchesKustomizeBase does the same for kind: DaemonSet
 // and deploy/base.
 func TestChartDaemonSetMatchesKustomizeBase(t *testing.T) {
-	compareWithKustomize(t, "base", "kind: DaemonSet\n")
+	compareWithKustomize(t, "deploy/base", filepath.Join(repoRoot, "deploy", "base"), "kind: DaemonSet\n")
 }
 
-func compareWithKustomize(t *testing.T, dir, extraValues string) {
-	kust := kustomizeBuild(t, filepath.Join(repoRoot, "deploy", filepath.FromSlash(dir)))
-	vals := values(t, sameAsDeployValues+extraValues)
+// compareWithKustomize compares the chart, with sameAsDeployValues and
+// extraValues, with the kustomization at path (named dir in messages).
+func compareWithKustomize(t *testing.T, dir, path, extraValues string) {
+	kust := kustomizeBuild(t, path)
+	vals := values(t, sameAsDeployValues)
+	maps.Copy(vals, values(t, extraValues))
 	chart := mustRenderChart(t, "kcedar", "kcedar-system", vals).objects
 	chartVersion := str(values(t, string(readFile(t, filepath.Join(chartDir, "Chart.yaml")))), "version")
 	kust = normalizeKustomize(t, kust)
@@ -47,20 +54,20 @@ func compareWithKustomize(t *testing.T, dir, extraValues string) {
 	for name, want := range k {
 		got, ok := c[name]
 		if !ok {
-			t.Errorf("deploy/%s renders %s, the chart does not", dir, name)
+			t.Errorf("%s renders %s, the chart does not", dir, name)
 			continue
 		}
 		for _, d := range diff(name, got, want) {
-			t.Errorf("chart and deploy/%s differ: %s", dir, d)
+			t.Errorf("chart and %s differ: %s", dir, d)
 		}
 	}
 	for name := range c {
 		if _, ok := k[name]; !ok {
-			t.Errorf("the chart renders %s, deploy/%s does not", name, dir)
+			t.Errorf("the chart renders %s, %s does not", name, dir)
 		}
 	}
 	if len(k) < 10 {
-		t.Fatalf("deploy/%s renders %d objects: the comparison would be vacuous", dir, len(k))
+		t.Fatalf("%s renders %d objects: the comparison would be vacuous", dir, len(k))
 	}
 	t.Logf("%d objects identical after normalization: %s", len(k), strings.Join(keys(kust), ", "))
 }

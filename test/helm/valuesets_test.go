@@ -72,7 +72,7 @@ func TestDaemonSetValues(t *testing.T) {
 kind: DaemonSet
 nodeSelector: {disk: ssd}
 tolerations: [{key: dedicated, operator: Exists}]
-admissionEnforcement: {enabled: true}
+conditions: {enforcement: admissionWebhook}
 extraArgs: [--decision-log=-]
 resources: {limits: {memory: 2Gi}}
 podDisruptionBudget: {enabled: false}

@@ -142,13 +142,42 @@ app.kubernetes.io/component: metrics
 {{- if include "kcedar.hasPolicyFiles" . }}
 - --policies=/etc/kcedar/policies
 {{- end }}
-{{- if .Values.admissionEnforcement.enabled }}
+{{- if include "kcedar.admissionEnforcement" . }}
 - --admission-enforcement
 {{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
 {{- end }}
 {{- end }}
+
+{{/*
+How conditions are enforced: conditions.enforcement, with "auto" resolved
+by the cluster's version (.Capabilities.KubeVersion) as kcedar manifests
+resolves it: native on Kubernetes 1.38 and later, else admissionWebhook.
+*/}}
+{{- define "kcedar.conditionsEnforcement" -}}
+{{- $e := .Values.conditions.enforcement -}}
+{{- if eq $e "auto" -}}
+{{- if semverCompare ">=1.38.0-0" .Capabilities.KubeVersion.Version }}native{{ else }}admissionWebhook{{ end -}}
+{{- else -}}
+{{- $e -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when kcedar serve runs with --admission-enforcement, else "". */}}
+{{- define "kcedar.admissionEnforcement" -}}
+{{- if has (include "kcedar.conditionsEnforcement" .) (list "admissionWebhook" "both") }}true{{ end -}}
+{{- end -}}
+
+{{/* The kcedar manifests flags of the chosen enforcement. */}}
+{{- define "kcedar.manifestsConditionsFlags" -}}
+{{- $e := include "kcedar.conditionsEnforcement" . -}}
+{{- if eq $e "native" }} --conditions-review
+{{- else if eq $e "admissionWebhook" }} --admission-enforcement
+{{- else if eq $e "both" }} --conditions-review --admission-enforcement
+{{- else }} --conditions-review=false --admission-enforcement=false
+{{- end -}}
+{{- end -}}
 
 {{/* Refuse value combinations that cannot serve. */}}
 {{- define "kcedar.validate" -}}
