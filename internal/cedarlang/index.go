@@ -6,46 +6,63 @@ import (
 	"slices"
 
 	"github.com/cedar-policy/cedar-go/types"
+
+	"github.com/kcedar/kcedar/internal/lib/parallel"
 )
 
 // The index narrows a request to the policies that can match it, so the cost
 // of a decision grows with the policies that concern the request, not with
-// the size of the set. The rules (docs/performance.md, "The policy index: what it keys on"):
+// the size of the set. It follows the indexes of boolean expressions
+// (Whang et al., "Indexing Boolean Expressions", VLDB 2009; Sadoghi and
+// Jacobsen, BE-Tree, SIGMOD 2011): a policy is a conjunction of predicates
+// over attribute paths, it is filed under one of them (its access
+// predicate), and every other predicate is a post-filter checked after the
+// lookup. The rules (docs/performance.md, "The policy index: what it keys on"):
 //
-//   - From each policy's top-level conjunction (the scope, then every `when`
-//     clause split at `&&`, then every `unless` clause negated: `!(a || b)` is
-//     `!a && !b`, `!!a` is `a`, `!(a != b)` is `a == b`) it extracts the
-//     constraints that equality, `in`, `is`, `.contains` and `.containsAny`
-//     on literals fix, on these dimensions: verb (action, context.verb),
-//     resource type, principal username (principal uid), group, principal
-//     type, ServiceAccount namespace, ServiceAccount or Node name, resource
-//     namespace, name, apiGroup and resource, and a non-resource URL's path.
-//     A disjunction of constraints on one dimension is their union; several
-//     constraints on one dimension all apply.
-//   - `like` on a namespace, name, path or username fixes the pattern's
-//     literal prefix (a key only: a request looks up its value cut to each
-//     prefix length the bucket holds), or its literal suffix, or without
-//     either a gram of its longest literal (a request looks up every window
-//     of its value of each gram length the bucket holds). A permit's disjunction across dimensions ("in
-//     team-7, or a team-7 admin"; a side may be a conjunction) is keyed
-//     under each alternative. A permit's relation between two attributes
-//     (`principal.namespace == resource.namespace`) carries a literal on one
-//     of them to the other.
+//   - Conjuncts: the scope, then every `when` clause split at `&&`, then
+//     every `unless` clause negated (`!(a || b)` is `!a && !b`, `!!a` is
+//     `a`, `!(a != b)` is `a == b`).
+//   - Paths (index_paths.go): every attribute whose value is known when a
+//     request is authorized is a dimension: the verb (action, context.verb),
+//     the resource type, the principal's type, username, uid, groups,
+//     namespace and name, its tags (the user's extra), and the resource's
+//     namespace, name, apiGroup, resource, subresource and path, and the
+//     labels of its namespace. An object's fields are not known (they are
+//     left to partial evaluation), and no known attribute is a Long, so no
+//     comparison is keyed.
+//   - Predicates: on any scalar path, `==` a literal, a literal set's
+//     `.contains`, and `like` (a pattern without a wildcard is an equality;
+//     else its literal prefix, its literal suffix, or without either a gram
+//     of its longest literal: keys only, a request looks up its value cut
+//     to each prefix or suffix length the bucket holds, or every window of
+//     each gram length); on a set-valued path (groups, tags, labels)
+//     `.contains`, `.containsAny` either way round and `.containsAll`;
+//     entity `==`, `in` and `is` in the scope and in conditions. A
+//     disjunction on one path is the union of its values; a permit's
+//     disjunction across paths ("in team-7, or a team-7 admin"; a side may
+//     be a conjunction) is keyed under each alternative. A permit's relation
+//     between two attributes (`principal.namespace == resource.namespace`)
+//     carries a literal on one of them to the other. `!=`, `has`, negations
+//     and anything else are post-filters (evaluation checks them).
 //   - A policy lands in one bucket per (verb, resource type) it allows, and in
-//     each bucket under one key: the value set of its most selective
-//     constraint (fewest policies share it), or "rest" without one.
+//     each bucket under one key: its access predicate, the value set of its
+//     most selective predicate (fewest policies share it; a principal type
+//     only when nothing else is as selective), or "rest" without one.
 //   - Enforced permits are filed apart from forbids and audit-mode policies
 //     (two partitions of buckets). Lookup (cursor.go) reads the second in
 //     full and the permits one at a time, merging their sorted postings in
 //     place, so a decision that stops at the first satisfied permit reads
 //     no more of a key's postings than it needs.
-//   - Candidates looks up the request's keys, then checks every found policy
-//     against all its constraints. An open request value (namespace or name
-//     "", apiGroup or resource "*") satisfies every constraint on it and finds
-//     every policy keyed on that dimension (but a permit constraining it can
-//     leave only a residual: where no admission follows, a decision skips
-//     it, CandidateQuery.SkipResidualOnly). An absent attribute (a cluster-
-//     scoped resource's namespace, a User's namespace) satisfies none.
+//   - Candidates looks up, in each bucket the request reads, its value on
+//     each path the bucket keys (the bucket knows which), then checks every
+//     found policy against all its predicates. An open request value
+//     (namespace or name "", apiGroup or resource "*", a "*" verb) satisfies
+//     every predicate on it and finds every policy keyed on that path (but a
+//     permit constraining a resource value can then leave only a residual:
+//     where no admission follows, a decision skips it,
+//     CandidateQuery.SkipResidualOnly). An absent attribute (a
+//     cluster-scoped resource's namespace, a User's namespace, a user
+//     without a uid) satisfies none.
 //   - Values are known to the index only by their hashes: the keys are
 //     64-bit hashes of (bucket, dimension, value) in one open-addressing
 //     table, and the constraints checked after the lookup hold 32-bit value
@@ -96,6 +113,9 @@ type index struct {
 	// labelKeyed: some policy is keyed on (or checked against) a label of
 	// the request's namespace.
 	labelKeyed bool
+	// labelAffixes: some policy is keyed on a `like` pattern of a label's
+	// value (a request then lists its labels' values as strings).
+	labelAffixes bool
 	// misKeyTags: a deliberately wrong index for tests (MisKeyedForTest).
 	misKeyTags bool
 	// count: the policies sharing each (dimension, value) when the index
@@ -108,45 +128,6 @@ type index struct {
 const refInline = 1 << 31
 
 func (ix *index) keyPrint(k uint64) uint64 { return max(k>>32&ix.printMask, 1) }
-
-// Dimensions of a constraint.
-const (
-	dVerb uint8 = iota
-	dRType
-	dUser       // principal username (the principal uid's id)
-	dGroup      // a group the principal is in
-	dPType      // principal type
-	dPNamespace // ServiceAccount namespace
-	dPName      // ServiceAccount or Node name
-	dNamespace
-	dName
-	dAPIGroup
-	dResource
-	dPath // a non-resource URL's path
-	// dExtra: a user-info extra (k, v) the principal has ("k\x00v", from
-	// principal.getTag("k")), or an extra key it has ("k\x01", from
-	// principal.hasTag("k")). Set-valued, like dGroup; always known.
-	dExtra
-	// dLabel: a label of the request's namespace (the labels of
-	// resource.namespaceObject), as dExtra: "k\x00v" or "k\x01". Open when
-	// the namespace's object is not known, absent when the request has none.
-	dLabel
-	nDims
-	// dAlt: a disjunction of constraints on different dimensions: "alice,
-	// or a member of admins", "in team-7, or a team-7 admin". A policy keyed
-	// on it is filed under each alternative; it is not checked after the
-	// lookup.
-	dAlt = nDims
-)
-
-// resourceDims are the dimensions a request may leave open.
-const resourceDims uint16 = 1<<dNamespace | 1<<dName | 1<<dAPIGroup | 1<<dResource | 1<<dPath | 1<<dLabel
-
-// multiDims are the set-valued dimensions: a request has any number of
-// values on them, and a constraint holds when one of them is among its own.
-const multiDims uint16 = 1<<dGroup | 1<<dExtra | 1<<dLabel
-
-func isMultiDim(d uint8) bool { return multiDims&(1<<d) != 0 }
 
 // anyID is the bucket key part of an unconstrained verb or resource type. A
 // value hashing to it lands in the unconstrained bucket, which every request
@@ -173,11 +154,15 @@ type dimKey struct {
 type bucket struct {
 	id   uint32
 	dims uint16 // dimensions with keyed policies
+	// exact: the dimensions with keys of equal values (not only `like`
+	// prefixes, suffixes or grams), under any tag: only on those does a
+	// request look its own value up.
+	exact uint16
 	// Policies are keyed (in the index's slots) under (tag<<4 | dim, value).
 	// Tag 0 is a policy's primary key. A policy whose primary key is on a
-	// resource dimension r (which requests may leave open) is also keyed
-	// under tag r+1 by its most selective principal constraint, for requests
-	// that leave r open; openDims[r] lists those principal dimensions,
+	// dimension r that requests may leave open is also keyed under tag r+1
+	// by its most selective constraint on a dimension never open, for
+	// requests that leave r open; openDims[r] lists those dimensions,
 	// openRest[r] the policies without one.
 	openDims [nDims]uint16
 	openRest [nDims][]int32
@@ -185,9 +170,9 @@ type bucket struct {
 	// requests where d is absent or may be.
 	absentDims uint16
 	absent     [nDims][]int32
-	// prefixLens[d]: the lengths of the `like` prefixes keyed on d (tag 0),
-	// ascending: a request looks up each prefix of its value of these
-	// lengths.
+	// prefixLens[d]: the lengths of the `like` prefixes keyed on d (under
+	// any tag), ascending: a request looks up each prefix of its value of
+	// these lengths.
 	prefixLens [nDims][]uint16
 	// suffixLens[d]: the same for `like` suffixes (a pattern's literal
 	// text after its last wildcard).
@@ -218,6 +203,10 @@ type constraint struct {
 	// alts: for dAlt, the alternatives (one per dimension).
 	alts []constraint
 }
+
+// bucketing reports whether c picks a policy's buckets (an equal verb or a
+// resource type) rather than a key in them.
+func (c constraint) bucketing() bool { return (c.dim == dVerb || c.dim == dRType) && !c.prefix }
 
 // sameKind reports whether c and o key their values alike: equal values,
 // `like` prefixes, suffixes or inner grams.
@@ -263,8 +252,8 @@ func (ix *index) innerHash(s string) uint64 {
 
 // keyOf is the slot key of (bucket, tag<<4 | dim, value hash): a bijective
 // mix (murmur3's finalizer) of the value hash and the rest, never zero.
-func keyOf(bucket uint32, tagDim uint8, val uint64) uint64 {
-	k := val ^ (uint64(bucket)<<8|uint64(tagDim))*0x9e3779b97f4a7c15
+func keyOf(bucket uint32, tagDim uint16, val uint64) uint64 {
+	k := val ^ (uint64(bucket)<<16|uint64(tagDim))*0x9e3779b97f4a7c15
 	k ^= k >> 33
 	k *= 0xff51afd7ed558ccd
 	k ^= k >> 33
@@ -350,19 +339,18 @@ func (ix *index) filePolicy(keyed map[uint64][]int32, verbSeen map[uint64]bool, 
 }
 
 // extractAll extracts every policy's constraints, fills their hashes, and
-// counts the policies sharing each (dimension, value) other than verb and
-// resource type.
+// counts the policies sharing each (dimension, value) but those that pick
+// buckets.
 func (ix *index) extractAll(policies []*Policy) ([]extraction, map[dimKey]int32) {
 	exts := make([]extraction, len(policies))
+	// Extraction walks every policy: in parallel (ix only hashes).
+	parallel.For(len(policies), func(i int) { exts[i] = ix.extraction(policies[i]) })
 	count := map[dimKey]int32{}
-	for i, p := range policies {
-		exts[i] = ix.extraction(p)
+	for i := range policies {
+		ix.noteLabels(&exts[i])
 		for ci := range exts[i].cons {
 			c := &exts[i].cons[ci]
-			if c.dimMask()&(1<<dLabel) != 0 {
-				ix.labelKeyed = true
-			}
-			if c.dim == dVerb || c.dim == dRType {
+			if c.bucketing() {
 				continue
 			}
 			for _, part := range c.parts() {
@@ -376,36 +364,47 @@ func (ix *index) extractAll(policies []*Policy) ([]extraction, map[dimKey]int32)
 }
 
 // chooseKeys picks a policy's keys among cons, by index (-1: none): the
-// primary is the cheapest non-verb, non-type constraint (resource
-// dimensions counting double, since open requests read more); the
-// secondary the cheapest principal constraint that holds whenever it is
-// read. A constraint's cost is how many policies share its values.
+// primary (its access predicate) is the cheapest constraint that does not
+// pick buckets (dimensions a request may leave open counting double, since
+// open requests read more; the principal's type only when nothing else is
+// as cheap); the secondary the cheapest constraint on a dimension never
+// open that holds whenever it is read. A constraint's cost is how many
+// policies share its values.
 func chooseKeys(cons []constraint, count map[dimKey]int32) (primary, secondary int) {
 	primary, secondary = -1, -1
-	best, bestP := int64(-1), int64(-1)
+	var best, bestS keyCost
 	for ci, c := range cons {
-		if c.dim == dVerb || c.dim == dRType {
+		if c.bucketing() {
 			continue
 		}
-		var cost int64
+		cost := keyCost{weak: c.dim == dPType}
 		for _, part := range c.parts() {
 			for _, h := range part.hashes {
-				cost += int64(count[dimKey{part.dim, h}])
+				cost.n += int64(count[dimKey{part.dim, h}])
 			}
 		}
-		onResource := c.dimMask()&resourceDims != 0
-		if !onResource && c.needs == 0 && (bestP < 0 || cost < bestP) {
-			secondary, bestP = ci, cost
+		open := c.dimMask()&openableDims != 0
+		if !open && c.needs == 0 && (secondary < 0 || cost.less(bestS)) {
+			secondary, bestS = ci, cost
 		}
-		if onResource {
-			cost *= 2 // open requests read more
+		if open {
+			cost.n *= 2 // open requests read more
 		}
-		if best < 0 || cost < best {
+		if primary < 0 || cost.less(best) {
 			primary, best = ci, cost
 		}
 	}
 	return primary, secondary
 }
+
+// keyCost is what a key costs: the policies sharing it, and whether it is
+// weak (the principal's type: three values at most), which loses a tie.
+type keyCost struct {
+	n    int64
+	weak bool
+}
+
+func (k keyCost) less(o keyCost) bool { return k.n < o.n || k.n == o.n && !k.weak && o.weak }
 
 // bucketOf returns the bucket of k, creating it.
 func (ix *index) bucketOf(k bucketKey) *bucket {
@@ -420,8 +419,8 @@ func (ix *index) bucketOf(k bucketKey) *bucket {
 // addPolicy files policy i, with constraints cons and keys chosen by chooseKeys,
 // in b: under "rest" without a primary key, else under its primary key (and
 // in absent for the dimensions that key needs), and, when the primary key is
-// on a resource dimension, under its secondary key for requests that leave
-// that dimension open.
+// on a dimension a request may leave open, under its secondary key for
+// requests that leave it open.
 func (b *bucket) addPolicy(keyed map[uint64][]int32, cons []constraint, i int32, primary, secondary int) {
 	if primary < 0 {
 		b.rest = append(b.rest, i)
@@ -431,14 +430,14 @@ func (b *bucket) addPolicy(keyed map[uint64][]int32, cons []constraint, i int32,
 	b.dims |= c.dimMask()
 	b.keyed = append(b.keyed, i)
 	put(keyed, b, 0, c, i)
-	for d := dUser; d < nDims; d++ {
+	for d := range nDims {
 		if c.needs&(1<<d) != 0 {
 			b.absentDims |= 1 << d
 			b.absent[d] = append(b.absent[d], i)
 		}
 	}
-	for d := dNamespace; d < nDims; d++ {
-		if c.dimMask()&(1<<d) == 0 || !isResourceDim(d) {
+	for d := range nDims {
+		if c.dimMask()&(1<<d) == 0 || !isOpenableDim(d) {
 			continue
 		}
 		if secondary < 0 {
@@ -447,7 +446,7 @@ func (b *bucket) addPolicy(keyed map[uint64][]int32, cons []constraint, i int32,
 		}
 		sc := cons[secondary]
 		b.openDims[d] |= sc.dimMask()
-		put(keyed, b, d+1, sc, i)
+		put(keyed, b, uint16(d)+1, sc, i)
 	}
 }
 
@@ -500,15 +499,17 @@ func (ix *index) fill(keyed map[uint64][]int32) {
 }
 
 // alternative's, for dAlt).
-func put(keyed map[uint64][]int32, b *bucket, tag uint8, c constraint, i int32) {
+func put(keyed map[uint64][]int32, b *bucket, tag uint16, c constraint, i int32) {
 	for _, part := range c.parts() {
 		if part.prefix {
 			for _, v := range part.vals {
 				b.addAffixLen(part, len(v))
 			}
+		} else {
+			b.exact |= 1 << part.dim
 		}
 		for _, h := range slices.Compact(slices.Sorted(slices.Values(part.hashes))) {
-			k := keyOf(b.id, tag<<4|part.dim, h)
+			k := keyOf(b.id, tag<<4|uint16(part.dim), h)
 			keyed[k] = append(keyed[k], i)
 		}
 	}
@@ -553,8 +554,6 @@ func (ix *index) hashValues(c *constraint) {
 	}
 }
 
-func isResourceDim(d uint8) bool { return resourceDims&(1<<d) != 0 }
-
 // ids is a verb or type constraint's value hashes, or anyID when
 // unconstrained.
 func (ix *index) ids(hashes []uint64, constrained bool) []uint64 {
@@ -571,10 +570,11 @@ func (e *extraction) values(dim uint8) (hashes []uint64, ok bool) {
 	return intersect(e.cons, dim, func(c constraint) []uint64 { return c.hashes })
 }
 
-// intersect is values over what of(c) gives of each constraint.
+// intersect is values over what of(c) gives of each constraint (`like`
+// keys aside: they fix no value).
 func intersect[T comparable](cons []constraint, dim uint8, of func(constraint) []T) (vals []T, ok bool) {
 	for _, c := range cons {
-		if c.dim != dim || c.needs != 0 {
+		if c.dim != dim || c.needs != 0 || c.prefix {
 			continue
 		}
 		if !ok {

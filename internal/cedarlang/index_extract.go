@@ -16,9 +16,7 @@ func extract(p *ast.Policy, forbid bool) extraction {
 	x := &extractor{guards: map[string]bool{}, forbid: forbid}
 	x.principalScope(p.Principal)
 	x.actionScope(p.Action)
-	if t, ok := ScopeResourceType(p.Resource); ok {
-		x.add(constraint{dim: dRType, vals: []string{string(t)}})
-	}
+	x.resourceScope(p.Resource)
 	var conj []ast.IsNode
 	for _, c := range p.Conditions {
 		if c.Condition == ast.ConditionUnless {
@@ -131,6 +129,32 @@ func (x *extractor) addAll(cs []constraint) {
 	}
 }
 
+// resourceScope adds what the resource scope fixes: a type, and for a
+// non-resource URL entity its path (`resource == k8s::NonResourceURL::"/x"`,
+// or `in` it: a resource has no ancestors).
+func (x *extractor) resourceScope(s ast.IsResourceScopeNode) {
+	switch v := s.(type) {
+	case ast.ScopeTypeEq:
+		x.addAll(resourceIs(v.Entity))
+	case ast.ScopeTypeIn:
+		x.addAll(resourceIs(v.Entity))
+	default:
+		if t, ok := ScopeResourceType(s); ok {
+			x.add(constraint{dim: dRType, vals: []string{string(t)}})
+		}
+	}
+}
+
+// resourceIs: the resource is the entity e: its type, and a non-resource
+// URL's id is its path (entities.Target.EntityUID).
+func resourceIs(e types.EntityUID) []constraint {
+	cs := one(dRType, string(e.Type))
+	if e.Type == schemagen.NonResourceURLType {
+		cs = append(cs, constraint{dim: dPath, vals: []string{string(e.ID)}})
+	}
+	return cs
+}
+
 func principalIs(e types.EntityUID) []constraint {
 	return []constraint{{dim: dPType, vals: []string{string(e.Type)}}, {dim: dUser, vals: []string{string(e.ID)}}}
 }
@@ -203,60 +227,6 @@ func negate(n ast.IsNode) ast.IsNode {
 		return ast.NodeTypeAnd{BinaryNode: ast.BinaryNode{Left: negate(v.Left), Right: negate(v.Right)}}
 	}
 	return ast.NodeTypeNot{UnaryNode: ast.UnaryNode{Arg: n}}
-}
-
-// attr names a recognized attribute read: the dimension it fixes, and
-// whether reading it may fail (the attribute may be absent).
-func (x *extractor) attr(n ast.IsNode) (dim uint8, mayFail, ok bool) {
-	a, isAccess := n.(ast.NodeTypeAccess)
-	if !isAccess {
-		return 0, false, false
-	}
-	v, isVar := a.Arg.(ast.NodeTypeVariable)
-	if !isVar {
-		return 0, false, false
-	}
-	guarded := x.guards[string(v.Name)+"."+string(a.Value)]
-	onlyTypes := func(ts ...types.EntityType) bool {
-		if x.ptypes == nil {
-			return false
-		}
-		for _, t := range x.ptypes {
-			if !slices.Contains(ts, types.EntityType(t)) {
-				return false
-			}
-		}
-		return true
-	}
-	switch v.Name {
-	case "principal":
-		switch a.Value {
-		case schemagen.AttrUsername:
-			return dUser, false, true
-		case schemagen.AttrNamespace:
-			return dPNamespace, !guarded && !onlyTypes(schemagen.ServiceAccountType), true
-		case schemagen.AttrName:
-			return dPName, !guarded && !onlyTypes(schemagen.ServiceAccountType, schemagen.NodeType), true
-		}
-	case "context":
-		if a.Value == schemagen.AttrVerb {
-			return dVerb, false, true
-		}
-	case "resource":
-		switch a.Value {
-		case schemagen.AttrNamespace:
-			return dNamespace, !guarded, true
-		case schemagen.AttrName:
-			return dName, !guarded, true
-		case schemagen.AttrAPIGroup:
-			return dAPIGroup, !guarded, true
-		case schemagen.AttrResource:
-			return dResource, !guarded, true
-		case schemagen.AttrPath:
-			return dPath, !guarded, true
-		}
-	}
-	return 0, false, false
 }
 
 func isVar(n ast.IsNode, name string) bool {
@@ -370,32 +340,45 @@ func (x *extractor) atom(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
 	return nil, false, false
 }
 
-// atomLike is atom for `<attr> like "prefix*..."` on a resource's
-// namespace, name or a non-resource path: the value starts with the
-// pattern's literal prefix (equals it, for a pattern without a wildcard).
+// atomLike is atom for `<attr> like "pattern"` on any scalar attribute the
+// index knows, and on a label's value (atomTagLike).
 func (x *extractor) atomLike(v ast.NodeTypeLike) (cs []constraint, ok, mayFail bool) {
 	dim, fail, isAttr := x.attr(v.Arg)
-	if !isAttr || dim != dNamespace && dim != dName && dim != dPath && dim != dUser {
-		return nil, false, false
+	if !isAttr {
+		return x.atomTagLike(v)
 	}
-	comps := likeComponents(v.Value)
+	cs = likeConstraints(dim, "", false, v.Value)
+	// Without any, nothing to key on (but the read may fail all the same).
+	return cs, len(cs) > 0, fail
+}
+
+// likeConstraints are the keys of a value matching pattern p on dim, each
+// written after head (a label's "k\x00"): the value itself for a pattern
+// without a wildcard, else its literal prefix (with a head, even an empty
+// one: the label is there), its literal suffix, or without either a gram of
+// its longest literal.
+func likeConstraints(dim uint8, head string, headed bool, p types.Pattern) []constraint {
+	comps := likeComponents(p)
+	if comps == nil {
+		return nil
+	}
 	prefix, suffix, exact := likeAffixes(comps)
-	if exact {
-		return one(dim, prefix), true, fail
+	if exact || len(comps) == 0 {
+		return one(dim, head+prefix) // no wildcard: the value is the literal
 	}
-	if prefix != "" {
-		cs = append(cs, constraint{dim: dim, vals: []string{prefix}, prefix: true})
+	var cs []constraint
+	if (prefix != "" || headed) && len(head+prefix) <= maxAffix {
+		cs = append(cs, constraint{dim: dim, vals: []string{head + prefix}, prefix: true})
 	}
-	if suffix != "" {
+	if suffix != "" && len(suffix) <= maxAffix {
 		cs = append(cs, constraint{dim: dim, vals: []string{suffix}, prefix: true, suffix: true})
 	}
-	if len(cs) == 0 {
+	if prefix == "" && suffix == "" {
 		if gram := likeInnerGram(comps); gram != "" {
 			cs = append(cs, constraint{dim: dim, vals: []string{gram}, prefix: true, inner: true})
 		}
 	}
-	// Without any, nothing to key on (but the read may fail all the same).
-	return cs, len(cs) > 0, fail
+	return cs
 }
 
 // likeComponents is a pattern's components as cedar-go writes them in JSON:
@@ -427,6 +410,10 @@ func likeAffixes(comps []any) (prefix, suffix string, exact bool) {
 	lit, _ := first["Literal"].(string)
 	return lit, suffix, len(comps) == 1
 }
+
+// maxAffix is the longest `like` prefix or suffix keyed: a bucket records
+// the lengths it holds in 16 bits.
+const maxAffix = 1<<16 - 1
 
 // innerGramMax is the most bytes of an inner literal a `like` key holds.
 const innerGramMax = 4
@@ -466,7 +453,7 @@ func (x *extractor) atomEquals(v ast.NodeTypeEquals) (cs []constraint, ok, mayFa
 			case isVar(field, "action"):
 				return one(dVerb, actionKey(e)), true, false
 			case isVar(field, "resource"):
-				return one(dRType, string(e.Type)), true, false
+				return resourceIs(e), true, false
 			}
 			continue
 		}
@@ -506,6 +493,8 @@ func atomIn(v ast.NodeTypeIn) (cs []constraint, ok, mayFail bool) {
 			if vs, ok := actionIn([]types.EntityUID{e}); ok {
 				return one(dVerb, vs...), true, false
 			}
+		case isVar(v.Left, "resource"):
+			return resourceIs(e), true, false // a resource has no ancestors
 		}
 		return nil, false, false
 	}

@@ -22,6 +22,11 @@ type CandidateQuery struct {
 	Namespace, Name                   QueryValue
 	APIGroup, Resource                QueryValue
 	Path                              QueryValue // a non-resource URL's
+	// Subresource: resource.subresource, where the resource has one (never
+	// open: a "*" subresource is read literally).
+	Subresource QueryValue
+	// UID: principal.uid, the user's UID (absent when it has none).
+	UID QueryValue
 	// Extra: the user's extra (principal tags).
 	Extra map[string][]string
 	// NamespaceLabels: the labels of the request's namespace as far as
@@ -59,6 +64,19 @@ func NewCandidateQuery(req *entities.Request, t entities.Target, verb string) Ca
 	case schemagen.NodeType:
 		q.PrincipalName = known(id.Name)
 	}
+	if req.User.UID != "" {
+		q.UID = known(req.User.UID)
+	}
+	q.describeResource(req, t)
+	q.Extra = req.User.Extra
+	q.NamespaceLabels = labelsOf(t.HasNamespaceObject(), q.Namespace)
+	return q
+}
+
+// describeResource fills q's resource values from req, landing on t, as
+// entities.Target.Attributes gives them to evaluation (Target.Open says
+// which are open).
+func (q *CandidateQuery) describeResource(req *entities.Request, t entities.Target) {
 	orOpen := func(v, open string) QueryValue {
 		if v == open {
 			return openValue
@@ -79,15 +97,18 @@ func NewCandidateQuery(req *entities.Request, t entities.Target, verb string) Ca
 			q.Namespace = known(req.Namespace)
 		}
 		q.Name = orOpen(req.Name, "")
+		if t.Resource.HasSubresourceAttr() {
+			q.Subresource = known(req.Subresource)
+		}
 	default:
 		q.APIGroup, q.Resource = orOpen(req.APIGroup, entities.Wildcard), orOpen(req.Resource, entities.Wildcard)
 		q.Namespace, q.Name = orOpen(req.Namespace, ""), orOpen(req.Name, "")
 		q.Namespace.MayBeAbsent = q.Namespace.Open && t.OptionalWhenOpen(schemagen.AttrNamespace)
 		q.Name.MayBeAbsent = q.Name.Open && t.OptionalWhenOpen(schemagen.AttrName)
+		if req.Subresource != "" {
+			q.Subresource = known(req.Subresource)
+		}
 	}
-	q.Extra = req.User.Extra
-	q.NamespaceLabels = labelsOf(t.HasNamespaceObject(), q.Namespace)
-	return q
 }
 
 // lookupState is one request, as the index reads it: value hashes per
@@ -102,7 +123,20 @@ type lookupState struct {
 	skipOpen bool
 	// multi: the value hashes of the set-valued dimensions (multiDims).
 	multi [nDims][]uint64
-	rtype types.EntityType
+	// labels: the namespace's labels as dLabel values ("k\x00v", "k\x01"),
+	// for `like` keys on label values.
+	labels []string
+	rtype  types.EntityType
+}
+
+// multiStrs is the values of the set-valued dimension d that `like` keys
+// may be on: the namespace's labels; none of the others (a set is never
+// like a pattern).
+func (s *lookupState) multiStrs(d uint8) []string {
+	if d == dLabel {
+		return s.labels
+	}
+	return nil
 }
 
 func (s *lookupState) set(ix *index, d uint8, v QueryValue) {
@@ -138,30 +172,6 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 		out = append(out, ps.Policies[i])
 	}
 	return out
-}
-
-// describe fills s with q's values as the index reads them.
-func (ix *index) describe(s *lookupState, q CandidateQuery) {
-	s.rtype = q.ResourceType
-	s.set(ix, dUser, known(string(q.Principal.ID)))
-	s.set(ix, dPType, known(string(q.Principal.Type)))
-	s.set(ix, dPNamespace, q.PrincipalNamespace)
-	s.set(ix, dPName, q.PrincipalName)
-	s.set(ix, dNamespace, q.Namespace)
-	s.set(ix, dName, q.Name)
-	s.set(ix, dAPIGroup, q.APIGroup)
-	s.set(ix, dResource, q.Resource)
-	s.set(ix, dPath, q.Path)
-	for d := dUser; d < nDims; d++ {
-		if s.open[d] {
-			s.openMask |= 1 << d
-		}
-	}
-	s.has[dGroup] = true
-	for _, g := range q.Groups {
-		s.multi[dGroup] = append(s.multi[dGroup], ix.hash(g))
-	}
-	ix.describeTags(s, q)
 }
 
 // eachBucket calls f with every bucket of the partitions asked for
@@ -200,7 +210,7 @@ func (ix *index) gather(s *lookupState, verb string, partitions [2]bool, lists [
 	ix.eachBucket(verb, s.rtype, partitions, func(b *bucket) {
 		lists = appendNonEmpty(lists, b.rest)
 		if m := b.absentDims & s.absentMask; m != 0 {
-			for d := dUser; d < nDims; d++ {
+			for d := range nDims {
 				if m&(1<<d) != 0 {
 					lists = appendNonEmpty(lists, b.absent[d])
 				}
@@ -240,51 +250,56 @@ func (ix *index) materialize(ps *PolicySet, s *lookupState, lazy bool, lists [][
 // collect appends to keys the slot keys of b under tag on the dimensions in
 // mask, for the request's values, and to lists the policies an open value
 // finds without a lookup.
-func (ix *index) collect(keys []uint64, lists [][]int32, s *lookupState, b *bucket, tag uint8, mask uint16) ([]uint64, [][]int32) {
-	for d := dUser; d < nDims; d++ {
+func (ix *index) collect(keys []uint64, lists [][]int32, s *lookupState, b *bucket, tag uint16, mask uint16) ([]uint64, [][]int32) {
+	for d := range nDims {
 		if mask&(1<<d) == 0 {
 			continue
 		}
 		switch {
 		case !s.has[d]:
-		case s.open[d] && s.skipOpen:
+		case s.open[d] && s.skipOpen && isResourceDim(d):
 		case s.open[d]:
 			lists = appendNonEmpty(lists, b.openRest[d])
-			keys, lists = ix.collect(keys, lists, s, b, d+1, b.openDims[d])
+			keys, lists = ix.collect(keys, lists, s, b, uint16(d)+1, b.openDims[d])
 		case isMultiDim(d):
-			for _, h := range s.multi[d] {
-				keys = append(keys, keyOf(b.id, tag<<4|d, h))
+			if b.exact&(1<<d) != 0 {
+				for _, h := range s.multi[d] {
+					keys = append(keys, keyOf(b.id, tag<<4|uint16(d), h))
+				}
+			}
+			for _, v := range s.multiStrs(d) {
+				keys = ix.appendPrefixKeys(keys, v, b, tag, d)
 			}
 		default:
-			keys = append(keys, keyOf(b.id, tag<<4|d, s.vals[d]))
-			if tag == 0 {
-				keys = ix.appendPrefixKeys(keys, s, b, d)
+			if b.exact&(1<<d) != 0 {
+				keys = append(keys, keyOf(b.id, tag<<4|uint16(d), s.vals[d]))
 			}
+			keys = ix.appendPrefixKeys(keys, s.strs[d], b, tag, d)
 		}
 	}
 	return keys, lists
 }
 
-// appendPrefixKeys appends the keys of the request's value on d cut to each
-// `like` prefix length keyed on d in b, to each suffix length, and of every
-// window of it of each inner gram length.
-func (ix *index) appendPrefixKeys(keys []uint64, s *lookupState, b *bucket, d uint8) []uint64 {
-	v := s.strs[d]
+// appendPrefixKeys appends the keys under tag of a request's value v on d
+// cut to each `like` prefix length keyed on d in b, to each suffix length,
+// and of every window of it of each inner gram length.
+func (ix *index) appendPrefixKeys(keys []uint64, v string, b *bucket, tag uint16, d uint8) []uint64 {
+	td := tag<<4 | uint16(d)
 	for _, n := range b.prefixLens[d] {
 		if int(n) > len(v) {
 			break
 		}
-		keys = append(keys, keyOf(b.id, d, ix.prefixHash(v[:n])))
+		keys = append(keys, keyOf(b.id, td, ix.prefixHash(v[:n])))
 	}
 	for _, n := range b.suffixLens[d] {
 		if int(n) > len(v) {
 			break
 		}
-		keys = append(keys, keyOf(b.id, d, ix.suffixHash(v[len(v)-int(n):])))
+		keys = append(keys, keyOf(b.id, td, ix.suffixHash(v[len(v)-int(n):])))
 	}
 	for _, n := range b.innerLens[d] {
 		for i := 0; i+int(n) <= len(v); i++ {
-			keys = append(keys, keyOf(b.id, d, ix.innerHash(v[i:i+int(n)])))
+			keys = append(keys, keyOf(b.id, td, ix.innerHash(v[i:i+int(n)])))
 		}
 	}
 	return keys

@@ -205,7 +205,11 @@ func (ix *index) describeTags(s *lookupState, q CandidateQuery) {
 		return
 	}
 	for k, v := range l.Labels {
-		s.multi[dLabel] = append(s.multi[dLabel], ix.hash(tagKey(k)), ix.hash(tagValue(k, v)))
+		kv := tagValue(k, v)
+		s.multi[dLabel] = append(s.multi[dLabel], ix.hash(tagKey(k)), ix.hash(kv))
+		if ix.labelAffixes {
+			s.labels = append(s.labels, kv)
+		}
 	}
 }
 
@@ -277,4 +281,17 @@ func (ps *PolicySet) MisKeyedForTest() *PolicySet {
 	ix.misKeyTags = true
 	c.index = ix.build(ps.Policies)
 	return &c
+}
+
+// atomTagLike is atom for `labels.getTag("k") like "pattern"`: the
+// namespace has the label k with a value the pattern matches (keyed on
+// "k\x00" and the pattern's prefix, or its suffix, or a gram). The
+// principal's tags are sets, never like a pattern: not extracted.
+func (x *extractor) atomTagLike(v ast.NodeTypeLike) (cs []constraint, ok, mayFail bool) {
+	dim, key, fail, isTag := x.tagRead(v.Arg)
+	if !isTag || dim != dLabel || fail && x.forbid {
+		return nil, false, false
+	}
+	cs = likeConstraints(dLabel, key+tagValueSep, true, v.Value)
+	return cs, len(cs) > 0, fail
 }

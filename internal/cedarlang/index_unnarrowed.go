@@ -11,9 +11,10 @@ import (
 
 // UnnarrowedReport is what Unnarrowed found.
 type UnnarrowedReport struct {
-	// Policies: every policy that nothing but its verbs and resource types
-	// narrows (no principal, group, username, namespace, name, apiGroup or
-	// resource value the index can use), in policy order.
+	// Policies: every policy for which the index finds no access predicate:
+	// nothing but its verbs, resource types and principal type narrows it
+	// (no value or `like` pattern on any path the index keys, or only ones
+	// more policies share than its principal type), in policy order.
 	Policies []*Policy
 	// Max: the most of them one request meets, for requests with Verb on
 	// ResourceType ("" when that is any verb or type).
@@ -21,25 +22,25 @@ type UnnarrowedReport struct {
 	Verb, ResourceType string
 }
 
-// Unnarrowed reports the policies the index cannot narrow beyond their verbs
-// and resource types (those it files under "rest"): each is evaluated for
-// every request of those, so many of them make decisions cost more as the
-// set grows. It needs only the policies' constraints, not an index.
+// Unnarrowed reports the policies the index cannot narrow beyond their verbs,
+// resource types and principal type (those it files under "rest", or keys
+// on the principal's type alone): each is evaluated for every request of
+// those, so many of them make decisions cost more as the set grows. It
+// chooses keys as the index does (chooseKeys, over the whole set's counts).
 func Unnarrowed(policies []*Policy) UnnarrowedReport {
 	var r UnnarrowedReport
 	verbs, rtypes := map[string]bool{"": true}, map[string]bool{"": true}
 	rest := map[[2]string]int{}
-	// Each policy's verbs and types, when nothing else narrows it (in
-	// parallel: extraction walks every policy).
+	// Each policy's verbs and types, when nothing else narrows it.
 	type found struct {
 		vs, ts []string
 		ok     bool
 	}
 	all := make([]found, len(policies))
+	exts, count := newIndex(^uint64(0), ^uint64(0)).extractAll(policies)
 	parallel.For(len(policies), func(i int) {
-		p := policies[i]
-		e := extract(p.AST, p.Effect == types.Forbid)
-		if slices.ContainsFunc(e.cons, func(c constraint) bool { return c.dim != dVerb && c.dim != dRType }) {
+		e := &exts[i]
+		if primary, _ := chooseKeys(e.cons, count); primary >= 0 && e.cons[primary].dim != dPType {
 			return
 		}
 		strs := func(c constraint) []string { return c.vals }

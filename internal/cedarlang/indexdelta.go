@@ -26,7 +26,8 @@ func maxDelta(n int) int { return max(64, n/20) }
 // one costs a lookup, never a candidate.
 func deltaIndex(old *index, policies []*Policy, newOf, oldOf, added []int32) *index {
 	ix := old.sameHashing()
-	ix.count, ix.derived, ix.labelKeyed, ix.verbs = old.count, true, old.labelKeyed, slices.Clone(old.verbs)
+	ix.count, ix.derived, ix.verbs = old.count, true, slices.Clone(old.verbs)
+	ix.labelKeyed, ix.labelAffixes = old.labelKeyed, old.labelAffixes
 	ix.buckets = make(map[bucketKey]*bucket, len(old.buckets))
 	ix.consAt, ix.needsValue = make([]uint32, len(policies)+1), make([]uint16, len(policies))
 	for k, b := range old.buckets {
@@ -139,11 +140,14 @@ func filled(n int, v int32) []int32 {
 }
 
 // noteLabels sets labelKeyed when e keys on (or checks) a namespace label,
-// as extractAll does for a built index.
+// and labelAffixes when on a `like` pattern of a label's value.
 func (ix *index) noteLabels(e *extraction) {
-	for ci := range e.cons {
-		if e.cons[ci].dimMask()&(1<<dLabel) != 0 {
-			ix.labelKeyed = true
+	for _, c := range e.cons {
+		for _, p := range c.parts() {
+			if p.dim == dLabel {
+				ix.labelKeyed = true
+				ix.labelAffixes = ix.labelAffixes || p.prefix
+			}
 		}
 	}
 }
