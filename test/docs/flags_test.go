@@ -15,6 +15,9 @@ var otherToolsFlags = map[string]string{
 	"admission-control-config-file": "kube-apiserver",
 	"authorization-config":          "kube-apiserver",
 	"authorization-mode":            "kube-apiserver",
+	"feature-gates":                 "kube-apiserver",
+	"disable-admission-plugins":     "kube-apiserver",
+	"admission-control":             "kube-apiserver",
 }
 
 // removedFlags are former kcedar flags the docs may name on their own, to
