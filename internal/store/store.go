@@ -111,6 +111,7 @@ type Store struct {
 	KeepForbids bool
 
 	sleep   func(time.Duration) // time.Sleep; tests step through settling
+	now     func() time.Time    // time.Now; tests move a read past the racy second
 	serving map[string]fileMeta // the files of the set serving, by name
 	// servingRead: when the read that saw serving began; servingSources:
 	// the generation of the extra sources it saw.
@@ -170,7 +171,7 @@ func NewStore(paths []string, validator Validator, logger *slog.Logger) *Store {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Store{paths: paths, validator: validator, logger: logger, sleep: time.Sleep}
+	return &Store{paths: paths, validator: validator, logger: logger, sleep: time.Sleep, now: time.Now}
 }
 
 // Hash identifies the content of the set serving (hex SHA-256 over file
@@ -488,7 +489,7 @@ type candidate struct {
 }
 
 func (s *Store) readCandidate() candidate {
-	readAt := time.Now()
+	readAt := s.now()
 	files, gen, err := s.read()
 	c := candidate{files: files, err: err, readAt: readAt, sourcesGen: gen}
 	if err != nil {

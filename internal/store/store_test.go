@@ -590,6 +590,16 @@ func TestStoreUnchangedPollReadsNothing(t *testing.T) {
 	p := filepath.Join(dir, "p.cedar")
 	writeFile(t, p, policy("p1"))
 	s, _ := newStore(t, []string{dir}, nil)
+	// A read a second after the writes before it, without waiting: later
+	// sets the store's clock ahead of the file system's, a write (write)
+	// sets it back, so the next read is in the racy second again.
+	var ahead time.Duration
+	s.now = func() time.Time { return time.Now().Add(ahead) }
+	later := func() { ahead = 1100 * time.Millisecond }
+	write := func(path, text string) {
+		ahead = 0
+		writeFile(t, path, text)
+	}
 	load := func(what string, wantReads uint64, wantIDs ...string) {
 		t.Helper()
 		before := s.FileReads()
@@ -606,7 +616,7 @@ func TestStoreUnchangedPollReadsNothing(t *testing.T) {
 	// A file changed less than a second before the read is read again.
 	load("first load", 1, "p1")
 	load("poll in the racy second", 1, "p1")
-	time.Sleep(1100 * time.Millisecond)
+	later()
 	load("poll after the racy second", 1, "p1")
 	load("unchanged", 0, "p1")
 	load("unchanged again", 0, "p1")
@@ -616,18 +626,18 @@ func TestStoreUnchangedPollReadsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, p, policy("p2"))
+	write(p, policy("p2"))
 	if err := os.Chtimes(p, info.ModTime(), info.ModTime()); err != nil {
 		t.Fatal(err)
 	}
 	load("same-size rewrite with the old mtime", 1, "p2")
-	time.Sleep(1100 * time.Millisecond)
+	later()
 	load("settled", 1, "p2")
 	load("unchanged after the rewrite", 0, "p2")
 
-	writeFile(t, filepath.Join(dir, "sub", "q.cedar"), policy("q"))
+	write(filepath.Join(dir, "sub", "q.cedar"), policy("q"))
 	load("new file", 1, "p2", "q")
-	time.Sleep(1100 * time.Millisecond)
+	later()
 	load("settled", 1, "p2", "q")
 	load("unchanged with two files", 0, "p2", "q")
 
