@@ -228,20 +228,8 @@ func generateRBAC(ctx context.Context, t *testing.T, admin kubernetes.Interface)
 		{User: "bob", Groups: []string{"dev"}, ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "list", Resource: "pods"}},
 		{User: "system:serviceaccount:team:robot", ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "team", Verb: "list", Resource: "configmaps"}},
 	} {
-		genWaitAllowed(ctx, t, admin, spec)
+		waitAllowed(ctx, t, admin, spec)
 	}
-}
-
-func genWaitAllowed(ctx context.Context, t *testing.T, admin kubernetes.Interface, spec authorizationv1.SubjectAccessReviewSpec) {
-	t.Helper()
-	for ctx.Err() == nil {
-		sar, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
-		if err == nil && sar.Status.Allowed {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("never allowed: %+v", spec)
 }
 
 // generateTraffic is what the users do: some of what RBAC grants them,
@@ -545,7 +533,7 @@ func generateKcedarTraffic(ctx context.Context, t *testing.T, c *framework.Clust
 		t.Fatal(err)
 	}
 	sa := c.ClientFor(t, token.Status.Token)
-	genWaitAllowed(ctx, t, admin, authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:kcedar-system:kcedar",
+	waitAllowed(ctx, t, admin, authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:kcedar-system:kcedar",
 		Groups: []string{"system:serviceaccounts"}, ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "list", Resource: "configmaps"}})
 	for range 3 {
 		_, _ = sa.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})

@@ -58,7 +58,7 @@ func TestClusterTextNeverBecomesPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	bind(ctx, t, admin, "team", "nsadmin-admin", "Role", "team-admin", "nsadmin")
-	genWaitAllowed(ctx, t, admin, authorizationv1.SubjectAccessReviewSpec{User: "nsadmin", ResourceAttributes: &authorizationv1.ResourceAttributes{
+	waitAllowed(ctx, t, admin, authorizationv1.SubjectAccessReviewSpec{User: "nsadmin", ResourceAttributes: &authorizationv1.ResourceAttributes{
 		Namespace: "team", Verb: "create", Group: rbacv1.GroupName, Resource: "rolebindings"}})
 	nsadmin := c.ClientFor(t, "nsadmin-token")
 	bind(ctx, t, nsadmin, "team", "viewers", "Role", "team-admin", injectedPolicy("ns-viewers"), "bob")

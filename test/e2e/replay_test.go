@@ -154,18 +154,6 @@ func replayRBAC(ctx context.Context, t *testing.T, admin kubernetes.Interface) {
 	}
 }
 
-func waitAllowed(ctx context.Context, t *testing.T, admin kubernetes.Interface, spec authorizationv1.SubjectAccessReviewSpec) {
-	t.Helper()
-	for ctx.Err() == nil {
-		sar, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
-		if err == nil && sar.Status.Allowed {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("never allowed: %+v", spec)
-}
-
 // replayTraffic makes allowed and forbidden requests as alice (token), bob
 // impersonating alice, eve (nothing granted), the ServiceAccount and the
 // admin; the outcome of each is the apiserver's business, only that it
