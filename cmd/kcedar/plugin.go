@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
@@ -55,14 +56,49 @@ policy files instead of the cluster's objects.`,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl cedar"},
 	}
+	conn := newConnectionFlags()
+	conn.AddFlags(root.PersistentFlags())
 	for _, c := range []*cobra.Command{newWhoCanCmd(), newCanICmd(), newWhyCmd(), newDiffCmd(), newVersionCmd()} {
-		root.AddCommand(withKubectlConventions(c))
+		root.AddCommand(withKubectlConventions(c, conn))
 	}
 	return root
 }
 
-// withKubectlConventions adds -A and kubectl's defaults to a command.
-func withKubectlConventions(cmd *cobra.Command) *cobra.Command {
+// pluginConnection holds kubectl's global connection flags while a
+// `kubectl cedar` command runs (nil otherwise): schemaSource.RESTConfig
+// reads the cluster with them.
+var pluginConnection *genericclioptions.ConfigFlags
+
+// newConnectionFlags are kubectl's global flags, from k8s.io/cli-runtime
+// (kubectl's own): impersonation (--as, --as-group, --as-uid,
+// --as-user-extra), credentials (--user, --token, --client-certificate,
+// --client-key), the server (--server, --certificate-authority,
+// --insecure-skip-tls-verify, --tls-server-name, --proxy-url,
+// --disable-compression) and --request-timeout. --kubeconfig, --context,
+// --cluster and -n are each command's own flags (the same meaning), and
+// there is no discovery cache (--cache-dir). A command's own flag of the
+// same name takes its place: can-i's and why's --as, --as-group, --as-uid
+// and --as-user-extra name the user asked about, as with kubectl auth can-i.
+func newConnectionFlags() *genericclioptions.ConfigFlags {
+	f := genericclioptions.NewConfigFlags(false)
+	f.KubeConfig, f.Context, f.ClusterName, f.Namespace, f.CacheDir = nil, nil, nil, nil, nil
+	return f
+}
+
+// pluginClientConfig is the client config of a plugin command's
+// --kubeconfig, --context and --cluster with kubectl's global flags, or nil
+// outside the plugin.
+func pluginClientConfig(kubeconfig, kubeContext, cluster string) clientcmd.ClientConfig {
+	if pluginConnection == nil {
+		return nil
+	}
+	pluginConnection.KubeConfig, pluginConnection.Context, pluginConnection.ClusterName = &kubeconfig, &kubeContext, &cluster
+	return pluginConnection.ToRawKubeConfigLoader()
+}
+
+// withKubectlConventions adds -A and kubectl's defaults to a command, and
+// runs it with kubectl's global flags conn.
+func withKubectlConventions(cmd *cobra.Command, conn *genericclioptions.ConfigFlags) *cobra.Command {
 	if cmd.RunE == nil {
 		return cmd
 	}
@@ -77,6 +113,8 @@ func withKubectlConventions(cmd *cobra.Command) *cobra.Command {
 	}
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
+		pluginConnection = conn
+		defer func() { pluginConnection = nil }()
 		if err := kubectlDefaults(c, args, all, policies); err != nil {
 			return &exitError{2, err}
 		}

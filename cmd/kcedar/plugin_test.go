@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -129,5 +131,65 @@ current-context: dev
 	}
 	if !isPluginBinary("/usr/local/bin/kubectl-cedar") || isPluginBinary("bin/kcedar") {
 		t.Error("isPluginBinary")
+	}
+}
+
+// kubectl cedar takes kubectl's global flags (k8s.io/cli-runtime's) for
+// its connection to the cluster: --server, --insecure-skip-tls-verify and
+// --token replace the kubeconfig's, --as, --as-group and --as-uid
+// impersonate. In can-i and why, --as and --as-group name the user asked
+// about instead (as kubectl auth can-i), so the connection is not
+// impersonated. kcedar's own commands do not take them.
+func TestPluginTakesKubectlGlobalFlags(t *testing.T) {
+	type seen struct{ user, groups, uid, auth string }
+	asked := make(chan seen, 100)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked <- seen{r.Header.Get("Impersonate-User"), strings.Join(r.Header.Values("Impersonate-Group"), ","), r.Header.Get("Impersonate-Uid"), r.Header.Get("Authorization")}
+		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403}`, http.StatusForbidden)
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	t.Setenv("KUBECONFIG", writeFile(t, dir, "config", `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://127.0.0.1:1"}
+users:
+- name: u
+  user: {token: from-kubeconfig}
+contexts:
+- name: dev
+  context: {cluster: c, user: u, namespace: dev}
+current-context: dev
+`))
+	schema := embeddedSchemaFile(t)
+	for _, tc := range []struct {
+		args []string
+		want seen
+	}{
+		{[]string{"who-can", "get", "pods", "--as", "reviewer", "--as-group", "g1", "--as-group", "g2", "--as-uid", "42"},
+			seen{"reviewer", "g1,g2", "42", "Bearer from-flag"}},
+		{[]string{"who-can", "get", "pods"}, seen{auth: "Bearer from-flag"}},
+		{[]string{"can-i", "--list", "--as", "jane", "--as-group", "dev"}, seen{auth: "Bearer from-flag"}},
+		{[]string{"why", "get", "pods", "--as", "jane"}, seen{auth: "Bearer from-flag"}},
+	} {
+		out, code := runPlugin(t, append(tc.args, "--schema", schema, "--server", srv.URL, "--insecure-skip-tls-verify", "--token", "from-flag", "--request-timeout", "5s")...)
+		if code == 0 {
+			t.Errorf("%q: code 0 from a cluster that refuses everything\n%s", tc.args, out)
+		}
+		select {
+		case got := <-asked:
+			if got != tc.want {
+				t.Errorf("%q: the API server saw %+v, want %+v", tc.args, got, tc.want)
+			}
+		default:
+			t.Errorf("%q: the API server of --server was not asked\n%s", tc.args, out)
+		}
+		for len(asked) > 0 {
+			<-asked
+		}
+	}
+	if f := newWhoCanCmd().Flags(); f.Lookup("token") != nil || f.Lookup("as") != nil {
+		t.Error("kcedar who-can has kubectl's global flags --token or --as")
 	}
 }

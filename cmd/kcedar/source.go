@@ -92,8 +92,12 @@ func (s schemaSource) RESTConfig() (*rest.Config, error) {
 	if s.Kubeconfig != "" {
 		rules.ExplicitPath = s.Kubeconfig
 	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: s.Context, Context: clientcmdapi.Context{Cluster: s.Cluster}}).ClientConfig()
+	loader := pluginClientConfig(s.Kubeconfig, s.Context, s.Cluster) // kubectl cedar's --as, --token...
+	if loader == nil {
+		loader = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+			&clientcmd.ConfigOverrides{CurrentContext: s.Context, Context: clientcmdapi.Context{Cluster: s.Cluster}})
+	}
+	cfg, err := loader.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading client config: %w", err)
 	}
