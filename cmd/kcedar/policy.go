@@ -38,6 +38,16 @@ const (
 	PartAnnotation = "kcedar.dev/part"
 )
 
+// Every packed object carries ManagedByLabel=ManagedByPack and
+// PackNameLabel=the pack's name (--pack-name, else DIR's base name), so
+// that `kubectl apply --prune -l kcedar.dev/pack-name=NAME` deletes the
+// objects of the files that left the pack, and no other pack's.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByPack  = "kcedar-policy-pack"
+	PackNameLabel  = "kcedar.dev/pack-name"
+)
+
 // packBudget is the most spec.content bytes pack puts in one object. An
 // object may hold policyobjects.MaxContentBytes (256 KiB), but `kubectl
 // apply` copies the whole object into its last-applied-configuration
@@ -54,6 +64,7 @@ func newPolicyCmd() *cobra.Command {
 // policyPackOptions are kcedar policy pack's flags.
 type policyPackOptions struct {
 	namespace string
+	packName  string
 	out       string
 	output    string
 }
@@ -63,7 +74,10 @@ NS with --namespace), named after the file's path (team/a_b.cedar ->
 team-a-b), with the path in the kcedar.dev/source-file annotation so
 'kcedar policy unpack' restores the tree. The files stay the source of truth,
 testable with 'kcedar validate' and 'kcedar test'; apply the output with
-kubectl or a GitOps tool.
+kubectl or a GitOps tool. Every object is labelled
+app.kubernetes.io/managed-by=kcedar-policy-pack and kcedar.dev/pack-name=NAME
+(--pack-name, else DIR's base name), so that kubectl apply --prune
+-l kcedar.dev/pack-name=NAME deletes the objects of files that left DIR.
 
 A file over 200 KiB (204,800 bytes: kubectl apply copies an object into an
 annotation of at most 262,144 bytes, and the rest is room for metadata) is
@@ -84,7 +98,7 @@ whole before), then applying the new ones.`
 func newPolicyPackCmd() *cobra.Command {
 	o := &policyPackOptions{}
 	cmd := &cobra.Command{
-		Use:   "pack DIR [--namespace NS] [--file FILE]",
+		Use:   "pack DIR [--namespace NS] [--pack-name NAME] [--file FILE]",
 		Short: "Print the *.cedar files under DIR as CedarPolicy objects (YAML), one per file (large files split)",
 		Long:  policyPackLong,
 		Args:  cobra.ExactArgs(1),
@@ -105,6 +119,7 @@ func newPolicyPackCmd() *cobra.Command {
 // AddFlags registers the flags on f.
 func (o *policyPackOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.namespace, "namespace", "n", "", "make NamespacedCedarPolicy objects in this namespace")
+	f.StringVar(&o.packName, "pack-name", "", "the pack's name, in every object's kcedar.dev/pack-name label (default: DIR's base name)")
 	f.StringVarP(&o.output, "output", "o", "yaml", "output format: yaml")
 	f.StringVar(&o.out, "file", "", "write the YAML here instead of stdout")
 }
@@ -126,7 +141,7 @@ func (o *policyPackOptions) Run(stdout io.Writer, dir string) error {
 		defer f.Close()
 		w = f
 	}
-	return packDir(w, dir, o.namespace)
+	return packDirNamed(w, dir, o.namespace, o.packName)
 }
 
 const policyUnpackLong = `Write the spec.content of CedarPolicy objects (YAML or JSON, as 'kcedar
@@ -208,16 +223,32 @@ func objectName(rel string) (string, error) {
 }
 
 // packDir writes the *.cedar files under dir as policy objects (YAML
-// documents), splitting the files over packBudget (see packFile).
+// documents) of the pack named after dir, splitting the files over
+// packBudget (see packFile).
 func packDir(w io.Writer, dir, namespace string) error {
+	return packDirNamed(w, dir, namespace, "")
+}
+
+// packDirNamed is packDir for the pack packName ("": dir's base name).
+func packDirNamed(w io.Writer, dir, namespace, packName string) error {
 	if st, err := os.Stat(dir); err != nil {
 		return err
 	} else if !st.IsDir() {
 		return fmt.Errorf("%s is a file: pack takes a directory, and names each object after its file's path there (put the file in a directory of its own and pack that)", dir)
 	}
+	packName, err := packNameOf(dir, packName)
+	if err != nil {
+		return err
+	}
 	objs, err := packObjects(dir, namespace, packBudget)
 	if err != nil {
 		return err
+	}
+	for i := range objs {
+		if objs[i].Labels == nil {
+			objs[i].Labels = map[string]string{}
+		}
+		objs[i].Labels[ManagedByLabel], objs[i].Labels[PackNameLabel] = ManagedByPack, packName
 	}
 	for i, obj := range objs {
 		b, err := yaml.Marshal(obj)
@@ -232,6 +263,22 @@ func packDir(w io.Writer, dir, namespace string) error {
 		}
 	}
 	return nil
+}
+
+// packNameOf is the pack's name: given, else dir's base name; a label value.
+func packNameOf(dir, given string) (string, error) {
+	name, from := given, "--pack-name"
+	if name == "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return "", err
+		}
+		name, from = filepath.Base(abs), "the base name of "+dir
+	}
+	if errs := validation.IsValidLabelValue(name); len(errs) > 0 || name == "" {
+		return "", fmt.Errorf("%s, %q, is no valid value of label %s (%s): give --pack-name NAME", from, name, PackNameLabel, strings.Join(errs, "; "))
+	}
+	return name, nil
 }
 
 // packObjects makes the objects of the *.cedar files under dir, at most

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -304,5 +305,87 @@ func TestPolicyPackOfAFile(t *testing.T) {
 	out, code := run(t, newPolicyPackCmd(), f)
 	if code != 2 || !strings.Contains(out, "is a file: pack takes a directory") {
 		t.Errorf("pack FILE: %d %s", code, out)
+	}
+}
+
+// Every packed object carries the labels of its pack (managed-by, and the
+// pack's name: --pack-name, else the directory's base name), so that
+// `kubectl apply --prune -l kcedar.dev/pack-name=NAME` selects exactly the
+// objects of that pack: every one of its objects, split parts included,
+// and none of another pack's, namespaced or not.
+func TestPolicyPackLabelsForPrune(t *testing.T) {
+	objectsOf := func(args ...string) []map[string]any {
+		t.Helper()
+		out, code := run(t, newPolicyPackCmd(), args...)
+		if code != 0 {
+			t.Fatalf("pack %q: code %d\n%s", args, code, out)
+		}
+		var objs []map[string]any
+		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+		for {
+			var o map[string]any
+			if err := dec.Decode(&o); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			objs = append(objs, o)
+		}
+		return objs
+	}
+	labelsOf := func(o map[string]any) labels.Set {
+		set := labels.Set{}
+		m, _ := o["metadata"].(map[string]any)
+		l, _ := m["labels"].(map[string]any)
+		for k, v := range l {
+			set[k] = v.(string)
+		}
+		return set
+	}
+	big := t.TempDir()
+	var text strings.Builder
+	for i := 0; text.Len() <= packBudget; i++ {
+		fmt.Fprintf(&text, "@id(\"p%d\") permit (principal == k8s::User::\"u%d\", action, resource);\n", i, i)
+	}
+	writeFile(t, big, "rbac.cedar", text.String())
+	writeFile(t, big, "small.cedar", "@id(\"s\") permit (principal, action, resource);\n")
+	packs := map[string][]map[string]any{
+		"quickstart": objectsOf("../../policies/quickstart"),
+		"library":    objectsOf("../../policies/library", "--pack-name", "library"),
+		"big":        objectsOf(big, "--pack-name", "big"),
+		"team-a":     objectsOf("../../policies/quickstart", "-n", "team-a", "--pack-name", "team-a"),
+	}
+	if n := len(packs["big"]); n < 3 {
+		t.Fatalf("the big pack has %d objects, want a split file and a small one", n)
+	}
+	for name, objs := range packs {
+		sel, err := labels.Parse(PackNameLabel + "=" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for other, others := range packs {
+			for _, o := range others {
+				l := labelsOf(o)
+				if l[ManagedByLabel] != ManagedByPack {
+					t.Errorf("pack %s: object %v lacks %s=%s", other, o["metadata"], ManagedByLabel, ManagedByPack)
+				}
+				if sel.Matches(l) != (other == name) {
+					t.Errorf("-l %s matches %v of pack %s: %v", sel, o["metadata"], other, sel.Matches(l))
+				}
+			}
+		}
+		if len(objs) == 0 {
+			t.Errorf("pack %s: no objects", name)
+		}
+	}
+	for _, o := range packs["big"] {
+		if l := labelsOf(o); l[PackLabel] == "" && o["metadata"].(map[string]any)["name"] != "small" {
+			t.Errorf("a part of the split file lost its %s label: %v", PackLabel, o["metadata"])
+		}
+	}
+	for _, bad := range []string{"-bad", "a b", strings.Repeat("x", 64)} {
+		if out, code := run(t, newPolicyPackCmd(), "../../policies/quickstart", "--pack-name", bad); code != 2 || !strings.Contains(out, "--pack-name") {
+			t.Errorf("--pack-name %q: code %d\n%s", bad, code, out)
+		}
 	}
 }
