@@ -158,7 +158,7 @@ func TestDeploymentOverlay(t *testing.T) {
 
 // crdsRBAC are the objects of components/crds-rbac, which the base includes.
 var crdsRBAC = []string{
-	"ClusterRole/kcedar", "ClusterRoleBinding/kcedar", "CustomResourceDefinition/cedarpolicies.kcedar.dev",
+	"ClusterRole/kcedar", "ClusterRole/kcedar-policy-reader", "ClusterRoleBinding/kcedar", "CustomResourceDefinition/cedarpolicies.kcedar.dev",
 	"CustomResourceDefinition/namespacedcedarpolicies.kcedar.dev", "Role/kcedar-status-lease",
 	"RoleBinding/kcedar-status-lease", "ServiceAccount/kcedar",
 }
@@ -400,6 +400,50 @@ func checkPod(t *testing.T, objs []object, selector *metav1.LabelSelector, tmpl 
 	for _, v := range spec.Volumes {
 		if v.Secret == nil || !secrets[v.Secret.SecretName] {
 			t.Errorf("volume %s: want one of the Secrets %v", v.Name, secrets)
+		}
+	}
+}
+
+// TestPolicyReaderRole: the ClusterRole kcedar-policy-reader (in the base,
+// through components/crds-rbac) lets its holders read both kinds of policy
+// objects, and nothing else: no write, no status, no other resource. It is
+// bound to no one.
+func TestPolicyReaderRole(t *testing.T) {
+	objs := render(t, "base")
+	role := find[rbacv1.ClusterRole](t, objs, "ClusterRole", "kcedar-policy-reader")
+	kinds := []string{"cedarpolicies", "namespacedcedarpolicies"}
+	for _, verb := range []string{"get", "list", "watch"} {
+		want := rbacv1.PolicyRule{APIGroups: []string{"kcedar.dev"}, Resources: kinds, Verbs: []string{verb}}
+		if ok, _ := rbacvalidation.Covers(role.Rules, []rbacv1.PolicyRule{want}); !ok {
+			t.Errorf("kcedar-policy-reader does not grant %s", want.String())
+		}
+	}
+	for _, refused := range []rbacv1.PolicyRule{
+		{APIGroups: []string{"kcedar.dev"}, Resources: kinds, Verbs: []string{"create"}},
+		{APIGroups: []string{"kcedar.dev"}, Resources: kinds, Verbs: []string{"update"}},
+		{APIGroups: []string{"kcedar.dev"}, Resources: kinds, Verbs: []string{"patch"}},
+		{APIGroups: []string{"kcedar.dev"}, Resources: kinds, Verbs: []string{"delete"}},
+		{APIGroups: []string{"kcedar.dev"}, Resources: kinds, Verbs: []string{"deletecollection"}},
+		{APIGroups: []string{"kcedar.dev"}, Resources: kinds, Verbs: []string{"escalate"}},
+		{APIGroups: []string{"kcedar.dev"}, Resources: []string{"cedarpolicies/status"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
+	} {
+		if ok, _ := rbacvalidation.Covers(role.Rules, []rbacv1.PolicyRule{refused}); ok {
+			t.Errorf("kcedar-policy-reader grants %s", refused.String())
+		}
+	}
+	for _, o := range objs {
+		if o.kind != "ClusterRoleBinding" && o.kind != "RoleBinding" {
+			continue
+		}
+		var ref rbacv1.RoleRef
+		if o.kind == "ClusterRoleBinding" {
+			ref = find[rbacv1.ClusterRoleBinding](t, objs, o.kind, o.name).RoleRef
+		} else {
+			ref = find[rbacv1.RoleBinding](t, objs, o.kind, o.name).RoleRef
+		}
+		if ref.Name == role.Name {
+			t.Errorf("%s/%s binds kcedar-policy-reader: it is for the operator to bind", o.kind, o.name)
 		}
 	}
 }
