@@ -48,7 +48,7 @@ const privilegedGroupAuthorizerName = "system-privileged-group.authorizer.kubern
 // compiler kube-apiserver uses for match conditions, and its rule that an
 // authorizer of another type than Webhook is named after its type. It
 // returns the configuration and everything upstream objects to.
-func loadAuthorizationConfiguration(t *testing.T, path string) (*authzconfig.AuthorizationConfiguration, []string) {
+func loadAuthorizationConfiguration(t testing.TB, path string) (*authzconfig.AuthorizationConfiguration, []string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -85,7 +85,7 @@ type webhookMetrics struct {
 // the feature gate on), the timeout, the failure policy, the cache TTLs, the
 // compiled match conditions and the default retry backoff, instrumented with
 // authorization metrics. Both clients' traffic is recorded in wire.
-func webhookFromConfiguration(t *testing.T, a authzconfig.AuthorizerConfiguration, wire *wireLog) (authorizer.Authorizer, *authorizationcel.CELMatcher) {
+func webhookFromConfiguration(t testing.TB, a authzconfig.AuthorizerConfiguration, wire *wireLog) (authorizer.Authorizer, *authorizationcel.CELMatcher) {
 	t.Helper()
 	w := a.Webhook
 	sarConfig, err := webhookutil.LoadKubeconfig(*w.ConnectionInfo.KubeConfigFile, nil)
