@@ -18,6 +18,8 @@ var otherToolsFlags = map[string]string{
 	"feature-gates":                 "kube-apiserver",
 	"disable-admission-plugins":     "kube-apiserver",
 	"admission-control":             "kube-apiserver",
+	"api-versions":                  "helm template",
+	"cascade":                       "kubectl delete",
 }
 
 // removedFlags are former kcedar flags the docs may name on their own, to
