@@ -20,6 +20,7 @@ var otherToolsFlags = map[string]string{
 	"admission-control":             "kube-apiserver",
 	"api-versions":                  "helm template",
 	"cascade":                       "kubectl delete",
+	"prune-allowlist":               "kubectl apply",
 }
 
 // removedFlags are former kcedar flags the docs may name on their own, to
