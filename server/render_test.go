@@ -70,6 +70,19 @@ unless { resource has oldObject && resource.oldObject.metadata has labels && res
 	if !az.AdmissionWebhookSees(resReq(ops, nil, "create", "", "pods", "eviction", "a", "p")) || az.AdmissionWebhookSees(resReq(ops, nil, "get", "", "pods", "", "a", "p")) {
 		t.Error("pods/eviction create is admitted; a get is not")
 	}
+	// The reviews kube-apiserver never sends to a webhook (they are never
+	// stored): a conditional allow on creating one must be folded.
+	for _, r := range [][2]string{{"authorization.k8s.io", "subjectaccessreviews"}, {"authorization.k8s.io", "selfsubjectaccessreviews"},
+		{"authorization.k8s.io", "localsubjectaccessreviews"}, {"authorization.k8s.io", "selfsubjectrulesreviews"},
+		{"authentication.k8s.io", "tokenreviews"}, {"authentication.k8s.io", "selfsubjectreviews"}} {
+		ns := ""
+		if r[1] == "localsubjectaccessreviews" {
+			ns = "a"
+		}
+		if az.AdmissionWebhookSees(resReq(ops, nil, "create", r[0], r[1], "", ns, "")) {
+			t.Errorf("create %s: kube-apiserver never sends it to admission webhooks", r[1])
+		}
+	}
 	cases := []struct {
 		name  string
 		req   *entities.Request

@@ -171,16 +171,28 @@ func (e *Engine) AdmissionWebhookSees(req *entities.Request) bool {
 // admission webhooks for a resource (and its subresources): the admission
 // configuration kinds, so that no webhook can lock the cluster out of
 // fixing its webhooks (k8s.io/apiserver, admission/plugin/webhook/
-// predicates/rules, IsExemptAdmissionConfigurationResource).
+// predicates/rules, IsExemptAdmissionConfigurationResource), and the
+// reviews that are never stored, so that no webhook can wedge the cluster
+// out of its own authentication and authorization (k8s.io/kubernetes
+// pkg/kubeapiserver/admission/exclusion, with the
+// ExcludeAdmissionWebhookVirtualResources feature, on by default; with it
+// off they are sent, and counting them exempt only folds more).
 func ExemptFromWebhookAdmission(group, resource string) bool {
-	if group != "admissionregistration.k8s.io" {
-		return false
-	}
-	switch resource {
-	case "validatingwebhookconfigurations", "mutatingwebhookconfigurations",
-		"validatingadmissionpolicies", "validatingadmissionpolicybindings",
-		"mutatingadmissionpolicies", "mutatingadmissionpolicybindings":
-		return true
+	switch group {
+	case "admissionregistration.k8s.io":
+		switch resource {
+		case "validatingwebhookconfigurations", "mutatingwebhookconfigurations",
+			"validatingadmissionpolicies", "validatingadmissionpolicybindings",
+			"mutatingadmissionpolicies", "mutatingadmissionpolicybindings":
+			return true
+		}
+	case "authentication.k8s.io":
+		return resource == "selfsubjectreviews" || resource == "tokenreviews"
+	case "authorization.k8s.io":
+		switch resource {
+		case "localsubjectaccessreviews", "selfsubjectaccessreviews", "selfsubjectrulesreviews", "subjectaccessreviews":
+			return true
+		}
 	}
 	return false
 }
