@@ -18,6 +18,7 @@ func init() { rootCmd.AddCommand(newAccessMatrixCmd()) }
 // accessMatrixOptions are kcedar access-matrix's flags.
 type accessMatrixOptions struct {
 	reviewOptions
+	chain     chainOptions
 	resources []string
 	verbs     []string
 	keepEmpty bool
@@ -38,11 +39,20 @@ conditions of each cell:
 
   kcedar access-matrix -n dev --policies policies/ -o html > dev-access.html
 
+In the cluster's matrix (no -n) a grant or a forbid in some namespaces (a
+RoleBinding, a condition on resource.namespace) is a row of its own,
+scoped to those namespaces (the NAMESPACES column; * is every namespace),
+not a condition.
+
 Resources default to every resource of the schema (namespaced ones with -n)
-that some policy mentions; --resources names them as kubectl writes them
+that some policy mentions, and the subresources policies name
+(pods/exec, pods/log); --resources names them as kubectl writes them
 (pods,deployments.apps,pods/exec), --all-resources keeps the ones no policy
 mentions. The policies come from files, policy objects or --cluster, as for
-who-can.
+who-can, and the matrix is for kube-apiserver's chain as who-can's answers
+are: kcedar, then RBAC (the cluster's with --cluster, or --rbac FILE), so
+subjects RBAC alone grants have rows too; --kcedar-only draws kcedar's
+alone.
 
 Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`
 
@@ -68,6 +78,7 @@ func newAccessMatrixCmd() *cobra.Command {
 // AddFlags registers the flags on f.
 func (o *accessMatrixOptions) AddFlags(f *pflag.FlagSet) {
 	o.reviewOptions.AddFlags(f, "namespace to draw (empty: the cluster, every namespace)")
+	o.chain.AddFlags(f, false)
 	f.Lookup("output").Usage = "output format: text, json or html"
 	f.StringSliceVar(&o.resources, "resources", nil, "resources to draw, as kubectl writes them (default: every resource some policy mentions)")
 	f.StringSliceVar(&o.verbs, "verbs", nil, "verbs to draw (default: "+fmt.Sprint(accessmatrix.DefaultVerbs)+")")
@@ -81,16 +92,20 @@ func (o *accessMatrixOptions) Validate() error {
 	default:
 		return &exitError{2, fmt.Errorf("--output must be text, json or html, not %q", o.output)}
 	}
+	if err := o.chain.Validate(); err != nil {
+		return err
+	}
 	return o.reviewOptions.Validate()
 }
 
 // Run builds the matrix and prints it.
 func (o *accessMatrixOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
-	schema, az, err := o.engine(ctx, stderr)
+	schema, az, chain, err := o.chainEngine(ctx, stderr, &o.chain)
 	if err != nil {
 		return err
 	}
-	q := accessmatrix.Query{Namespace: o.namespace, Verbs: o.verbs, KeepEmpty: o.keepEmpty || len(o.resources) > 0}
+	q := accessmatrix.Query{Namespace: o.namespace, Verbs: o.verbs, KeepEmpty: o.keepEmpty || len(o.resources) > 0,
+		Subresources: accessmatrix.NamedSubresources(schema, az.Policies().Policies, o.namespace != "")}
 	if q.Resources, err = resolveMatrixResources(schema, o.resources); err != nil {
 		return err
 	}
@@ -98,6 +113,7 @@ func (o *accessMatrixOptions) Run(ctx context.Context, stdout, stderr io.Writer)
 	if err != nil {
 		return &exitError{2, err}
 	}
+	m.Chain = chain
 	switch o.output {
 	case "json":
 		return writeJSONRefusals(stdout, m, o.pol.refused)

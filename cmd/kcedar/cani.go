@@ -22,34 +22,64 @@ type canIOptions struct {
 	reviewOptions
 	list bool
 	identityFlags
+	chain chainOptions
+	url   string
+	// args are VERB [RESOURCE [NAME]] of one request.
+	args []string
 }
 
-func newCanICmd() *cobra.Command {
-	var o canIOptions
-	cmd := &cobra.Command{
-		Use:   "can-i --list --as USER [--as-group G]... [-n NAMESPACE] (--policies DIR | --policy-objects FILE | --cluster)... [-o json]",
-		Short: "List what a user may do, with conditions (like kubectl auth can-i --list)",
-		Long: `List the verbs and resources a user may use, offline, from the policies:
-every verb of the schema is asked for every resource of the schema (and for
-every group and resource, "*", and the non-resource URLs the policies name),
-with the name left open. Rules that hold for some names only list them
-(RESOURCE NAMES); rules that depend on anything else print their conditions.
-Unlike kubectl auth can-i --list in front of a webhook, the list is complete
-for kcedar's policies (incomplete: false). The forbids that apply to the user
-follow as DENIED rows (status.denied in JSON): what they deny for every
-name, or when their conditions hold, whatever the rules above allow.
+// canILong is can-i's help text.
+const canILong = `Answer whether a user may make a request, or list what a user may do,
+offline, from the policies, for kube-apiserver's authorizer chain.
+
+can-i VERB RESOURCE [NAME] (or VERB --url PATH) answers one request as a
+Kubernetes 1.38 SubjectAccessReview that takes conditions answers it:
+"yes", "no", or "yes, if:" with the conditions that remain, readable (the
+conditions kcedar returns, then what the authorizers after it answer).
+kubectl auth can-i does not ask for conditions, so it says "no" where the
+answer is "yes, if". -o json prints the SubjectAccessReview with
+spec.authorizationOptions and status.conditionalDecision as kube-apiserver
+returns them. Exit status: 0 yes, 3 no, 4 yes if the conditions hold.
+
+The chain is kcedar first, then RBAC on kcedar's NoOpinion (read from the
+cluster with --cluster, from RBAC objects with --rbac FILE; --kcedar-only
+asks kcedar alone). What kcedar answers depends on how kcedar serve runs
+(--mode): none folds a decision left to admission (Deny if a deny
+condition remains, else NoOpinion), admission-enforcement (Kubernetes
+1.37) answers Allow for a conditional allow on a write and checks the
+conditions in admission ("yes, if"), conditions-review (Kubernetes 1.38)
+returns them; by default it is found from the cluster (kcedar's
+ValidatingWebhookConfiguration), else none.
+
+can-i --list lists the verbs and resources a user may use: every verb of
+the schema is asked for every resource of the schema (and for every group
+and resource, "*", and the non-resource URLs the policies name), with the
+name left open. Rules that hold for some names only list them (RESOURCE
+NAMES); rules that depend on anything else print their conditions. Unlike
+kubectl auth can-i --list in front of a webhook, the list is complete for
+the policies (incomplete: false), RBAC's permits (rbac/...) included. The
+forbids that apply to the user follow as DENIED rows (status.denied in
+JSON): what they deny for every name, or when their conditions hold,
+whatever the rules above allow. -o json prints the SubjectRulesReview that
+POST /v1/rulesreview returns.
 
 The policies come from files (--policies), policy objects (--policy-objects
 FILE, as kubectl get -o yaml prints them, or --cluster) or both, composed as
 kcedar serve composes them; objects serve would refuse are reported on
 stderr (and in refusedPolicyObjects with -o json) and not used.
 
--o json prints the SubjectRulesReview that POST /v1/rulesreview returns.
-For one request, use kcedar authorize.
+Exit status (--list): 0 when answered, 1 invalid policies, 2 usage or I/O
+error.`
 
-Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+func newCanICmd() *cobra.Command {
+	var o canIOptions
+	cmd := &cobra.Command{
+		Use:   "can-i (VERB RESOURCE [NAME] | VERB --url PATH | --list) --as USER [--as-group G]... [-n NAMESPACE] (--policies DIR | --policy-objects FILE | --cluster)... [-o json]",
+		Short: "Answer whether a user may make a request (yes, no, or yes if), or list what a user may do",
+		Long:  canILong,
+		Args:  cobra.RangeArgs(0, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.args = args
 			o.Complete()
 			if err := o.Validate(); err != nil {
 				return err
@@ -65,7 +95,9 @@ Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`,
 func (o *canIOptions) AddFlags(f *pflag.FlagSet) {
 	o.reviewOptions.AddFlags(f, "namespace (empty: every namespace)")
 	f.BoolVar(&o.list, "list", false, "list every rule the user may use")
+	f.StringVar(&o.url, "url", "", "a non-resource URL (/healthz, /metrics) instead of a resource")
 	o.identityFlags.AddFlags(f, false)
+	o.chain.AddFlags(f, true)
 }
 
 // Complete completes the shared options.
@@ -73,14 +105,21 @@ func (o *canIOptions) Complete() {
 	o.reviewOptions.Complete()
 }
 
-// Validate checks --output, --list, the subject and its extra, and the
-// policy sources; errors are usage errors (exit 2).
+// Validate checks --output, the question (--list, or one request), the
+// subject and its extra, and the policy sources; errors are usage errors
+// (exit 2).
 func (o *canIOptions) Validate() error {
 	if err := checkOutputFormat(o.output); err != nil {
 		return err
 	}
-	if !o.list {
-		return &exitError{2, fmt.Errorf("only --list is supported; to decide one request use kcedar authorize")}
+	switch {
+	case o.list && (len(o.args) > 0 || o.url != ""):
+		return &exitError{2, fmt.Errorf("give --list or one request (VERB RESOURCE [NAME]), not both")}
+	case o.list:
+	case o.url != "" && len(o.args) != 1:
+		return &exitError{2, fmt.Errorf("with --url give only the verb")}
+	case o.url == "" && len(o.args) < 2:
+		return &exitError{2, fmt.Errorf("give VERB RESOURCE [NAME], VERB --url PATH, or --list")}
 	}
 	if !o.given() {
 		return &exitError{2, errNoSubject}
@@ -88,19 +127,25 @@ func (o *canIOptions) Validate() error {
 	if _, err := o.userInfo(); err != nil {
 		return &exitError{2, err}
 	}
+	if err := o.chain.Validate(); err != nil {
+		return err
+	}
 	return o.reviewOptions.Validate()
 }
 
-// Run lists the user's rules from the policies on stdout (policy objects
-// not used on stderr).
+// Run answers the question on stdout (policy objects not used on
+// stderr).
 func (o *canIOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
+	if !o.list {
+		return o.runOne(ctx, stdout, stderr)
+	}
 	u, err := o.userInfo()
 	if err != nil {
 		return &exitError{2, err}
 	}
 	srr := &accessreview.SubjectRulesReview{APIVersion: accessreview.APIVersion, Kind: "SubjectRulesReview",
 		Spec: accessreview.SubjectRulesReviewSpec{User: u.Name, Groups: u.Groups, UID: u.UID, Namespace: o.namespace, Extra: u.Extra}}
-	_, az, err := o.engine(ctx, stderr)
+	_, az, chain, err := o.chainEngine(ctx, stderr, &o.chain)
 	if err != nil {
 		return err
 	}
@@ -109,8 +154,13 @@ func (o *canIOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		return &exitError{2, err}
 	}
 	if o.output == "json" {
-		return writeJSONRefusals(stdout, resp, o.pol.refused)
+		doc := struct {
+			*accessreview.SubjectRulesReview
+			Chain string `json:"chain"`
+		}{resp, chain}
+		return writeJSONRefusals(stdout, doc, o.pol.refused)
 	}
+	safetext.Fprintf(stdout, "chain: %s\n", chain)
 	printRules(stdout, resp.Status)
 	return nil
 }

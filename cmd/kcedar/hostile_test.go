@@ -76,10 +76,10 @@ func TestOutputsEscapeHostileNames(t *testing.T) {
 		name string
 		cmd  func() *cobra.Command
 		args []string
-		rows int // lines the output must have, 0: any
+		rows int // lines the output must have (the chain's, the header, the entries), 0: any
 	}{
-		{"who-can", newWhoCanCmd, []string{"get", "pods", "-n", "dev", "--policies", pol}, 1 + len(hostile.Names)},
-		{"who-can delete", newWhoCanCmd, []string{"delete", "pods", "-n", "dev", "--policies", pol}, 1 + len(hostile.Names)},
+		{"who-can", newWhoCanCmd, []string{"get", "pods", "-n", "dev", "--policies", pol}, 2 + len(hostile.Names)},
+		{"who-can delete", newWhoCanCmd, []string{"delete", "pods", "-n", "dev", "--policies", pol}, 2 + len(hostile.Names)},
 		{"can-i", newCanICmd, []string{"--list", "--as", first, "--as-group", hostile.Names[3], "--policies", pol}, 0},
 		{"access-matrix", newAccessMatrixCmd, []string{"-n", "dev", "--resources", "pods", "--verbs", "get,delete", "--policies", pol}, 0},
 		{"why", newWhyCmd, []string{"get", "pods", first, "-n", "dev", "--as", first, "--policies", pol}, 0},

@@ -444,6 +444,10 @@ func TestPolicyObjectsFromCluster(t *testing.T) {
  {"apiVersion":"kcedar.dev/v1alpha1","kind":"NamespacedCedarPolicy","metadata":{"name":"team-read","namespace":"team-a"},
   "spec":{"content":"@id(\"erin\") permit(principal == k8s::User::\"erin\", action == k8s::Action::\"get\", resource is core::configmaps);"}}]}`,
 	}
+	// No RBAC: who-can reads the cluster's to answer for kcedar, then RBAC.
+	for _, kind := range []string{"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"} {
+		lists["/apis/rbac.authorization.k8s.io/v1/"+strings.ToLower(kind)+"s"] = `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"` + kind + `List","metadata":{},"items":[]}`
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, ok := lists[r.URL.Path]
 		if !ok {

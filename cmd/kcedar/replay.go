@@ -16,8 +16,10 @@ import (
 
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/safetext"
+	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/tools/offline"
 	"github.com/kcedar/kcedar/internal/tools/replay"
+	"github.com/kcedar/kcedar/internal/upstream"
 )
 
 func init() { rootCmd.AddCommand(newReplayCmd()) }
@@ -35,6 +37,7 @@ type replayOptions struct {
 	exitCode         bool
 	maxLineBytes     int
 	reach            replayReachOptions
+	chain            chainOptions
 
 	// collected are the changed requests kept for -o text and json with
 	// --changes.
@@ -66,9 +69,31 @@ where there is one. A decision that needs namespaceObject needs
 decision is evaluated against the logged object only for a create logged at
 Request level or above; otherwise it is reported as conditional.
 
+Requests are decided as kube-apiserver's authorizer chain decides them,
+in the order of the AuthorizationConfiguration (--authorization-config;
+kcedar manifests writes kcedar first, then RBAC): kcedar's Allow or Deny is
+final, and on its NoOpinion RBAC decides. With --cluster the cluster's RBAC
+is read and converted (as kcedar rbac convert does); --rbac FILE takes RBAC
+objects (files or directories, as kubectl get -o yaml prints them);
+--kcedar-only decides with kcedar alone (without RBAC, NoOpinion counts as
+not allowed, as if kcedar were the last authorizer). Passing the output of
+kcedar rbac convert with -p also composes: RBAC only grants, so one set of
+both decides as the chain does without admission enforcement.
+
+--mode says how kcedar serve answers a decision left to admission: none
+(folded: Deny if a deny condition remains, else NoOpinion, then RBAC),
+admission-enforcement (kcedar serve --admission-enforcement: a conditional
+allow on a write is Allow, as the decision annotation records it), or
+conditions-review (Kubernetes 1.38 conditional authorization: the
+annotation records the decision after admission, so the conditions are
+evaluated against the logged object). By default: conditions-review when
+the kcedar webhook of --authorization-config sets conditionsReview,
+admission-enforcement when the cluster (--cluster) has kcedar's
+ValidatingWebhookConfiguration, else none. The summary says which chain
+and mode decided.
+
 allow that becomes Deny or NoOpinion is newly denied; forbid that becomes
-Allow is newly allowed. NoOpinion counts as not allowed, as if kcedar were
-the last authorizer.
+Allow is newly allowed.
 
 Exit status: 0 done, 1 invalid policies, 2 usage or I/O error (a log that
 cannot be opened or read to its end: a directory, a missing file, a
@@ -100,6 +125,7 @@ func (o *replayOptions) AddFlags(f *pflag.FlagSet) {
 	o.src.AddFlags(f)
 	o.pol.AddFlags(f, true)
 	o.reach.AddFlags(f)
+	o.chain.AddFlags(f, true)
 	f.StringArrayVar(&o.auditLogs, "audit-log", nil, "kube-apiserver audit log: audit.k8s.io/v1 or v1beta1 Event JSON lines, gzipped or not (repeatable; - for stdin)")
 	f.StringVar(&o.namespaceObjects, "namespace-objects", "", "Namespace objects (YAML or JSON; several documents or a List, as kubectl get namespaces -o yaml prints them) that fill resource.namespaceObject")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text, json, or jsonl (with --changes: one line per changed request)")
@@ -121,6 +147,9 @@ func (o *replayOptions) Validate() error {
 		}
 	default:
 		return &exitError{2, fmt.Errorf("--output must be text, json or jsonl, not %q", o.output)}
+	}
+	if err := o.chain.Validate(); err != nil {
+		return err
 	}
 	return validateAuditLogInputs(o.auditLogs, o.maxLineBytes, &o.pol)
 }
@@ -149,6 +178,9 @@ func (o *replayOptions) Run(ctx context.Context, stdout, stderr io.Writer) error
 		return &exitError{2, err}
 	}
 	opts := replay.Options{Namespaces: ns, MaxLineBytes: o.maxLineBytes, OnChange: o.onChange(stdout), Reach: reach}
+	if err := o.chainOptions(ctx, stderr, checker.Schema, reach, &opts); err != nil {
+		return err
+	}
 	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		opts.Progress = progress(stderr)
 	}
@@ -172,6 +204,34 @@ func (o *replayOptions) Run(ctx context.Context, stdout, stderr io.Writer) error
 	}
 	if o.exitCode && sum.Changed() {
 		return &exitError{3, fmt.Errorf("%d newly denied, %d newly allowed", sum.NewlyDenied, sum.NewlyAllowed)}
+	}
+	return nil
+}
+
+// chainOptions sets the chain opts decides with: RBAC (the cluster's or
+// --rbac's, where the AuthorizationConfiguration puts it) and the mode.
+func (o *replayOptions) chainOptions(ctx context.Context, stderr io.Writer, schema *schemagen.Schema, reach *replay.Reach, opts *replay.Options) error {
+	rb, err := o.chain.rbac(ctx, stderr, schema, &o.pol)
+	if err != nil {
+		return err
+	}
+	present, first := reach.RBACPosition()
+	switch {
+	case rb != nil && !present:
+		safetext.Fprintf(stderr, "note: the AuthorizationConfiguration has no RBAC authorizer: requests are decided by kcedar alone\n")
+	case rb != nil:
+		if opts.RBAC, err = rb.set(); err != nil {
+			return err
+		}
+		opts.RBACFirst, opts.RBACSource = first, rb.String()
+	}
+	switch {
+	case o.chain.mode == "" && reach.ConditionsReview():
+		opts.Mode = upstream.ServeModeConditionsReview
+	default:
+		if opts.Mode, _, err = o.chain.serveMode(ctx, &o.pol); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -307,8 +367,12 @@ func (o *replayOptions) print(stdout, stderr io.Writer, sum *replay.Summary) err
 	// Every field comes from the log or the policies: escaped for the
 	// terminal, so no name can erase or rewrite a line of the review.
 	for _, c := range o.collected {
-		safetext.Fprintf(stdout, "  %s  %s -> %s  user=%s verb=%s resource=%s namespace=%s name=%s policies=%v\n",
-			c.AuditID, c.Was, c.Now, c.User, c.Verb, c.Resource, c.Namespace, c.Name, c.Policies)
+		by := ""
+		if c.DecidedBy != "" {
+			by = " by " + c.DecidedBy
+		}
+		safetext.Fprintf(stdout, "  %s  %s -> %s%s  user=%s verb=%s resource=%s namespace=%s name=%s policies=%v\n",
+			c.AuditID, c.Was, c.Now, by, c.User, c.Verb, c.Resource, c.Namespace, c.Name, c.Policies)
 	}
 	return nil
 }

@@ -22,7 +22,8 @@ func init() { rootCmd.AddCommand(newWhoCanCmd()) }
 // whoCanOptions are kcedar who-can's flags and arguments.
 type whoCanOptions struct {
 	reviewOptions
-	url string
+	chain chainOptions
+	url   string
 	// args are VERB [RESOURCE [NAME]], set by Complete.
 	args []string
 }
@@ -51,6 +52,14 @@ kcedar serve composes them: a NamespacedCedarPolicy only grants in its
 namespace. Objects serve would refuse are reported on stderr (and in
 refusedPolicyObjects with -o json) and not used.
 
+The answer is for kube-apiserver's authorizer chain as kcedar manifests
+writes it: kcedar first (its Allow or Deny is final), then RBAC on its
+NoOpinion. With --cluster the cluster's RBAC is read and converted (as
+kcedar rbac convert does); --rbac FILE takes RBAC objects instead; RBAC's
+entries name their policies rbac/KIND/NAMESPACE/NAME/ROLE/RULE.
+--kcedar-only answers for kcedar alone. The output says which chain
+answered (chain in JSON).
+
 Exit status: 0 when answered, 1 invalid policies, 2 usage or I/O error.`
 
 func newWhoCanCmd() *cobra.Command {
@@ -75,6 +84,7 @@ func newWhoCanCmd() *cobra.Command {
 // AddFlags registers the flags on f.
 func (o *whoCanOptions) AddFlags(f *pflag.FlagSet) {
 	o.reviewOptions.AddFlags(f, "namespace of the request (empty: every namespace)")
+	o.chain.AddFlags(f, false)
 	f.StringVar(&o.url, "url", "", "a non-resource URL (/healthz, /metrics) instead of a resource")
 }
 
@@ -96,13 +106,16 @@ func (o *whoCanOptions) Validate() error {
 	if o.url == "" && len(o.args) < 2 {
 		return &exitError{2, fmt.Errorf("give VERB RESOURCE [NAME], or VERB --url PATH")}
 	}
+	if err := o.chain.Validate(); err != nil {
+		return err
+	}
 	return o.reviewOptions.Validate()
 }
 
 // Run answers the question from the policies and prints the answer on
 // stdout (warnings and policy objects not used on stderr).
 func (o *whoCanOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
-	schema, az, err := o.engine(ctx, stderr)
+	schema, az, chain, err := o.chainEngine(ctx, stderr, &o.chain)
 	if err != nil {
 		return err
 	}
@@ -115,8 +128,13 @@ func (o *whoCanOptions) Run(ctx context.Context, stdout, stderr io.Writer) error
 		return &exitError{2, err}
 	}
 	if o.output == "json" {
-		return writeJSONRefusals(stdout, resp, o.pol.refused)
+		doc := struct {
+			*accessreview.ResourceAccessReviewResponse
+			Chain string `json:"chain"`
+		}{resp, chain}
+		return writeJSONRefusals(stdout, doc, o.pol.refused)
 	}
+	safetext.Fprintf(stdout, "chain: %s\n", chain)
 	printAccessReview(stdout, &resp.AccessReview)
 	return nil
 }

@@ -16,7 +16,7 @@ const maxNearMisses = 5
 // for a terminal (safetext.Fprintf), so none can add a line or act on it.
 func (x Explanation) String() string {
 	var b strings.Builder
-	safetext.Fprintf(&b, "request: %s\ndecision: %s\n", x.Request, x.Decision)
+	safetext.Fprintf(&b, "request: %s\nkcedar's decision: %s\n", x.Request, x.Decision)
 	if x.Reason != "" {
 		safetext.Fprintf(&b, "reason sent to the API server: %s\n", x.Reason)
 	}

@@ -221,11 +221,34 @@ func (c *Chain) Authorize(ctx context.Context, req *entities.Request) ChainAnswe
 	return a
 }
 
-// rbac is RBAC's decision: its permits, folded (RBAC has no conditions).
+// rbac is RBAC's decision: its permits, folded (RBAC has no conditions),
+// with a reason worded as RBAC words it.
 func (c *Chain) rbac(ctx context.Context, req *entities.Request) engine.Decision {
 	r := *req
 	r.UnconditionalOnly = true
-	return c.RBAC.Authorize(ctx, &r).FailureDecision()
+	d := c.RBAC.Authorize(ctx, &r).FailureDecision()
+	if ps := d.Policies(); d.IsAllowed() && len(ps) > 0 {
+		return d.WithReason("RBAC: allowed by " + rbacGrant(ps[0]))
+	}
+	return d.WithReason("")
+}
+
+// rbacGrant names the binding, role and subject of a permit kcedar rbac
+// convert wrote (its @binding, @role and @subject annotations), else its
+// id.
+func rbacGrant(p *cedarlang.Policy) string {
+	an := map[string]string{}
+	for _, a := range p.AST.Annotations {
+		an[string(a.Key)] = string(a.Value)
+	}
+	if an["binding"] == "" || an["role"] == "" {
+		return "policy " + p.ID
+	}
+	grant := an["binding"] + " of " + an["role"]
+	if an["subject"] != "" {
+		grant += " to " + an["subject"]
+	}
+	return grant
 }
 
 // Admitted is the chain's final decision on req once admission has its

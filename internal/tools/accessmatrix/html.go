@@ -20,6 +20,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 // pageRow is one table row of the page: a subject and a resource.
 type pageRow struct {
 	Subject, Kind, Resource string
+	// Namespaces is the row's scope (the cluster's matrix only).
+	Namespaces string
 	// SubjectKind and PrincipalType are the subject selector's, as
 	// who-can's JSON gives them.
 	SubjectKind, PrincipalType string
@@ -56,7 +58,7 @@ func WriteHTML(w io.Writer, m *Matrix, generated time.Time) error {
 		errs[i] = safetext.Terminal(e)
 	}
 	return page.Execute(w, map[string]any{
-		"Scope": safetext.Terminal(scope(m)), "Verbs": verbs, "Rows": pageRows(m), "Legend": Legend,
+		"Scope": safetext.Terminal(scope(m)), "Chain": safetext.Terminal(m.Chain), "Cluster": m.Namespace == "", "Verbs": verbs, "Rows": pageRows(m), "Legend": Legend,
 		"Errors": errs, "Generated": generated.UTC().Format(time.RFC3339),
 		"Data": m,
 	})
@@ -72,6 +74,7 @@ func pageRows(m *Matrix) []pageRow {
 				continue
 			}
 			pr := pageRow{Subject: safetext.Terminal(row.Label), Kind: safetext.Terminal(KindLabel(row)), Resource: safetext.Terminal(res), First: first,
+				Namespaces:  safetext.Terminal(NamespacesLabel(row)),
 				SubjectKind: safetext.Terminal(string(row.Subject.Kind)), PrincipalType: safetext.Terminal(row.Subject.PrincipalType)}
 			first = false
 			for _, verb := range m.Verbs {

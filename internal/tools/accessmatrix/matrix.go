@@ -83,13 +83,25 @@ func (c *Cell) Has(k Kind) bool {
 	return slices.ContainsFunc(c.Entries, func(e Entry) bool { return e.Kind == k })
 }
 
-// Row is one subject (a name or a selector, as who-can lists it) and its
-// cells, by resource then verb; cells without entries are left out.
+// Row is one subject (a name or a selector, as who-can lists it) in one
+// namespace scope, and its cells, by resource then verb; cells without
+// entries are left out.
 type Row struct {
 	Subject engine.Subject `json:"subject"`
 	// Label is the subject as who-can prints it.
-	Label string  `json:"label"`
-	Cells []*Cell `json:"cells"`
+	Label string `json:"label"`
+	// Namespaces is the row's scope in the cluster's matrix: the
+	// namespaces its entries hold in ("dev", "team-a-*", "dev, prod"), as a
+	// RoleBinding or a condition on resource.namespace restricts them;
+	// empty for every namespace (and in a namespace's matrix).
+	Namespaces string  `json:"namespaces,omitempty"`
+	Cells      []*Cell `json:"cells"`
+}
+
+// rowKey is a row's subject and scope.
+type rowKey struct {
+	sub   engine.Subject
+	scope string
 }
 
 // Cell returns the row's cell for resource and verb (nil when none).
@@ -115,6 +127,9 @@ type Matrix struct {
 	Rows    []*Row              `json:"subjects"`
 	// Errors are the reviews' errors (policies who-can cannot analyse).
 	Errors []string `json:"evaluationErrors,omitempty"`
+	// Chain names the authorizer chain the matrix answers for ("kcedar,
+	// then RBAC ...", "kcedar alone"); set by the caller.
+	Chain string `json:"chain,omitempty"`
 }
 
 // Query says which matrix to draw.
@@ -124,8 +139,12 @@ type Query struct {
 	// cluster-scoped resources too.
 	Namespace string
 	// Resources are the resources to draw; empty: every resource of the
-	// schema without a subresource (namespaced only, with a Namespace).
+	// schema without a subresource, and Subresources (namespaced only, with
+	// a Namespace).
 	Resources []*schemagen.Resource
+	// Subresources are drawn with the default resources, when some policy
+	// mentions them (NamedSubresources: pods/exec, pods/log).
+	Subresources []*schemagen.Resource
 	// Verbs are the columns; empty: DefaultVerbs.
 	Verbs []string
 	// KeepEmpty keeps resources no policy mentions.
@@ -142,9 +161,14 @@ func Build(ctx context.Context, az engine.RuleResolver, s *schemagen.Schema, q Q
 	resources := q.Resources
 	if len(resources) == 0 {
 		resources = SchemaResources(s, q.Namespace != "")
+		for _, r := range q.Subresources {
+			if q.Namespace == "" || r.Namespaced {
+				resources = append(resources, r)
+			}
+		}
 	}
 	m := &Matrix{Namespace: q.Namespace, Verbs: verbs, Applies: map[string][]string{}}
-	rows := map[engine.Subject]*Row{}
+	rows := map[rowKey]*Row{}
 	for _, r := range resources {
 		name := ResourceName(r.Key)
 		found := false
@@ -157,12 +181,12 @@ func Build(ctx context.Context, az engine.RuleResolver, s *schemagen.Schema, q Q
 			if err != nil {
 				return nil, fmt.Errorf("who can %s %s: %w", verb, name, err)
 			}
-			found = addReview(rows, name, verb, &resp.AccessReview) || found
+			found = addReview(rows, name, verb, &resp.AccessReview, q.Namespace == "") || found
 			for _, e := range resp.Errors {
 				m.Errors = append(m.Errors, fmt.Sprintf("%s %s: %s", verb, name, e))
 			}
 		}
-		if found || q.KeepEmpty {
+		if found || q.KeepEmpty && (r.Key.Subresource == "" || len(q.Resources) > 0) {
 			m.Resources = append(m.Resources, name)
 		} else {
 			delete(m.Applies, name)
@@ -213,34 +237,42 @@ func review(ns string, k schemagen.ResourceKey, verb string) *accessreview.Resou
 }
 
 // addReview files the review's entries under their subjects' rows and
-// reports whether it had any.
-func addReview(rows map[engine.Subject]*Row, resource, verb string, rv *engine.AccessReview) bool {
-	cells := map[engine.Subject]*Cell{}
-	add := func(list []engine.SubjectAccess, kind func(engine.SubjectAccess) Kind) {
+// reports whether it had any. In the cluster's matrix (scoped), an
+// entry's namespace restriction is its row's scope (namespaceScope).
+func addReview(rows map[rowKey]*Row, resource, verb string, rv *engine.AccessReview, scoped bool) bool {
+	cells := map[rowKey]*Cell{}
+	var forbids []scopedEntry
+	add := func(list []engine.SubjectAccess, forbid bool) {
 		for _, a := range list {
-			c := cells[a.Subject]
+			e := scopedEntry{sub: a.Subject, Entry: Entry{Condition: a.Condition, Case: a.Case, Policies: a.Policies}}
+			if scoped && a.Condition != "" {
+				if scope, rest, ok := namespaceScope(a.Condition); ok {
+					e.scope, e.Condition = scope, rest
+				}
+			}
+			e.Kind = entryKind(forbid, e.Condition)
+			k := rowKey{e.sub, e.scope}
+			c := cells[k]
 			if c == nil {
 				c = &Cell{Resource: resource, Verb: verb}
-				cells[a.Subject] = c
-				row := rows[a.Subject]
+				cells[k] = c
+				row := rows[k]
 				if row == nil {
-					row = &Row{Subject: a.Subject, Label: a.Subject.String()}
-					rows[a.Subject] = row
+					row = &Row{Subject: k.sub, Label: k.sub.String(), Namespaces: k.scope}
+					rows[k] = row
 				}
 				row.Cells = append(row.Cells, c)
 			}
-			c.Entries = append(c.Entries, Entry{Kind: kind(a), Condition: a.Condition, Case: a.Case, Policies: a.Policies})
+			c.Entries = append(c.Entries, e.Entry)
+			if forbid {
+				forbids = append(forbids, e)
+			}
 		}
 	}
-	add(rv.Allowed, func(engine.SubjectAccess) Kind { return Allowed })
-	add(rv.Conditional, func(engine.SubjectAccess) Kind { return Conditional })
-	add(rv.Denied, func(a engine.SubjectAccess) Kind {
-		if a.Condition == "" {
-			return Denied
-		}
-		return DeniedWhen
-	})
-	addForbidsVia(cells, rv.Denied)
+	add(rv.Allowed, false)
+	add(rv.Conditional, false)
+	add(rv.Denied, true)
+	addForbidsVia(cells, forbids)
 	cases := max(len(rv.Cases), 1)
 	for _, c := range cells {
 		c.State = summarize(c.Entries, cases)
@@ -248,15 +280,56 @@ func addReview(rows map[engine.Subject]*Row, resource, verb string, rv *engine.A
 	return len(cells) > 0
 }
 
-// addForbidsVia adds to each cell the unconditional forbids on another
-// subject that cover the cell's (engine.Subject.Covers): a forbid on every
-// principal denies alice too, as who-can's users list says.
-func addForbidsVia(cells map[engine.Subject]*Cell, denied []engine.SubjectAccess) {
-	for sub, c := range cells {
-		for _, f := range denied {
-			if f.Condition == "" && f.Subject != sub && f.Subject.Covers(sub) {
-				c.Entries = append(c.Entries, Entry{Kind: Denied, Via: f.Subject.String(), Case: f.Case, Policies: f.Policies})
+// scopedEntry is an entry with its subject and namespace scope.
+type scopedEntry struct {
+	Entry
+	sub   engine.Subject
+	scope string
+}
+
+// entryKind is an entry's kind from its effect and what is left of its
+// condition once its scope is taken out.
+func entryKind(forbid bool, cond string) Kind {
+	switch {
+	case forbid && cond == "":
+		return Denied
+	case forbid:
+		return DeniedWhen
+	case cond == "":
+		return Allowed
+	}
+	return Conditional
+}
+
+// addForbidsVia adds to each cell the forbids that reach it from another
+// row: an unconditional forbid on another subject that covers the cell's
+// (engine.Subject.Covers: a forbid on every principal denies alice too, as
+// who-can's users list says), and the subject's own forbids in another
+// namespace scope. A forbid whose scope is the cell's, or every namespace,
+// denies there as it is; one in other namespaces that may overlap the
+// cell's applies under a condition (in those namespaces).
+func addForbidsVia(cells map[rowKey]*Cell, forbids []scopedEntry) {
+	for k, c := range cells {
+		for _, f := range forbids {
+			own := f.sub == k.sub
+			switch {
+			case own && f.scope == k.scope:
+				continue // the cell's own entry
+			case !own && (f.Condition != "" || !f.sub.Covers(k.sub)):
+				continue
+			case !mayOverlap(f.scope, k.scope):
+				continue
 			}
+			e := f.Entry
+			e.Via = f.sub.String()
+			switch {
+			case f.scope != "" && f.scope != k.scope:
+				e.Via += " in namespaces " + f.scope
+				e.Kind = DeniedWhen
+			case own:
+				e.Via += " in every namespace"
+			}
+			c.Entries = append(c.Entries, e)
 		}
 	}
 }
@@ -287,8 +360,9 @@ func summarize(entries []Entry, cases int) State {
 	return StateForbidOnly
 }
 
-// sortedRows orders the subjects by kind, then name.
-func sortedRows(rows map[engine.Subject]*Row) []*Row {
+// sortedRows orders the subjects by kind, then name, then scope (every
+// namespace first).
+func sortedRows(rows map[rowKey]*Row) []*Row {
 	out := make([]*Row, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, r)
@@ -298,7 +372,7 @@ func sortedRows(rows map[engine.Subject]*Row) []*Row {
 		if a.Kind != b.Kind {
 			return kindOrder(a.Kind) < kindOrder(b.Kind)
 		}
-		return strings.Join([]string{a.Name, a.Namespace, a.PrincipalType}, "\x00") < strings.Join([]string{b.Name, b.Namespace, b.PrincipalType}, "\x00")
+		return strings.Join([]string{a.Name, a.Namespace, a.PrincipalType, out[i].Namespaces}, "\x00") < strings.Join([]string{b.Name, b.Namespace, b.PrincipalType, out[j].Namespaces}, "\x00")
 	})
 	return out
 }

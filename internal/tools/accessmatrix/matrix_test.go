@@ -20,10 +20,12 @@ import (
 // TestMatrixAgreesWithWhoCan draws matrices of generated (zoo) and library
 // policy sets, in the cluster and in namespaces, and checks every cell
 // against the who-can answer of its resource and verb: each who-can entry
-// is in its subject's cell, each cell entry of the subject's own is a
-// who-can entry, a forbid through a selector is an unconditional who-can
-// forbid that covers the subject, and a single principal or group is
-// allowed in its cell exactly when who-can lists it in users or groups.
+// is in its subject's cell (in the cluster, in the row of the namespaces
+// its condition starts by restricting, with the rest of the condition),
+// each cell entry of the subject's own is a who-can entry, a forbid through
+// a selector or another scope is a who-can forbid of a subject that covers
+// the row's, and a single principal or group is allowed in its row for
+// every namespace exactly when who-can lists it in users or groups.
 func TestMatrixAgreesWithWhoCan(t *testing.T) {
 	s := embeddedschema.Schema(t)
 	sets := map[string]*cedarlang.PolicySet{"library": librarySet(t)}
@@ -69,7 +71,12 @@ func checkAgainstWhoCan(t *testing.T, what string, az engine.RuleResolver, s *sc
 	own := map[string]int{}
 	for _, list := range [][]engine.SubjectAccess{resp.Allowed, resp.Conditional, resp.Denied} {
 		for _, a := range list {
-			own[entryKey(a.Subject, whoCanKind(a, list, resp.Allowed, resp.Conditional), a.Condition, a.Case, a.Policies)]++
+			scope, cond := "", a.Condition
+			if sc, rest, ok := namespaceScope(cond); ok && m.Namespace == "" {
+				scope, cond = sc, rest
+			}
+			kind := entryKind(sameList(list, resp.Denied), cond)
+			own[entryKey(a.Subject, scope, kind, cond, a.Case, a.Policies)]++
 		}
 	}
 	n := 0
@@ -82,12 +89,12 @@ func checkAgainstWhoCan(t *testing.T, what string, az engine.RuleResolver, s *sc
 		states[c.State]++
 		for _, e := range c.Entries {
 			if e.Via != "" {
-				if e.Kind != Denied || !coveredByWhoCanForbid(row.Subject, e, resp.Denied) {
-					t.Errorf("%s: %s has %+v, which no unconditional forbid of who-can covers", what, row.Label, e)
+				if e.Kind != Denied && e.Kind != DeniedWhen || !coveredByWhoCanForbid(row.Subject, e, resp.Denied) {
+					t.Errorf("%s: %s has %+v, which no forbid of who-can covers", what, row.Label, e)
 				}
 				continue
 			}
-			k := entryKey(row.Subject, e.Kind, e.Condition, e.Case, e.Policies)
+			k := entryKey(row.Subject, row.Namespaces, e.Kind, e.Condition, e.Case, e.Policies)
 			if own[k] == 0 {
 				t.Errorf("%s: %s has %+v, which who-can does not list", what, row.Label, e)
 			}
@@ -109,7 +116,7 @@ func checkListed(t *testing.T, what string, row *Row, c *Cell, resp *accessrevie
 	t.Helper()
 	var listed bool
 	switch {
-	case row.Subject.PrincipalType != "":
+	case row.Subject.PrincipalType != "" || row.Namespaces != "":
 		return
 	case row.Subject.Kind == engine.SubjectGroup:
 		listed = slices.Contains(resp.Groups, row.Subject.Name)
@@ -123,31 +130,19 @@ func checkListed(t *testing.T, what string, row *Row, c *Cell, resp *accessrevie
 	}
 }
 
-func whoCanKind(a engine.SubjectAccess, list, allowed, conditional []engine.SubjectAccess) Kind {
-	switch {
-	case sameList(list, allowed):
-		return Allowed
-	case sameList(list, conditional):
-		return Conditional
-	case a.Condition == "":
-		return Denied
-	}
-	return DeniedWhen
-}
-
 func sameList(a, b []engine.SubjectAccess) bool { return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] }
 
 func coveredByWhoCanForbid(sub engine.Subject, e Entry, denied []engine.SubjectAccess) bool {
 	for _, d := range denied {
-		if d.Condition == "" && d.Subject.String() == e.Via && d.Case == e.Case && slices.Equal(d.Policies, e.Policies) && d.Subject.Covers(sub) {
+		if strings.HasPrefix(e.Via, d.Subject.String()) && d.Case == e.Case && slices.Equal(d.Policies, e.Policies) && (d.Subject == sub || d.Subject.Covers(sub)) {
 			return true
 		}
 	}
 	return false
 }
 
-func entryKey(sub engine.Subject, kind Kind, cond, kase string, policies []string) string {
-	return fmt.Sprintf("%+v|%s|%s|%s|%s", sub, kind, cond, kase, strings.Join(policies, ","))
+func entryKey(sub engine.Subject, scope string, kind Kind, cond, kase string, policies []string) string {
+	return fmt.Sprintf("%+v|%s|%s|%s|%s|%s", sub, scope, kind, cond, kase, strings.Join(policies, ","))
 }
 
 func resourceByName(t *testing.T, s *schemagen.Schema, name string) *schemagen.Resource {

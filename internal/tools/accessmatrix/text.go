@@ -30,13 +30,20 @@ func Mark(c *Cell) string {
 // terminal (tableRow): subjects, resources and verbs come from the
 // policies and the command line.
 func Write(w io.Writer, m *Matrix) error {
-	safetext.Fprintf(w, "Who can do what in %s\n%s\n\n", scope(m), Legend)
+	safetext.Fprintf(w, "Who can do what in %s\n", scope(m))
+	if m.Chain != "" {
+		safetext.Fprintf(w, "chain: %s\n", m.Chain)
+	}
+	safetext.Fprintf(w, "%s\n\n", Legend)
 	if len(m.Rows) == 0 {
 		_, err := fmt.Fprintln(w, "no policy allows or denies anyone any of these requests")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := []string{"SUBJECT", "KIND", "RESOURCE"}
+	if m.Namespace == "" {
+		header = []string{"SUBJECT", "KIND", "NAMESPACES", "RESOURCE"}
+	}
 	for _, verb := range m.Verbs {
 		header = append(header, strings.ToUpper(verb))
 	}
@@ -47,6 +54,9 @@ func Write(w io.Writer, m *Matrix) error {
 				continue
 			}
 			cells := []string{row.Label, KindLabel(row), res}
+			if m.Namespace == "" {
+				cells = []string{row.Label, KindLabel(row), NamespacesLabel(row), res}
+			}
 			for _, verb := range m.Verbs {
 				mark := ""
 				if m.applies(res, verb) {
@@ -100,6 +110,15 @@ func KindLabel(r *Row) string {
 		kind += " in " + r.Subject.Namespace
 	}
 	return kind
+}
+
+// NamespacesLabel is a row's scope in the cluster's matrix: its namespaces,
+// or * for every namespace.
+func NamespacesLabel(r *Row) string {
+	if r.Namespaces == "" {
+		return "*"
+	}
+	return r.Namespaces
 }
 
 // rowMentions reports whether the row has a cell for the resource.

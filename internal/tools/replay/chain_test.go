@@ -45,11 +45,11 @@ func TestReplayComposesTheChain(t *testing.T) {
 		text    string
 	}{
 		{"kcedar alone", Options{}, Summary{Decided: 6, Unchanged: 2, NewlyDenied: 4},
-			"r1:NoOpinion: r2:NoOpinion: c1:NoOpinion: c2:NoOpinion:", "decided by:     kcedar alone (kcedar serve mode: none)"},
+			"r1:NoOpinion: r2:NoOpinion: c1:NoOpinion: c2:NoOpinion:", "chain:          kcedar alone (kcedar serve mode: none)"},
 		{"kcedar, then RBAC", Options{RBAC: policySet(t, rbacPolicies)}, Summary{Decided: 6, Unchanged: 5, NewlyDenied: 1},
-			"c2:NoOpinion:", "decided by:     kcedar, then RBAC (kcedar serve mode: none)"},
+			"c2:NoOpinion:", "chain:          kcedar, then RBAC (kcedar serve mode: none)"},
 		{"RBAC first", Options{RBAC: policySet(t, rbacPolicies), RBACFirst: true}, Summary{Decided: 6, Unchanged: 4, NewlyDenied: 1, NewlyAllowed: 1},
-			"f1:Allow:rbac c2:NoOpinion:", "decided by:     RBAC, then kcedar"},
+			"f1:Allow:rbac c2:NoOpinion:", "chain:          RBAC, then kcedar"},
 		{"admission enforcement", Options{RBAC: policySet(t, rbacPolicies), Mode: upstream.ServeModeAdmissionEnforcement}, Summary{Decided: 6, Unchanged: 6},
 			"", "(kcedar serve mode: admission-enforcement)"},
 		{"conditional authorization", Options{RBAC: policySet(t, rbacPolicies), Mode: upstream.ServeModeConditionsReview}, Summary{Decided: 5, Unchanged: 5, Conditional: 1},

@@ -47,6 +47,9 @@ type Options struct {
 	// NoOpinion counted as not allowed.
 	RBAC      *cedarlang.PolicySet
 	RBACFirst bool
+	// RBACSource says where RBAC came from, for the summary ("the
+	// cluster's: 364 permits from 66 bindings").
+	RBACSource string
 	// Mode is how kcedar serve answers a conditional decision (""
 	// is upstream.ServeModeNone): folded, answered Allow under admission
 	// enforcement (the decision annotation records it), or left to
@@ -95,7 +98,7 @@ func New(s *schemagen.Schema, ps *cedarlang.PolicySet, opts Options) *Replayer {
 		chain := &upstream.Chain{Kcedar: kcedar, Mode: opts.Mode, RBAC: rbac, RBACFirst: opts.RBACFirst}
 		r.workers <- &worker{chain: chain, lookup: lookup, reach: opts.Reach}
 	}
-	r.sum.Chain, r.sum.Mode = r.chainName(), string(opts.Mode)
+	r.sum.Chain, r.sum.Mode, r.sum.RBAC = r.chainName(), string(opts.Mode), opts.RBACSource
 	return r
 }
 

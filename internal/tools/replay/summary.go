@@ -107,6 +107,8 @@ type Summary struct {
 	// Mode is how kcedar serve answers a conditional decision
 	// (upstream.ServeMode).
 	Mode string `json:"mode"`
+	// RBAC says where the chain's RBAC came from (Options.RBACSource).
+	RBAC string `json:"rbac,omitempty"`
 	// Lines read, and the events among them (lines that decoded).
 	Lines  int `json:"lines"`
 	Events int `json:"events"`
@@ -300,7 +302,10 @@ func (s *Summary) Sort() {
 // of the report.
 func (s *Summary) WriteText(w io.Writer) error {
 	var b strings.Builder
-	safetext.Fprintf(&b, "decided by:     %s (kcedar serve mode: %s)\n", s.Chain, s.Mode)
+	safetext.Fprintf(&b, "chain:          %s (kcedar serve mode: %s)\n", s.Chain, s.Mode)
+	if s.RBAC != "" {
+		safetext.Fprintf(&b, "RBAC:           %s\n", s.RBAC)
+	}
 	safetext.Fprintf(&b, "lines read:     %d (%d audit events; %d malformed, %d oversized)\n", s.Lines, s.Events, s.Malformed, s.Oversized)
 	safetext.Fprintf(&b, "not audit events: %d\n", s.Foreign)
 	writeReasons(&b, s.ForeignWhy)
