@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/wire"
@@ -177,4 +180,32 @@ func mustPolicies(t testing.TB, src string) *cedarlang.PolicySet {
 func resReq(user string, groups []string, verb, group, resource, sub, ns, name string) *entities.Request {
 	return &entities.Request{User: entities.UserInfo{Name: user, Groups: groups}, Verb: verb, ResourceRequest: true,
 		APIGroup: group, Resource: resource, Subresource: sub, Namespace: ns, Name: name}
+}
+
+// With admission enforcement, a conditional allow is answered Allow only
+// for a user the verified webhook sees (Options.AdmissionWebhookSees): its
+// matchConditions leave some identities out, whose writes it never checks.
+func TestAdmissionEnforcedOnlyForUsersTheWebhookSees(t *testing.T) {
+	dir := t.TempDir()
+	policy := `@id("pods-on-safe") permit(principal, action == k8s::Action::"create", resource is core::pods)
+when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "safe" };`
+	if err := os.WriteFile(filepath.Join(dir, "p.cedar"), []byte(policy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := store.NewStore([]string{dir}, nil, quietLogger())
+	if err := st.Load(); err != nil {
+		t.Fatal(err)
+	}
+	seen := func(user string, groups []string) bool { return !slices.Contains(groups, "system:masters") }
+	s := New(storeAuthorizer(schematest.Schema(), st, nil, engine.EngineOptions{}), Options{Logger: quietLogger(),
+		AdmissionEnforcement: true, AdmissionWebhookSees: seen, AggregatedAPI: func(string, string) bool { return false }})
+	for _, tc := range []struct {
+		groups []string
+		allow  bool
+	}{{[]string{"dev"}, true}, {[]string{"system:masters"}, false}} {
+		st := sarStatus(t, s, sarBody("lead", tc.groups, "create", "pods", "a", false))
+		if st.Allowed != tc.allow {
+			t.Errorf("groups %v: allowed=%v, want %v (the webhook sees them: %v)", tc.groups, st.Allowed, tc.allow, tc.allow)
+		}
+	}
 }

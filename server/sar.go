@@ -75,7 +75,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 func (s *Server) sarCaller(spec *wire.SubjectAccessReviewSpec) sarCaller {
 	return sarCaller{
 		Upstream:          spec.AuthorizationOptions.SupportsConditions(),
-		AdmissionEnforced: s.enforce && s.webhookVerified(),
+		AdmissionEnforced: s.enforce && s.webhookSees(spec.User, spec.Groups),
 		MayBeAggregated:   s.aggregated,
 	}
 }

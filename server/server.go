@@ -39,11 +39,13 @@ type Options struct {
 	// RequireClientCert: the webhook endpoints (/v1/...) serve only clients
 	// with a verified certificate (use with TLSOptions.ClientCAFile).
 	RequireClientCert bool
-	// AdmissionWebhookVerified: with AdmissionEnforcement, reports whether
-	// the admission webhook that enforces conditional allows is verified in
-	// place (kcedar serve checks its configuration); conditional allows are
-	// answered Allow only while it returns true. nil: never.
-	AdmissionWebhookVerified func() bool
+	// AdmissionWebhookSees: with AdmissionEnforcement, reports whether the
+	// admission webhook that enforces conditional allows is verified in
+	// place and sees the writes of the user of username in groups (its
+	// matchConditions leave some identities out); a conditional allow is
+	// answered Allow only while it returns true for the review's user. nil:
+	// never.
+	AdmissionWebhookSees func(username string, groups []string) bool
 	// AggregatedAPI: with AdmissionEnforcement, reports whether a group
 	// and version may be served by an aggregated API server (its
 	// APIService names a service) rather than by kube-apiserver itself.
@@ -90,9 +92,9 @@ type Server struct {
 	metrics *metrics
 	mux     *http.ServeMux
 	enforce bool
-	// webhookVerified: the admission webhook that enforces conditional
+	// webhookSees: the admission webhook that enforces conditional
 	// allows is known to be installed.
-	webhookVerified func() bool
+	webhookSees func(username string, groups []string) bool
 	// aggregated: a group version may be served by an aggregated API
 	// server, whose requests kube-apiserver's admission never sees.
 	aggregated  func(group, version string) bool
@@ -123,9 +125,9 @@ func New(authz authorizer.Authorizer, opts Options) *Server {
 		logger = slog.Default()
 	}
 	s := &Server{authz: authz, logger: logger, metrics: newMetrics(), mux: http.NewServeMux(), enforce: opts.AdmissionEnforcement,
-		ready: opts.Ready, degraded: opts.Degraded, decisionLog: opts.DecisionLog, authWarn: newWarnLimited(logger), webhookVerified: opts.AdmissionWebhookVerified}
-	if s.webhookVerified == nil {
-		s.webhookVerified = func() bool { return false }
+		ready: opts.Ready, degraded: opts.Degraded, decisionLog: opts.DecisionLog, authWarn: newWarnLimited(logger), webhookSees: opts.AdmissionWebhookSees}
+	if s.webhookSees == nil {
+		s.webhookSees = func(string, []string) bool { return false }
 	}
 	if s.aggregated = opts.AggregatedAPI; s.aggregated == nil {
 		s.aggregated = func(string, string) bool { return true }

@@ -156,7 +156,7 @@ func (o *serveOptions) build(ctx context.Context) (*serveParts, error) {
 	}
 	opts := server.Options{DecisionLog: dlog, Logger: o.logger, AdmissionEnforcement: o.admission.enforcement,
 		RequireClientCert: o.tls.ClientCAFile != "", PolicyAdmission: p.objects.admission, TracerProvider: p.tracing.TracerProvider()}
-	opts.AdmissionWebhookVerified, p.verifier = o.admission.verification(o.logger)
+	opts.AdmissionWebhookSees, p.verifier = o.admission.verification(o.logger)
 	if p.apis = o.admission.apiServices(o.logger); p.apis != nil {
 		opts.AggregatedAPI = p.apis.MayBeAggregated
 	}

@@ -22,18 +22,18 @@ func (o *admissionOptions) addFlags(f *pflag.FlagSet) {
 }
 
 // verification returns the server's view of the admission webhook (for
-// server.Options.AdmissionWebhookVerified) and the verifier to run: nil
-// without --admission-enforcement (nothing to verify) and with
-// --unverified-admission-webhook (always verified).
-func (o *admissionOptions) verification(logger *slog.Logger) (func() bool, *webhooks.Verifier) {
+// server.Options.AdmissionWebhookSees) and the verifier to run: nil
+// without --admission-enforcement (nothing to verify); with
+// --unverified-admission-webhook, a webhook taken to see everyone.
+func (o *admissionOptions) verification(logger *slog.Logger) (func(string, []string) bool, *webhooks.Verifier) {
 	switch {
 	case !o.enforcement:
 		return nil, nil
 	case o.unverified:
-		return func() bool { return true }, nil
+		return func(string, []string) bool { return true }, nil
 	}
 	v := webhooks.NewVerifier(o.webhookName, logger)
-	return v.Verified, v
+	return v.Sees, v
 }
 
 // apiServices returns the follower of the cluster's APIServices (for

@@ -178,10 +178,10 @@ func TestServeAdmissionVerification(t *testing.T) {
 	if f, v := parseServe(t, "--policies", "x").admission.verification(nil); f != nil || v != nil {
 		t.Error("a verification without --admission-enforcement")
 	}
-	if f, v := parseServe(t, "--policies", "x", "--admission-enforcement", "--unverified-admission-webhook").admission.verification(nil); f == nil || !f() || v != nil {
+	if f, v := parseServe(t, "--policies", "x", "--admission-enforcement", "--unverified-admission-webhook").admission.verification(nil); f == nil || !f("alice", nil) || v != nil {
 		t.Error("--unverified-admission-webhook: want always verified, no verifier")
 	}
-	if f, v := parseServe(t, "--policies", "x", "--admission-enforcement").admission.verification(nil); f == nil || f() || v == nil {
+	if f, v := parseServe(t, "--policies", "x", "--admission-enforcement").admission.verification(nil); f == nil || f("alice", nil) || v == nil {
 		t.Error("--admission-enforcement: want a verifier, unverified until it sees the webhook")
 	}
 }

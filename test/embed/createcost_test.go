@@ -184,7 +184,7 @@ func serveCreateCost(b *testing.B) (string, []byte) {
 		b.Fatal(err)
 	}
 	handler := server.New(kc, server.Options{Logger: slog.New(slog.DiscardHandler), AdmissionEnforcement: true,
-		AdmissionWebhookVerified: func() bool { return true }, AggregatedAPI: func(string, string) bool { return false }})
+		AdmissionWebhookSees: func(string, []string) bool { return true }, AggregatedAPI: func(string, string) bool { return false }})
 	var notHTTP2 atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor != 2 {
