@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
@@ -44,14 +49,18 @@ func newPluginRoot() *cobra.Command {
 	defer func() { kubectlPlugin, clusterPoliciesFlag = false, "cluster" }()
 	root := &cobra.Command{
 		Use:   "cedar",
-		Short: "kcedar's access reviews through kubectl: who-can, can-i --list, why, diff",
+		Short: "kcedar's access reviews through kubectl: who-can, can-i, why, diff",
 		Long: `kubectl cedar answers from the cluster's Cedar policies (CedarPolicy and
-NamespacedCedarPolicy objects) and its live schema, read through the API
-server with the kubeconfig, as kcedar serve would decide: who can make a
-request, what a user can do (with the conditions kubectl auth can-i --list
-cannot show for a webhook authorizer), why a request is decided as it is,
-and what a change of policy files would change. --policies FILE|DIR uses
-policy files instead of the cluster's objects.`,
+NamespacedCedarPolicy objects), its RBAC and its live schema, read through
+the API server with the kubeconfig, for kube-apiserver's authorizer chain
+(kcedar, then RBAC; --kcedar-only asks kcedar alone): who can make a
+request, whether a user may make one ("yes", "no", or "yes, if" with the
+conditions kubectl auth can-i does not ask for), what a user can do (with
+the conditions kubectl auth can-i --list cannot show for a webhook
+authorizer), why a request is decided as it is, and what a change of
+policy files would change. can-i and why without --as ask about you, as
+the API server authenticates you. --policies FILE|DIR uses policy files
+instead of the cluster's objects.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl cedar"},
@@ -148,6 +157,62 @@ func kubectlDefaults(c *cobra.Command, args []string, all bool, policies string)
 			if err := f.Set(flag, "true"); err != nil {
 				return err
 			}
+		}
+	}
+	if asksAboutAUser(c, f) {
+		return setSelf(c.Context(), f)
+	}
+	return nil
+}
+
+// asksAboutAUser reports whether the command asks about a user and none
+// was named: kubectl auth can-i then asks about the caller, and so do the
+// plugin's can-i and why.
+func asksAboutAUser(c *cobra.Command, f *pflag.FlagSet) bool {
+	return (c.Name() == "can-i" || c.Name() == "why") && f.Lookup("as") != nil && !f.Changed("as") && !f.Changed("as-group")
+}
+
+// setSelf sets --as, --as-group, --as-uid and --as-user-extra to the
+// caller, as the API server authenticates it (a SelfSubjectReview, as
+// kubectl auth whoami asks).
+func setSelf(ctx context.Context, f *pflag.FlagSet) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	src := schemaSource{}
+	for name, v := range map[string]*string{"kubeconfig": &src.Kubeconfig, "context": &src.Context, "cluster": &src.Cluster} {
+		if fl := f.Lookup(name); fl != nil {
+			*v = fl.Value.String()
+		}
+	}
+	cfg, err := src.RESTConfig()
+	if err != nil {
+		return fmt.Errorf("give --as USER (asking the API server who you are: %w)", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("give --as USER (asking the API server who you are: %w)", err)
+	}
+	u := review.Status.UserInfo
+	sets := [][2]string{{"as", u.Username}, {"as-uid", u.UID}}
+	for _, g := range u.Groups {
+		sets = append(sets, [2]string{"as-group", g})
+	}
+	for k, vs := range u.Extra {
+		for _, v := range vs {
+			sets = append(sets, [2]string{"as-user-extra", k + "=" + v})
+		}
+	}
+	for _, kv := range sets {
+		if kv[1] == "" {
+			continue
+		}
+		if err := f.Set(kv[0], kv[1]); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -191,5 +192,36 @@ current-context: dev
 	}
 	if f := newWhoCanCmd().Flags(); f.Lookup("token") != nil || f.Lookup("as") != nil {
 		t.Error("kcedar who-can has kubectl's global flags --token or --as")
+	}
+}
+
+// kubectl cedar can-i and why without --as ask about the caller, as the
+// API server authenticates it (a SelfSubjectReview), as kubectl auth can-i
+// does.
+func TestPluginAsksWhoYouAre(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/apis/authentication.k8s.io/v1/selfsubjectreviews" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview","status":{"userInfo":{"username":"jane","uid":"u-1","groups":["dev","system:authenticated"]}}}`)
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	pol, schema := "../../policies/quickstart", embeddedSchemaFile(t)
+	conn := []string{"-p", pol, "--schema", schema, "--server", srv.URL, "--insecure-skip-tls-verify", "--token", "t"}
+	for args, want := range map[string]string{
+		"can-i get pods web -n dev":  "yes\n",
+		"can-i get pods web -n prod": "no\n",
+		"why get pods web -n dev":    `user="jane" groups=[dev system:authenticated]`,
+	} {
+		out, _ := runPlugin(t, append(strings.Fields(args), conn...)...)
+		if !strings.Contains(out, want) {
+			t.Errorf("%s: lacks %q:\n%s", args, want, out)
+		}
+	}
+	if out, code := runPlugin(t, "can-i", "get", "pods", "-n", "dev", "-p", pol, "--schema", schema, "--server", "https://127.0.0.1:1", "--request-timeout", "2s"); code != 2 || !strings.Contains(out, "give --as USER") {
+		t.Errorf("no API server to ask: exit %d\n%s", code, out)
 	}
 }
