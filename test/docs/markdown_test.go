@@ -1,7 +1,3 @@
-// Package docs checks the documentation against the code: every kcedar flag
-// a doc names is one `kcedar ... --help` lists (flags_test.go), and every
-// command block of the operator guides either runs in the e2e suite or is
-// marked as an illustration (blocks_test.go).
 package docs
 
 import (
@@ -23,47 +19,6 @@ func docFiles(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	return append([]string{filepath.Join(root, "README.md")}, files...)
-}
-
-// fence is one fenced code block of a Markdown file.
-type fence struct {
-	line int    // the line of the opening fence, from 1
-	lang string // the info string's first word: "sh", "yaml", ""
-	body []string
-	// before is the nearest non-blank line above the opening fence.
-	before string
-}
-
-var fenceOpen = regexp.MustCompile("^\\s*(```+)\\s*([A-Za-z0-9_+-]*)")
-
-// parseMarkdown splits a Markdown text into its fenced code blocks and the
-// prose outside them (fences blanked, so inline code can be found in it).
-func parseMarkdown(text string) (fences []fence, prose string) {
-	lines := strings.Split(text, "\n")
-	var out []string
-	var cur *fence
-	var marker, lastNonBlank string
-	for i, l := range lines {
-		if cur != nil {
-			if strings.TrimSpace(l) == marker {
-				fences, cur = append(fences, *cur), nil
-			} else {
-				cur.body = append(cur.body, l)
-			}
-			out = append(out, "")
-			continue
-		}
-		if m := fenceOpen.FindStringSubmatch(l); m != nil {
-			cur, marker = &fence{line: i + 1, lang: m[2], before: lastNonBlank}, m[1]
-			out = append(out, "")
-			continue
-		}
-		if strings.TrimSpace(l) != "" {
-			lastNonBlank = strings.TrimSpace(l)
-		}
-		out = append(out, l)
-	}
-	return fences, strings.Join(out, "\n")
 }
 
 var inlineCode = regexp.MustCompile("`([^`]+)`")

@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,14 +41,16 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
+	"github.com/kcedar/kcedar/test/docs"
 	"github.com/kcedar/kcedar/test/e2e/framework"
 )
 
-// TestDeploy runs docs/deploy.md: its blocks marked "# e2e: NAME" with bash
+// TestDeploy runs docs/deploy.md: its blocks marked <!-- e2e: NAME --> (the
+// line above the fence, see test/docs) with bash
 // -euo pipefail (and openssl), kcedar being the binary under test and
 // kubectl the server-side-apply subset of test/e2e/framework/cmd/kubectl
 // (`apply --server-side -k DIR | -f FILE|-`; it refuses anything else), and
-// its "# e2e file: PATH" blocks written as they are, in a work directory
+// its <!-- e2e file: PATH --> blocks written as they are, in a work directory
 // laid out like the checkout the guide stands in (deploy/, and
 // policies/quickstart). The only changes made to the blocks: the port 8443
 // becomes a free port, and /etc/kcedar, /etc/kubernetes/... become
@@ -83,7 +84,10 @@ func TestDeploy(t *testing.T) {
 		}
 	}
 	root := moduleRoot(t)
-	doc := parseDeployDoc(t, filepath.Join(root, "docs", "deploy.md"))
+	doc, err := docs.ReadE2EBlocks(filepath.Join(root, "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	work := t.TempDir()
 	node := filepath.Join(work, "node") // the root of a control-plane node's file system
 	copyTree(t, filepath.Join(root, "deploy"), filepath.Join(work, "deploy"))
@@ -346,7 +350,7 @@ func checkDeployAudit(t *testing.T, c *framework.Cluster) {
 // docShell runs docs/deploy.md's marked blocks.
 type docShell struct {
 	t   *testing.T
-	doc *deployDoc
+	doc *docs.E2EBlocks
 	dir string
 	env []string
 }
@@ -355,9 +359,9 @@ type docShell struct {
 // replacing each key of subst (which must occur) with its value.
 func (s *docShell) run(name string, subst map[string]string) {
 	s.t.Helper()
-	block, ok := s.doc.blocks[name]
+	block, ok := s.doc.Commands[name]
 	if !ok {
-		s.t.Fatalf("docs/deploy.md has no block marked \"# e2e: %s\"", name)
+		s.t.Fatalf("docs/deploy.md has no block marked <!-- e2e: %s -->", name)
 	}
 	for from, to := range subst {
 		if !strings.Contains(block, from) {
@@ -377,9 +381,9 @@ func (s *docShell) run(name string, subst map[string]string) {
 // write writes the docs' file block for path.
 func (s *docShell) write(path string) {
 	s.t.Helper()
-	content, ok := s.doc.files[path]
+	content, ok := s.doc.Files[path]
 	if !ok {
-		s.t.Fatalf("docs/deploy.md has no block marked \"# e2e file: %s\"", path)
+		s.t.Fatalf("docs/deploy.md has no block marked <!-- e2e file: %s -->", path)
 	}
 	p := filepath.Join(s.dir, path)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -388,41 +392,6 @@ func (s *docShell) write(path string) {
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		s.t.Fatal(err)
 	}
-}
-
-type deployDoc struct {
-	blocks map[string]string // "# e2e: NAME" code blocks
-	files  map[string]string // "# e2e file: PATH" code blocks
-}
-
-var fenceRE = regexp.MustCompile("(?ms)^```[a-z]*\n(.*?)^```")
-
-// parseDeployDoc finds the marked code blocks of the doc.
-func parseDeployDoc(t *testing.T, path string) *deployDoc {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &deployDoc{blocks: map[string]string{}, files: map[string]string{}}
-	for _, m := range fenceRE.FindAllStringSubmatch(string(data), -1) {
-		first, rest, _ := strings.Cut(m[1], "\n")
-		var into map[string]string
-		var key string
-		switch {
-		case strings.HasPrefix(first, "# e2e file: "):
-			into, key = d.files, strings.TrimPrefix(first, "# e2e file: ")
-		case strings.HasPrefix(first, "# e2e: "):
-			into, key = d.blocks, strings.TrimPrefix(first, "# e2e: ")
-		default:
-			continue
-		}
-		if _, dup := into[key]; dup {
-			t.Fatalf("%s: two blocks marked %q", path, first)
-		}
-		into[key] = rest
-	}
-	return d
 }
 
 // podEmulation says how to run a pod's container as a local process: work

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kcedar/kcedar/internal/cluster/webhooks"
+	"github.com/kcedar/kcedar/test/docs"
 	"github.com/kcedar/kcedar/test/e2e/framework"
 )
 
@@ -265,11 +266,14 @@ func runReplayRecipe(t *testing.T, c *framework.Cluster, work string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "reviewing-changes.md"))
+	doc, err := docs.ReadE2EBlocks(filepath.Join(root, "docs", "reviewing-changes.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	block := fencedAfter(t, string(doc), "```sh\n# e2e: replay-before-rbac\n")
+	block, ok := doc.Commands["replay-before-rbac"]
+	if !ok {
+		t.Fatal("docs/reviewing-changes.md has no block marked <!-- e2e: replay-before-rbac -->")
+	}
 	home := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(home, ".kube"), 0o700); err != nil {
 		t.Fatal(err)
