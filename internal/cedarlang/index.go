@@ -180,6 +180,12 @@ type bucket struct {
 	// innerLens[d]: the lengths of the grams of `like` inner literals keyed
 	// on d: a request looks up every window of its value of these lengths.
 	innerLens [nDims][]uint16
+	// affixKeys: the slot keys of the `like` keys filed in the bucket;
+	// filter: a bit array of them (index_filter.go), which holds the first
+	// filtered of them.
+	affixKeys []uint64
+	filter    []uint64
+	filtered  int
 	rest      []int32
 	keyed     []int32 // every policy keyed in the bucket, in order
 }
@@ -194,14 +200,18 @@ type constraint struct {
 	needs uint16
 	vals  []string
 	// prefix: the value starts with one of vals (a `like` pattern's literal
-	// prefix), rather than equals one. Used only as a key, never checked
-	// after the lookup. With suffix also set, the value ends with one of
-	// vals instead; with inner, it holds one of them somewhere.
+	// prefix), rather than equals one. With suffix also set, the value ends
+	// with one of vals instead; with inner, it holds one of them somewhere.
 	prefix, suffix, inner bool
 	// hashes of vals, filled by buildIndex.
 	hashes []uint64
 	// alts: for dAlt, the alternatives (one per dimension).
 	alts []constraint
+	// opts: for an alternative of a disjunction whose side holds several
+	// constraints (`principal.name like "pool-*-t7"`: a prefix and a
+	// suffix), each of them, one of which keys it: the cheapest by the
+	// set's counts (resolveAlts). The alternative itself is the first.
+	opts []constraint
 }
 
 // bucketing reports whether c picks a policy's buckets (an equal verb or a
@@ -212,6 +222,61 @@ func (c constraint) bucketing() bool { return (c.dim == dVerb || c.dim == dRType
 // `like` prefixes, suffixes or inner grams.
 func (c constraint) sameKind(o constraint) bool {
 	return c.prefix == o.prefix && c.suffix == o.suffix && c.inner == o.inner
+}
+
+// keyParts is every constraint c may be keyed under: its alternatives'
+// options, or its alternatives, or c itself.
+func (c constraint) keyParts() []constraint {
+	var out []constraint
+	for _, p := range c.parts() {
+		if len(p.opts) > 0 {
+			out = append(out, p.opts...)
+		} else {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// resolveAlts is cons with each alternative of a disjunction that has
+// options keyed by the cheapest of them (fewest policies share its values;
+// a principal type only when nothing else is as cheap): cons itself when
+// none has options.
+func resolveAlts(cons []constraint, count map[dimKey]int32) []constraint {
+	var out []constraint
+	for i, c := range cons {
+		if c.dim != dAlt || !slices.ContainsFunc(c.alts, func(a constraint) bool { return len(a.opts) > 0 }) {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(cons)
+		}
+		alts := slices.Clone(c.alts)
+		for j, a := range alts {
+			var best keyCost
+			for k, o := range a.opts {
+				if cost := o.cost(count); k == 0 || cost.less(best) {
+					alts[j], best = o, cost
+				}
+			}
+		}
+		out[i].alts = alts
+	}
+	if out == nil {
+		return cons
+	}
+	return out
+}
+
+// cost is what keying on c costs: how many policies share its values.
+func (c constraint) cost(count map[dimKey]int32) keyCost {
+	cost := keyCost{weak: c.dim == dPType}
+	for _, part := range c.parts() {
+		for _, h := range part.hashes {
+			cost.n += int64(count[dimKey{part.dim, h}])
+		}
+	}
+	return cost
 }
 
 // parts is c's alternatives, or c itself.
@@ -310,6 +375,9 @@ func (ix *index) build(policies []*Policy) *index {
 	}
 	ix.cons = slices.Clip(ix.cons)
 	ix.count = count
+	for _, b := range ix.buckets {
+		b.updateFilter()
+	}
 	ix.fill(keyed)
 	return ix
 }
@@ -320,7 +388,8 @@ func (ix *index) build(policies []*Policy) *index {
 func (ix *index) filePolicy(keyed map[uint64][]int32, verbSeen map[uint64]bool, p *Policy, e *extraction, i int32, count map[dimKey]int32) {
 	vids := ix.ids(e.values(dVerb))
 	tids := ix.ids(e.values(dRType))
-	primary, secondary := chooseKeys(e.cons, count)
+	keys := resolveAlts(e.cons, count)
+	primary, secondary := chooseKeys(keys, count)
 	for _, c := range e.cons {
 		if c.dim != dAlt && isResourceDim(c.dim) {
 			ix.needsValue[i] |= 1 << c.dim
@@ -333,7 +402,7 @@ func (ix *index) filePolicy(keyed map[uint64][]int32, verbSeen map[uint64]bool, 
 			ix.verbs = append(ix.verbs, v)
 		}
 		for _, t := range tids {
-			ix.bucketOf(bucketKey{v, t, lazy}).addPolicy(keyed, e.cons, i, primary, secondary)
+			ix.bucketOf(bucketKey{v, t, lazy}).addPolicy(keyed, keys, i, primary, secondary)
 		}
 	}
 }
@@ -353,7 +422,7 @@ func (ix *index) extractAll(policies []*Policy) ([]extraction, map[dimKey]int32)
 			if c.bucketing() {
 				continue
 			}
-			for _, part := range c.parts() {
+			for _, part := range c.keyParts() {
 				for _, h := range part.hashes {
 					count[dimKey{part.dim, h}]++
 				}
@@ -377,12 +446,7 @@ func chooseKeys(cons []constraint, count map[dimKey]int32) (primary, secondary i
 		if c.bucketing() {
 			continue
 		}
-		cost := keyCost{weak: c.dim == dPType}
-		for _, part := range c.parts() {
-			for _, h := range part.hashes {
-				cost.n += int64(count[dimKey{part.dim, h}])
-			}
-		}
+		cost := c.cost(count)
 		open := c.dimMask()&openableDims != 0
 		if !open && c.needs == 0 && (secondary < 0 || cost.less(bestS)) {
 			secondary, bestS = ci, cost
@@ -450,15 +514,43 @@ func (b *bucket) addPolicy(keyed map[uint64][]int32, cons []constraint, i int32,
 	}
 }
 
-// appendChecks encodes cons (but verb, resource type and dAlt) into ix.cons,
-// to be checked after the lookup.
+// Kinds of a check after the lookup: a value among a set, or a `like`
+// prefix, suffix or inner gram (each with its length).
+const (
+	checkEqual uint32 = iota
+	checkPrefix
+	checkSuffix
+	checkInner
+)
+
+// checkKind is how c is checked after the lookup.
+func (c constraint) checkKind() uint32 {
+	switch {
+	case c.inner:
+		return checkInner
+	case c.suffix:
+		return checkSuffix
+	case c.prefix:
+		return checkPrefix
+	}
+	return checkEqual
+}
+
+// appendChecks encodes cons (but those that pick buckets and dAlt) into
+// ix.cons, to be checked after the lookup: a header (dim | kind<<8 |
+// n<<11), the dimensions it needs, then n 32-bit value hashes, each after
+// its length for a `like` key.
 func (ix *index) appendChecks(cons []constraint) {
 	for _, c := range cons {
-		if c.dim == dVerb || c.dim == dRType || c.dim == dAlt || c.prefix {
+		if c.bucketing() || c.dim == dAlt {
 			continue
 		}
-		ix.cons = append(ix.cons, uint32(c.dim)|uint32(len(c.vals))<<8, uint32(c.needs))
-		for _, h := range c.hashes {
+		kind := c.checkKind()
+		ix.cons = append(ix.cons, uint32(c.dim)|kind<<8|uint32(len(c.vals))<<11, uint32(c.needs))
+		for j, h := range c.hashes {
+			if kind != checkEqual {
+				ix.cons = append(ix.cons, uint32(len(c.vals[j])))
+			}
 			ix.cons = append(ix.cons, uint32(h))
 		}
 	}
@@ -510,6 +602,9 @@ func put(keyed map[uint64][]int32, b *bucket, tag uint16, c constraint, i int32)
 		}
 		for _, h := range slices.Compact(slices.Sorted(slices.Values(part.hashes))) {
 			k := keyOf(b.id, tag<<4|uint16(part.dim), h)
+			if part.prefix {
+				b.noteAffixKey(k)
+			}
 			keyed[k] = append(keyed[k], i)
 		}
 	}
@@ -535,6 +630,9 @@ func (b *bucket) addAffixLen(c constraint, n int) {
 func (ix *index) hashValues(c *constraint) {
 	for j := range c.alts {
 		ix.hashValues(&c.alts[j])
+	}
+	for j := range c.opts {
+		ix.hashValues(&c.opts[j])
 	}
 	c.hashes = make([]uint64, len(c.vals))
 	for j, v := range c.vals {

@@ -2,6 +2,7 @@ package cedarlang
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 
 	"github.com/cedar-policy/cedar-go/types"
@@ -52,7 +53,7 @@ func extract(p *ast.Policy, forbid bool) extraction {
 		if !forbid {
 			continue
 		}
-		pending |= own
+		pending |= own | residualErrorDims(n)
 		// A forbid relies on nothing past a conjunct that may fail for
 		// another reason than an absent attribute.
 		if !ok && !x.errorFree(n) {
@@ -374,7 +375,7 @@ func likeConstraints(dim uint8, head string, headed bool, p types.Pattern) []con
 		cs = append(cs, constraint{dim: dim, vals: []string{suffix}, prefix: true, suffix: true})
 	}
 	if prefix == "" && suffix == "" {
-		if gram := likeInnerGram(comps); gram != "" {
+		for _, gram := range likeInnerGrams(comps) {
 			cs = append(cs, constraint{dim: dim, vals: []string{gram}, prefix: true, inner: true})
 		}
 	}
@@ -418,12 +419,16 @@ const maxAffix = 1<<16 - 1
 // innerGramMax is the most bytes of an inner literal a `like` key holds.
 const innerGramMax = 4
 
-// likeInnerGram is what a `like` pattern (its likeComponents) with neither
-// a literal prefix nor a literal suffix is keyed on: the last innerGramMax
-// bytes (or fewer, at least 2) of its longest literal. A matching value
-// holds that literal, so it holds the gram in some window; "" when no
-// literal is that long.
-func likeInnerGram(comps []any) string {
+// maxInnerGrams bounds the grams a pattern is keyed on.
+const maxInnerGrams = 16
+
+// likeInnerGrams are what a `like` pattern (its likeComponents) with
+// neither a literal prefix nor a literal suffix may be keyed on: the
+// distinct windows of innerGramMax bytes (or fewer, at least 2) of its
+// longest literal. A matching value holds that literal, so it holds each
+// gram in some window: each is a constraint, and the index keys the one
+// fewest policies share (chooseKeys); none when no literal is that long.
+func likeInnerGrams(comps []any) []string {
 	longest := ""
 	for _, c := range comps {
 		if lit, isLiteral := c.(map[string]any); isLiteral {
@@ -433,9 +438,16 @@ func likeInnerGram(comps []any) string {
 		}
 	}
 	if len(longest) < 2 {
-		return ""
+		return nil
 	}
-	return longest[len(longest)-min(len(longest), innerGramMax):]
+	n := min(len(longest), innerGramMax)
+	var grams []string
+	for i := len(longest) - n; i >= 0 && len(grams) < maxInnerGrams; i-- {
+		if g := longest[i : i+n]; !slices.Contains(grams, g) {
+			grams = append(grams, g)
+		}
+	}
+	return grams
 }
 
 // one is a single constraint: dim takes one of vals.
@@ -602,16 +614,24 @@ func (x *extractor) atomOr(v ast.NodeTypeOr) (cs []constraint, ok, mayFail bool)
 	return []constraint{{dim: dAlt, alts: alts}}, true, lfail || rfail
 }
 
-// side is atom for one side of a disjunction. A permit's side may also be a
-// conjunction: whenever it holds, each of its conjuncts' constraints does.
-// (A forbid's may not: a conjunct it cannot read may fail, and deny.)
+// side is atom for one side of a disjunction, which may be a conjunction:
+// whenever it holds, each of its conjuncts' constraints does, and a `has`
+// in it guards the reads after it within the side. A forbid's side that
+// may fail (one of its conjuncts may, guards aside) fails the forbid,
+// which denies whatever its constraints say: then it implies none.
 func (x *extractor) side(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
 	and, isAnd := n.(ast.NodeTypeAnd)
-	if !isAnd || x.forbid {
+	if !isAnd {
 		return x.atom(n)
 	}
+	saved := maps.Clone(x.guards)
+	defer func() { x.guards = saved }()
 	for _, c := range appendConjuncts(nil, and) {
+		if x.forbid && !x.errorFree(c) {
+			return nil, false, false
+		}
 		ccs, cok, cfail := x.atom(c)
+		x.noteGuard(c)
 		if cok {
 			cs, ok, mayFail = append(cs, ccs...), true, mayFail || cfail
 		}
@@ -624,10 +644,11 @@ func (x *extractor) side(n ast.IsNode) (cs []constraint, ok, mayFail bool) {
 func mergeAlternatives(as []constraint) []constraint {
 	var alts []constraint
 	for _, a := range as {
-		if i := slices.IndexFunc(alts, func(b constraint) bool { return b.dim == a.dim && b.sameKind(a) }); i >= 0 {
+		mergeable := func(b constraint) bool { return b.dim == a.dim && b.sameKind(a) && len(a.opts)+len(b.opts) == 0 }
+		if i := slices.IndexFunc(alts, mergeable); i >= 0 {
 			alts[i].vals = append(slices.Clone(alts[i].vals), a.vals...)
 		} else {
-			alts = append(alts, constraint{dim: a.dim, vals: a.vals, prefix: a.prefix, suffix: a.suffix, inner: a.inner})
+			alts = append(alts, constraint{dim: a.dim, vals: a.vals, prefix: a.prefix, suffix: a.suffix, inner: a.inner, opts: a.opts})
 		}
 	}
 	return alts
@@ -663,19 +684,33 @@ func principalInSet(els []ast.IsNode) (cs []constraint, ok, mayFail bool) {
 }
 
 // alternative is what one side of a disjunction implies on a dimension a
-// policy can be keyed on: a dAlt's alternatives, or one such constraint of
-// the side (each of a side's constraints holds when it does).
+// policy can be keyed on: one alternative whose options are the side's
+// constraints (each holds when the side does; the index keys the cheapest,
+// resolveAlts), or without any a dAlt's alternatives. A verb is one (a key
+// in the bucket of any verb); a resource type is not (it picks buckets),
+// nor a principal type (too weak a key).
 func alternative(cs []constraint) ([]constraint, bool) {
+	var opts, alts []constraint
 	for _, c := range cs {
 		switch c.dim {
 		case dAlt:
-			return c.alts, true
-		case dVerb, dRType, dPType:
+			if alts == nil {
+				alts = c.alts
+			}
+		case dRType, dPType:
 		default:
-			return []constraint{c}, true
+			opts = append(opts, c)
 		}
 	}
-	return nil, false
+	switch {
+	case len(opts) == 1:
+		return opts, true
+	case len(opts) > 1:
+		a := opts[0]
+		a.opts = opts
+		return []constraint{a}, true
+	}
+	return alts, alts != nil
 }
 
 func isGroups(n ast.IsNode) bool {
@@ -684,7 +719,8 @@ func isGroups(n ast.IsNode) bool {
 }
 
 // errorFree reports whether evaluating n certainly cannot fail (conservative:
-// false when unsure). Only boolean-valued forms over always-present inputs.
+// false when unsure). Only boolean-valued forms over inputs that are
+// present (always, or after a top-level `has` guard), of the right type.
 func (x *extractor) errorFree(n ast.IsNode) bool {
 	switch v := n.(type) {
 	case ast.NodeValue:
@@ -704,23 +740,63 @@ func (x *extractor) errorFree(n ast.IsNode) bool {
 		return x.valueErrorFree(v.Left) && x.valueErrorFree(v.Right)
 	case ast.NodeTypeNotEquals:
 		return x.valueErrorFree(v.Left) && x.valueErrorFree(v.Right)
+	case ast.NodeTypeLike:
+		return x.stringErrorFree(v.Arg)
+	case ast.NodeTypeIsEmpty:
+		return x.setErrorFree(v.Arg)
+	case ast.NodeTypeContains:
+		return x.setErrorFree(v.Left) && x.valueErrorFree(v.Right)
+	case ast.NodeTypeContainsAll:
+		return x.setErrorFree(v.Left) && x.setErrorFree(v.Right)
+	case ast.NodeTypeContainsAny:
+		return x.setErrorFree(v.Left) && x.setErrorFree(v.Right)
+	case ast.NodeTypeHasTag:
+		_, fail, isOwner := x.tagOwner(v.Left)
+		_, isStr := literalString(v.Right)
+		return isOwner && isStr && !fail
 	default:
-		// Recognized atoms that cannot fail: in, is, contains on literals.
+		// Recognized atoms that cannot fail: in, is on literals.
 		_, ok, fail := x.atom(n)
 		return ok && !fail
 	}
 }
 
 // valueErrorFree: reading n cannot fail (literals, variables, attributes
-// that are always present).
+// and tags that are present).
 func (x *extractor) valueErrorFree(n ast.IsNode) bool {
 	switch n.(type) {
 	case ast.NodeValue, ast.NodeTypeVariable:
 		return true
 	}
-	if isGroups(n) {
+	if _, isSet := literalSet(n); isSet || isGroups(n) {
 		return true
+	}
+	if _, _, fail, isTag := x.tagRead(n); isTag {
+		return !fail
 	}
 	_, fail, ok := x.attr(n)
 	return ok && !fail
+}
+
+// stringErrorFree: n is a string and reading it cannot fail (an attribute
+// the index knows, present; a namespace label's value, present; a literal).
+func (x *extractor) stringErrorFree(n ast.IsNode) bool {
+	if _, isStr := literalString(n); isStr {
+		return true
+	}
+	if dim, _, fail, isTag := x.tagRead(n); isTag {
+		return dim == dLabel && !fail
+	}
+	_, fail, ok := x.attr(n)
+	return ok && !fail
+}
+
+// setErrorFree: n is a set and reading it cannot fail (a literal set, the
+// principal's groups, a tag of the principal that it has).
+func (x *extractor) setErrorFree(n ast.IsNode) bool {
+	if _, isSet := literalSet(n); isSet || isGroups(n) {
+		return true
+	}
+	dim, _, fail, isTag := x.tagRead(n)
+	return isTag && dim == dExtra && !fail
 }

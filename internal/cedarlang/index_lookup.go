@@ -285,21 +285,26 @@ func (ix *index) collect(keys []uint64, lists [][]int32, s *lookupState, b *buck
 // and of every window of it of each inner gram length.
 func (ix *index) appendPrefixKeys(keys []uint64, v string, b *bucket, tag uint16, d uint8) []uint64 {
 	td := tag<<4 | uint16(d)
+	add := func(h uint64) {
+		if k := keyOf(b.id, td, h); b.mayHold(k) {
+			keys = append(keys, k)
+		}
+	}
 	for _, n := range b.prefixLens[d] {
 		if int(n) > len(v) {
 			break
 		}
-		keys = append(keys, keyOf(b.id, td, ix.prefixHash(v[:n])))
+		add(ix.prefixHash(v[:n]))
 	}
 	for _, n := range b.suffixLens[d] {
 		if int(n) > len(v) {
 			break
 		}
-		keys = append(keys, keyOf(b.id, td, ix.suffixHash(v[len(v)-int(n):])))
+		add(ix.suffixHash(v[len(v)-int(n):]))
 	}
 	for _, n := range b.innerLens[d] {
 		for i := 0; i+int(n) <= len(v); i++ {
-			keys = append(keys, keyOf(b.id, td, ix.innerHash(v[i:i+int(n)])))
+			add(ix.innerHash(v[i : i+int(n)]))
 		}
 	}
 	return keys
@@ -341,7 +346,10 @@ func (ix *index) holds(i int32, s *lookupState) bool {
 	c := ix.cons[ix.consAt[i]:ix.consAt[i+1]]
 	for len(c) > 0 {
 		h := c[0]
-		d, needs, n := uint8(h&0xff), uint16(c[1]), int(h>>8)
+		d, kind, needs, n := uint8(h&0xff), h>>8&7, uint16(c[1]), int(h>>11)
+		if kind != checkEqual {
+			n *= 2 // a length before each hash
+		}
 		vs := c[2 : 2+n]
 		c = c[2+n:]
 		switch {
@@ -350,6 +358,10 @@ func (ix *index) holds(i int32, s *lookupState) bool {
 		case !s.has[d]:
 			return false
 		case s.open[d]:
+		case kind != checkEqual:
+			if !ix.affixHolds(s, d, kind, vs) {
+				return false
+			}
 		case isMultiDim(d):
 			if !anyAmong(s.multi[d], vs) {
 				return false
@@ -359,4 +371,40 @@ func (ix *index) holds(i int32, s *lookupState) bool {
 		}
 	}
 	return true
+}
+
+// affixHolds reports whether the request's value on d (one of them, on a
+// set-valued dimension) has one of the `like` keys vs (length, hash pairs)
+// of kind as a prefix, a suffix or a window.
+func (ix *index) affixHolds(s *lookupState, d uint8, kind uint32, vs []uint32) bool {
+	values := s.multiStrs(d)
+	if !isMultiDim(d) {
+		values = s.strs[d : d+1]
+	}
+	for j := 0; j < len(vs); j += 2 {
+		n, h := int(vs[j]), vs[j+1]
+		for _, v := range values {
+			if n <= len(v) && ix.affixAt(v, n, kind, h) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// affixAt reports whether v's prefix, suffix or some window (kind) of n
+// bytes hashes to h.
+func (ix *index) affixAt(v string, n int, kind, h uint32) bool {
+	switch kind {
+	case checkPrefix:
+		return uint32(ix.prefixHash(v[:n])) == h
+	case checkSuffix:
+		return uint32(ix.suffixHash(v[len(v)-n:])) == h
+	}
+	for i := 0; i+n <= len(v); i++ {
+		if uint32(ix.innerHash(v[i:i+n])) == h {
+			return true
+		}
+	}
+	return false
 }

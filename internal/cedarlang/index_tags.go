@@ -295,3 +295,22 @@ func (x *extractor) atomTagLike(v ast.NodeTypeLike) (cs []constraint, ok, mayFai
 	cs = likeConstraints(dLabel, key+tagValueSep, true, v.Value)
 	return cs, len(cs) > 0, fail
 }
+
+// residualErrorDims are the dimensions whose open value makes conjunct n a
+// residual that may fail: a read of a namespace label (getTag), when the
+// namespace's labels are unknown. Partial evaluation keeps such a residual
+// before a false conjunct (`X && false` fails when X does), and a forbid
+// that may fail denies: so a forbid's constraints after it rule it out only
+// when the labels are known (they need dLabel).
+func residualErrorDims(n ast.IsNode) uint16 {
+	var dims uint16
+	ast.Inspect(ast.NewNode(n), func(n ast.IsNode) bool {
+		if g, isGet := n.(ast.NodeTypeGetTag); isGet {
+			if p, ok := pathOf(g.Left); ok && p == nsLabelsPath {
+				dims |= 1 << dLabel
+			}
+		}
+		return dims == 0
+	})
+	return dims
+}

@@ -507,7 +507,7 @@ func TestUnnarrowedIsTheIndexRest(t *testing.T) {
 		var want []string
 		for i, p := range set.Policies {
 			e := set.index.extraction(p)
-			primary, _ := chooseKeys(e.cons, set.index.count)
+			primary, _ := chooseKeys(resolveAlts(e.cons, set.index.count), set.index.count)
 			vs, okV := e.values(dVerb)
 			ts, okT := e.values(dRType)
 			if okV && len(vs) == 0 || okT && len(ts) == 0 {

@@ -40,7 +40,7 @@ func Unnarrowed(policies []*Policy) UnnarrowedReport {
 	exts, count := newIndex(^uint64(0), ^uint64(0)).extractAll(policies)
 	parallel.For(len(policies), func(i int) {
 		e := &exts[i]
-		if primary, _ := chooseKeys(e.cons, count); primary >= 0 && e.cons[primary].dim != dPType {
+		if primary, _ := chooseKeys(resolveAlts(e.cons, count), count); primary >= 0 && e.cons[primary].dim != dPType {
 			return
 		}
 		strs := func(c constraint) []string { return c.vals }

@@ -67,6 +67,7 @@ func deltaIndex(old *index, policies []*Policy, newOf, oldOf, added []int32) *in
 	}
 	for b := range touched {
 		b.sortLists()
+		b.updateFilter()
 	}
 	if !ix.refill(old, newOf, keyed) {
 		return nil
@@ -143,7 +144,7 @@ func filled(n int, v int32) []int32 {
 // and labelAffixes when on a `like` pattern of a label's value.
 func (ix *index) noteLabels(e *extraction) {
 	for _, c := range e.cons {
-		for _, p := range c.parts() {
+		for _, p := range c.keyParts() {
 			if p.dim == dLabel {
 				ix.labelKeyed = true
 				ix.labelAffixes = ix.labelAffixes || p.prefix
@@ -169,6 +170,9 @@ func (ix *index) fileTracked(keyed map[uint64][]int32, verbSeen map[uint64]bool,
 func (b *bucket) remapped(newOf []int32) *bucket {
 	c := *b
 	c.rest, c.keyed = remapList(b.rest, newOf), remapList(b.keyed, newOf)
+	// Shared with b: an append makes a new array, and updateFilter copies
+	// the filter before it sets a bit.
+	c.affixKeys = slices.Clip(b.affixKeys)
 	for d := range b.absent {
 		c.absent[d] = remapList(b.absent[d], newOf)
 		c.openRest[d] = remapList(b.openRest[d], newOf)
