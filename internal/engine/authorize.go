@@ -347,7 +347,9 @@ func (e *Engine) authorizeWorld(req *entities.Request, verb string, target entit
 		// Nothing will evaluate conditions for this request: fold now.
 		d = d.FailureDecision()
 	}
-	if len(audit) > 0 {
+	// A denied decision stays denied whatever policy is added: no audit
+	// policy can change it (auditFindings), so none is evaluated.
+	if len(audit) > 0 && d.Type() != DecisionDeny {
 		auditResults, _, auditPartial := e.evaluateWorld(req, verb, target, open, absent, shapes, candidates{fixed: audit, ns: ns})
 		st.addCandidates(len(auditResults))
 		d = d.withAudit(auditFindings(d, results, auditResults, target.EntityType, folded || !admission))
