@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,5 +119,41 @@ func TestKubectlPlugin(t *testing.T) {
 	var rar map[string]any
 	if out := run(kubectl, "cedar", "who-can", "get", "pods", "-n", "dev", "-o", "json"); json.Unmarshal([]byte(out), &rar) != nil {
 		t.Errorf("kubectl cedar who-can -o json does not parse:\n%s", out)
+	}
+	pluginCanI(t, kubectl, env)
+}
+
+// pluginCanI: kubectl cedar can-i answers one request for the cluster's
+// chain: yes if the conditions hold where kubectl auth can-i says no, and,
+// without --as, for the caller (the admin, whom the cluster's RBAC
+// allows after kcedar's NoOpinion).
+func pluginCanI(t *testing.T, kubectl string, env []string) {
+	t.Helper()
+	canI := func(args ...string) (string, int) {
+		cmd := exec.Command(kubectl, append([]string{"cedar", "can-i"}, args...)...)
+		cmd.Env = env
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatalf("kubectl cedar can-i %q: %v", args, err)
+		}
+		return string(out), 0
+	}
+	out, code := canI("create", "pods", "-n", "dev", "--as", "alice", "--mode", "conditions-review")
+	if code != 4 || !strings.Contains(out, "yes, if:") || !strings.Contains(out, `resource.object.metadata.name like "web-*"`) {
+		t.Errorf("kubectl cedar can-i create pods --as alice: exit %d\n%s", code, out)
+	}
+	t.Logf("kubectl cedar can-i create pods -n dev --as alice --mode conditions-review:\n%s", out)
+	cmd := exec.Command(kubectl, "auth", "can-i", "create", "pods", "-n", "dev", "--as", "alice")
+	cmd.Env = env
+	if plain, _ := cmd.Output(); strings.TrimSpace(string(plain)) != "no" {
+		t.Errorf("kubectl auth can-i create pods --as alice: %q, want no (it does not ask for conditions)", plain)
+	}
+	out, code = canI("delete", "nodes", "n1")
+	if code != 0 || !strings.HasPrefix(out, "yes\n") || !strings.Contains(out, "chain: kcedar, then RBAC (the cluster's RBAC") {
+		t.Errorf("kubectl cedar can-i delete nodes (the admin): exit %d\n%s", code, out)
 	}
 }

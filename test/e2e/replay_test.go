@@ -107,6 +107,42 @@ func TestReplay(t *testing.T) {
 	if !slices.Equal(changed, want) {
 		t.Errorf("with alice-reads-pods removed:\n got %v\nwant %v", changed, want)
 	}
+	replayTheChain(t, c, run, logPath, want)
+}
+
+// replayTheChain: kcedar (no policy objects: NoOpinion) before the
+// cluster's RBAC, as kcedar manifests chains them. replay --cluster reads
+// and converts the cluster's RBAC and decides as the chain: only what the
+// RBAC change took away is newly denied. --kcedar-only counts every
+// request RBAC allowed as newly denied.
+func replayTheChain(t *testing.T, c *framework.Cluster, run func(...string) []byte, logPath string, want []string) {
+	t.Helper()
+	installPolicyCRDs(t, c)
+	replay := func(extra ...string) (chain string, changed []string, denied int) {
+		var doc struct {
+			Chain           string
+			NewlyDenied     int
+			ChangedRequests []struct{ AuditID, Was, Now, DecidedBy string }
+		}
+		out := run(append([]string{"replay", "--cluster", "--kubeconfig", c.Kubeconfig, "--audit-log", logPath, "--changes", "-o", "json"}, extra...)...)
+		if err := json.Unmarshal(out, &doc); err != nil {
+			t.Fatalf("replay output: %v\n%s", err, out)
+		}
+		for _, ch := range doc.ChangedRequests {
+			changed = append(changed, ch.AuditID+" "+ch.Was+">"+ch.Now)
+		}
+		slices.Sort(changed)
+		return doc.Chain, changed, doc.NewlyDenied
+	}
+	chain, changed, _ := replay()
+	if chain != "kcedar, then RBAC" || !slices.Equal(changed, want) {
+		t.Errorf("replay --cluster (%s):\n got %v\nwant %v", chain, changed, want)
+	}
+	chain, _, denied := replay("--kcedar-only")
+	if chain != "kcedar alone" || denied <= len(want) {
+		t.Errorf("replay --cluster --kcedar-only (%s): %d newly denied, want every request RBAC allowed", chain, denied)
+	}
+	t.Logf("kcedar before RBAC: %d changed with the chain, %d newly denied with kcedar alone", len(changed), denied)
 }
 
 // replayRBAC: alice reads pods in team; the ServiceAccount team/robot reads
