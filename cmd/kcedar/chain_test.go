@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kcedar/kcedar/internal/upstream"
 )
 
 // chainPolicies: dev reads pods in dev; creates of configmaps in dev need
@@ -237,5 +242,45 @@ func TestReplayComposesWithRBAC(t *testing.T) {
 				t.Errorf("%q: lacks %q (exit %d):\n%s", tc.args, w, code, out)
 			}
 		}
+	}
+}
+
+// Without --mode, the mode is found from the cluster the policies come
+// from: admission-enforcement when kcedar's ValidatingWebhookConfiguration
+// is there, none when it is not; --mode wins.
+func TestServeModeFromTheCluster(t *testing.T) {
+	webhook := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"+defaultAdmissionWebhook || !webhook {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration","metadata":{"name":"`+defaultAdmissionWebhook+`"}}`)
+	}))
+	defer srv.Close()
+	pol := &policySourceOptions{cluster: true, conn: schemaSource{Kubeconfig: writeFile(t, t.TempDir(), "kubeconfig", `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+srv.URL+`"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`)}}
+	for _, tc := range []struct {
+		webhook bool
+		flag    string
+		want    upstream.ServeMode
+	}{{true, "", upstream.ServeModeAdmissionEnforcement}, {false, "", upstream.ServeModeNone}, {true, "conditions-review", upstream.ServeModeConditionsReview}} {
+		webhook = tc.webhook
+		o := chainOptions{mode: tc.flag}
+		got, how, err := o.serveMode(t.Context(), pol)
+		if err != nil || got != tc.want {
+			t.Errorf("webhook %v, --mode %q: %s (%s), %v; want %s", tc.webhook, tc.flag, got, how, err, tc.want)
+		}
+	}
+	if got, _, _ := (&chainOptions{}).serveMode(t.Context(), &policySourceOptions{}); got != upstream.ServeModeNone {
+		t.Errorf("without a cluster: %s, want none", got)
 	}
 }

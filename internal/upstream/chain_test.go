@@ -396,3 +396,30 @@ func unstructuredOf(data []byte) runtime.Object {
 	}
 	return u
 }
+
+// Under admission enforcement kcedar answers Allow for a conditional allow
+// on a write, and its admission webhook then rejects the request unless the
+// conditions allow it, whoever allowed it at authorization.
+func TestChainAdmittedUnderAdmissionEnforcement(t *testing.T) {
+	ctx := context.Background()
+	kcedar := engineOf(t, "kcedar.cedar", []byte(`@id("labelled") permit (principal == k8s::User::"alice", action == k8s::Action::"create", resource is core::configmaps)
+when { resource has object && resource.object.metadata has labels && resource.object.metadata.labels.hasTag("team") };`))
+	c := &upstream.Chain{Kcedar: kcedar, Mode: upstream.ServeModeAdmissionEnforcement}
+	req := &entities.Request{User: entities.UserInfo{Name: "alice", Groups: []string{"system:authenticated"}}, ResourceRequest: true,
+		Verb: "create", APIVersion: "v1", Resource: "configmaps", Namespace: "dev"}
+	a := c.Authorize(ctx, req)
+	if a.Type() != engine.DecisionAllow || !a.Kcedar.Enforced || a.By != upstream.ChainKcedar {
+		t.Fatalf("authorization: %s by %q (enforced %v)", a.Type(), a.By, a.Kcedar.Enforced)
+	}
+	for labels, want := range map[string]engine.DecisionType{`"labels":{"team":"a"},`: engine.DecisionAllow, ``: engine.DecisionDeny} {
+		obj := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{` + labels + `"name":"c","namespace":"dev"}}`)
+		d, by := c.Admitted(ctx, a, req, &engine.Admission{Operation: "CREATE", Object: obj})
+		if d.Type() != want || by != upstream.ChainKcedar {
+			t.Errorf("admitted with %s: %s by %q, want %s by kcedar", obj, d.Type(), by, want)
+		}
+	}
+	c.Mode = upstream.ServeModeNone
+	if a := c.Authorize(ctx, req); a.Type() != engine.DecisionNoOpinion || a.Kcedar.Enforced {
+		t.Errorf("without conditional authorization: %s (enforced %v)", a.Type(), a.Kcedar.Enforced)
+	}
+}
