@@ -197,28 +197,84 @@ func (a ChainAnswer) Type() engine.DecisionType {
 // be conditional.
 func (c *Chain) Authorize(ctx context.Context, req *entities.Request) ChainAnswer {
 	var a ChainAnswer
-	var u authorizer.ConditionsAwareDecisionUnion
+	var named []namedDecision
+	conditional := false
 	for _, name := range c.order() {
-		var d authorizer.ConditionsAwareDecision
+		var d wire.ConditionsAwareDecision
 		if name == ChainKcedar {
 			a.Kcedar, a.KcedarAsked = Serve(ctx, c.Kcedar, req, c.Mode), true
-			d = ConditionsAware(a.Kcedar.Answer)
+			d = a.Kcedar.Answer
 		} else {
 			rd := c.rbac(ctx, req)
 			a.RBAC = &rd
-			d = authorizer.ConditionsAwareDecisionFromParts(Unconditional(rd))
+			d = engine.WireDecision(rd)
 		}
-		u.Add(name, d)
-		if d.ContainsUnconditionalAllowOrDeny() {
+		named = append(named, namedDecision{name, d})
+		t, _ := engine.WireDetails(d)
+		conditional = conditional || t == engine.DecisionConditional
+		if t == engine.DecisionAllow || t == engine.DecisionDeny {
 			a.By = name
 			break
 		}
 	}
-	a.Answer = Wire(u.ToDecision())
+	if conditional {
+		a.Answer = unionOf(named)
+	} else {
+		a.Answer = concreteUnion(named)
+	}
 	if t := a.Type(); t != engine.DecisionAllow && t != engine.DecisionDeny {
 		a.By = ""
 	}
 	return a
+}
+
+// namedDecision is one authorizer's answer in the chain.
+type namedDecision struct {
+	name string
+	d    wire.ConditionsAwareDecision
+}
+
+// unionOf is the chain's answer when one is conditional, as
+// k8s.io/apiserver's union builds it (ConditionsAwareDecisionUnion).
+func unionOf(named []namedDecision) wire.ConditionsAwareDecision {
+	var u authorizer.ConditionsAwareDecisionUnion
+	for _, n := range named {
+		u.Add(n.name, ConditionsAware(n.d))
+	}
+	return Wire(u.ToDecision())
+}
+
+// concreteUnion is the chain's answer when every authorizer asked answered
+// Allow, Deny or NoOpinion: what the union builder consolidates it to (the
+// last answer's type; the reasons of the answers of that type, each with
+// its authorizer's name; no evaluation error, as ConditionsAware passes
+// none), without building the union.
+func concreteUnion(named []namedDecision) wire.ConditionsAwareDecision {
+	last := named[len(named)-1].d
+	t, _ := engine.WireDetails(last)
+	var reasons []string
+	for _, n := range named {
+		nt, details := engine.WireDetails(n.d)
+		if nt != t || details == nil || details.Reason == "" {
+			continue
+		}
+		reason := details.Reason
+		if nt == engine.DecisionNoOpinion {
+			reason = noOpinionReason(reason)
+		}
+		reasons = append(reasons, n.name+": {"+reason+"}")
+	}
+	out := wire.ConditionsAwareDecision{Type: last.Type}
+	details := &wire.DecisionDetails{Reason: strings.Join(reasons, ", ")}
+	switch t {
+	case engine.DecisionAllow:
+		out.Allow = details
+	case engine.DecisionDeny:
+		out.Deny = details
+	default:
+		out.NoOpinion = details
+	}
+	return out
 }
 
 // rbac is RBAC's decision: its permits, folded (RBAC has no conditions),

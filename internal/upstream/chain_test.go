@@ -178,6 +178,9 @@ func (h *chainHarness) checkConditionsReview(ctx context.Context, t *testing.T, 
 		t.Fatalf("%s: conditions-review: chain %s, union %s", what, back, want)
 	}
 	if want.IsUnconditional() {
+		if got.By == upstream.ChainKcedar && back.Reason() != want.Reason() {
+			t.Fatalf("%s: conditions-review: the chain's reason %q, the union's %q", what, back.Reason(), want.Reason())
+		}
 		return
 	}
 	stats["conditional"]++

@@ -13,7 +13,7 @@ import (
 // kube-apiserver writes at that level, about 1 KB each, every request at
 // ResponseComplete after a RequestReceived) and reports events per second
 // over all cores. The bar: >= 50,000 events/s on two cores.
-func BenchmarkReplayMetadata(b *testing.B) { benchmarkReplay(b, nil) }
+func BenchmarkReplayMetadata(b *testing.B) { benchmarkReplay(b, Options{}) }
 
 // BenchmarkReplayMetadataReach is BenchmarkReplayMetadata with the
 // matchConditions kcedar manifests writes evaluated on every request, as
@@ -23,10 +23,21 @@ func BenchmarkReplayMetadataReach(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchmarkReplay(b, reach)
+	benchmarkReplay(b, Options{Reach: reach})
 }
 
-func benchmarkReplay(b *testing.B, reach *Reach) {
+// BenchmarkReplayMetadataChain is BenchmarkReplayMetadataReach decided by
+// kcedar, then RBAC (asked on kcedar's NoOpinion), as kcedar replay
+// --cluster does.
+func BenchmarkReplayMetadataChain(b *testing.B) {
+	reach, err := NewReach([]byte(manifestsReach), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchmarkReplay(b, Options{Reach: reach, RBAC: policySet(b, rbacPolicies)})
+}
+
+func benchmarkReplay(b *testing.B, opts Options) {
 	const requests = 10000
 	var evs []*auditv1.Event
 	users := []authnv1.UserInfo{user("carol", "dev"), user("dan", "contractors"), user("alice"), user("olga", "ops")}
@@ -45,7 +56,7 @@ func benchmarkReplay(b *testing.B, reach *Reach) {
 		evs = append(evs, &received, ev)
 	}
 	log := lines(b, evs...)
-	r := New(schemaFor(b), policySet(b, testPolicies), Options{Reach: reach})
+	r := New(schemaFor(b), policySet(b, testPolicies), opts)
 	b.SetBytes(int64(len(log)))
 	b.ResetTimer()
 	for range b.N {
