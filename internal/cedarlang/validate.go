@@ -183,6 +183,7 @@ func (w *shapeWriter) scope(s any) any {
 var (
 	nodeValueType = reflect.TypeOf(ast.NodeValue{})
 	extCallType   = reflect.TypeOf(ast.NodeTypeExtensionCall{})
+	likeType      = reflect.TypeOf(ast.NodeTypeLike{})
 )
 
 // node writes v (part of a condition) unambiguously; keep is set below an
@@ -209,6 +210,12 @@ func (w *shapeWriter) node(v reflect.Value, keep bool) {
 				w.buf = fmt.Appendf(w.buf, "%q}", w.uid(lit).String())
 				return
 			}
+		}
+		if e.Type() == likeType && !keep {
+			// A pattern types like a string literal: any pattern will do.
+			w.node(e.FieldByName("Arg"), keep)
+			w.buf = append(w.buf, ",pattern}"...)
+			return
 		}
 		w.node(e, keep || e.Type() == extCallType)
 		w.buf = append(w.buf, '}')

@@ -158,6 +158,9 @@ type Checker struct {
 	resolved  *resolved.Schema
 	byType    map[types.EntityType]*schemagen.Resource
 	typeNames []string // every entity type, for "did you mean"
+	// scopes: what the actions of an action scope apply to, by scope (a
+	// set has few).
+	scopes scopeCache
 }
 
 // Validator is the checker's validator of policies against its schema (safe

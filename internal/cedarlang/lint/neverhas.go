@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/cedar-policy/cedar-go/types"
 
@@ -182,18 +183,10 @@ func (c *Checker) entityShapes(ts []types.EntityType) []shape {
 // include combinations no request has (each variable is narrowed on its
 // own), which only makes the check more cautious.
 func (c *Checker) scopeShapes(p *ast.Policy) map[string][]shape {
-	var principals, resources []types.EntityType
-	var contexts []shape
-	for _, a := range c.scopeActions(p.Action) {
-		if a.AppliesTo == nil {
-			continue
-		}
-		principals = appendNew(principals, a.AppliesTo.Principals...)
-		resources = appendNew(resources, a.AppliesTo.Resources...)
-		contexts = append(contexts, shape{rec: a.AppliesTo.Context})
-	}
-	principals = slices.DeleteFunc(principals, func(t types.EntityType) bool { return !c.inScope(p.Principal, t) })
-	resources = slices.DeleteFunc(resources, func(t types.EntityType) bool { return !c.inScope(p.Resource, t) })
+	applies := c.scopeAppliesTo(p.Action)
+	principals := slices.DeleteFunc(slices.Clone(applies.principals), func(t types.EntityType) bool { return !c.inScope(p.Principal, t) })
+	resources := slices.DeleteFunc(slices.Clone(applies.resources), func(t types.EntityType) bool { return !c.inScope(p.Resource, t) })
+	contexts := applies.contexts
 	return map[string][]shape{
 		"principal": c.entityShapes(principals),
 		"resource":  c.entityShapes(resources),
@@ -208,6 +201,33 @@ func appendNew(to []types.EntityType, ts ...types.EntityType) []types.EntityType
 		}
 	}
 	return to
+}
+
+// appliesTo is what the actions an action scope allows apply to: their
+// principal and resource types, and their contexts.
+type appliesTo struct {
+	principals, resources []types.EntityType
+	contexts              []shape
+}
+
+// scopeAppliesTo is what the actions of action scope s apply to (shared:
+// read only).
+func (c *Checker) scopeAppliesTo(s ast.IsActionScopeNode) appliesTo {
+	key := actionScopeKey(s)
+	if out, ok := c.scopes.get(key); ok {
+		return out
+	}
+	var out appliesTo
+	for _, a := range c.scopeActions(s) {
+		if a.AppliesTo == nil {
+			continue
+		}
+		out.principals = appendNew(out.principals, a.AppliesTo.Principals...)
+		out.resources = appendNew(out.resources, a.AppliesTo.Resources...)
+		out.contexts = append(out.contexts, shape{rec: a.AppliesTo.Context})
+	}
+	c.scopes.put(key, out)
+	return out
 }
 
 // scopeActions are the actions an action scope allows, sorted.
@@ -394,4 +414,47 @@ func sortedKeys(r resolved.RecordType) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// actionScopeKey names an action scope: what scopeActions depends on.
+func actionScopeKey(s ast.IsActionScopeNode) string {
+	switch v := s.(type) {
+	case ast.ScopeTypeEq:
+		return "=" + v.Entity.String()
+	case ast.ScopeTypeIn:
+		return "in " + v.Entity.String()
+	case ast.ScopeTypeInSet:
+		parts := make([]string, len(v.Entities))
+		for i, e := range v.Entities {
+			parts[i] = e.String()
+		}
+		return "in [" + strings.Join(parts, ", ") + "]"
+	}
+	return "all"
+}
+
+// scopeCache holds scopeAppliesTo's answers, up to maxScopes of them (a
+// set may write many action sets; each answer is at most every type and
+// action's context).
+type scopeCache struct {
+	mu sync.Mutex
+	m  map[string]appliesTo
+}
+
+const maxScopes = 1024
+
+func (c *scopeCache) get(key string) (appliesTo, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out, ok := c.m[key]
+	return out, ok
+}
+
+func (c *scopeCache) put(key string, a appliesTo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxScopes {
+		c.m = map[string]appliesTo{}
+	}
+	c.m[key] = a
 }
