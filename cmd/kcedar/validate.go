@@ -229,7 +229,7 @@ func (u *unnarrowedReport) note() string {
 	case u.ResourceType != "":
 		what = fmt.Sprintf("a request on %s", u.ResourceType)
 	}
-	return safetext.Sprintf("note: %s meets %d policies that nothing but their verbs and resource types narrows; each is evaluated for every such request, so decisions cost more as they grow (%d such policies in all, e.g. %s). Pin a principal, group, username, namespace or name with ==, in or .contains, or a namespace, name, path or username with a like pattern holding a literal of two bytes or more, where you can (docs/performance.md, \"The policy index\").",
+	return safetext.Sprintf("note: %s meets %d policies that nothing but their verbs, resource types and principal type narrows; each is evaluated for every such request, so decisions cost more as they grow (%d such policies in all, e.g. %s). Where you can, give each a predicate the index keys on an attribute of the principal or the request (not an object's field): == or a literal set's .contains, in, containsAny or containsAll, or like with a literal of two bytes or more (docs/performance.md, \"The policy index\").",
 		what, u.MaxPerRequest, u.Policies, strings.Join(u.examples, ", "))
 }
 

@@ -253,12 +253,20 @@ func TestValidateNotesUnnarrowedPolicies(t *testing.T) {
 	dir := t.TempDir()
 	var b strings.Builder
 	for i := 0; i < unnarrowedNote; i++ {
-		fmt.Fprintf(&b, "@id(\"prefix-%d\") permit (principal, action == k8s::Action::\"get\", resource is core::pods) when { resource.name != \"app-%d\" };\n", i, i)
+		// A principal's type narrows no more than a verb does.
+		principal := "principal"
+		if i%2 == 1 {
+			principal = "principal is k8s::User"
+		}
+		fmt.Fprintf(&b, "@id(\"prefix-%d\") permit (%s, action == k8s::Action::\"get\", resource is core::pods) when { resource.name != \"app-%d\" };\n", i, principal, i)
 	}
 	b.WriteString(`@id("keyed") permit (principal in k8s::Group::"dev", action == k8s::Action::"get", resource is core::pods) when { resource.name like "x*" };` + "\n")
+	// Predicates on any attribute the index knows narrow.
+	b.WriteString(`@id("uid") permit (principal is k8s::User, action == k8s::Action::"get", resource is core::pods) when { principal has uid && ["u-1", "u-2"].contains(principal.uid) };` + "\n")
+	b.WriteString(`@id("group-suffix") forbid (principal, action == k8s::Action::"get", resource) when { resource has apiGroup && resource.apiGroup like "*.t7.example.com" };` + "\n")
 	many := writeFile(t, dir, "many.cedar", b.String())
 	out, code := run(t, newValidateCmd(), many)
-	want := fmt.Sprintf("note: a request to get core::pods meets %d policies that nothing but their verbs and resource types narrows", unnarrowedNote)
+	want := fmt.Sprintf("note: a request to get core::pods meets %d policies that nothing but their verbs, resource types and principal type narrows", unnarrowedNote)
 	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "e.g. prefix-0 ("+many+":1:1)") || !strings.Contains(out, "0 errors, 0 warnings") {
 		t.Errorf("many: %d %s", code, out)
 	}
