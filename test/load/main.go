@@ -62,7 +62,7 @@ func main() {
 		edit     = flag.Bool("edit", false, "measure the cost of a change instead: serve -policies zoo policies in 8 files with --policy-settle 0, then add, edit and remove one policy in one file; per change, the time from the write to the first decision reflecting it, kcedar's CPU against the full load's, and its RSS")
 	)
 	flag.Float64Var(&rate, "rate", 0, "pace the load at this many SubjectAccessReviews per second over all connections (0: as fast as the server answers); at a rate both phases sustain, CPU per SAR compares equal offered loads, not a faster floor whose requests share more wake-ups")
-	flag.Uint64Var(&platformSeed, "seed", 1, "platform: the seed that draws the families, their constants and the mix")
+	flag.Uint64Var(&platformSeed, "seed", 1, "platform and random: the seed that draws the families (or predicates), their constants and the mix")
 	flag.BoolVar(&reloadMode, "reload", false, "measure decision latency through a reload of the same set instead: steady p99 vs the p99 of the 5 s after the new set serves")
 	flag.StringVar(&proto, "proto", proto, "h1: HTTP/1.1, a connection per concurrent request; h2: HTTP/2, -conns streams over -h2-conns connections (kube-apiserver's webhook client: one)")
 	flag.IntVar(&h2Conns, "h2-conns", h2Conns, "with -proto h2: connections the streams share")
@@ -142,6 +142,13 @@ var workloads = map[string]workload{
 	}},
 	"platform": {"testgen.Platform, the shapes platform teams write (the user's extra, like suffixes and inner wildcards, name sets, containsAny over groups, hasTag) drawn per -seed; without a cluster serve knows no namespace, so the label families are left out", false, func(n int) (string, [][]byte, error) {
 		return strings.Join(testgen.Platform(n, platformSeed, true), "\n"), requestsBodies(testgen.PlatformRequests(1000, 4096, platformSeed, true)), nil
+	}},
+	"random": {"testgen.RandomPredicates: policies of conjunctions whose paths, predicate kinds and constants are drawn at random (valid, each with a selective predicate, 300 drawn structures with each tenant's constants; the seed family of -seed plus 1<<20, apart from the tests'), and requests of its tenants; without a cluster serve knows no namespace, so no label is drawn", false, func(n int) (string, [][]byte, error) {
+		seed, o := randomSeed(), testgen.PredicateOptions{Valid: true, Selective: true, NoLabels: true, Templates: 300}
+		return strings.Join(testgen.RandomPredicates(n, seed, o), "\n"), requestsBodies(testgen.PredicateRequests(n, 4096, seed, o)), nil
+	}},
+	"fifth": {"testgen.Fifth, the fifth hidden workload's shapes: forbids keyed only on resource.apiGroup like, on principal.name like, on a set of principal.uid, with permits, and its requests (deletes of any type, nodes reading secrets, users' non-resource and impersonation requests)", false, func(n int) (string, [][]byte, error) {
+		return strings.Join(testgen.Fifth(n), "\n"), requestsBodies(testgen.FifthRequests(n, 4096)), nil
 	}},
 	"shapes": {"other shapes (testgen.OtherShapes: relations, prefixes, a big group, break-glass forbids, username sets, disjunctions), one tenant per 8 policies", false, func(n int) (string, [][]byte, error) {
 		return strings.Join(testgen.OtherShapes(n), "\n"), requestsBodies(testgen.OtherShapesRequests(n, 4096)), nil
@@ -249,6 +256,10 @@ func declareConditions(bodies [][]byte) ([][]byte, error) {
 
 // platformSeed: -seed.
 var platformSeed uint64
+
+// randomSeed is the random workload's seed: -seed in a family of its own,
+// apart from the seeds the tests draw.
+func randomSeed() uint64 { return 1<<20 + platformSeed }
 
 // reloadMode: -reload.
 var reloadMode bool
@@ -668,6 +679,9 @@ func requestsBodies(reqs []*entities.Request) [][]byte {
 	var out [][]byte
 	for _, r := range reqs {
 		spec := map[string]any{"user": r.User.Name, "groups": r.User.Groups}
+		if r.User.UID != "" {
+			spec["uid"] = r.User.UID
+		}
 		if len(r.User.Extra) > 0 {
 			spec["extra"] = r.User.Extra
 		}
@@ -683,13 +697,19 @@ func requestsBodies(reqs []*entities.Request) [][]byte {
 	return out
 }
 
-// measureStartup writes the zoo of n policies as files of 1,000 policies,
-// starts `kcedar serve` on them and times it to ready (and its RSS then),
-// then times `kcedar validate` on the same files.
+// measureStartup writes the workload's set of n policies as files of 1,000
+// policies, starts `kcedar serve` on them and times it to ready (and its
+// RSS then), then times `kcedar validate` on the same files.
 func measureStartup(bin, workload string, n int) error {
-	if workload != "zoo" {
-		return fmt.Errorf("-startup needs -workload zoo")
+	w, ok := workloads[workload]
+	if !ok {
+		return fmt.Errorf("unknown -workload %q (%s)", workload, strings.Join(workloadNames(), ", "))
 	}
+	text, _, err := w.build(n)
+	if err != nil {
+		return err
+	}
+	n = strings.Count(text, "@id(")
 	dir, err := os.MkdirTemp("", "kcedar-startup-")
 	if err != nil {
 		return err
@@ -699,11 +719,9 @@ func measureStartup(bin, workload string, n int) error {
 	if err := os.Mkdir(pdir, 0o755); err != nil {
 		return err
 	}
-	text := zoo.Policies(n, 1)
-	docs := strings.SplitAfter(text, "\n\n")
-	for i := 0; i*1000 < len(docs); i++ {
-		chunk := strings.Join(docs[i*1000:min(len(docs), (i+1)*1000)], "")
-		if err := os.WriteFile(filepath.Join(pdir, fmt.Sprintf("zoo-%03d.cedar", i)), []byte(chunk), 0o644); err != nil {
+	files := policyFiles(text, 1000)
+	for i, chunk := range files {
+		if err := os.WriteFile(filepath.Join(pdir, fmt.Sprintf("%s-%03d.cedar", workload, i)), []byte(chunk), 0o644); err != nil {
 			return err
 		}
 	}
@@ -739,7 +757,7 @@ func measureStartup(bin, workload string, n int) error {
 	ready := time.Since(start)
 	cpu := cpuTime(cmd.Process.Pid)
 	cur, peak := rss(cmd.Process.Pid)
-	fmt.Printf("serve, %d zoo policies in %d files: ready after %s (CPU %s), RSS %d MiB (peak %d MiB)\n", n, (len(docs)+999)/1000, ready.Round(10*time.Millisecond), cpu, cur/1024, peak/1024)
+	fmt.Printf("serve, %d %s policies in %d files: ready after %s (CPU %s), RSS %d MiB (peak %d MiB)\n", n, workload, len(files), ready.Round(10*time.Millisecond), cpu, cur/1024, peak/1024)
 	cmd.Process.Kill()
 	cmd.Wait()
 	t0 := time.Now()
@@ -754,6 +772,29 @@ func measureStartup(bin, workload string, n int) error {
 		return nil
 	}
 	return writeSummary(jsonOut, summary{Workload: workload, Policies: n, Startup: &startupStats{ReadySeconds: ready.Seconds(), ReadyCPUSeconds: cpu.Seconds(), RSSMiB: cur / 1024, ValidateSeconds: validate.Seconds()}})
+}
+
+// policyFiles cuts text into pieces of at most per policies each, at the
+// lines where a policy's @id starts.
+func policyFiles(text string, per int) []string {
+	var out []string
+	for {
+		at, cut := 0, -1
+		for range per {
+			i := strings.Index(text[at:], "@id(")
+			if i < 0 {
+				break
+			}
+			at += i + len("@id(")
+		}
+		if i := strings.Index(text[at:], "\n@id("); i >= 0 && at > 0 {
+			cut = at + i + 1
+		}
+		if cut < 0 {
+			return append(out, text)
+		}
+		out, text = append(out, text[:cut]), text[cut:]
+	}
 }
 
 // stopServer stops kcedar with SIGTERM (so a KCEDAR_CPU_PROFILE is written),
