@@ -89,7 +89,14 @@ func (ps *PolicySet) Lookup(q CandidateQuery) *Cursor {
 	c.s.multi[dGroup] = c.groupBuf[:0]
 	ix.describe(&c.s, q)
 	lists, singles := ix.gather(&c.s, q.Verb, [2]bool{true, false}, c.listBuf[:0], c.eagerIDs)
-	c.eagerIDs = ix.materialize(ps, &c.s, false, lists, singles)
+	c.eagerIDs = ix.materialize(&c.s, false, lists, singles)
+	if q.SkipResidualOnly && c.s.openMask&resourceDims != 0 {
+		// Audit permits that can only leave a residual change no folded
+		// decision: no finding.
+		c.eagerIDs = slices.DeleteFunc(c.eagerIDs, func(i int32) bool {
+			return ix.kinds[i]&kindForbid == 0 && ix.needsValue[i]&c.s.openMask != 0
+		})
+	}
 	for _, i := range c.eagerIDs {
 		c.Eager = append(c.Eager, ps.Policies[i])
 	}
@@ -142,7 +149,7 @@ func (c *Cursor) nextID() (int32, bool) {
 		}
 		// A fingerprint shared with a key of the other partition may bring
 		// its postings: they are not this partition's.
-		if c.ps.index.holds(i, &c.s) && lazyPolicy(c.ps.Policies[i]) {
+		if ix := c.ps.index; ix.kinds[i]&kindLazy != 0 && ix.holds(i, &c.s) {
 			return i, true
 		}
 	}

@@ -110,6 +110,9 @@ type index struct {
 	// can leave only a residual, never allow outright
 	// (CandidateQuery.SkipResidualOnly).
 	needsValue []uint16
+	// kinds[i]: policy i's kindLazy (an enforced permit) and kindForbid
+	// bits, read without the policy itself (a lookup checks many).
+	kinds []uint8
 	// labelKeyed: some policy is keyed on (or checked against) a label of
 	// the request's namespace.
 	labelKeyed bool
@@ -145,6 +148,24 @@ type bucketKey struct {
 
 // lazyPolicy reports whether p is in the lazy partition: an enforced permit.
 func lazyPolicy(p *Policy) bool { return p.Effect != types.Forbid && !p.IsAudit() }
+
+// Bits of index.kinds.
+const (
+	kindLazy   uint8 = 1 << iota // lazyPolicy
+	kindForbid                   // a forbid
+)
+
+// kindOf is p's kinds bits.
+func kindOf(p *Policy) uint8 {
+	var k uint8
+	if lazyPolicy(p) {
+		k |= kindLazy
+	}
+	if p.Effect == types.Forbid {
+		k |= kindForbid
+	}
+	return k
+}
 
 type dimKey struct {
 	dim uint8
@@ -362,7 +383,7 @@ func (ix *index) hashesLike(k *indexKeys) bool {
 // build files policies in the empty index ix.
 func (ix *index) build(policies []*Policy) *index {
 	ix.buckets = map[bucketKey]*bucket{}
-	ix.consAt, ix.needsValue = make([]uint32, len(policies)+1), make([]uint16, len(policies))
+	ix.consAt, ix.needsValue, ix.kinds = make([]uint32, len(policies)+1), make([]uint16, len(policies)), make([]uint8, len(policies))
 	exts, count := ix.extractAll(policies)
 	// keyed collects the postings by slot key: values whose keys collide
 	// share their postings (more candidates, never fewer).
@@ -396,6 +417,7 @@ func (ix *index) filePolicy(keyed map[uint64][]int32, verbSeen map[uint64]bool, 
 		}
 	}
 	lazy := lazyPolicy(p)
+	ix.kinds[i] = kindOf(p)
 	for _, v := range vids {
 		if v != anyID && !verbSeen[v] {
 			verbSeen[v] = true

@@ -34,8 +34,8 @@ type CandidateQuery struct {
 	// resource has no namespaceObject).
 	NamespaceLabels QueryLabels
 	// SkipResidualOnly: nothing will evaluate conditions for this request
-	// (no admission follows), so Lookup leaves out the permits that can
-	// only leave a residual (CandidateQuery.SkipResidualOnly).
+	// (no admission follows), so Lookup leaves out the permits, enforced
+	// and audit-mode, that can only leave a residual (Cursor).
 	SkipResidualOnly bool
 }
 
@@ -234,7 +234,7 @@ func appendNonEmpty(lists [][]int32, l []int32) [][]int32 {
 // and in policy order, whose constraints hold for s and which are in the
 // partition asked for (a fingerprint shared with a key of the other
 // partition may bring its postings).
-func (ix *index) materialize(ps *PolicySet, s *lookupState, lazy bool, lists [][]int32, singles []int32) []int32 {
+func (ix *index) materialize(s *lookupState, lazy bool, lists [][]int32, singles []int32) []int32 {
 	found := singles
 	for _, l := range lists {
 		found = append(found, l...)
@@ -244,7 +244,7 @@ func (ix *index) materialize(ps *PolicySet, s *lookupState, lazy bool, lists [][
 	}
 	slices.Sort(found)
 	found = slices.Compact(found)
-	return slices.DeleteFunc(found, func(i int32) bool { return lazyPolicy(ps.Policies[i]) != lazy || !ix.holds(i, s) })
+	return slices.DeleteFunc(found, func(i int32) bool { return ix.kinds[i]&kindLazy != 0 != lazy || !ix.holds(i, s) })
 }
 
 // collect appends to keys the slot keys of b under tag on the dimensions in

@@ -29,7 +29,7 @@ func deltaIndex(old *index, policies []*Policy, newOf, oldOf, added []int32) *in
 	ix.count, ix.derived, ix.verbs = old.count, true, slices.Clone(old.verbs)
 	ix.labelKeyed, ix.labelAffixes = old.labelKeyed, old.labelAffixes
 	ix.buckets = make(map[bucketKey]*bucket, len(old.buckets))
-	ix.consAt, ix.needsValue = make([]uint32, len(policies)+1), make([]uint16, len(policies))
+	ix.consAt, ix.needsValue, ix.kinds = make([]uint32, len(policies)+1), make([]uint16, len(policies)), make([]uint8, len(policies))
 	for k, b := range old.buckets {
 		ix.buckets[k] = b.remapped(newOf)
 	}
@@ -58,6 +58,7 @@ func deltaIndex(old *index, policies []*Policy, newOf, oldOf, added []int32) *in
 			run++
 		}
 		copy(ix.needsValue[j:j+run], old.needsValue[i:i+int32(run)])
+		copy(ix.kinds[j:j+run], old.kinds[i:i+int32(run)])
 		shift := uint32(len(ix.cons)) - old.consAt[i]
 		ix.cons = append(ix.cons, old.cons[old.consAt[i]:old.consAt[i+int32(run)]]...)
 		for r := 1; r <= run; r++ {
