@@ -73,7 +73,22 @@ func New(schema *schemagen.Schema, files []PolicyFile, opts Options) (*Authorize
 	return &a, nil
 }
 
-// decide is a's request decided by the engine serving now.
+// ErrNotLoaded is the error of a decision asked for before a valid policy
+// set is loaded: the answer is a Deny, and a webhook answers 503 so that the
+// API server retries rather than caches it.
+var ErrNotLoaded = errors.New("no valid policy set is loaded")
+
+// engineNow is the engine of the policy set serving now.
+func (a *Authorizer) engineNow() (*engine.Engine, error) {
+	e := handle.Authorizer(*a).Serving().Engine()
+	if e == nil {
+		return nil, ErrNotLoaded
+	}
+	return e, nil
+}
+
+// decide is a's request decided by the engine serving now, recorded in the
+// Details ctx carries.
 func (a *Authorizer) decide(ctx context.Context, attrs authorizer.Attributes, unconditional bool) (*engine.Engine, *entities.Request, engine.Decision, error) {
 	req, err := upstream.Request(attrs)
 	if err != nil {
@@ -82,21 +97,32 @@ func (a *Authorizer) decide(ctx context.Context, attrs authorizer.Attributes, un
 	// A caller that takes no conditions gets the folded decision, which the
 	// engine then makes as it decides.
 	req.UnconditionalOnly = req.UnconditionalOnly || unconditional
-	e := handle.Authorizer(*a).Serving().Engine()
-	if e == nil {
-		return nil, nil, engine.Decision{}, errors.New("no valid policy set is loaded")
+	e, err := a.engineNow()
+	if err != nil {
+		return nil, nil, engine.Decision{}, err
 	}
-	return e, req, e.Authorize(ctx, req), nil
+	details := detailsOf(ctx)
+	if details == nil {
+		return e, req, e.Authorize(ctx, req), nil
+	}
+	var st engine.Stats
+	d := e.AuthorizeWithStats(ctx, req, &st)
+	details.fill(d, &st, e.Generation())
+	return e, req, d, nil
 }
+
+// cannotDecide is the answer to attributes kcedar cannot decide.
+const cannotDecide = "kcedar: cannot decide"
 
 // Authorize implements authorizer.Authorizer: the decision with any
 // conditions folded (Deny if a deny condition remains, else NoOpinion).
 // Attributes kcedar cannot decide (no verb; no user and no groups) are
-// denied with the error.
+// denied with the error, and so is every request before a policy set is
+// loaded (ErrNotLoaded).
 func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
 	_, _, d, err := a.decide(ctx, attrs, true)
 	if err != nil {
-		return authorizer.DecisionDeny, "kcedar: cannot decide", err
+		return authorizer.DecisionDeny, cannotDecide, err
 	}
 	return upstream.Unconditional(d)
 }
@@ -107,12 +133,52 @@ func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes)
 func (a *Authorizer) ConditionsAwareAuthorize(ctx context.Context, attrs authorizer.Attributes) authorizer.ConditionsAwareDecision {
 	e, req, d, err := a.decide(ctx, attrs, false)
 	if err != nil {
-		return authorizer.ConditionsAwareDecisionDeny("kcedar: cannot decide", err)
+		return authorizer.ConditionsAwareDecisionDeny(cannotDecide, err)
 	}
 	if req.UnconditionalOnly {
 		return authorizer.ConditionsAwareDecisionFromParts(upstream.Evaluated(d))
 	}
-	return upstream.ConditionsAware(e.Encode(d, engine.RequestBinding(req)))
+	enc := e.Encode(d, engine.RequestBinding(req))
+	if _, details := engine.WireDetails(enc); details != nil && d.IsConditional() {
+		detailsOf(ctx).answeredWith(details.EvaluationError)
+	}
+	return upstream.ConditionsAware(enc)
+}
+
+// AuthorizeEnforced decides attrs for a cluster without conditional
+// authorization whose admission webhook (Admit) enforces this authorizer's
+// conditions: a decision that allow conditions leave open is Allow, with
+// enforced true, when the API server sends the request to admission
+// webhooks (a write or connect of a resource the schema types); every
+// other decision is Authorize's.
+func (a *Authorizer) AuthorizeEnforced(ctx context.Context, attrs authorizer.Attributes) (decision authorizer.Decision, reason string, enforced bool, err error) {
+	e, req, d, err := a.decide(ctx, attrs, false)
+	if err != nil {
+		return authorizer.DecisionDeny, cannotDecide, false, err
+	}
+	if req.UnconditionalOnly || !d.IsConditional() || len(d.AllowConditions()) == 0 || !e.AdmissionWebhookSees(req) {
+		decision, reason, err = upstream.Unconditional(d)
+		return decision, reason, false, err
+	}
+	// The conditions are encoded only to learn which fit; the admission
+	// webhook computes and signs them again.
+	enc := e.Encode(d, engine.RequestBinding(req))
+	if _, details := engine.WireDetails(enc); details != nil {
+		detailsOf(ctx).answeredWith(details.EvaluationError)
+		decision, reason = upstream.Concrete(enc)
+		return decision, reason, false, nil
+	}
+	if len(enc.ConditionsMap.AllowConditions) == 0 {
+		// Only deny conditions were encoded (the allow conditions were
+		// dropped): nothing to enforce in admission, so the folded decision.
+		decision, reason, err = upstream.Unconditional(d)
+		return decision, reason, false, err
+	}
+	ps := make([]*cedarlang.Policy, len(d.AllowConditions()))
+	for i, r := range d.AllowConditions() {
+		ps[i] = r.Policy
+	}
+	return authorizer.DecisionAllow, "kcedar: allowed if the conditions of " + engine.DescribePolicies(ps) + " hold in admission", true, nil
 }
 
 // EvaluateConditions implements authorizer.Authorizer: it evaluates the
@@ -120,17 +186,21 @@ func (a *Authorizer) ConditionsAwareAuthorize(ctx context.Context, attrs authori
 // It needs the keys and the schema, not the policies: a condition is judged
 // by the policy set that issued it.
 func (a *Authorizer) EvaluateConditions(ctx context.Context, decision authorizer.ConditionsAwareDecision, data authorizer.ConditionsData) (authorizer.Decision, string, error) {
-	ev := residual.Evaluator(handle.NewEvaluator(handle.Authorizer(*a).Serving().Evaluator))
-	return ev.EvaluateConditions(ctx, decision, data)
+	v, err := upstream.EvaluateConditions(handle.Authorizer(*a).Serving().Evaluator(), decision, data)
+	if err != nil {
+		return authorizer.DecisionDeny, "kcedar: cannot evaluate the conditions", err
+	}
+	detailsOf(ctx).fill(v, &engine.Stats{}, 0)
+	return upstream.Evaluated(v)
 }
 
 // RulesFor implements authorizer.RuleResolver: the rules u holds in
 // namespace without conditions. It is incomplete when some rules were left
 // out or may not hold (conditional rules, forbids, evaluation errors).
 func (a *Authorizer) RulesFor(ctx context.Context, u user.Info, namespace string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
-	e := handle.Authorizer(*a).Serving().Engine()
-	if e == nil {
-		return nil, nil, true, errors.New("no valid policy set is loaded")
+	e, err := a.engineNow()
+	if err != nil {
+		return nil, nil, true, err
 	}
 	review, err := e.WhatCan(ctx, upstream.User(u), namespace)
 	if err != nil {

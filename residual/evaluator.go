@@ -40,16 +40,11 @@ func NewEvaluator(schema *schemagen.Schema, keys *Keyring, namespaces Namespaces
 // (or a union holding it), against data: the answer of upstream's
 // authorizer.Authorizer.EvaluateConditions. It is never conditional.
 func (e *Evaluator) EvaluateConditions(_ context.Context, decision authorizer.ConditionsAwareDecision, data authorizer.ConditionsData) (authorizer.Decision, string, error) {
-	ev := handle.Evaluator(*e).Get()
-	if ev == nil {
-		return authorizer.DecisionDeny, "kcedar: no schema to evaluate conditions with", errors.New("no schema")
-	}
-	adm, err := upstream.AdmissionData(data)
+	v, err := upstream.EvaluateConditions(handle.Evaluator(*e).Get(), decision, data)
 	if err != nil {
-		return authorizer.DecisionDeny, "kcedar: malformed admission data", err
+		return authorizer.DecisionDeny, "kcedar: cannot evaluate the conditions", err
 	}
-	w := upstream.Wire(decision)
-	return upstream.Evaluated(ev.EvaluateDecision(&w, adm))
+	return upstream.Evaluated(v)
 }
 
 // Explain reads one condition of decision, verified as EvaluateConditions

@@ -2,14 +2,17 @@ package upstream
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/entities"
 )
 
 // AdmissionData is what conditions see of data: the request's operation,
@@ -63,4 +66,39 @@ func objectJSON(o runtime.Object, kind schema.GroupVersionKind) ([]byte, error) 
 		content["apiVersion"], content["kind"] = kind.GroupVersion().String(), kind.Kind
 	}
 	return json.Marshal(content)
+}
+
+// EvaluateConditions evaluates decision (kcedar's conditions, or a union
+// holding them) against data with ev: the decision in the callback's wire
+// shape (Wire), data as its admission request (AdmissionData). ev nil (no
+// schema yet) and data that cannot be read are errors.
+func EvaluateConditions(ev *engine.Evaluator, decision authorizer.ConditionsAwareDecision, data authorizer.ConditionsData) (engine.Decision, error) {
+	if ev == nil {
+		return engine.Decision{}, errors.New("no schema to evaluate conditions with")
+	}
+	adm, err := AdmissionData(data)
+	if err != nil {
+		return engine.Decision{}, fmt.Errorf("malformed admission data: %w", err)
+	}
+	w := Wire(decision)
+	return ev.EvaluateDecision(&w, adm), nil
+}
+
+// AdmissionRequestData is what conditions see of an AdmissionRequest: its
+// objects as the JSON it carries.
+func AdmissionRequestData(a *admissionv1.AdmissionRequest) *engine.AdmissionData {
+	d := &engine.AdmissionData{
+		Operation: string(a.Operation),
+		APIGroup:  a.Resource.Group, APIVersion: a.Resource.Version, Resource: a.Resource.Resource, Subresource: a.SubResource,
+		Namespace: a.Namespace, Name: a.Name,
+		Object: a.Object.Raw, OldObject: a.OldObject.Raw,
+		User: &entities.UserInfo{Name: a.UserInfo.Username, UID: a.UserInfo.UID, Groups: a.UserInfo.Groups},
+	}
+	if len(a.UserInfo.Extra) > 0 {
+		d.User.Extra = make(map[string][]string, len(a.UserInfo.Extra))
+		for k, v := range a.UserInfo.Extra {
+			d.User.Extra[k] = v
+		}
+	}
+	return d
 }

@@ -1,12 +1,12 @@
 package upstream
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -15,59 +15,70 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 )
 
-// Request is a as kcedar's request: the SubjectAccessReview spec that
-// k8s.io/apiserver's webhook authorizer builds from a, then
-// entities.RequestFromSAR, so an embedded authorizer and the webhook decide
-// the same request. Selector requirements with operators the review cannot
-// carry are dropped, as the webhook drops them (only narrowing is lost).
-// Strings are read as the review carries them (wireString).
+// Request is a as kcedar's request: the request kcedar's webhook decides
+// for the SubjectAccessReview k8s.io/apiserver's webhook authorizer builds
+// from a (entities.RequestFromSAR of it), built from a directly, so an
+// embedded authorizer and the webhook decide the same request. Selector
+// requirements with operators the review cannot carry are dropped, as the
+// webhook drops them (only narrowing is lost), and a field selector's
+// single-valued equality on metadata.name or metadata.namespace names an
+// open name or namespace. Strings are read as the review carries them
+// (wireString). The user extra entities.UnconditionalOnlyExtra asks for
+// the unconditional decision and is removed.
 func Request(a authorizer.Attributes) (*entities.Request, error) {
-	spec := &authorizationv1.SubjectAccessReviewSpec{}
+	r := &entities.Request{}
 	if u := userInfo(a.GetUser()); u != nil {
-		spec.User, spec.UID, spec.Groups = u.Name, u.UID, u.Groups
-		if len(u.Extra) > 0 {
-			spec.Extra = make(map[string]authorizationv1.ExtraValue, len(u.Extra))
-			for k, v := range u.Extra {
-				spec.Extra[k] = v
+		r.User = *u
+		if _, ok := r.User.Extra[entities.UnconditionalOnlyExtra]; ok {
+			r.UnconditionalOnly = true
+			delete(r.User.Extra, entities.UnconditionalOnlyExtra)
+			if len(r.User.Extra) == 0 {
+				r.User.Extra = nil
 			}
 		}
 	}
-	if !a.IsResourceRequest() {
-		spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: wireString(a.GetPath()), Verb: wireString(a.GetVerb())}
-		return entities.RequestFromSAR(spec)
+	r.Verb = wireString(a.GetVerb())
+	if a.IsResourceRequest() {
+		r.ResourceRequest = true
+		r.Namespace, r.APIGroup, r.APIVersion = wireString(a.GetNamespace()), wireString(a.GetAPIGroup()), wireString(a.GetAPIVersion())
+		r.Resource, r.Subresource, r.Name = wireString(a.GetResource()), wireString(a.GetSubresource()), wireString(a.GetName())
+		narrowByFields(r, a)
+		r.LabelSelector = labelRequirements(a)
+	} else {
+		r.Path = wireString(a.GetPath())
 	}
-	ra := &authorizationv1.ResourceAttributes{
-		Namespace: wireString(a.GetNamespace()), Verb: wireString(a.GetVerb()), Group: wireString(a.GetAPIGroup()), Version: wireString(a.GetAPIVersion()),
-		Resource: wireString(a.GetResource()), Subresource: wireString(a.GetSubresource()), Name: wireString(a.GetName()),
+	if r.Verb == "" {
+		return nil, errors.New("verb is empty")
 	}
-	if reqs := fieldRequirements(a); len(reqs) > 0 {
-		ra.FieldSelector = &authorizationv1.FieldSelectorAttributes{Requirements: reqs}
+	if r.User.Name == "" && len(r.User.Groups) == 0 {
+		return nil, errors.New("user and groups are empty")
 	}
-	if reqs := labelRequirements(a); len(reqs) > 0 {
-		ra.LabelSelector = &authorizationv1.LabelSelectorAttributes{Requirements: reqs}
-	}
-	spec.ResourceAttributes = ra
-	return entities.RequestFromSAR(spec)
+	return r, nil
 }
 
-// fieldRequirements are a's field selector requirements a review carries:
-// equality and inequality (a parse error keeps what parsed; selectors only
-// narrow).
-func fieldRequirements(a authorizer.Attributes) []metav1.FieldSelectorRequirement {
+// narrowByFields makes r's open name or namespace known from a's field
+// selector: a requirement metadata.name or metadata.namespace equal to one
+// value that is not empty (the review's operator In with one value), the
+// first of each (a parse error keeps what parsed; selectors only narrow).
+func narrowByFields(r *entities.Request, a authorizer.Attributes) {
 	parsed, _ := a.GetFieldSelector()
-	var out []metav1.FieldSelectorRequirement
-	for _, r := range parsed {
-		op := metav1.FieldSelectorOpIn
-		switch r.Operator {
+	for _, req := range parsed {
+		switch req.Operator {
 		case selection.Equals, selection.DoubleEquals, selection.In:
-		case selection.NotEquals, selection.NotIn:
-			op = metav1.FieldSelectorOpNotIn
 		default:
 			continue
 		}
-		out = append(out, metav1.FieldSelectorRequirement{Key: wireString(r.Field), Operator: op, Values: []string{wireString(r.Value)}})
+		v := wireString(req.Value)
+		if v == "" {
+			continue
+		}
+		switch key := wireString(req.Field); {
+		case key == "metadata.name" && r.Name == "":
+			r.Name, r.NameFromSelector = v, true
+		case key == "metadata.namespace" && r.Namespace == "":
+			r.Namespace = v
+		}
 	}
-	return out
 }
 
 // labelSelectorOps maps the label selector operators a review carries.
@@ -77,18 +88,19 @@ var labelSelectorOps = map[selection.Operator]metav1.LabelSelectorOperator{
 	selection.Exists: metav1.LabelSelectorOpExists, selection.DoesNotExist: metav1.LabelSelectorOpDoesNotExist,
 }
 
-// labelRequirements are a's label selector requirements a review carries.
-func labelRequirements(a authorizer.Attributes) []metav1.LabelSelectorRequirement {
+// labelRequirements are a's label selector requirements a review carries,
+// in order; nil for none.
+func labelRequirements(a authorizer.Attributes) []entities.LabelRequirement {
 	parsed, _ := a.GetLabelSelector()
-	var out []metav1.LabelSelectorRequirement
+	var out []entities.LabelRequirement
 	for _, r := range parsed {
 		op, ok := labelSelectorOps[r.Operator()]
 		if !ok {
 			continue
 		}
-		req := metav1.LabelSelectorRequirement{Key: wireString(r.Key()), Operator: op}
+		req := entities.LabelRequirement{Key: wireString(r.Key()), Op: op}
 		if values := r.ValuesUnsorted(); len(values) > 0 {
-			req.Values = wireStrings(values)
+			req.Values = slices.Clone(wireStrings(values))
 		}
 		out = append(out, req)
 	}

@@ -29,6 +29,25 @@ func Unconditional(d engine.Decision) (authorizer.Decision, string, error) {
 	return authorizer.DecisionDeny, d.Reason(), nil
 }
 
+// Concrete is an encoded decision Encode could not keep conditional (its
+// type is Allow, Deny or NoOpinion) as an unconditional authorizer answers
+// it: its type and reason; its evaluation error is not the authorizer's
+// (see Unconditional).
+func Concrete(w wire.ConditionsAwareDecision) (authorizer.Decision, string) {
+	t, details := engine.WireDetails(w)
+	var reason string
+	if details != nil {
+		reason = details.Reason
+	}
+	switch t {
+	case engine.DecisionAllow:
+		return authorizer.DecisionAllow, reason
+	case engine.DecisionNoOpinion:
+		return authorizer.DecisionNoOpinion, noOpinionReason(reason)
+	}
+	return authorizer.DecisionDeny, reason
+}
+
 // Evaluated is d as the answer of EvaluateConditions (and of
 // ConditionsAwareAuthorize for a concrete decision): Unconditional, with
 // the policies' evaluation errors in the reason (ReasonWithError).
