@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/handle"
+	gen "github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/upstream"
 	"github.com/kcedar/kcedar/residual"
 	"github.com/kcedar/kcedar/schemagen"
@@ -26,13 +27,6 @@ var (
 	_ authorizer.RuleResolver = (*Authorizer)(nil)
 )
 
-// PolicyFile is one file of Cedar policies: its name (for messages) and
-// text.
-type PolicyFile struct {
-	Name string
-	Text []byte
-}
-
 // Options configure an Authorizer.
 type Options struct {
 	// Keys sign the conditions ConditionsAwareAuthorize returns and verify
@@ -41,35 +35,45 @@ type Options struct {
 	Keys *residual.Keyring
 	// Namespaces fill resource.namespaceObject; nil leaves it unknown.
 	Namespaces residual.Namespaces
+	// Shadow evaluates every policy as if annotated @enforcement("audit"):
+	// every decision is NoOpinion, and Details.Audit says what the policies
+	// would have decided. For putting the policies in front of another
+	// authorizer for the first time.
+	Shadow bool
+	// Registerer, if set, gets the metrics of the decision caches
+	// (kcedar_decision_cache_entries, kcedar_decision_cache_evictions).
+	Registerer prometheus.Registerer
 }
 
-// New returns the authorizer of the policies in files, validated against
-// schema. An invalid policy is an error naming its file and position; no
-// authorizer is made.
-func New(schema *schemagen.Schema, files []PolicyFile, opts Options) (*Authorizer, error) {
-	s := handle.Schema(*schema).Get()
-	checker, err := lint.NewChecker(s)
-	if err != nil {
-		return nil, err
+// New returns the authorizer of the policies source serves, decided with
+// schema (or with the schema a FileSource moved to, SetSchema). An invalid
+// policy of StaticPolicies is an error naming its file and position; no
+// authorizer is made. Over a FileSource, the authorizer moves to each set
+// the source loads as it loads.
+func New(source PolicySource, schema *schemagen.Schema, opts Options) (*Authorizer, error) {
+	s := gen.FromPublic(schema)
+	switch {
+	case source == nil:
+		return nil, errors.New("cedar.New: no policy source")
+	case s == nil:
+		return nil, errors.New("cedar.New: no schema")
 	}
-	src := make([]cedarlang.SourceFile, len(files))
-	for i, f := range files {
-		src[i] = cedarlang.SourceFile{Name: f.Name, Data: f.Text}
-	}
-	policies, findings := checker.CheckFiles(src)
-	if len(findings) > 0 {
-		return nil, errors.Join(findings...)
-	}
-	set, err := cedarlang.NewPolicySet(policies)
+	policies, err := source.policies(s)
 	if err != nil {
 		return nil, err
 	}
 	keys := engine.RandomKeyring()
 	if opts.Keys != nil {
-		keys = handle.Keyring(*opts.Keys).Get()
+		if keys = engine.KeyringFromPublic(opts.Keys); keys == nil {
+			return nil, errors.New("cedar.New: Options.Keys was not made by package residual")
+		}
 	}
-	a := Authorizer(handle.NewAuthorizer(engine.FixedPolicies{Set: set}, s, engine.NewCodec(keys),
-		engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Namespaces: upstream.Namespaces(opts.Namespaces), EncodedOnly: true}))
+	a := Authorizer(handle.NewAuthorizer(policies, s, engine.NewCodec(keys),
+		engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Namespaces: upstream.Namespaces(opts.Namespaces), Shadow: opts.Shadow, EncodedOnly: true}))
+	if err := a.registerCacheMetrics(opts.Registerer); err != nil {
+		return nil, err
+	}
+	source.follow(func() { handle.Authorizer(a).Serving().Engine() })
 	return &a, nil
 }
 

@@ -42,7 +42,7 @@ import (
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/entities"
-	"github.com/kcedar/kcedar/internal/handle"
+	gen "github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
@@ -147,7 +147,7 @@ forbid (principal, action, resource) when { principal has uid && principal.uid =
 
 func TestInProcessMatchesWebhook(t *testing.T) {
 	internalSchema := embeddedschema.Schema(t)
-	schema := schemagen.Schema(handle.NewSchema(internalSchema))
+	schema := gen.ToPublic(internalSchema).(*schemagen.Schema)
 	keys, err := residual.NewKeyring(residual.Key{ID: "diff", Secret: bytes.Repeat([]byte("k"), 32)})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestInProcessMatchesWebhook(t *testing.T) {
 		zooSpecs = append(zooSpecs, sars...)
 		zooSpecs = append(zooSpecs, targetedSpecs(rng, diffTargeted)...)
 		zooFiles := []cedar.PolicyFile{{Name: "zoo.cedar", Text: []byte(zoo.Policies(diffZooPolicies, seed))}, {Name: "conditional.cedar", Text: []byte(conditionalPolicies)}}
-		diffCorpus(t, &st, fmt.Sprintf("zoo/seed=%d", seed), &schema, keys, diffNamespaceObjects, zooFiles, decorateAll(rng, zooSpecs))
+		diffCorpus(t, &st, fmt.Sprintf("zoo/seed=%d", seed), schema, keys, diffNamespaceObjects, zooFiles, decorateAll(rng, zooSpecs))
 
 		gen := testgen.RBACConfig(seed, diffRBACRoles, diffRBACBinds)
 		conv, err := rbacconvert.Convert(internalSchema, &rbacconvert.Input{Roles: gen.Roles, ClusterRoles: gen.ClusterRoles, RoleBindings: gen.RoleBindings, ClusterRoleBindings: gen.ClusterRoleBindings})
@@ -172,9 +172,9 @@ func TestInProcessMatchesWebhook(t *testing.T) {
 			t.Fatalf("seed %d: converting RBAC: %v", seed, err)
 		}
 		rbacFiles := []cedar.PolicyFile{{Name: "rbac.cedar", Text: conv.Policies}, {Name: "conditional.cedar", Text: []byte(conditionalPolicies)}}
-		diffCorpus(t, &st, fmt.Sprintf("rbac/seed=%d", seed), &schema, keys, diffNamespaceObjects, rbacFiles, decorateAll(rng, sars))
+		diffCorpus(t, &st, fmt.Sprintf("rbac/seed=%d", seed), schema, keys, diffNamespaceObjects, rbacFiles, decorateAll(rng, sars))
 	}
-	diffLibrary(t, &st, &schema, keys)
+	diffLibrary(t, &st, schema, keys)
 	t.Logf("%d reviews compared: %s", st.reviews, st)
 	// The corpus must reach every kind of answer and every part of the
 	// attributes, or agreement proves little.
@@ -354,11 +354,11 @@ func policyFiles(t *testing.T, paths []string) []cedar.PolicyFile {
 // compares their answers to specs, counting them in st.
 func diffCorpus(t *testing.T, st *diffStats, name string, schema *schemagen.Schema, keys *residual.Keyring, ns namespaces, files []cedar.PolicyFile, specs []authorizationv1.SubjectAccessReviewSpec) {
 	t.Helper()
-	inProcess, err := cedar.New(schema, files, cedar.Options{Keys: keys, Namespaces: ns})
+	inProcess, err := cedar.New(cedar.StaticPolicies(files...), schema, cedar.Options{Keys: keys, Namespaces: ns})
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	served, err := cedar.New(schema, files, cedar.Options{Keys: keys, Namespaces: ns})
+	served, err := cedar.New(cedar.StaticPolicies(files...), schema, cedar.Options{Keys: keys, Namespaces: ns})
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

@@ -35,7 +35,7 @@ func newAuthorizer() *cedar.Authorizer {
 	if err != nil {
 		log.Fatal(err)
 	}
-	a, err := cedar.New(s, []cedar.PolicyFile{{Name: "team.cedar", Text: []byte(policies)}}, cedar.Options{})
+	a, err := cedar.New(cedar.StaticPolicies(cedar.PolicyFile{Name: "team.cedar", Text: []byte(policies)}), s, cedar.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

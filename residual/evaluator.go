@@ -8,7 +8,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/handle"
+	gen "github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/upstream"
 	"github.com/kcedar/kcedar/internal/wire"
 	"github.com/kcedar/kcedar/schemagen"
@@ -17,7 +17,10 @@ import (
 // Namespaces gets Namespace objects by name, to fill a condition's
 // resource.namespaceObject: a client-go NamespaceLister over an informer is
 // one. A namespace it does not find is unknown to the condition, which then
-// fails closed.
+// fails closed. A Namespaces that also has a method
+// Namespace(name string) (map[string]any, bool), giving the object as
+// decoded JSON (numbers as json.Number) and false for an unknown one, is
+// asked that instead, with no conversion per lookup.
 type Namespaces interface {
 	Get(name string) (*corev1.Namespace, error)
 }
@@ -26,21 +29,26 @@ type Namespaces interface {
 // with the KEP's rules: a deny condition that holds (or fails) denies, then
 // an allow condition that holds allows, else no opinion. Malformed, foreign
 // or altered conditions deny. Safe for concurrent use.
-type Evaluator handle.Evaluator
+type Evaluator struct{ ev *engine.Evaluator }
 
 // NewEvaluator returns an evaluator of the conditions signed with keys for
 // requests of schema's cluster; namespaces may be nil.
-func NewEvaluator(schema *schemagen.Schema, keys *Keyring, namespaces Namespaces) *Evaluator {
-	ev := &engine.Evaluator{Schema: handle.Schema(*schema).Get(), Codec: engine.NewCodec(handle.Keyring(*keys).Get()), Namespaces: upstream.Namespaces(namespaces)}
-	h := Evaluator(handle.NewEvaluator(func() *engine.Evaluator { return ev }))
-	return &h
+func NewEvaluator(schema *schemagen.Schema, keys *Keyring, namespaces Namespaces) (*Evaluator, error) {
+	s := gen.FromPublic(schema)
+	switch {
+	case s == nil:
+		return nil, errors.New("residual.NewEvaluator: no schema")
+	case keys == nil || keys.keys == nil:
+		return nil, errors.New("residual.NewEvaluator: no keys")
+	}
+	return &Evaluator{ev: &engine.Evaluator{Schema: s, Codec: engine.NewCodec(keys.keys), Namespaces: upstream.Namespaces(namespaces)}}, nil
 }
 
 // EvaluateConditions evaluates decision, as kcedar's authorizer returned it
 // (or a union holding it), against data: the answer of upstream's
 // authorizer.Authorizer.EvaluateConditions. It is never conditional.
 func (e *Evaluator) EvaluateConditions(_ context.Context, decision authorizer.ConditionsAwareDecision, data authorizer.ConditionsData) (authorizer.Decision, string, error) {
-	v, err := upstream.EvaluateConditions(handle.Evaluator(*e).Get(), decision, data)
+	v, err := upstream.EvaluateConditions(e.evaluator(), decision, data)
 	if err != nil {
 		return authorizer.DecisionDeny, "kcedar: cannot evaluate the conditions", err
 	}
@@ -53,7 +61,7 @@ func (e *Evaluator) EvaluateConditions(_ context.Context, decision authorizer.Co
 // condition came in (DecisionAllow, DecisionDeny or DecisionNoOpinion): a
 // condition moved to another list does not verify.
 func (e *Evaluator) Explain(c authorizer.Condition, effect authorizer.Decision, data authorizer.ConditionsData) (string, error) {
-	ev := handle.Evaluator(*e).Get()
+	ev := e.evaluator()
 	if ev == nil {
 		return "", errors.New("no schema to read conditions with")
 	}
@@ -71,4 +79,13 @@ func (e *Evaluator) Explain(c authorizer.Condition, effect authorizer.Decision, 
 	cond := wire.Condition{ID: c.GetID(), Type: c.GetType(), Condition: c.GetCondition(), Description: c.GetDescription()}
 	_, text, err := ev.Explain(cond, t, adm)
 	return text, err
+}
+
+// evaluator is the engine's evaluator, nil for an Evaluator NewEvaluator
+// did not make.
+func (e *Evaluator) evaluator() *engine.Evaluator {
+	if e == nil {
+		return nil
+	}
+	return e.ev
 }

@@ -33,14 +33,17 @@ func Example() {
 	policy := `@id("bob-on-n1") permit (principal == k8s::User::"bob", action == k8s::Action::"create", resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec &&
        resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };`
-	authz, err := cedar.New(s, []cedar.PolicyFile{{Name: "bob.cedar", Text: []byte(policy)}}, cedar.Options{Keys: keys})
+	authz, err := cedar.New(cedar.StaticPolicies(cedar.PolicyFile{Name: "bob.cedar", Text: []byte(policy)}), s, cedar.Options{Keys: keys})
 	if err != nil {
 		log.Fatal(err)
 	}
 	bob := &user.DefaultInfo{Name: "bob"}
 	ctx := context.Background()
 	d := authz.ConditionsAwareAuthorize(ctx, authorizer.AttributesRecord{User: bob, Verb: "create", Resource: "pods", APIVersion: "v1", Namespace: "team", ResourceRequest: true})
-	ev := residual.NewEvaluator(s, keys, nil)
+	ev, err := residual.NewEvaluator(s, keys, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 	data := podCreate{pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team"}, Spec: corev1.PodSpec{NodeName: "n1"}}, user: bob}
 	for c := range d.ConditionsMap().AllowConditions() {
 		fmt.Println("condition type:", c.GetType())

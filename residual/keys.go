@@ -1,8 +1,12 @@
 package residual
 
 import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
 	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/handle"
 )
 
 // ConditionType is the type of every condition kcedar writes: its language
@@ -21,7 +25,19 @@ type Key struct {
 // first and keep the old one below it for longer than the API server may
 // hold conditions (its authorization cache TTL plus the longest request),
 // then drop it. A Keyring is safe for concurrent use.
-type Keyring handle.Keyring
+type Keyring struct{ keys *engine.Keyring }
+
+func init() {
+	engine.KeyringFromPublic = func(public any) *engine.Keyring {
+		if k, ok := public.(*Keyring); ok && k != nil {
+			return k.keys
+		}
+		return nil
+	}
+}
+
+// errNoKeys is the error of a method of a Keyring no function made.
+var errNoKeys = errors.New("residual: a Keyring is made by NewKeyring or LoadKeyFile")
 
 // NewKeyring returns a keyring of keys; the first signs.
 func NewKeyring(keys ...Key) (*Keyring, error) {
@@ -29,26 +45,40 @@ func NewKeyring(keys ...Key) (*Keyring, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := Keyring(handle.NewKeyring(k))
-	return &h, nil
+	return &Keyring{keys: k}, nil
 }
 
-// LoadKeyFile reads a key file (`kcedar serve --condition-keys`): one key a
-// line, "<id> <base64 secret>"; blank lines and lines starting with # are
-// ignored; the first key signs.
+// LoadKeyFile reads a key file: one key a line, "<id> <base64 secret>";
+// blank lines and lines starting with # are ignored; the first key signs.
 func LoadKeyFile(path string) (*Keyring, error) {
 	k, err := engine.LoadKeyFile(path)
 	if err != nil {
 		return nil, err
 	}
-	h := Keyring(handle.NewKeyring(k))
-	return &h, nil
+	return &Keyring{keys: k}, nil
 }
 
 // Rotate replaces the keys at once (for a reloaded key file); the first
 // signs from now on.
 func (k *Keyring) Rotate(keys ...Key) error {
-	return handle.Keyring(*k).Get().Replace(internalKeys(keys))
+	if k == nil || k.keys == nil {
+		return errNoKeys
+	}
+	return k.keys.Replace(internalKeys(keys))
+}
+
+// WatchFile rotates to the keys of the key file at path whenever its
+// content changes (file system events, and a read every interval), until
+// ctx ends; a file that does not parse keeps the keys, and is logged.
+func (k *Keyring) WatchFile(ctx context.Context, path string, interval time.Duration, logger *slog.Logger) error {
+	if k == nil || k.keys == nil {
+		return errNoKeys
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	k.keys.WatchFile(ctx, path, interval, logger)
+	return nil
 }
 
 func internalKeys(keys []Key) []engine.Key {

@@ -2,22 +2,34 @@ package schemagen
 
 import (
 	"context"
+	"errors"
 
 	"k8s.io/client-go/rest"
 
-	"github.com/kcedar/kcedar/internal/handle"
 	gen "github.com/kcedar/kcedar/internal/schemagen"
 )
 
 // Schema is the typed Cedar schema of one cluster.
-type Schema handle.Schema
+type Schema struct{ s *gen.Schema }
+
+func init() {
+	gen.ToPublic = func(s *gen.Schema) any { return &Schema{s: s} }
+	gen.FromPublic = func(public any) *gen.Schema {
+		if s, ok := public.(*Schema); ok && s != nil {
+			return s.s
+		}
+		return nil
+	}
+}
+
+// errNoSchema is the error of a method of a Schema no function made.
+var errNoSchema = errors.New("schemagen: a Schema is made by Default, FromCluster, FromDir or Parse")
 
 func wrap(s *gen.Schema, err error) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := Schema(handle.NewSchema(s))
-	return &h, nil
+	return &Schema{s: s}, nil
 }
 
 // Default is the schema of stock Kubernetes v1.37, from the documents built
@@ -46,10 +58,16 @@ func Parse(data []byte) (*Schema, error) {
 // MarshalCedar is the schema in Cedar's schema language, as `kcedar schema
 // export` writes it.
 func (s *Schema) MarshalCedar() ([]byte, error) {
-	return handle.Schema(*s).Get().MarshalCedar()
+	if s == nil || s.s == nil {
+		return nil, errNoSchema
+	}
+	return s.s.MarshalCedar()
 }
 
 // MarshalJSON is the schema in Cedar's JSON schema format.
 func (s *Schema) MarshalJSON() ([]byte, error) {
-	return handle.Schema(*s).Get().MarshalJSON()
+	if s == nil || s.s == nil {
+		return nil, errNoSchema
+	}
+	return s.s.MarshalJSON()
 }

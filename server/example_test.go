@@ -21,7 +21,7 @@ func Example() {
 	}
 	policy := `@id("dev-reads") permit (principal in k8s::Group::"dev", action == k8s::Action::"list", resource is core::pods)
 when { resource.namespace == "dev" };`
-	authz, err := cedar.New(s, []cedar.PolicyFile{{Name: "dev.cedar", Text: []byte(policy)}}, cedar.Options{})
+	authz, err := cedar.New(cedar.StaticPolicies(cedar.PolicyFile{Name: "dev.cedar", Text: []byte(policy)}), s, cedar.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

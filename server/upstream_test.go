@@ -30,7 +30,7 @@ func unionServer(t *testing.T) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc, err := cedar.New(s, []cedar.PolicyFile{{Name: "p.cedar", Text: []byte(unionPolicies)}}, cedar.Options{})
+	kc, err := cedar.New(cedar.StaticPolicies(cedar.PolicyFile{Name: "p.cedar", Text: []byte(unionPolicies)}), s, cedar.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,11 +100,11 @@ func newChainHarness(t *testing.T, seed uint64, kcedarText string) *chainHarness
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc, err := cedar.New(public, []cedar.PolicyFile{{Name: "kcedar.cedar", Text: []byte(kcedarText)}}, cedar.Options{})
+	kc, err := cedar.New(cedar.StaticPolicies(cedar.PolicyFile{Name: "kcedar.cedar", Text: []byte(kcedarText)}), public, cedar.Options{})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, kcedarText)
 	}
-	rb, err := cedar.New(public, []cedar.PolicyFile{{Name: "rbac.cedar", Text: res.Policies}}, cedar.Options{})
+	rb, err := cedar.New(cedar.StaticPolicies(cedar.PolicyFile{Name: "rbac.cedar", Text: res.Policies}), public, cedar.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,15 @@ type NamespaceGetter interface {
 
 // Namespaces is g as the lookup that fills namespaceObject; nil g is nil (the
 // namespace stays unknown). A namespace g does not find, or cannot convert,
-// is unknown, never "no labels".
+// is unknown, never "no labels". A g that is an entities.NamespaceLookup
+// too (kcedar serve's informer, which keeps the objects converted) is used
+// as that.
 func Namespaces(g NamespaceGetter) entities.NamespaceLookup {
 	if g == nil {
 		return nil
+	}
+	if l, ok := g.(entities.NamespaceLookup); ok {
+		return l
 	}
 	return namespaceLookup{g}
 }

@@ -61,7 +61,7 @@ func newSchema(t *testing.T) *schemagen.Schema {
 // newKcedar is the authorizer of policies, signing with keys.
 func newKcedar(t *testing.T, keys *residual.Keyring) *cedar.Authorizer {
 	t.Helper()
-	a, err := cedar.New(newSchema(t), []cedar.PolicyFile{{Name: "team.cedar", Text: []byte(policies)}}, cedar.Options{Keys: keys})
+	a, err := cedar.New(cedar.StaticPolicies(cedar.PolicyFile{Name: "team.cedar", Text: []byte(policies)}), newSchema(t), cedar.Options{Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,8 +293,14 @@ func TestConditionsThroughUnion(t *testing.T) {
 func TestConditionsInProcess(t *testing.T) {
 	keys := keyring(t)
 	kc := newKcedar(t, keys)
-	ev := residual.NewEvaluator(newSchema(t), keys, nil)
-	other := residual.NewEvaluator(newSchema(t), otherKeyring(t), nil)
+	ev, err := residual.NewEvaluator(newSchema(t), keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := residual.NewEvaluator(newSchema(t), otherKeyring(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 
 	d := kc.ConditionsAwareAuthorize(ctx, bobCreatesPod)

@@ -149,7 +149,7 @@ func serveCreateCost(b *testing.B) (string, []byte) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	kc, err := cedar.New(schema, []cedar.PolicyFile{{Name: "createcost.cedar", Text: []byte(createCostPolicies)}}, cedar.Options{})
+	kc, err := cedar.New(cedar.StaticPolicies(cedar.PolicyFile{Name: "createcost.cedar", Text: []byte(createCostPolicies)}), schema, cedar.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func newInProcessHarness(t *testing.T, paths []string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc, err := cedar.New(schema, policyFiles(t, paths), cedar.Options{})
+	kc, err := cedar.New(cedar.StaticPolicies(policyFiles(t, paths)...), schema, cedar.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
