@@ -54,7 +54,8 @@ func newBuiltSet(files []policyFile, perFile [][]*cedarlang.Policy) *builtSet {
 // parse, a policy that does not validate, a duplicate id) or cannot be
 // built this way: the full build then decides, and reports exactly what a
 // first load would. The set it builds is the one the full build would
-// (TestIncrementalEqualsFullBuild).
+// (TestEveryWayOfWritingLoadsByTheChange; internal/engine's
+// TestIncrementalReloadDecidesAsAFreshLoad).
 func (s *Store) buildDelta(prev *builtSet, cur *cedarlang.PolicySet, files []policyFile) (ps *cedarlang.PolicySet, perFile [][]*cedarlang.Policy, ok bool) {
 	if prev == nil || cur == nil || (s.Checker != nil && s.validator == nil) {
 		return nil, nil, false

@@ -534,41 +534,99 @@ func (c candidate) same(o candidate) bool {
 //     rename gives and an in-place writer (open with O_TRUNC, write, write...)
 //     never does, since every write sets both. No serving file may have
 //     disappeared outside a snapshot swap.
-//  3. Otherwise the source is read again after the settle window, and the
-//     read is taken when both reads agree: the same file names, sizes,
-//     modification and change times, inodes and contents, none of them
-//     changed while being read.
+//  3. Otherwise the read is taken once the source has stood still for the
+//     settle window after it: a second read, the window later, agrees with
+//     it (the same file names, sizes, modification and change times, inodes
+//     and contents, none of them changed while being read), and the files'
+//     status, looked at every settle step meanwhile, never moved. A status
+//     that moves is read again at once, and the window starts over from
+//     that read: a file written in place loads about one window after its
+//     last write, whatever was read of it while it was being written.
 //
-// After 10 windows without two agreeing reads, it gives up (errUnsettled) and
-// the serving set stays; the next event or poll tries again. A writer that
-// pauses longer than the settle window between two pieces of a file is
-// indistinguishable from two edits: keep --policy-settle above such pauses.
+// After waiting 10 windows in all without a stable read, it gives up
+// (errUnsettled) and the serving set stays; the next event or poll tries
+// again. A writer that pauses longer than the settle window between two
+// pieces of a file is indistinguishable from two edits: keep
+// --policy-settle above such pauses.
 func (s *Store) readStable() candidate {
 	c := s.readCandidate()
 	if s.Settle <= 0 {
 		return c
 	}
-	const windows = 10
-	for i := 0; ; i++ {
-		if s.current.Load() != nil && c.err == nil && c.fp == s.fingerprint {
-			return c
+	step := settleStep(s.Settle)
+	var quiet, waited time.Duration // since c was read; in all
+	for {
+		if quiet == 0 {
+			if s.takenAtOnce(c) {
+				return c
+			}
+			if waited >= settleWindows*s.Settle {
+				return candidate{err: errUnsettled}
+			}
 		}
-		if s.failedErr != nil && c.fp == s.failedFingerprint {
-			return c
+		d := min(step, s.Settle-quiet)
+		s.sleep(d)
+		quiet, waited = quiet+d, waited+d
+		if quiet < s.Settle && c.err == nil && s.statusAsRead(c) {
+			continue // nothing moved: no need to read yet
 		}
-		if c.err == nil && s.complete(c) {
-			return c
-		}
-		s.sleep(s.Settle)
 		next := s.readCandidate()
-		if next.same(c) {
+		switch {
+		case !next.same(c):
+			c, quiet = next, 0
+		case quiet >= s.Settle:
 			return next
 		}
-		if i == windows-1 {
-			return candidate{err: errUnsettled}
-		}
-		c = next
 	}
+}
+
+// settleWindows: readStable gives up after waiting this many settle windows.
+const settleWindows = 10
+
+// settleStep is how often readStable looks at the files' status while it
+// waits: a tenth of the settle window, at most 50 ms (at least 1 ms, and
+// never more than the window).
+func settleStep(settle time.Duration) time.Duration {
+	return min(settle, max(time.Millisecond, min(settle/10, 50*time.Millisecond)))
+}
+
+// takenAtOnce applies rules 1 and 2 of readStable to the read c.
+func (s *Store) takenAtOnce(c candidate) bool {
+	switch {
+	case s.current.Load() != nil && c.err == nil && c.fp == s.fingerprint:
+		return true
+	case s.failedErr != nil && c.fp == s.failedFingerprint:
+		return true
+	}
+	return c.err == nil && s.complete(c)
+}
+
+// statusAsRead: the source still looks as the read c saw it, without
+// reading a file: the same extra sources, the same file names, each file's
+// status (size, modification and change times, device and inode) as c saw
+// it after reading it unchanged, and no kubelet snapshot swapped since.
+// Every write moves a file's change time, so a file whose status stands
+// still has not been written.
+func (s *Store) statusAsRead(c candidate) bool {
+	extra, gen, _ := s.extraSources()
+	if gen != c.sourcesGen {
+		return false
+	}
+	listed, snapshots, err := s.list()
+	if err != nil || len(listed)+len(extra) != len(c.files) {
+		return false
+	}
+	for _, l := range listed {
+		m, ok := c.meta[l.name]
+		if !ok || !m.consistent || m.snapshot != l.snapshot {
+			return false
+		}
+		st, err := statPath(l.path)
+		if err != nil || st != m.stat || !st.changeTimes() {
+			return false
+		}
+	}
+	return stable(snapshots)
 }
 
 // complete applies rule 2 of readStable.

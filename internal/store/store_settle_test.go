@@ -13,23 +13,61 @@ func forbidPolicy(id string) string {
 	return "@id(\"" + id + "\")\nforbid(principal, action, resource is core::pods) when { resource.namespace == \"prod\" };\n"
 }
 
-// settleStore is a store with a settle window whose waits run step instead
-// of sleeping: each wait is one step of a writer, so the interleaving of
-// writes and reads is exact.
-func settleStore(t *testing.T, paths []string, steps ...func()) (*Store, *recorder, *int) {
+// settleClock stands for the clock of a store's settle waits: a wait
+// sleeps nothing, moves the clock by its length and then runs the writer's
+// steps that were due by then, so the interleaving of writes and reads is
+// exact and the time a load took is known.
+type settleClock struct {
+	t      *testing.T
+	s      *Store
+	now    time.Duration // the waits' total length
+	sleeps int
+	due    []dueStep // in order of at
+}
+
+type dueStep struct {
+	at time.Duration
+	do func()
+}
+
+// settleStore is a store with the default settle window whose waits move
+// a settleClock instead of sleeping.
+func settleStore(t *testing.T, paths []string) (*Store, *recorder, *settleClock) {
 	s, rec := newStore(t, paths, nil)
-	s.Settle = time.Hour // never actually slept
-	waits := 0
-	s.sleep = func(d time.Duration) {
-		if d != s.Settle {
-			t.Fatalf("slept %v, want the settle window", d)
-		}
-		if waits < len(steps) && steps[waits] != nil {
-			steps[waits]()
-		}
-		waits++
+	s.Settle = DefaultSettle
+	c := &settleClock{t: t, s: s}
+	s.sleep = c.sleep
+	return s, rec, c
+}
+
+func (c *settleClock) sleep(d time.Duration) {
+	if d <= 0 || d > c.s.Settle {
+		c.t.Fatalf("waited %v, want at most the settle window %v", d, c.s.Settle)
 	}
-	return s, rec, &waits
+	c.now += d
+	c.sleeps++
+	for len(c.due) > 0 && c.due[0].at <= c.now {
+		do := c.due[0].do
+		c.due = c.due[1:]
+		do()
+	}
+}
+
+// after schedules do for when the waits have moved the clock d further.
+func (c *settleClock) after(d time.Duration, do func()) {
+	at := c.now + d
+	i := len(c.due)
+	for i > 0 && c.due[i-1].at > at {
+		i--
+	}
+	c.due = slices.Insert(c.due, i, dueStep{at: at, do: do})
+}
+
+// load runs s.Load and says how long its waits took.
+func (c *settleClock) load() (time.Duration, error) {
+	start := c.now
+	err := c.s.Load()
+	return c.now - start, err
 }
 
 // inPlace opens path with O_TRUNC, as `cat >`, editors and copy tools do.
@@ -50,32 +88,33 @@ func writeString(t *testing.T, f *os.File, s string) {
 }
 
 // An in-place writer that pauses between the first policy and the rest is
-// never loaded half-written: the half file reads differently one settle
-// window later, and only the complete file, read the same twice, loads.
+// never loaded half-written, and the complete file loads one settle window
+// after its last write (within a settle step): the half file's status
+// moves when the rest is written, the file is read again at once, and that
+// read is taken when nothing moved for the window.
 func TestStoreInPlaceWriterIsLoadedOnlyWhenComplete(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "p.cedar")
 	old := policy("allow") + forbidPolicy("deny-prod")
 	writeFile(t, file, old)
-	var f *os.File
-	s, rec, waits := settleStore(t, []string{dir},
-		nil, // the first load settles
-		func() { writeString(t, f, forbidPolicy("deny-prod")+policy("new")); f.Close() },
-	)
-	if err := s.Load(); err != nil || !slices.Equal(ids(s.Current()), []string{"allow", "deny-prod"}) {
-		t.Fatalf("first load: %v %v", err, ids(s.Current()))
+	s, rec, clock := settleStore(t, []string{dir})
+	if took, err := clock.load(); err != nil || !slices.Equal(ids(s.Current()), []string{"allow", "deny-prod"}) || took != s.Settle {
+		t.Fatalf("first load: %v %v after %v, want after one settle window", err, ids(s.Current()), took)
 	}
-	// The writer truncates and writes the permit only, then pauses.
-	f = inPlace(t, file)
+	// The writer truncates and writes the permit only, then pauses 100 ms.
+	const pause = 100 * time.Millisecond
+	f := inPlace(t, file)
 	writeString(t, f, policy("allow"))
-	if err := s.Load(); err != nil {
+	clock.after(pause, func() { writeString(t, f, forbidPolicy("deny-prod")+policy("new")); f.Close() })
+	took, err := clock.load()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if got := ids(s.Current()); !slices.Equal(got, []string{"allow", "deny-prod", "new"}) {
 		t.Fatalf("serving %v after an in-place rewrite: a half-written file was loaded", got)
 	}
-	if *waits != 3 {
-		t.Fatalf("%d settle waits, want 3 (first load; half file; complete file)", *waits)
+	if step := settleStep(s.Settle); took < pause+s.Settle || took > pause+step+s.Settle {
+		t.Fatalf("loaded %v after the rewrite began, want one settle window (%v) after its last write (%v), within a step (%v)", took, s.Settle, pause, step)
 	}
 	for _, r := range rec.results {
 		if r.Err != nil {
@@ -98,26 +137,47 @@ func TestStoreInPlaceWriterIsLoadedOnlyWhenComplete(t *testing.T) {
 	}
 }
 
-// A writer that never stops gives up after ten windows without a load or a
-// reported failure; the serving set stays.
+// While the files stand still, the waits look at their status and read
+// nothing: a load that waits out the window reads the source twice.
+func TestStoreSettlesOnTheStatusAlone(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.cedar")
+	writeFile(t, file, policy("a"))
+	s, _, clock := settleStore(t, []string{file})
+	reads := s.FileReads()
+	if took, err := clock.load(); err != nil || took != s.Settle {
+		t.Fatalf("load: %v after %v", err, took)
+	}
+	if n := s.FileReads() - reads; n != 2 || clock.sleeps != int(s.Settle/settleStep(s.Settle)) {
+		t.Fatalf("%d reads and %d waits in one settle window, want 2 reads and %d waits", n, clock.sleeps, s.Settle/settleStep(s.Settle))
+	}
+}
+
+// A writer that never stops gives up after ten windows of waiting, without
+// a load or a reported failure; the serving set stays.
 func TestStoreNeverSettlingFiles(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "p.cedar")
 	writeFile(t, file, policy("a"))
-	n := 0
 	s, rec := newStore(t, []string{dir}, nil)
 	if err := s.Load(); err != nil {
 		t.Fatal(err)
 	}
 	reports := len(rec.results)
-	s.Settle = time.Hour
-	s.sleep = func(time.Duration) { n++; writeFile(t, file, policy("a")+strings.Repeat("\n", n)) }
+	s.Settle = DefaultSettle
+	var waited time.Duration
+	n := 0
+	s.sleep = func(d time.Duration) {
+		waited += d
+		n++
+		writeFile(t, file, policy("a")+strings.Repeat("\n", n))
+	}
 	writeFile(t, file, policy("a")+policy("b"))
 	if err := s.Load(); err != errUnsettled {
 		t.Fatalf("Load: %v, want errUnsettled", err)
 	}
-	if n != 10 || len(rec.results) != reports || !slices.Equal(ids(s.Current()), []string{"a"}) || s.LastError() != nil {
-		t.Fatalf("%d waits, %d reports, serving %v, last error %v", n, len(rec.results)-reports, ids(s.Current()), s.LastError())
+	if waited != settleWindows*s.Settle || len(rec.results) != reports || !slices.Equal(ids(s.Current()), []string{"a"}) || s.LastError() != nil {
+		t.Fatalf("waited %v, %d reports, serving %v, last error %v", waited, len(rec.results)-reports, ids(s.Current()), s.LastError())
 	}
 }
 
@@ -126,32 +186,20 @@ func TestStoreAtomicWritesTakeEffectAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "p.cedar")
 	writeFile(t, file, policy("v1"))
-	s, _, waits := settleStore(t, []string{file})
+	s, _, clock := settleStore(t, []string{file})
 	if err := s.Load(); err != nil {
 		t.Fatal(err)
 	}
-	first := *waits
 	// A file written earlier and renamed into place: its change time (the
 	// rename) is later than its modification time (the last write).
-	tmp := filepath.Join(dir, ".p.cedar.tmp")
-	writeFile(t, tmp, policy("v2"))
-	past := time.Now().Add(-time.Minute)
-	if err := os.Chtimes(tmp, past, past); err != nil {
-		t.Fatal(err)
+	renameInto(t, file, policy("v2"))
+	if took, err := clock.load(); err != nil || !slices.Equal(ids(s.Current()), []string{"v2"}) || took != 0 {
+		t.Fatalf("after a rename: %v %v, waited %v", err, ids(s.Current()), took)
 	}
-	if err := os.Rename(tmp, file); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Load(); err != nil || !slices.Equal(ids(s.Current()), []string{"v2"}) {
-		t.Fatalf("after a rename: %v %v", err, ids(s.Current()))
-	}
-	if *waits != first {
-		t.Fatalf("an atomic rename waited %d settle windows", *waits-first)
-	}
-	// An in-place rewrite of the same file waits.
+	// An in-place rewrite of the same file waits one window.
 	writeFile(t, file, policy("v3"))
-	if err := s.Load(); err != nil || !slices.Equal(ids(s.Current()), []string{"v3"}) || *waits != first+1 {
-		t.Fatalf("in-place rewrite: %v %v, %d waits", err, ids(s.Current()), *waits-first)
+	if took, err := clock.load(); err != nil || !slices.Equal(ids(s.Current()), []string{"v3"}) || took != s.Settle {
+		t.Fatalf("in-place rewrite: %v %v, waited %v", err, ids(s.Current()), took)
 	}
 
 	// A ConfigMap volume: a ..data swap takes effect at once, including a
@@ -159,33 +207,51 @@ func TestStoreAtomicWritesTakeEffectAtOnce(t *testing.T) {
 	cm := t.TempDir()
 	vol := &configMapVolume{t: t, dir: cm}
 	vol.update(map[string]string{"a.cedar": policy("a1"), "b.cedar": policy("b1")})
-	s2, _, waits2 := settleStore(t, []string{cm})
+	s2, _, clock2 := settleStore(t, []string{cm})
 	if err := s2.Load(); err != nil {
 		t.Fatal(err)
 	}
-	first = *waits2
 	vol.update(map[string]string{"a.cedar": policy("a2")})
-	if err := s2.Load(); err != nil || !slices.Equal(ids(s2.Current()), []string{"a2"}) || *waits2 != first {
-		t.Fatalf("..data swap: %v %v, %d waits", err, ids(s2.Current()), *waits2-first)
+	if took, err := clock2.load(); err != nil || !slices.Equal(ids(s2.Current()), []string{"a2"}) || took != 0 {
+		t.Fatalf("..data swap: %v %v, waited %v", err, ids(s2.Current()), took)
+	}
+}
+
+// renameInto writes content to a temporary file beside path, dated a
+// minute back, and renames it over path: its change time (the rename) is
+// later than its modification time, whatever the clock's resolution.
+func renameInto(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	writeFile(t, tmp, content)
+	past := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(tmp, past, past); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // A file removed from a directory outside a snapshot swap waits too (it may
-// be the first step of a multi-file edit).
+// be the first step of a multi-file edit), and a file added meanwhile
+// starts the window over.
 func TestStoreRemovalSettles(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.cedar"), policy("a"))
 	writeFile(t, filepath.Join(dir, "b.cedar"), policy("b"))
-	s, _, waits := settleStore(t, []string{dir}, nil,
-		func() { writeFile(t, filepath.Join(dir, "c.cedar"), policy("c")) })
+	s, _, clock := settleStore(t, []string{dir})
 	if err := s.Load(); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(filepath.Join(dir, "b.cedar")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Load(); err != nil || !slices.Equal(ids(s.Current()), []string{"a", "c"}) || *waits != 3 {
-		t.Fatalf("%v %v %d", err, ids(s.Current()), *waits)
+	const later = 50 * time.Millisecond
+	clock.after(later, func() { writeFile(t, filepath.Join(dir, "c.cedar"), policy("c")) })
+	took, err := clock.load()
+	if step := settleStep(s.Settle); err != nil || !slices.Equal(ids(s.Current()), []string{"a", "c"}) || took < later+s.Settle || took > later+step+s.Settle {
+		t.Fatalf("%v %v after %v", err, ids(s.Current()), took)
 	}
 }
 
