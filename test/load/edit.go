@@ -5,12 +5,15 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -44,14 +47,85 @@ var editChanges = []editChange{
 	{name: "remove-top", user: "edit-top", verb: "get", allowed: false},
 }
 
-// measureEdit serves the zoo of n policies in editFiles files (`kcedar serve
-// --policy-settle 0`), then makes each of editChanges to one file and
-// reports, per change (written to a temporary file renamed into place):
-// the time from the write to the first decision that
-// reflects it, the kcedar CPU it cost (from /proc, up to that decision and
+// editSettle is the --policy-settle the -edit server runs with: kcedar
+// serve's default, so an in-place writer's half-written file is never
+// served (a rename and a policy object load at once all the same).
+var editSettle = flag.Duration("edit-settle", 300*time.Millisecond, "with -edit: kcedar serve's --policy-settle (0 loads what it reads, half-written files included)")
+
+// editWaysFlag: -edit-ways.
+var editWaysFlag = flag.String("edit-ways", "rename,inplace,inplace-pieces,append", "with -edit: the ways of writing a change to measure, in turn: "+editWaysHelp())
+
+// editWay is one way of writing a change to a policy file.
+type editWay struct {
+	name, about string
+	// write replaces the file at path, whose content is old, by data.
+	write func(path string, old, data []byte) error
+	// appends: it can only extend a file (only the add is written this way).
+	appends bool
+	// settles: the store waits for the file to settle before it loads it
+	// (an in-place writer); a rename is complete when it appears.
+	settles bool
+}
+
+// editWays are the ways of writing -edit measures, in -edit-ways order.
+var editWays = []editWay{
+	{name: "rename", about: "written to a temporary file beside it and renamed over it (an atomic writer, kubelet)", write: func(path string, _, data []byte) error {
+		return writeAtomically(path, data)
+	}},
+	{name: "inplace", about: "opened with O_TRUNC and written in one write (cp, kubectl cp, shell redirection)", settles: true, write: func(path string, _, data []byte) error {
+		return writeInPlace(path, data, 1, 0)
+	}},
+	{name: "inplace-pieces", about: "opened with O_TRUNC and written in 8 writes 10 ms apart (an editor flushing its buffer)", settles: true, write: func(path string, _, data []byte) error {
+		return writeInPlace(path, data, 8, 10*time.Millisecond)
+	}},
+	{name: "append", about: "the new policy appended with O_APPEND (only the add)", settles: true, appends: true, write: func(path string, old, data []byte) error {
+		if !bytes.HasPrefix(data, old) {
+			return fmt.Errorf("append: the change does not extend the file")
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(data[len(old):])
+		return errors.Join(err, f.Close())
+	}},
+}
+
+func editWaysHelp() string {
+	var out []string
+	for _, w := range editWays {
+		out = append(out, w.name+" ("+w.about+")")
+	}
+	return strings.Join(out, ", ")
+}
+
+// chosenEditWays are the ways -edit-ways names, in its order.
+func chosenEditWays() ([]editWay, error) {
+	var out []editWay
+	for _, name := range strings.Split(*editWaysFlag, ",") {
+		i := slices.IndexFunc(editWays, func(w editWay) bool { return w.name == strings.TrimSpace(name) })
+		if i < 0 {
+			return nil, fmt.Errorf("-edit-ways: unknown way %q (%s)", name, editWaysHelp())
+		}
+		out = append(out, editWays[i])
+	}
+	return out, nil
+}
+
+// measureEdit serves the zoo of n policies in editFiles files (`kcedar
+// serve --policy-settle` -edit-settle), then, for each way of writing in
+// -edit-ways, makes each of editChanges to one file (an appending writer
+// only the add, whose file is then restored by a rename) and reports, per
+// change: the time from the end of the write to the first decision that
+// reflects it (and that less the settle window, for a writer the store
+// waits out), the kcedar CPU it cost (from /proc, up to that decision and
 // 2 s later) as a share of the full load's, and the RSS before, at peak
 // (the kernel's high-water mark, reset before the change) and after.
 func measureEdit(bin string, n int) error {
+	ways, err := chosenEditWays()
+	if err != nil {
+		return err
+	}
 	dir, err := os.MkdirTemp("", "kcedar-edit-")
 	if err != nil {
 		return err
@@ -73,15 +147,29 @@ func measureEdit(bin string, n int) error {
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
 	idle0 := cpuTime(pid)
 	time.Sleep(2 * time.Second)
-	fmt.Printf("edit: %d zoo policies in %d files, full load CPU %s; idle for 2 s: %s\n", n, editFiles, loadCPU.Round(10*time.Millisecond), (cpuTime(pid) - idle0).Round(10*time.Millisecond))
+	fmt.Printf("edit: %d zoo policies in %d files, --policy-settle %s, full load CPU %s; idle for 2 s: %s\n", n, editFiles, *editSettle, loadCPU.Round(10*time.Millisecond), (cpuTime(pid) - idle0).Round(10*time.Millisecond))
 	target := files[editFiles/2]
 	base0, err := os.ReadFile(target)
 	if err != nil {
 		return err
 	}
-	for _, ch := range editChanges {
-		if err := measureChange(client, base, pid, target, base0, ch, loadCPU); err != nil {
-			return err
+	m := editMeasure{client: client, base: base, pid: pid, target: target, loadCPU: loadCPU}
+	for _, way := range ways {
+		old := base0
+		for _, ch := range editChanges {
+			data := append(append([]byte(ch.head), base0...), ch.tail...)
+			if way.appends && (len(data) <= len(old) || !bytes.HasPrefix(data, old)) {
+				continue
+			}
+			if err := m.change(way, ch, old, data, true); err != nil {
+				return err
+			}
+			old = data
+		}
+		if !bytes.Equal(old, base0) { // back to base0, unmeasured
+			if err := m.change(editWays[0], editChange{name: "restore", user: "edit-marker", verb: "get"}, old, base0, false); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -116,7 +204,7 @@ func startEditServer(bin, dir, pdir string, n int) (*exec.Cmd, *x509.CertPool, s
 	addr := ln.Addr().String()
 	ln.Close()
 	caFile := filepath.Join(dir, "ca.crt")
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--policies", pdir, "--write-ca", caFile, "--log-level", "warn", "--policy-settle", "0")
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--policies", pdir, "--write-ca", caFile, "--log-level", "warn", "--policy-settle", editSettle.String())
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -139,43 +227,60 @@ func startEditServer(bin, dir, pdir string, n int) (*exec.Cmd, *x509.CertPool, s
 	}
 }
 
-// measureChange writes base0 + ch.tail to target and measures until a
-// decision reflects it.
-func measureChange(client *http.Client, base string, pid int, target string, base0 []byte, ch editChange, loadCPU time.Duration) error {
+// editMeasure is what measuring a change needs: the server and the file.
+type editMeasure struct {
+	client  *http.Client
+	base    string // the server's URL
+	pid     int
+	target  string
+	loadCPU time.Duration
+}
+
+// change writes data over the target's content old the way way writes,
+// waits until a decision reflects it and, if report, prints what it cost.
+func (m editMeasure) change(way editWay, ch editChange, old, data []byte, report bool) error {
 	body, _ := json.Marshal(map[string]any{"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
 		"spec": map[string]any{"user": ch.user, "resourceAttributes": map[string]any{"verb": ch.verb, "version": "v1", "resource": "pods", "namespace": "default"}}})
-	steady, _ := rss(pid)
-	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0) // resets VmHWM
-	cpu0 := cpuTime(pid)
-	t0 := time.Now()
-	if err := writeAtomically(target, append(append([]byte(ch.head), base0...), ch.tail...)); err != nil {
+	steady, _ := rss(m.pid)
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", m.pid), []byte("5"), 0) // resets VmHWM
+	cpu0 := cpuTime(m.pid)
+	start := time.Now()
+	if err := way.write(m.target, old, data); err != nil {
 		return err
 	}
+	t0 := time.Now() // the end of the write
 	maxRSS := steady
 	for {
-		allowed, err := sarAllowed(client, base, body)
+		allowed, err := sarAllowed(m.client, m.base, body)
 		if err != nil {
 			return err
 		}
-		if cur, _ := rss(pid); cur > maxRSS {
+		if cur, _ := rss(m.pid); cur > maxRSS {
 			maxRSS = cur
 		}
 		if allowed == ch.allowed {
 			break
 		}
 		if time.Since(t0) > 2*time.Minute {
-			return fmt.Errorf("%s: no decision reflected the change within 2 minutes", ch.name)
+			return fmt.Errorf("%s %s: no decision reflected the change within 2 minutes", way.name, ch.name)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	latency := time.Since(t0)
-	cpu := cpuTime(pid) - cpu0
+	cpu := cpuTime(m.pid) - cpu0
 	time.Sleep(2 * time.Second)
-	cpuAfter := cpuTime(pid) - cpu0
-	after, peak := rss(pid)
+	if !report {
+		return nil
+	}
+	cpuAfter := cpuTime(m.pid) - cpu0
+	after, peak := rss(m.pid)
 	peak = max(peak, maxRSS)
-	fmt.Printf("edit %-10s served after %s; kcedar CPU %s (%.1f%% of the full load), %s with the 2 s after (%.1f%%); RSS steady %d MiB, peak %d MiB (%.2fx), after %d MiB (%.2fx)\n",
-		ch.name, latency.Round(time.Millisecond), cpu.Round(10*time.Millisecond), pct(cpu, loadCPU), cpuAfter.Round(10*time.Millisecond), pct(cpuAfter, loadCPU),
+	settled := ""
+	if way.settles {
+		settled = fmt.Sprintf(" (%s after settling; the write took %s)", (latency - *editSettle).Round(time.Millisecond), t0.Sub(start).Round(time.Millisecond))
+	}
+	fmt.Printf("edit %-14s %-10s served after %s%s; kcedar CPU %s (%.1f%% of the full load), %s with the 2 s after (%.1f%%); RSS steady %d MiB, peak %d MiB (%.2fx), after %d MiB (%.2fx)\n",
+		way.name, ch.name, latency.Round(time.Millisecond), settled, cpu.Round(10*time.Millisecond), pct(cpu, m.loadCPU), cpuAfter.Round(10*time.Millisecond), pct(cpuAfter, m.loadCPU),
 		steady/1024, peak/1024, float64(peak)/float64(steady), after/1024, float64(after)/float64(steady))
 	return nil
 }
@@ -202,11 +307,29 @@ func sarAllowed(client *http.Client, base string, body []byte) (bool, error) {
 
 // writeAtomically writes data to a temporary file beside path and renames
 // it into place, as an editor or kubelet does: kcedar never reads half of
-// it, and with --policy-settle 0 loads it at once.
+// it, and loads it at once.
 func writeAtomically(path string, data []byte) error {
 	tmp := filepath.Join(filepath.Dir(path), ".edit.tmp")
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// writeInPlace truncates the file at path and writes data in pieces
+// writes, pause apart, as an editor or cp does: kcedar may read it empty or
+// half written, and waits for it to settle.
+func writeInPlace(path string, data []byte, pieces int, pause time.Duration) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	per := (len(data) + pieces - 1) / max(pieces, 1)
+	for at := 0; at < len(data) && err == nil; at += per {
+		if at > 0 {
+			time.Sleep(pause)
+		}
+		_, err = f.Write(data[at:min(len(data), at+per)])
+	}
+	return errors.Join(err, f.Close())
 }

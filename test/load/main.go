@@ -59,7 +59,7 @@ func main() {
 		list     = flag.Bool("list-workloads", false, "print the workloads' names, one a line (followed by fixed-size when -policies does not apply), and exit")
 		bareAddr = flag.String("serve-bare", "", "serve the bare transport server on this address instead (what -bare starts)")
 		bareCA   = flag.String("bare-ca", "", "with -serve-bare: write its CA here")
-		edit     = flag.Bool("edit", false, "measure the cost of a change instead: serve -policies zoo policies in 8 files with --policy-settle 0, then add, edit and remove one policy in one file; per change, the time from the write to the first decision reflecting it, kcedar's CPU against the full load's, and its RSS")
+		edit     = flag.Bool("edit", false, "measure the cost of a change instead: serve -policies zoo policies in 8 files with --policy-settle -edit-settle, then add, edit and remove one policy in one file, written each way of -edit-ways; per change, the time from the write to the first decision reflecting it, kcedar's CPU against the full load's, and its RSS")
 	)
 	flag.Float64Var(&rate, "rate", 0, "pace the load at this many SubjectAccessReviews per second over all connections (0: as fast as the server answers); at a rate both phases sustain, CPU per SAR compares equal offered loads, not a faster floor whose requests share more wake-ups")
 	flag.Uint64Var(&platformSeed, "seed", 1, "platform and random: the seed that draws the families (or predicates), their constants and the mix")
