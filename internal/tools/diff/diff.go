@@ -1,7 +1,6 @@
 package diff
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -34,8 +33,9 @@ type Result struct {
 	// Inexact names the constructs the method could not decide exactly
 	// (empty when every region is exact).
 	Inexact []string
-	sp      *space
-	schema  *schemagen.Schema
+	// Decided is the number of requests decided (with both sets).
+	Decided int
+	run     *run
 }
 
 // differing returns the enforced policies of a whose access text is not
@@ -73,46 +73,31 @@ func Compare(s *schemagen.Schema, oldSet, newSet *cedarlang.PolicySet) *Result {
 // CompareWith is Compare with options.
 func CompareWith(s *schemagen.Schema, oldSet, newSet *cedarlang.PolicySet, opts Options) *Result {
 	dOld, dNew := differing(oldSet, newSet), differing(newSet, oldSet)
-	res := &Result{Removed: ids(dOld), Added: ids(dNew), schema: s}
-	d := append(slices.Clone(dOld), dNew...)
-	if len(d) == 0 {
+	res := &Result{Removed: ids(dOld), Added: ids(dNew)}
+	if len(dOld)+len(dNew) == 0 {
 		return res
 	}
-	reach := unionReach(d)
+	reach := unionReach(append(slices.Clone(dOld), dNew...))
+	relevant := relevantFacts(oldSet, newSet, reach)
 	lits := newLiterals()
-	var relevant []*facts
-	for _, ps := range []*cedarlang.PolicySet{oldSet, newSet} {
-		for _, p := range ps.Policies {
-			if !p.IsAudit() && overlaps(reachOf(p), reach) {
-				lits.add(p)
-				relevant = append(relevant, factsOf(p))
-			}
-		}
+	worlds := false
+	for _, f := range relevant {
+		lits.add(f.p)
+		worlds = worlds || f.readsNS
 	}
-	if lits.readsNS {
-		for name := range opts.Namespaces {
-			addTo(lits.strs, dimNamespace, name)
-		}
-	}
-	res.sp = newSpace(s, lits)
-	ns := &nsLookup{given: opts.Namespaces}
-	var lookup entities.NamespaceLookup // nil keeps the engines' caches where no policy reads labels
-	if lits.readsNS {
-		lookup = ns
-	}
-	run := &run{s: s, sp: res.sp, d: factsAll(d), relevant: relevant, inexact: map[string]bool{},
-		old: newEngine(s, oldSet, lookup), new: newEngine(s, newSet, lookup), dStrings: stringsOf(d), ns: ns}
-	for k := range lits.inexact {
-		run.inexact[k] = true
-	}
-	for _, x := range run.points(reach, lits) {
-		run.decidePoint(x)
-	}
-	res.Inexact = sortedKeys(run.inexact)
-	res.Regions = mergeCells(run.cells, len(res.Inexact) == 0)
+	r := &run{s: s, sp: newSpace(s, lits), relevant: relevant, inexact: map[string]bool{}, given: opts.Namespaces,
+		dStrings: stringsOf(keep(relevant, (*facts).differs))}
+	res.run = r
+	r.enumerate(reach, lits)
+	d := &decider{s: s, oldSet: oldSet, newSet: newSet, given: opts.Namespaces, worlds: worlds}
+	r.cells = d.decideAll(r.tasks)
+	res.Decided = len(r.tasks)
+	res.Inexact = sortedKeys(r.inexact)
+	res.Regions = r.regions(len(res.Inexact) == 0)
 	if len(res.Regions) == 0 && len(res.Inexact) > 0 {
 		res.Regions = []Region{undecided(dOld, dNew, res.Inexact)}
 	}
+	r.tasks = nil
 	return res
 }
 
@@ -122,10 +107,6 @@ func ids(ps []*cedarlang.Policy) []string {
 		out[i] = p.ID
 	}
 	return out
-}
-
-func newEngine(s *schemagen.Schema, ps *cedarlang.PolicySet, ns entities.NamespaceLookup) engine.Authorizer {
-	return engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: ns})
 }
 
 // unionReach is where the policies can match: the union of their reaches
@@ -176,121 +157,6 @@ func reachOf(p *cedarlang.Policy) cedarlang.Reach {
 // any verb can change its decision.
 func overlaps(a, b cedarlang.Reach) bool {
 	return a.Types == nil || b.Types == nil || slices.ContainsFunc(a.Types, func(t types.EntityType) bool { return slices.Contains(b.Types, t) })
-}
-
-// facts are what the enumeration reads of one policy: its reach, the
-// namespace a permit pins (a top-level resource.namespace == "..."), and
-// the groups it names.
-type facts struct {
-	p      *cedarlang.Policy
-	reach  cedarlang.Reach
-	pin    string
-	pinned bool
-	groups []string
-	// readsNS, readsObject: it reads resource.namespaceObject,
-	// resource.object.
-	readsNS, readsObject bool
-}
-
-func factsOf(p *cedarlang.Policy) *facts {
-	f := &facts{p: p, reach: reachOf(p)}
-	l := newLiterals()
-	l.add(p)
-	f.groups = l.groups()
-	f.readsNS, f.readsObject = l.readsNS, l.readsObject
-	if p.Effect == types.Permit {
-		f.pin, f.pinned = namespacePin(p.AST)
-	}
-	return f
-}
-
-func factsAll(ps []*cedarlang.Policy) []*facts {
-	out := make([]*facts, len(ps))
-	for i, p := range ps {
-		out[i] = factsOf(p)
-	}
-	return out
-}
-
-// namespacePin is the namespace of a top-level `resource.namespace ==
-// "..."` conjunct of p's when clauses.
-func namespacePin(p *ast.Policy) (string, bool) {
-	var conj []ast.IsNode
-	var split func(n ast.IsNode)
-	split = func(n ast.IsNode) {
-		if a, ok := n.(ast.NodeTypeAnd); ok {
-			split(a.Left)
-			split(a.Right)
-			return
-		}
-		conj = append(conj, n)
-	}
-	for _, c := range p.Conditions {
-		if c.Condition == ast.ConditionWhen {
-			split(c.Body)
-		}
-	}
-	for _, n := range conj {
-		eq, ok := n.(ast.NodeTypeEquals)
-		if !ok {
-			continue
-		}
-		for _, lr := range [2][2]ast.IsNode{{eq.Left, eq.Right}, {eq.Right, eq.Left}} {
-			v, isVal := lr[1].(ast.NodeValue)
-			s, isStr := v.Value.(types.String)
-			if attrDim(lr[0]) == dimNamespace && isVal && isStr {
-				return string(s), true
-			}
-		}
-	}
-	return "", false
-}
-
-// matches reports whether f's policy may match a request at x (for some
-// principal).
-func (f *facts) matches(x point) bool {
-	r := f.reach
-	if x.verb != entities.Wildcard && r.Verbs != nil && !slices.Contains(r.Verbs, x.verb) {
-		return false
-	}
-	if r.Types != nil && !slices.Contains(r.Types, x.entityType) {
-		return false
-	}
-	if x.entityType == schemagen.NonResourceURLType {
-		return r.Paths == nil || slices.Contains(r.Paths, x.path)
-	}
-	if r.Names != nil && x.name != "" && !slices.Contains(r.Names, x.name) {
-		return false
-	}
-	// An open namespace may still be decided by a pinned permit: it becomes
-	// a condition where admission sees the request (elsewhere it is folded).
-	return !f.pinned || x.namespace == f.pin || (x.namespace == "" && x.admitted)
-}
-
-// stringsOf is every string literal of the policies ps.
-func stringsOf(ps []*cedarlang.Policy) map[string]bool {
-	l := newLiterals()
-	for _, p := range ps {
-		l.add(p)
-	}
-	out := map[string]bool{}
-	for _, vs := range l.strs {
-		for v := range vs {
-			out[v] = true
-		}
-	}
-	return out
-}
-
-// onlyAddsConditions reports whether f, at the open-namespace point x,
-// can only add the same condition to both sides without changing whether
-// they differ: a permit of both sets pinned to a namespace no differing
-// policy names. Its condition (resource.namespace == pin, ...) then never
-// reads as one of the differing policies' conditions, so a request's
-// decisions differ with f's groups exactly when they differ without them.
-func (r *run) onlyAddsConditions(f *facts, x point) bool {
-	return f.pinned && x.namespace == "" && f.pin != "" && !r.dStrings[f.pin] &&
-		!slices.ContainsFunc(r.d, func(g *facts) bool { return g.p == f.p || cedarlang.AccessText(g.p) == cedarlang.AccessText(f.p) })
 }
 
 // decisionKey tells decisions apart: by type, and conditional ones by the
@@ -359,10 +225,4 @@ func exprText(n ast.IsNode) string {
 func undecided(dOld, dNew []*cedarlang.Policy, inexact []string) Region {
 	return Region{Subject: Subject{Kind: KindAnyone}, Change: Change{From: "?", To: "?"},
 		OldPolicies: ids(dOld), NewPolicies: ids(dNew), Exact: false, Note: fmt.Sprintf("not decided exactly: %s", strings.Join(inexact, ", "))}
-}
-
-// decide is both decisions of req.
-func (r *run) decide(req *entities.Request) (engine.Decision, engine.Decision) {
-	ctx := context.Background()
-	return r.old.Authorize(ctx, req), r.new.Authorize(ctx, req)
 }

@@ -31,11 +31,13 @@ func mustSet(t testing.TB, text string) *cedarlang.PolicySet {
 }
 
 var (
-	principals = []string{"principal", `principal == k8s::User::"alice"`, `principal in k8s::Group::"devs"`, `principal is k8s::ServiceAccount`}
-	actions    = []string{"action", `action == k8s::Action::"get"`, `action in [k8s::Action::"get", k8s::Action::"list"]`}
-	resources  = []string{"resource is core::pods", "resource is core::secrets", "resource is core::nodes"}
-	leaves     = []string{`resource.name == "web"`, `resource.name like "web-*"`, `resource.namespace == "ns1"`, `resource.namespace != "ns2"`,
-		`principal.groups.contains("ops")`, `principal in k8s::Group::"ops"`, `context.verb == "list"`, `principal.username == "bob"`}
+	principals = []string{"principal", `principal == k8s::User::"alice"`, `principal in k8s::Group::"devs"`, `principal is k8s::ServiceAccount`,
+		`principal == k8s::ServiceAccount::"system:serviceaccount:ns1:web"`}
+	actions   = []string{"action", `action == k8s::Action::"get"`, `action in [k8s::Action::"get", k8s::Action::"list"]`}
+	resources = []string{"resource is core::pods", "resource is core::secrets", "resource is core::nodes"}
+	leaves    = []string{`resource.name == "web"`, `resource.name like "web-*"`, `resource.namespace == "ns1"`, `resource.namespace != "ns2"`,
+		`principal.groups.contains("ops")`, `principal in k8s::Group::"ops"`, `context.verb == "list"`, `principal.username == "bob"`,
+		`principal is k8s::ServiceAccount && principal.namespace == "ns1"`}
 )
 
 // genPolicy is one random policy (without its @id).
@@ -97,7 +99,8 @@ func text(ps []string) string {
 // universe is every request built from the generator's literals, values
 // matching and missing its like pattern, fresh and open values.
 func universe() []*entities.Request {
-	users := []string{"alice", "bob", "carol", "system:serviceaccount:ns1:web", "system:serviceaccount:x:y", "system:node:n1"}
+	users := []string{"alice", "bob", "carol", "system:serviceaccount:ns1:web", "system:serviceaccount:ns1:zzz", "system:serviceaccount:x:y",
+		"system:node:n1", "system:node:n2"}
 	groupSets := [][]string{nil, {"devs"}, {"ops"}, {"devs", "ops"}, {"other"}, {"devs", "other"}}
 	verbs := []string{"get", "list", "create", "*"}
 	targets := [][2]string{{"", "pods"}, {"", "secrets"}, {"", "nodes"}, {"", "configmaps"}}

@@ -14,6 +14,8 @@ import (
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
+const nonResourceType = schemagen.NonResourceURLType
+
 // point is the request without its principal: a representative of every
 // dimension but the subject's.
 type point struct {
@@ -29,6 +31,8 @@ type point struct {
 	// nameFromSelector: the name comes from a field selector
 	// (metadata.name=N): the request names no object.
 	nameFromSelector bool
+	// listOrWatch: the verb stands for list or watch.
+	listOrWatch bool
 }
 
 // request is x made by the user with groups.
@@ -50,50 +54,266 @@ func (x point) nameText() string {
 // selectorNamePrefix marks a name from a field selector in Region.Names.
 const selectorNamePrefix = "metadata.name="
 
-// run is one comparison under way.
+// run is one comparison under way. The enumeration is a tree: a target,
+// then its verbs, the users, the namespaces and names (or the paths of a
+// non-resource URL), then at each leaf the groups and namespace-label
+// worlds. Each level's representatives come from the literals of the
+// policies that may still match there, and a branch where no differing
+// policy may match is not followed: both sets decide it alike.
 type run struct {
 	s        *schemagen.Schema
 	sp       *space
-	d        []*facts
 	relevant []*facts
-	old, new engine.Authorizer
 	inexact  map[string]bool
-	cells    []cell
-	decided  int
 	// dStrings are the string literals of the differing policies.
 	dStrings map[string]bool
-	// ns is the Namespace lookup of both engines.
-	ns *nsLookup
+	// given are the Namespace objects Compare was given.
+	given entities.StaticNamespaces
+	// tasks are the requests to decide, cells those decided differently.
+	tasks []task
+	cells []*cell
 }
 
-// cell is one representative request decided differently.
-type cell struct {
-	x        point
-	user     string
-	in, out  []string // groups the user is in, and those relevant it is not in
-	world    string   // the namespace-label world ("" where none applies)
-	old, new engine.Decision
+// levels are the representatives of the levels above a leaf, which a
+// region's lists are complete against: the verbs of its target, the
+// subjects of its verb, the namespaces (or paths) of its user, the names
+// of its namespace.
+type levels struct {
+	verbs, subjects, namespaces, names []string
+	users                              *userSpace
+}
+
+// leaf is a point with its user, the policies alive there, and what its
+// tasks share: the groups whose memberships are enumerated and the
+// namespace-label worlds.
+type leaf struct {
+	x      point
+	user   string
+	alive  []*facts
+	levels *levels
+	groups []string
+	worlds []world
+	// worldReps are the worlds' descriptions.
+	worldReps []string
 	// otherConditions: groups of permits pinned elsewhere were left out
 	// (run.onlyAddsConditions); they may add conditions to both sides.
 	otherConditions bool
+	// everyVerb, for a request for every verb ("*"), is one verb of each
+	// class of the target's verbs the policies that may match tell apart
+	// (everyVerbAt).
+	everyVerb []string
 }
 
-// points are the representatives of the space within reach.
-func (r *run) points(reach cedarlang.Reach, l *literals) []point {
-	var out []point
+// task is one request to decide: a leaf's user in the groups of mask (a
+// bit for each of the leaf's groups) and not in the others, in one
+// namespace-label world (an index of the leaf's).
+type task struct {
+	lf    *leaf
+	mask  uint32
+	world int
+}
+
+// in and out are the leaf's groups the task's user is in and not in.
+func (t task) in() []string  { return t.groups(true) }
+func (t task) out() []string { return t.groups(false) }
+
+func (t task) groups(in bool) []string {
+	var out []string
+	for j, g := range t.lf.groups {
+		if (t.mask&(1<<j) != 0) == in {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// worldOf is the task's namespace-label world.
+func (t task) worldOf() *world { return &t.lf.worlds[t.world] }
+
+// cell is one representative request decided differently.
+type cell struct {
+	task
+	old, new engine.Decision
+	keys     [2]string // the decisions' keys (decisionKey)
+	seq      int       // the cell's place among the tasks
+}
+
+// enumerate lists the tasks of the space within reach, at most
+// maxDecisions of them (beyond, the comparison is not exact).
+func (r *run) enumerate(reach cedarlang.Reach, l *literals) {
 	for _, t := range r.targets(reach, l) {
-		out = append(out, r.pointsOf(t, reach)...)
+		alive := r.aliveAt(t)
+		if anyDiffers(alive) && !r.byVerb(t, alive) {
+			return
+		}
 	}
-	for i, x := range out {
-		req := x.request("", nil)
-		target := entities.ResolveTarget(r.s, req)
-		out[i].admitted = x.verb != entities.Wildcard && len(engine.AdmissionShapes(target, req, x.verb)) > 0
-		out[i].nsObject = target.HasNamespaceObject()
-		r.checkSelectors(out[i], target)
+}
+
+// byVerb spreads a target over its verbs; false when the budget is spent.
+func (r *run) byVerb(t point, alive []*facts) bool {
+	var verbs []string
+	listOrWatch := map[string]bool{}
+	if t.entityType == nonResourceType {
+		verbs = slices.Clone(schemagen.NonResourceActions())
+	} else {
+		dim := r.verbDim(t, alive)
+		verbs = slices.Clone(dim.reps)
+		for _, v := range []string{"list", "watch"} {
+			rep, _ := dim.classify(v)
+			listOrWatch[rep] = true
+		}
 	}
-	return slices.DeleteFunc(out, func(x point) bool {
-		return !slices.ContainsFunc(r.d, func(f *facts) bool { return f.matches(x) })
-	})
+	verbs = append(verbs, entities.Wildcard)
+	for _, v := range verbs {
+		av := keep(alive, func(f *facts) bool { return f.verbMatches(v) })
+		if v == entities.Wildcard {
+			x := t
+			x.verb = v
+			av = forEveryVerb(av, entities.Verbs(r.s, x.request("", nil)))
+		}
+		if !anyDiffers(av) {
+			continue
+		}
+		x := t
+		x.verb, x.listOrWatch = v, listOrWatch[v]
+		target := entities.ResolveTarget(r.s, x.request("", nil))
+		x.admitted = v != entities.Wildcard && len(engine.AdmissionShapes(target, x.request("", nil), v)) > 0
+		x.nsObject = target.HasNamespaceObject()
+		if !r.byUser(x, av, verbs) {
+			return false
+		}
+	}
+	return true
+}
+
+// verbDim is the verbs of target t where the policies alive are fs. The
+// engine treats the verbs admission sees apart (the object is unknown):
+// each is its own class (literals.values), and so is get on a connect
+// resource (pods/exec, ...), which admission sees too.
+func (r *run) verbDim(t point, fs []*facts) *dimension {
+	var extra []string
+	if res := entities.ResolveTarget(r.s, t.request("", nil)).Resource; res != nil && res.IsConnect() {
+		extra = append(extra, "get")
+	}
+	return localDim(fs, dimVerb, extra...)
+}
+
+// byUser spreads a point over the users.
+func (r *run) byUser(x point, alive []*facts, verbs []string) bool {
+	users := usersAt(alive)
+	lv := levels{verbs: verbs, subjects: users.identities(), users: users}
+	for _, u := range users.reps {
+		au := keep(alive, func(f *facts) bool { return f.principalMatches(u) })
+		if !anyDiffers(au) {
+			continue
+		}
+		var ok bool
+		if x.entityType == nonResourceType {
+			ok = r.byPath(x, u, au, lv)
+		} else {
+			ok = r.byNamespace(x, u, au, lv)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// byPath spreads a non-resource point over its paths.
+func (r *run) byPath(x point, u string, alive []*facts, lv levels) bool {
+	lv.namespaces = localDim(alive, dimPath).reps
+	for _, p := range lv.namespaces {
+		ap := keep(alive, func(f *facts) bool { return f.pathMatches(p) })
+		x.path = p
+		if anyDiffers(ap) && !r.leaf(x, u, ap, &lv) {
+			return false
+		}
+	}
+	return true
+}
+
+// byNamespace spreads a point over the namespaces ("" an open namespace;
+// a cluster-scoped request may name a namespace too, present on the
+// entity). A namespace given to Compare is its own class where a policy
+// reads namespace labels.
+func (r *run) byNamespace(x point, u string, alive []*facts, lv levels) bool {
+	var given []string
+	if slices.ContainsFunc(alive, func(f *facts) bool { return f.readsNS }) {
+		given = sortedKeys(mapKeys(map[string]bool{}, r.given))
+	}
+	lv.namespaces = append([]string{""}, localDim(alive, dimNamespace, given...).reps...)
+	for _, ns := range lv.namespaces {
+		an := keep(alive, func(f *facts) bool { return f.namespaceMatches(ns, x.admitted) })
+		x.namespace = ns
+		if anyDiffers(an) && !r.byName(x, u, an, lv) {
+			return false
+		}
+	}
+	return true
+}
+
+// byName spreads a point over the names ("" no name); where a policy reads
+// resource.named, a name from a field selector is a class of its own.
+func (r *run) byName(x point, u string, alive []*facts, lv levels) bool {
+	selectorNames := slices.ContainsFunc(alive, func(f *facts) bool { return f.readsNamed })
+	names := append([]string{""}, localDim(alive, dimName).reps...)
+	lv.names = nil
+	for _, n := range names {
+		lv.names = append(lv.names, n)
+		if n != "" && selectorNames {
+			lv.names = append(lv.names, selectorNamePrefix+n)
+		}
+	}
+	for _, n := range names {
+		am := keep(alive, func(f *facts) bool { return f.nameMatches(n) })
+		if !anyDiffers(am) {
+			continue
+		}
+		x.name, x.nameFromSelector = n, false
+		if !r.leaf(x, u, am, &lv) {
+			return false
+		}
+		x.nameFromSelector = true
+		if n != "" && selectorNames && !r.leaf(x, u, am, &lv) {
+			return false
+		}
+	}
+	return true
+}
+
+// leaf lists the tasks of user u at x: every subset of the groups the
+// policies alive there name, in every namespace-label world. False when
+// the budget is spent.
+func (r *run) leaf(x point, u string, alive []*facts, lv *levels) bool {
+	r.checkSelectors(x, alive)
+	for _, f := range alive {
+		for k := range f.lits.inexact {
+			r.inexact[k] = true
+		}
+	}
+	groups, skipped := r.groupsAt(x, alive)
+	if isNodeUsername(u) && !slices.Contains(groups, user.NodesGroup) {
+		// A node's username is a Node only in system:nodes
+		// (entities.IdentityOf).
+		groups = append(groups, user.NodesGroup)
+		sort.Strings(groups)
+	}
+	worlds, descs := r.worldsAt(x, alive)
+	lf := &leaf{x: x, user: u, alive: alive, levels: lv, groups: groups, worlds: worlds, worldReps: descs, otherConditions: skipped}
+	if x.verb == entities.Wildcard {
+		lf.everyVerb = r.everyVerbAt(x, u)
+	}
+	for i := range worlds {
+		for mask := range uint32(1) << len(groups) {
+			if len(r.tasks) >= maxDecisions {
+				r.inexact[fmt.Sprintf("more than %d requests to decide", maxDecisions)] = true
+				return false
+			}
+			r.tasks = append(r.tasks, task{lf: lf, mask: mask, world: i})
+		}
+	}
+	return true
 }
 
 // targets are the resource types to try: those the reach names, or, for
@@ -145,16 +365,7 @@ func (r *run) target(t types.EntityType) []point {
 	case schemagen.NonResourceURLType:
 		return []point{{entityType: t}}
 	case schemagen.ResourceType:
-		var out []point
-		for _, g := range append([]string{entities.Wildcard}, r.sp.dims[dimAPIGroup].reps...) {
-			for _, res := range append([]string{entities.Wildcard}, r.sp.dims[dimResource].reps...) {
-				x := point{entityType: t, resourceRequest: true, group: g, resource: res, namespaced: true}
-				if entities.ResolveTarget(r.s, x.request("", nil)).EntityType == t {
-					out = append(out, x)
-				}
-			}
-		}
-		return out
+		return r.untypedTargets()
 	}
 	rs, ok := r.sp.typed[t]
 	if !ok {
@@ -172,73 +383,62 @@ func (r *run) target(t types.EntityType) []point {
 	return out
 }
 
-// pointsOf spreads a target over verbs, namespaces, names or paths.
-func (r *run) pointsOf(t point, reach cedarlang.Reach) []point {
-	verbs := r.sp.dims[dimVerb].reps
-	if t.entityType == schemagen.NonResourceURLType {
-		verbs = schemagen.NonResourceActions()
-	}
-	if reach.Verbs != nil {
-		verbs = slices.DeleteFunc(slices.Clone(verbs), func(v string) bool { return !slices.Contains(reach.Verbs, v) })
-	}
-	verbs = append(slices.Clone(verbs), entities.Wildcard)
+// untypedTargets are the points of k8s::Resource (a resource the schema
+// does not type, or a request for every group or resource): each API
+// group the policies of k8s::Resource name (or "*"), then each resource
+// the policies alive for that group name (or "*").
+func (r *run) untypedTargets() []point {
 	var out []point
-	for _, v := range verbs {
-		t.verb = v
-		if t.entityType == schemagen.NonResourceURLType {
-			for _, p := range r.sp.dims[dimPath].reps {
-				t.path = p
-				out = append(out, t)
-			}
+	alive := keep(r.relevant, func(f *facts) bool { return f.typeMatches(schemagen.ResourceType) })
+	for _, g := range append([]string{entities.Wildcard}, localDim(alive, dimAPIGroup).reps...) {
+		ag := keep(alive, func(f *facts) bool { return f.pinMatches(dimAPIGroup, g) })
+		if !anyDiffers(ag) {
 			continue
 		}
-		// A cluster-scoped request may name a namespace too (it is then
-		// present on the entity).
-		namespaces := append([]string{""}, r.sp.dims[dimNamespace].reps...)
-		for _, ns := range namespaces {
-			for _, n := range append([]string{""}, r.sp.dims[dimName].reps...) {
-				t.namespace, t.name, t.nameFromSelector = ns, n, false
-				out = append(out, t)
-				if n != "" && r.sp.selectorNames {
-					t.nameFromSelector = true
-					out = append(out, t)
-				}
+		for _, res := range append([]string{entities.Wildcard}, localDim(ag, dimResource).reps...) {
+			x := point{entityType: schemagen.ResourceType, resourceRequest: true, group: g, resource: res, namespaced: true}
+			if entities.ResolveTarget(r.s, x.request("", nil)).EntityType == schemagen.ResourceType {
+				out = append(out, x)
 			}
 		}
 	}
 	return out
 }
 
-// users are the representative usernames: Users, ServiceAccounts (each
-// namespace with each name) and Nodes.
-func (sp *space) users() []string {
-	var out []string
-	for _, u := range sp.dims[dimUsername].reps {
-		if ts := entities.UsernameTypes(u); len(ts) == 1 && ts[0] == schemagen.UserType {
-			out = append(out, u) // ServiceAccounts and nodes follow
-		}
-	}
-	names := sp.dims[dimPName].reps
-	for _, ns := range sp.dims[dimPNamespace].reps {
-		for _, n := range names {
-			out = append(out, schemagen.ServiceAccountUserPrefix+ns+":"+n)
-		}
-	}
-	for _, n := range names {
-		out = append(out, schemagen.NodeUserPrefix+n)
-	}
-	return out
+// aliveAt are the relevant policies that may match target t.
+func (r *run) aliveAt(t point) []*facts {
+	return keep(r.relevant, func(f *facts) bool {
+		return f.typeMatches(t.entityType) && (t.entityType != schemagen.ResourceType || f.pinMatches(dimAPIGroup, t.group) && f.pinMatches(dimResource, t.resource))
+	})
 }
 
-// groupsAt are the groups whose memberships are enumerated at x, and
-// whether groups of permits pinned elsewhere were left out
-// (run.onlyAddsConditions).
-func (r *run) groupsAt(x point) (groups []string, skipped bool) {
+// everyVerbAt is one verb of each class of the verbs of x's target (the
+// verbs a request for every verb stands for) that the policies that may
+// match at x by user, of any verb, tell apart.
+func (r *run) everyVerbAt(x point, user string) []string {
+	alive := keep(r.aliveAt(x), func(f *facts) bool { return f.matches(x, user) })
+	dim := r.verbDim(x, alive)
 	seen := map[string]bool{}
-	for _, f := range r.relevant {
-		if !f.matches(x) {
-			continue
+	var out []string
+	for _, v := range entities.Verbs(r.s, x.request(user, nil)) {
+		rep, ok := dim.classify(v)
+		if !ok {
+			rep = v // uncovered: its own class
 		}
+		if !seen[rep] {
+			seen[rep] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// groupsAt are the groups whose memberships are enumerated at x, where
+// the policies alive are fs, and whether groups of permits pinned
+// elsewhere were left out (run.onlyAddsConditions).
+func (r *run) groupsAt(x point, fs []*facts) (groups []string, skipped bool) {
+	seen := map[string]bool{}
+	for _, f := range fs {
 		if r.onlyAddsConditions(f, x) {
 			skipped = true
 			continue
@@ -258,69 +458,34 @@ func (r *run) groupsAt(x point) (groups []string, skipped bool) {
 	return groups, skipped
 }
 
-// withNodesGroup adds system:nodes to the enumerated groups when a user's
-// type depends on it (a node's username is a Node only in that group,
-// entities.IdentityOf).
-func withNodesGroup(groups, users []string) []string {
-	if slices.Contains(groups, user.NodesGroup) || !slices.ContainsFunc(users, func(u string) bool { return len(entities.UsernameTypes(u)) > 1 }) {
-		return groups
-	}
-	groups = append(groups, user.NodesGroup)
-	sort.Strings(groups)
-	return groups
-}
-
-// decidePoint decides every principal at x, in every namespace-label world
-// there, with both sets and keeps the cells that differ.
-func (r *run) decidePoint(x point) {
-	groups, skipped := r.groupsAt(x)
-	users := slices.DeleteFunc(r.sp.users(), func(u string) bool {
-		return !slices.ContainsFunc(entities.UsernameTypes(u), func(t types.EntityType) bool {
-			uid := types.NewEntityUID(t, types.String(u))
-			return slices.ContainsFunc(r.d, func(f *facts) bool { return principalMay(f.p, uid) })
-		})
-	})
-	groups = withNodesGroup(groups, users)
-	for _, w := range r.worldsAt(x) {
-		r.ns.current = &w
-		for mask := 0; mask < 1<<len(groups); mask++ {
-			var in, out []string
-			for i, g := range groups {
-				if mask&(1<<i) != 0 {
-					in = append(in, g)
-				} else {
-					out = append(out, g)
-				}
-			}
-			for _, u := range users {
-				if r.decided >= maxDecisions {
-					r.inexact[fmt.Sprintf("more than %d requests to decide", maxDecisions)] = true
-					return
-				}
-				r.decided++
-				o, n := r.decide(x.request(u, in))
-				if decisionKey(o) != decisionKey(n) {
-					r.cells = append(r.cells, cell{x: x, user: u, in: in, out: out, world: w.desc, old: o, new: n, otherConditions: skipped})
-				}
-			}
-		}
-	}
-}
-
 // checkSelectors notes where a label selector may change a decision the
 // method does not enumerate: a list or watch of a resource with objects
 // that a changed policy reading resource.object matches (the selector
 // fixes the listed objects' labels, engine/selectors.go). Where no changed
 // policy reads the object, a selector adds the same object policies to
 // both sides and cannot make them differ.
-func (r *run) checkSelectors(x point, t entities.Target) {
-	verbs := r.sp.dims[dimVerb]
-	list, _ := verbs.classify("list")
-	watch, _ := verbs.classify("watch")
-	if (x.verb != list && x.verb != watch) || t.Resource == nil || len(t.Resource.Versions) == 0 {
+func (r *run) checkSelectors(x point, alive []*facts) {
+	if !x.listOrWatch {
 		return
 	}
-	if slices.ContainsFunc(r.d, func(f *facts) bool { return f.readsObject && f.matches(x) }) {
+	t := entities.ResolveTarget(r.s, x.request("", nil))
+	if t.Resource == nil || len(t.Resource.Versions) == 0 {
+		return
+	}
+	if slices.ContainsFunc(alive, func(f *facts) bool { return f.readsObject && f.differs() }) {
 		r.inexact["label selectors of a list or watch (a changed policy reads resource.object)"] = true
 	}
+}
+
+// mapKeys adds to out the keys of m and the values of lists.
+func mapKeys[V any](out map[string]bool, m map[string]V, lists ...[]string) map[string]bool {
+	for k := range m {
+		out[k] = true
+	}
+	for _, l := range lists {
+		for _, v := range l {
+			out[v] = true
+		}
+	}
+	return out
 }

@@ -120,16 +120,41 @@ func (l *literals) nsNode(n ast.IsNode) bool {
 	return true
 }
 
-// worlds are the namespace-label worlds of the space (see the top of this
-// file), and whether they are all of them.
-func (sp *space) worlds() ([]world, bool) {
+// labelSpace is the namespace-label worlds' dimensions at a leaf: the
+// label keys the policies alive there name, their values' representatives,
+// and a key none names.
+type labelSpace struct {
+	keys       []string
+	dims       map[string]*dimension
+	otherLabel string
+}
+
+// labelsAt is the label space of the policies fs.
+func labelsAt(fs []*facts) *labelSpace {
+	keys := map[string]bool{}
+	for _, f := range fs {
+		for k := range f.lits.nsKeys {
+			keys[k] = true
+		}
+	}
+	ls := &labelSpace{keys: sortedKeys(keys), dims: map[string]*dimension{}}
+	for _, k := range ls.keys {
+		ls.dims[k] = localDim(fs, nsLabelDim(k))
+	}
+	ls.otherLabel = (&dimension{literal: keys}).unused(freshValue + "-label")
+	return ls
+}
+
+// worlds are the namespace-label worlds of the label space (see the top
+// of this file), and whether they are all of them.
+func (ls *labelSpace) worlds() ([]world, bool) {
 	out := []world{{desc: worldUnknown}, {desc: worldNoLabels, known: true}}
 	assignments := []map[string]string{{}}
-	for _, k := range sp.nsKeys {
+	for _, k := range ls.keys {
 		var next []map[string]string
 		for _, a := range assignments {
 			next = append(next, a) // k absent
-			for _, v := range sp.dims[nsLabelDim(k)].reps {
+			for _, v := range ls.dims[k].reps {
 				b := map[string]string{k: v}
 				for k2, v2 := range a {
 					b[k2] = v2
@@ -144,20 +169,20 @@ func (sp *space) worlds() ([]world, bool) {
 		assignments = assignments[:maxWorlds-2]
 	}
 	for _, a := range assignments {
-		labels := map[string]any{sp.otherLabel: freshValue}
+		labels := map[string]any{ls.otherLabel: freshValue}
 		for k, v := range a {
 			labels[k] = v
 		}
-		out = append(out, world{desc: sp.worldDesc(a), known: true, obj: map[string]any{"metadata": map[string]any{"labels": labels}}})
+		out = append(out, world{desc: ls.worldDesc(a), known: true, obj: map[string]any{"metadata": map[string]any{"labels": labels}}})
 	}
 	return out, complete
 }
 
 // worldDesc describes an assignment as a label selector: k=v, !k for an
 // absent key.
-func (sp *space) worldDesc(a map[string]string) string {
+func (ls *labelSpace) worldDesc(a map[string]string) string {
 	var parts []string
-	for _, k := range sp.nsKeys {
+	for _, k := range ls.keys {
 		if v, ok := a[k]; ok {
 			parts = append(parts, k+"="+v)
 		} else {
@@ -172,7 +197,7 @@ func (sp *space) worldDesc(a map[string]string) string {
 
 // classifyWorld is the description of the world of the Namespace object
 // obj (nil: unknown); ok is false when a label value has no representative.
-func (sp *space) classifyWorld(obj map[string]any) (string, bool) {
+func (ls *labelSpace) classifyWorld(obj map[string]any) (string, bool) {
 	if obj == nil {
 		return worldUnknown, true
 	}
@@ -182,25 +207,25 @@ func (sp *space) classifyWorld(obj map[string]any) (string, bool) {
 		return worldNoLabels, true
 	}
 	a := map[string]string{}
-	for _, k := range sp.nsKeys {
+	for _, k := range ls.keys {
 		v, present := labels[k]
 		if !present {
 			continue
 		}
 		s, _ := v.(string)
-		rep, ok := sp.dims[nsLabelDim(k)].classify(s)
+		rep, ok := ls.dims[k].classify(s)
 		if !ok {
 			return "", false
 		}
 		a[k] = rep
 	}
-	return sp.worldDesc(a), true
+	return ls.worldDesc(a), true
 }
 
-// nsLookup is the Namespace lookup both engines read: it answers with the
-// current world, whatever the namespace's name (a namespace given to
-// Compare answers with its object). Its objects have no resourceVersion,
-// so the engines do not cache by them.
+// nsLookup is the Namespace lookup of one worker's engines: it answers
+// with the current world, whatever the namespace's name (a namespace given
+// to Compare answers with its object). Its objects have no
+// resourceVersion, so the engines do not cache by them.
 type nsLookup struct {
 	current *world
 	given   entities.StaticNamespaces
@@ -223,23 +248,36 @@ func (l *nsLookup) Namespace(name string) (map[string]any, bool) {
 	return map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": meta}, true
 }
 
-// worldsAt are the worlds to decide x in: one (described "") where no
-// matching policy reads the namespace's labels, the given namespace's own
-// where Compare was given its object, else every world.
-func (r *run) worldsAt(x point) []world {
-	if x.namespace == "" || !x.nsObject || !slices.ContainsFunc(r.relevant, func(f *facts) bool { return f.readsNS && f.matches(x) }) {
-		return []world{{}}
+// needsWorlds reports whether x is decided in namespace-label worlds: its
+// namespace is known, its resource has a namespace object, and a policy
+// alive there reads the labels.
+func needsWorlds(x point, alive []*facts) bool {
+	return x.namespace != "" && x.nsObject && slices.ContainsFunc(alive, func(f *facts) bool { return f.readsNS })
+}
+
+// worldsAt are the worlds to decide x in, where the policies alive are fs,
+// and their descriptions: one (described "") where no such policy reads
+// the namespace's labels, the given namespace's own where Compare was
+// given its object, else every world.
+func (r *run) worldsAt(x point, fs []*facts) ([]world, []string) {
+	if !needsWorlds(x, fs) {
+		return []world{{}}, []string{""}
 	}
-	if obj, ok := r.ns.given[x.namespace]; ok {
-		desc, covered := r.sp.classifyWorld(obj)
+	ls := labelsAt(fs)
+	if obj, ok := r.given[x.namespace]; ok {
+		desc, covered := ls.classifyWorld(obj)
 		if !covered {
 			r.inexact["a label value of a given namespace"] = true
 		}
-		return []world{{desc: desc, known: true, obj: obj}}
+		return []world{{desc: desc, known: true, obj: obj}}, []string{desc}
 	}
-	ws, complete := r.sp.worlds()
+	ws, complete := ls.worlds()
 	if !complete {
 		r.inexact["more than 64 assignments of namespace labels at one point"] = true
 	}
-	return ws
+	descs := make([]string, len(ws))
+	for i, w := range ws {
+		descs[i] = w.desc
+	}
+	return ws, descs
 }

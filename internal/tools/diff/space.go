@@ -28,14 +28,14 @@ type dimension struct {
 	fresh    string
 }
 
-// newDimension builds dimension d's representatives from the literals.
-func newDimension(l *literals, d string) *dimension {
-	dim := &dimension{literal: map[string]bool{}, patterns: l.patterns(d)}
-	for _, v := range l.values(d) {
-		dim.literal[v] = true
-	}
+// newDimension builds a dimension's representatives from its literals and
+// patterns; cross: it is compared with another attribute, so it gets a
+// second fresh value (both "equal" and "different" occur).
+func newDimension(literals []string, patterns []types.Pattern, cross bool) *dimension {
+	dim := &dimension{literal: map[string]bool{}, patterns: patterns}
 	set := map[string]bool{}
-	for v := range dim.literal {
+	for _, v := range literals {
+		dim.literal[v] = true
 		set[v] = true
 	}
 	for _, p := range dim.patterns {
@@ -45,7 +45,7 @@ func newDimension(l *literals, d string) *dimension {
 	}
 	dim.fresh = dim.unused(freshValue)
 	set[dim.fresh] = true
-	if l.crossDims[d] {
+	if cross {
 		set[dim.unused(freshValue2)] = true
 	}
 	dim.reps = sortedKeys(set)
@@ -76,7 +76,10 @@ func (d *dimension) signature(v string) string {
 // the non-literal representative matching the same patterns; ok is false
 // when none does (a value the enumeration did not cover).
 func (d *dimension) classify(v string) (string, bool) {
-	if slices.Contains(d.reps, v) || d.literal[v] {
+	if d.literal[v] {
+		return v, true
+	}
+	if _, found := slices.BinarySearch(d.reps, v); found {
 		return v, true
 	}
 	sig := d.signature(v)
@@ -88,36 +91,28 @@ func (d *dimension) classify(v string) (string, bool) {
 	return "", false
 }
 
-// space is the finite set of representative values of every dimension,
-// built from the literals of the relevant policies.
+// space is what the enumeration fixes for the whole comparison: the
+// schema's resources by type, the representatives of the dimensions that
+// choose a target (API group, resource, subresource, from the literals of
+// every relevant policy), and, where the reach is every type, the type
+// representing each shape of resource no policy names.
 type space struct {
-	dims   map[string]*dimension
-	groups []string
+	dims map[string]*dimension
 	// typed maps entity types to the schema's resources.
 	typed map[types.EntityType]*schemagen.Resource
 	// shapeRep is, for each resource type no policy names, the type that
 	// represents its shape (set when the reach is every type).
 	shapeRep map[types.EntityType]types.EntityType
-	// nsKeys are the namespace label keys the policies name, otherLabel a
-	// key none names (nslabels.go).
-	nsKeys     []string
-	otherLabel string
-	// selectorNames: a policy reads resource.named, so a name from a field
-	// selector is its own class (names "metadata.name=N").
-	selectorNames bool
 }
 
+// targetDims are the dimensions space fixes.
+var targetDims = []string{dimAPIGroup, dimResource, dimSubresource}
+
 func newSpace(s *schemagen.Schema, l *literals) *space {
-	sp := &space{dims: map[string]*dimension{}, groups: l.groups(), typed: map[types.EntityType]*schemagen.Resource{}, shapeRep: map[types.EntityType]types.EntityType{}}
-	for _, d := range stringDims {
-		sp.dims[d] = newDimension(l, d)
+	sp := &space{dims: map[string]*dimension{}, typed: map[types.EntityType]*schemagen.Resource{}, shapeRep: map[types.EntityType]types.EntityType{}}
+	for _, d := range targetDims {
+		sp.dims[d] = newDimension(l.values(d), l.patterns(d), l.crossDims[d])
 	}
-	sp.nsKeys = sortedKeys(l.nsKeys)
-	for _, k := range sp.nsKeys {
-		sp.dims[nsLabelDim(k)] = newDimension(l, nsLabelDim(k))
-	}
-	sp.otherLabel = (&dimension{literal: l.nsKeys}).unused(freshValue + "-label")
-	sp.selectorNames = l.readsNamed
 	for _, r := range s.Resources {
 		sp.typed[r.EntityType] = r
 	}
