@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 
-
 	"github.com/kcedar/kcedar/internal/entities"
 )
 

@@ -94,11 +94,11 @@ func TestServiceAccountsAsKubernetesSplitsThem(t *testing.T) {
 
 func TestUsernameTypes(t *testing.T) {
 	for user, want := range map[string][]types.EntityType{
-		"alice":                              {schemagen.UserType},
-		"system:serviceaccount:ns:sa":        {schemagen.ServiceAccountType},
+		"alice":                               {schemagen.UserType},
+		"system:serviceaccount:ns:sa":         {schemagen.ServiceAccountType},
 		"system:serviceaccount:kube-system:X": {schemagen.UserType},
-		"system:node:n1":                     {schemagen.NodeType, schemagen.UserType},
-		"system:node:":                       {schemagen.UserType},
+		"system:node:n1":                      {schemagen.NodeType, schemagen.UserType},
+		"system:node:":                        {schemagen.UserType},
 	} {
 		if got := UsernameTypes(user); !slices.Equal(got, want) {
 			t.Errorf("UsernameTypes(%q) = %v, want %v", user, got, want)

@@ -74,8 +74,9 @@ func TestQuickstartDecisions(t *testing.T) {
 		{req("jane", []string{"dev"}, "delete", "pods", "dev", "p"), engine.DecisionNoOpinion},
 		{req("carl", []string{"contractors"}, "get", "secrets", "dev", "s"), engine.DecisionDeny},
 		{req("carl", []string{"contractors", "dev"}, "list", "secrets", "", ""), engine.DecisionDeny},
-		{req("system:node:n1", nil, "get", "nodes", "", "n1"), engine.DecisionAllow},
-		{req("system:node:n1", nil, "get", "nodes", "", "n2"), engine.DecisionNoOpinion},
+		{req("system:node:n1", []string{"system:nodes"}, "get", "nodes", "", "n1"), engine.DecisionAllow},
+		{req("system:node:n1", nil, "get", "nodes", "", "n1"), engine.DecisionNoOpinion}, // not a node without system:nodes
+		{req("system:node:n1", []string{"system:nodes"}, "get", "nodes", "", "n2"), engine.DecisionNoOpinion},
 	}
 	for _, c := range cases {
 		if got := az.Authorize(context.Background(), c.req).FailureDecision().Type(); got != c.want {
