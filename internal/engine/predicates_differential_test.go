@@ -67,7 +67,8 @@ func TestIndexNarrowsRandomPredicates(t *testing.T) {
 
 func predicatesCase(t *testing.T, policies, requests int, seed uint64, valid, selective bool) (*cedarlang.PolicySet, []*entities.Request, platformNamespaces) {
 	t.Helper()
-	set := policySetOf(t, "random", testgen.RandomPredicates(policies, seed, valid, selective, false))
-	m := testgen.NewPredicateMix(policies, seed, valid, selective, false)
-	return set, testgen.PredicateRequests(policies, requests, seed, valid, selective, false), platformNamespaces(testgen.PredicateNamespaces(m))
+	o := testgen.PredicateOptions{Valid: valid, Selective: selective}
+	set := policySetOf(t, "random", testgen.RandomPredicates(policies, seed, o))
+	m := testgen.NewPredicateMix(policies, seed, o)
+	return set, testgen.PredicateRequests(policies, requests, seed, o), platformNamespaces(testgen.PredicateNamespaces(m))
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 )
 
-// The fifth hidden workload's shapes (kcedar issue 46), each a family of
+// The shapes of the fifth hidden workload of the index issue, each a family of
 // forbids whose only selective predicate is on a path the index once did not
 // key, with permits beside them so that requests are allowed too:
 //

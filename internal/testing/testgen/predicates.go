@@ -19,12 +19,8 @@ import (
 // from a tenant's values, and tenants grow with the set, so a request's
 // tenant concerns a few policies however large the set.
 
-// PredicateMix is one draw of random predicates.
-type PredicateMix struct {
-	Seed    uint64
-	Tenants int
-	Keys    []string // the extra and label keys
-	Verbs   []string // the verbs policies and requests use
+// PredicateOptions say what a draw of random predicates may hold.
+type PredicateOptions struct {
 	// Valid: only policies the schema validates (every optional read
 	// guarded, every path read on types that have it), as kcedar serve
 	// loads them; otherwise reads that fail are drawn too (which a forbid
@@ -35,26 +31,46 @@ type PredicateMix struct {
 	Selective bool
 	// NoLabels: no namespace labels (serve without a cluster knows none).
 	NoLabels bool
+	// Templates: the policies' structures (scope, conjuncts, their paths
+	// and kinds) are this many random draws, each policy one of them with
+	// a tenant's constants, as sets written from templates are (and as
+	// the validator checks them: once per structure); 0: every policy a
+	// draw of its own.
+	Templates int
+}
+
+// PredicateMix is one draw of random predicates.
+type PredicateMix struct {
+	PredicateOptions
+	Seed    uint64
+	Tenants int
+	Keys    []string // the extra and label keys
+	Verbs   []string // the verbs policies and requests use
 }
 
 // NewPredicateMix draws the keys and verbs of a mix of n policies from seed.
-func NewPredicateMix(n int, seed uint64, valid, selective, noLabels bool) PredicateMix {
+func NewPredicateMix(n int, seed uint64, o PredicateOptions) PredicateMix {
 	rng := rand.New(rand.NewPCG(seed, 0x51ed27))
 	keys := []string{"dept", "example.com/team", "tier", "cost-center", "ä-ключ"}
 	rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 	verbs := []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 	rng.Shuffle(len(verbs), func(i, j int) { verbs[i], verbs[j] = verbs[j], verbs[i] })
-	return PredicateMix{Seed: seed, Tenants: max(4, n/6), Keys: keys[:1+rng.IntN(3)], Verbs: verbs[:3+rng.IntN(len(verbs)-2)],
-		Valid: valid, Selective: selective, NoLabels: noLabels}
+	return PredicateMix{PredicateOptions: o, Seed: seed, Tenants: max(4, n/6), Keys: keys[:1+rng.IntN(3)], Verbs: verbs[:3+rng.IntN(len(verbs)-2)]}
 }
 
 // RandomPredicates is n policies of the mix drawn from seed.
-func RandomPredicates(n int, seed uint64, valid, selective, noLabels bool) []string {
-	m := NewPredicateMix(n, seed, valid, selective, noLabels)
+func RandomPredicates(n int, seed uint64, o PredicateOptions) []string {
+	m := NewPredicateMix(n, seed, o)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	out := make([]string, n)
 	for i := range out {
-		out[i] = m.policy(rng, i)
+		t := rng.IntN(m.Tenants)
+		draw := rng
+		if m.Templates > 0 {
+			// The template's draws, with this policy's tenant.
+			draw = rand.New(rand.NewPCG(seed, 2+uint64(rng.IntN(m.Templates))))
+		}
+		out[i] = m.policy(draw, i, t)
 	}
 	return out
 }

@@ -120,11 +120,10 @@ func entityPredicate(rng *rand.Rand, t int) string {
 	return fmt.Sprintf("principal in [k8s::User::%s, k8s::User::%s]", lit(u.value(t, 0), false), lit(u.value(t, 1), false))
 }
 
-// policy draws policy i: a scope, one to three conjuncts (the first names
+// policy draws policy i, of tenant t: a scope, one to three conjuncts (the first names
 // a tenant when Selective, else mostly), some negated into an `unless`,
 // the effect and the enforcement mode.
-func (m PredicateMix) policy(rng *rand.Rand, i int) string {
-	t := rng.IntN(m.Tenants)
+func (m PredicateMix) policy(rng *rand.Rand, i, t int) string {
 	s := m.scope(rng, t)
 	forbid := rng.IntN(4) == 0
 	var when, unless []string

@@ -22,8 +22,8 @@ func pathNamed(expr string) valuePath {
 // with and without a uid and extra; typed resources (namespaced and
 // cluster-scoped), unknown resources with subresources, non-resource URLs;
 // custom verbs.
-func PredicateRequests(n, count int, seed uint64, valid, selective, noLabels bool) []*entities.Request {
-	m := NewPredicateMix(n, seed, valid, selective, noLabels)
+func PredicateRequests(n, count int, seed uint64, o PredicateOptions) []*entities.Request {
+	m := NewPredicateMix(n, seed, o)
 	rng := rand.New(rand.NewPCG(seed, 2))
 	out := make([]*entities.Request, count)
 	for i := range out {

@@ -20,8 +20,9 @@ func TestRandomPredicatesValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	for seed := uint64(1); seed <= 4; seed++ {
-		policies := RandomPredicates(1500, seed, true, true, seed%2 == 0)
-		if !slices.Equal(policies, RandomPredicates(1500, seed, true, true, seed%2 == 0)) {
+		o := PredicateOptions{Valid: true, Selective: true, NoLabels: seed%2 == 0, Templates: int(seed%3) * 40}
+		policies := RandomPredicates(1500, seed, o)
+		if !slices.Equal(policies, RandomPredicates(1500, seed, o)) {
 			t.Fatal("RandomPredicates is not deterministic")
 		}
 		ps, err := cedarlang.ParsePolicies("random.cedar", []byte(strings.Join(policies, "\n")))
@@ -35,7 +36,7 @@ func TestRandomPredicatesValid(t *testing.T) {
 			t.Fatalf("seed %d: %d of %d policies invalid", seed, len(errs), len(ps))
 		}
 	}
-	if m := NewPredicateMix(100000, 1, true, true, false); m.Tenants < 10000 {
+	if m := NewPredicateMix(100000, 1, PredicateOptions{}); m.Tenants < 10000 {
 		t.Errorf("%d tenants at 100k policies: tenants must grow with the set", m.Tenants)
 	}
 }
@@ -43,7 +44,7 @@ func TestRandomPredicatesValid(t *testing.T) {
 // Unchecked draws parse (reads that may fail included).
 func TestRandomPredicatesParse(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
-		if _, err := cedarlang.ParsePolicies("random.cedar", []byte(strings.Join(RandomPredicates(1500, seed, false, false, false), "\n"))); err != nil {
+		if _, err := cedarlang.ParsePolicies("random.cedar", []byte(strings.Join(RandomPredicates(1500, seed, PredicateOptions{}), "\n"))); err != nil {
 			t.Fatal(err)
 		}
 	}
