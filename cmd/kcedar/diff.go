@@ -6,13 +6,12 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/lib/safetext"
+	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/tools/diff"
 )
@@ -34,6 +33,7 @@ type diffOptions struct {
 	src      schemaSource
 	pol      policySourceOptions // --cluster or --policy-objects (and --policies): OLD
 	output   string
+	all      bool
 	exitCode bool
 	failOn   []string
 	nsObjs   namespaceObjects
@@ -58,32 +58,44 @@ beside the objects); then give NEW alone:
 compares (cluster objects + served-files/) with NEW.
 
 Only the policies that differ can change a decision. The requests they reach
-are enumerated, one representative per class of values the policies cannot
-tell apart, and decided with both sets. A region is every combination of its
-verbs, resources, namespaces and names made by its subject. "any other
-verb" (user, namespace, name, ...) stands for any value no policy names
-there, "(all)" for an open namespace (a request across namespaces) and
-"(none)" for a request without a name; an example shows such a value as
-<another verb>. A subject's groups are those the policies name there: "in"
-groups it must be in, "not in" groups it must not be in, any others do not
-matter. Where the method cannot decide exactly (principal uid or extra,
-label selectors where a changed policy reads the object, many groups) it
-says so and names the construct: it never reports no change where one may
-exist.
+are enumerated as a tree (the resource, the verb, the user, the namespace,
+the name, then the groups and namespace labels), each level split only by
+the values the policies that may still match there tell apart, and decided
+with both sets; a branch where no differing policy may match is not
+followed. A region is every combination of its verbs, resources, namespaces
+and names made by its subject. "any other verb" (user, namespace, name, ...)
+stands for any value no policy names there, "(all namespaces)" for a request
+across namespaces and "(none)" for a request without a name; an example
+shows such a value as <another verb>. A dimension the change does not depend
+on is left out of the row (listed in "any" in -o json). A subject is who the
+change holds for, as the partition means it: anyone (members of the groups
+it is in), any user, any serviceaccount, every serviceaccount of a
+namespace, any node, or one user, serviceaccount or node; "in" groups it
+must be in, "not in" groups it must not be in, any others do not matter.
+Where the method cannot decide exactly (principal uid or extra, label
+selectors where a changed policy reads the object, many groups, more than
+400,000 requests) the summary says so first and names the construct: it
+never reports no change where one may exist.
 
 A policy that reads the namespace's labels (resource.namespaceObject) is
 decided in every namespace-label world: the namespace unknown, without
 labels, and every assignment of the label keys the policies name; regions
-list them (namespaceLabels, "labelled" in the table). --namespace-object
-decides the namespaces it gives with their own labels. A name from a field
-selector (a list or watch pinned to metadata.name=N: resource.named is
-false) is its own name class where a policy reads resource.named. A list or
-watch with a label selector is not decided exactly where a changed policy
-reads resource.object.
+list them (namespaceLabels, "namespace labelled" in the table).
+--namespace-object decides the namespaces it gives with their own labels. A
+name from a field selector (a list or watch pinned to metadata.name=N:
+resource.named is false) is its own name class where a policy reads
+resource.named. A list or watch with a label selector is not decided
+exactly where a changed policy reads resource.object.
 
-Output (-o): table (the default); markdown, for a pull-request comment; json,
-a stable document:
+Output (-o): table (the default), for a terminal: a summary (the regions and
+representative requests by change and by policy, and whether the comparison
+is exact), then the regions grouped by kind of change and the policies on
+each side, and in a group by subject, one line each; markdown, the same for
+a pull-request comment. Both show at most 12 groups of each kind, 6 subjects
+of a group and 4 regions of a subject (--all shows every one). json, a
+stable document with every region:
   changed          true when any region is reported
+  decided          the representative requests decided with both sets
   removedPolicies  ids of OLD's policies whose id is not in NEW
   addedPolicies    ids of NEW's policies whose id is not in OLD
   editedPolicies   ids on both sides whose access text differs
@@ -91,17 +103,23 @@ a stable document:
   regions[]        each with:
     kind           gained, lost, conditional or inexact
     subject        {kind: user|serviceaccount|node|anyone, namespace, name,
-                    inGroups, notInGroups}
+                    all (every one of the kind, of the namespace for
+                    serviceaccounts), inGroups, notInGroups}
     verbs          verbs ("*" is a request for every verb)
     resources      kubectl-style names (pods, deployments.apps, pods/exec)
                    or non-resource paths
-    targets        the same as {entityType, apiGroup, resource, subresource, path}
+    targets        the same as {entityType, apiGroup, resource, subresource,
+                   path, others (standing for every resource of its shape,
+                   namespaced or not, no policy names)}
     namespaces     namespaces ("" an open namespace)
     names          names ("" no name; "metadata.name=N" a request whose
                    field selector names N)
     namespaceLabels  the namespace-label worlds: label selectors (k=v, !k
                    absent), "(unknown)", "(no labels)", "(other labels)";
                    absent where no policy reads the namespace's labels
+    any            the dimensions the change holds for every value of
+                   (verbs, namespaces, names, paths, namespaceLabels):
+                   their lists are absent
     change         {from, to}: Allow, Deny, NoOpinion or Conditional
     example        one request of the region: {user, groups, verb, apiGroup,
                    resource, subresource, namespace, name, path}
@@ -111,6 +129,7 @@ a stable document:
     mayWiden       conditional before and after, and the new conditions
                    may allow an object the old ones do not (kind gained)
     note           what is special about the region
+    requests       the representative requests of the region
 
 --exit-code makes the exit status 3 when a region has a kind --fail-on names
 (default gained: anything to Allow, Deny to anything weaker, NoOpinion to
@@ -118,9 +137,8 @@ Conditional, and Conditional to Conditional unless every new allow condition
 was an old one and every old deny condition is a new one: a widened or
 reworded condition counts as gained). conditional is a Conditional to
 Conditional change proven no wider. A region not decided exactly counts as
-every kind. In the table, "any other verb", "any other user", ... stand for
-any value no policy names; in -o json those values begin with
-"kcedar-other".
+every kind. In -o json the values that stand for any value no policy names
+begin with "kcedar-other".
 
 Exit status: 0 compared (no failing change), 1 invalid policies, 2 usage or
 I/O error, 3 changes --fail-on names (with --exit-code).`
@@ -148,6 +166,7 @@ func (o *diffOptions) AddFlags(f *pflag.FlagSet) {
 	o.src.AddFlags(f)
 	o.pol.AddFlags(f, true)
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or markdown")
+	f.BoolVar(&o.all, "all", false, "table and markdown: show every region and every policy (by default at most 12 groups of policies for each kind of change, 6 subjects a group, 4 regions a subject; -o json always has every region)")
 	f.BoolVar(&o.exitCode, "exit-code", false, "exit 3 when there are changes of the kinds --fail-on names")
 	o.nsObjs.AddFlag(f)
 	f.Lookup("namespace-object").Usage = "Namespace object(s) (YAML or JSON; several documents or a List): a namespace given is decided with its labels; every other namespace with every assignment of the labels the policies name (repeatable)"
@@ -223,9 +242,9 @@ func (o *diffOptions) Run(ctx context.Context, w, errw io.Writer) error {
 	case "json":
 		err = writeJSON(w, rep)
 	case "markdown":
-		err = writeDiffMarkdown(w, rep)
+		err = writeDiffMarkdown(w, rep, o.all)
 	default:
-		err = writeDiffTable(w, rep)
+		err = writeDiffTable(w, rep, o.all)
 	}
 	if err != nil {
 		return &exitError{2, err}
@@ -239,6 +258,7 @@ func (o *diffOptions) Run(ctx context.Context, w, errw io.Writer) error {
 // diffReport is the -o json document (documented in diffLong).
 type diffReport struct {
 	Changed bool         `json:"changed"`
+	Decided int          `json:"decided"`
 	Removed []string     `json:"removedPolicies"`
 	Added   []string     `json:"addedPolicies"`
 	Edited  []string     `json:"editedPolicies"`
@@ -255,7 +275,7 @@ type diffRegion struct {
 }
 
 func newDiffReport(res *diff.Result) *diffReport {
-	rep := &diffReport{Changed: len(res.Regions) > 0, Inexact: res.Inexact, Regions: []diffRegion{}}
+	rep := &diffReport{Changed: len(res.Regions) > 0, Decided: res.Decided, Inexact: res.Inexact, Regions: []diffRegion{}}
 	// A policy of the same id on both sides whose text differs is edited.
 	for _, id := range res.Removed {
 		if slices.Contains(res.Added, id) {
@@ -319,11 +339,26 @@ func (r *diffReport) failing(kinds []string) int {
 	return n
 }
 
+// isAny reports whether the region holds every value of dimension dim
+// (diff.Region.Any).
+func (g diffRegion) isAny(dim string) bool { return slices.Contains(g.Any, dim) }
+
 // kubectlName is a target as kubectl names it: pods, deployments.apps,
-// pods/exec; a non-resource URL by its path.
+// pods/exec; a non-resource URL by its path; a resource standing for the
+// others of its shape as such.
 func kubectlName(t diff.Target) string {
 	if t.EntityType == string(schemagen.NonResourceURLType) {
-		return shown(t.Path, "", "any other path")
+		return shown(t.Path, "any path", "any other path")
+	}
+	if t.Others {
+		what := "cluster-scoped"
+		if t.Namespaced {
+			what = "namespaced"
+		}
+		if t.Subresource != "" {
+			return fmt.Sprintf("any other %s resource's subresource (as %s/%s)", what, t.Resource, shown(t.Subresource, "", "any other"))
+		}
+		return fmt.Sprintf("any other %s resource (as %s)", what, t.Resource)
 	}
 	name := shown(t.Resource, "", "any other resource")
 	if t.APIGroup != "" {
@@ -335,7 +370,7 @@ func kubectlName(t diff.Target) string {
 	return name
 }
 
-// shown is a value as the table shows it: other for a fresh value (one
+// shown is a value as the views show it: other for a fresh value (one
 // that stands for any value no policy names), empty as empty says.
 func shown(v, empty, other string) string {
 	switch {
@@ -347,18 +382,43 @@ func shown(v, empty, other string) string {
 	return v
 }
 
-// shownList is shown over a list, comma-separated.
-func shownList(vs []string, empty, other string) string {
-	out := make([]string, len(vs))
-	for i, v := range vs {
-		out[i] = shown(v, empty, other)
+// verbItems are a region's verbs: "any verb" where the change holds for
+// every one.
+func verbItems(g diffRegion) []string {
+	if g.isAny(diff.AnyVerb) {
+		return []string{"any verb"}
 	}
-	return strings.Join(out, ",")
+	out := make([]string, len(g.Verbs))
+	for i, v := range g.Verbs {
+		out[i] = shown(v, "", "any other verb")
+		if v == "*" {
+			out[i] = `"*" (every verb at once)`
+		}
+	}
+	return out
 }
 
-// shownNames are a region's names: "(none)" for no name, "N (field
+// namespaceItems are a region's namespaces: "(all namespaces)" for a
+// request of a namespaced resource across namespaces, "(no namespace)" for
+// one of a cluster-scoped resource.
+func namespaceItems(g diffRegion) []string {
+	open := "(all namespaces)"
+	switch namespaced := slices.ContainsFunc(g.Targets, func(t diff.Target) bool { return t.Namespaced }); {
+	case !namespaced:
+		open = "(no namespace)"
+	case slices.ContainsFunc(g.Targets, func(t diff.Target) bool { return !t.Namespaced }):
+		open = "(all namespaces, or none)"
+	}
+	out := make([]string, len(g.Namespaces))
+	for i, v := range g.Namespaces {
+		out[i] = shown(v, open, "any other namespace")
+	}
+	return out
+}
+
+// nameItems are a region's names: "(none)" for no name, "N (field
 // selector)" for a list or watch whose field selector names N.
-func shownNames(vs []string) string {
+func nameItems(vs []string) []string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
 		if n, ok := strings.CutPrefix(v, "metadata.name="); ok {
@@ -367,7 +427,7 @@ func shownNames(vs []string) string {
 		}
 		out[i] = shown(v, "(none)", "any other name")
 	}
-	return strings.Join(out, ",")
+	return out
 }
 
 // labelsText is a namespace-label world in words: a label selector (k=v,
@@ -388,52 +448,71 @@ func labelsText(world string) string {
 	return strings.Join(parts, ",")
 }
 
-// namespacesText is a region's namespaces, with their labels where the
-// policies read them.
-func namespacesText(g diffRegion) string {
-	text := shownList(g.Namespaces, "(all)", "any other namespace")
-	if len(g.NamespaceLabels) == 0 {
-		return text
+// subjectText is a region's subject in words: who, then the groups it is
+// in and not in.
+func subjectText(s diff.Subject) string {
+	text := principalText(s)
+	switch {
+	case len(s.InGroups) > 0 && s.Kind == diff.KindAnyone:
+		text = "members of " + strings.Join(s.InGroups, " and ")
+	case len(s.InGroups) > 0:
+		text += " in " + strings.Join(s.InGroups, " and ")
 	}
-	worlds := make([]string, len(g.NamespaceLabels))
-	for i, w := range g.NamespaceLabels {
-		worlds[i] = labelsText(w)
+	if len(s.InGroups) > 0 && len(s.NotIn) > 0 {
+		text += ","
 	}
-	return text + " labelled " + strings.Join(worlds, " or ")
+	switch len(s.NotIn) {
+	case 0:
+	case 1:
+		text += " not in " + s.NotIn[0]
+	default:
+		text += " in none of " + strings.Join(s.NotIn, ", ")
+	}
+	return text
 }
 
-// subjectText is a region's subject in words.
-func subjectText(s diff.Subject) string {
-	var b strings.Builder
+// principalText is who a subject is, without its groups.
+func principalText(s diff.Subject) string {
 	nsOther, nameOther := diff.IsOther(s.Namespace), diff.IsOther(s.Name)
 	switch {
 	case s.Kind == diff.KindAnyone:
-		b.WriteString("anyone")
+		return "anyone"
+	case s.All && s.Kind == diff.KindServiceAccount && s.Namespace != "":
+		return "every serviceaccount of " + shown(s.Namespace, `""`, "any other namespace")
+	case s.All:
+		return "any " + s.Kind
 	case s.Kind == diff.KindServiceAccount && nsOther && nameOther:
-		b.WriteString("any other serviceaccount")
+		return "any other serviceaccount"
 	case s.Kind == diff.KindServiceAccount && nameOther:
-		fmt.Fprintf(&b, "any other serviceaccount in %s", shown(s.Namespace, `""`, ""))
+		return "any other serviceaccount of " + s.Namespace
 	case s.Kind == diff.KindServiceAccount && nsOther:
-		fmt.Fprintf(&b, "serviceaccount %s in any other namespace", shown(s.Name, `""`, ""))
+		return "serviceaccount " + s.Name + " of any other namespace"
 	case s.Kind == diff.KindServiceAccount:
-		fmt.Fprintf(&b, "serviceaccount %s:%s", shown(s.Namespace, `""`, ""), shown(s.Name, `""`, ""))
+		return "serviceaccount " + s.Namespace + ":" + s.Name
+	case s.Kind == diff.KindUser && strings.HasPrefix(s.Name, schemagen.NodeUserPrefix):
+		node := strings.TrimPrefix(s.Name, schemagen.NodeUserPrefix)
+		return "user " + schemagen.NodeUserPrefix + shown(node, "", "<any other>") + " (outside system:nodes)"
 	case nameOther:
-		fmt.Fprintf(&b, "any other %s", s.Kind)
-	default:
-		fmt.Fprintf(&b, "%s %s", s.Kind, shown(s.Name, `""`, ""))
+		return "any other " + s.Kind
 	}
-	if len(s.InGroups) > 0 {
-		fmt.Fprintf(&b, " in %s", strings.Join(s.InGroups, ","))
-	}
-	if len(s.NotIn) > 0 {
-		fmt.Fprintf(&b, " not in %s", strings.Join(s.NotIn, ","))
-	}
-	return b.String()
+	return s.Kind + " " + shown(s.Name, `""`, "")
 }
 
 // exampleValue is a value of an example: <another K> for a fresh value.
 func exampleValue(v, k string) string {
 	return shown(v, "", "<another "+k+">")
+}
+
+// exampleUser is an example's username, <another ...> for its fresh
+// parts: a user, a ServiceAccount's namespace and name, a node's name.
+func exampleUser(u string) string {
+	if ns, name, ok := entities.ServiceAccountName(u); ok {
+		return schemagen.ServiceAccountUserPrefix + exampleValue(ns, "ns") + ":" + exampleValue(name, "name")
+	}
+	if node, ok := strings.CutPrefix(u, schemagen.NodeUserPrefix); ok {
+		return schemagen.NodeUserPrefix + exampleValue(node, "name")
+	}
+	return exampleValue(u, "user")
 }
 
 // exampleText is an example request in one line.
@@ -442,7 +521,7 @@ func exampleText(e *diff.Example) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString(exampleValue(e.User, "user"))
+	b.WriteString(exampleUser(e.User))
 	if len(e.Groups) > 0 {
 		fmt.Fprintf(&b, " (groups %s)", strings.Join(e.Groups, ","))
 	}
@@ -465,138 +544,4 @@ func exampleText(e *diff.Example) string {
 		b.WriteString(" (namespace: " + labelsText(e.NamespaceLabels) + ")")
 	}
 	return b.String()
-}
-
-// policiesText is the policies on each side: "old → new".
-func policiesText(g diff.Region) string {
-	side := func(ids []string) string {
-		if len(ids) == 0 {
-			return "-"
-		}
-		return strings.Join(ids, ",")
-	}
-	return side(g.OldPolicies) + " → " + side(g.NewPolicies)
-}
-
-// regionCells are a region's table cells, in the order of diffColumns.
-func regionCells(g diffRegion) []string {
-	change := g.Change.From + "→" + g.Change.To
-	if g.Note != "" {
-		change += " (" + g.Note + ")"
-	}
-	names := shownNames(g.Names)
-	if len(g.Names) == 1 && diff.IsOther(g.Subject.Name) && g.Names[0] == g.Subject.Name {
-		names = "(the subject's name)"
-	}
-	return []string{change, subjectText(g.Subject), shownList(g.Verbs, "", "any other verb"), strings.Join(g.Resources, ","),
-		namespacesText(g), names, policiesText(g.Region), exampleText(g.Example)}
-}
-
-// tableRows are the regions' cells, one row per change that reads the same
-// but for its subject and example: the subjects are listed together (at
-// most maxSubjectsShown, then a count; -o json has every region), and the
-// first region's example stands for the row.
-func tableRows(r *diffReport) [][]string {
-	var out [][]string
-	var subjects [][]string
-	row := map[string]int{}
-	for _, g := range r.Regions {
-		cells := regionCells(g)
-		key := strings.Join(append(slices.Clone(cells[:1]), cells[2:len(cells)-1]...), "\x00")
-		i, seen := row[key]
-		if !seen {
-			i = len(out)
-			row[key] = i
-			out = append(out, cells)
-			subjects = append(subjects, nil)
-		}
-		if !slices.Contains(subjects[i], cells[1]) {
-			subjects[i] = append(subjects[i], cells[1])
-		}
-	}
-	for i, subs := range subjects {
-		out[i][1] = strings.Join(subs[:min(len(subs), maxSubjectsShown)], "; ")
-		if len(subs) > maxSubjectsShown {
-			out[i][1] += fmt.Sprintf("; and %d more", len(subs)-maxSubjectsShown)
-		}
-	}
-	return out
-}
-
-// maxSubjectsShown bounds the subjects a table row lists.
-const maxSubjectsShown = 4
-
-var diffColumns = []string{"CHANGE", "SUBJECT", "VERBS", "RESOURCES", "NAMESPACES", "NAMES", "POLICIES (OLD → NEW)", "EXAMPLE"}
-
-// summary is the report's closing line, each construct not decided
-// exactly (policy text) rendered by name.
-func (r *diffReport) summary(name func(string) string) string {
-	var counts []string
-	for _, c := range []struct {
-		n    int
-		what string
-	}{{len(r.Edited), "edited"}, {len(r.Removed), "removed"}, {len(r.Added), "added"}} {
-		if c.n > 0 {
-			counts = append(counts, fmt.Sprintf("%d %s", c.n, c.what))
-		}
-	}
-	policies := "policies: " + strings.Join(counts, ", ")
-	if len(counts) == 0 {
-		policies = "no policy changed"
-	}
-	if !r.Changed {
-		return fmt.Sprintf("no change in access (%s)", policies)
-	}
-	s := fmt.Sprintf("%s changed (%s)", plural(len(r.Regions), "region"), policies)
-	if len(r.Inexact) > 0 {
-		inexact := make([]string, len(r.Inexact))
-		for i, c := range r.Inexact {
-			inexact[i] = name(c)
-		}
-		s += "; not decided exactly: " + strings.Join(inexact, ", ")
-	}
-	return s
-}
-
-// writeDiffTable writes the report as a table for a terminal. Every cell
-// holds names from the policies (subjects, groups, namespaces, names,
-// policy ids): each is escaped (safetext.Terminal), so none can add a
-// column or a row, or act on the terminal.
-func writeDiffTable(w io.Writer, r *diffReport) error {
-	if r.Changed {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.Join(diffColumns, "\t"))
-		for _, cells := range tableRows(r) {
-			for i, c := range cells {
-				cells[i] = safetext.Terminal(c)
-			}
-			fmt.Fprintln(tw, strings.Join(cells, "\t"))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-	}
-	_, err := fmt.Fprintln(w, r.summary(safetext.Terminal))
-	return err
-}
-
-// writeDiffMarkdown writes the report as a pull-request comment. Every cell,
-// and every construct the summary names, is inline code that no character
-// of a name can break out of (safetext.MarkdownCode): a pipe cannot split
-// the cell, a newline end the row, a backtick, tag or link add structure.
-func writeDiffMarkdown(w io.Writer, r *diffReport) error {
-	var b strings.Builder
-	b.WriteString("### kcedar diff\n\n")
-	b.WriteString(r.summary(safetext.MarkdownCode) + "\n")
-	if r.Changed {
-		b.WriteString("\n| " + strings.Join(diffColumns, " | ") + " |\n|" + strings.Repeat(" --- |", len(diffColumns)) + "\n")
-		for _, cells := range tableRows(r) {
-			for i, c := range cells {
-				cells[i] = safetext.MarkdownCode(c)
-			}
-			b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 const libraryDir = "../../policies/library"
@@ -79,13 +80,14 @@ func TestDiffCommandWidened(t *testing.T) {
 	}
 
 	out, code = run(t, newDiffCmd(), "--exit-code", libraryDir, dir)
-	if code != 3 || !strings.Contains(out, "NoOpinion→Allow") || !strings.Contains(out, "list") || !strings.Contains(out, "kubelet-own-node") {
+	if code != 3 || !strings.Contains(out, "NoOpinion → Allow") || !strings.Contains(out, "list  nodes") || !strings.Contains(out, "new: kubelet-own-node") {
 		t.Errorf("table, --exit-code: exit %d:\n%s", code, out)
 	}
 	if _, code := run(t, newDiffCmd(), "--exit-code", "--fail-on", "lost", libraryDir, dir); code != 0 {
 		t.Errorf("--fail-on lost: exit %d, want 0 (access is only gained)", code)
 	}
-	if out, code := run(t, newDiffCmd(), "-o", "markdown", dir, libraryDir); code != 0 || !strings.Contains(out, "| <code>Allow→NoOpinion</code>") {
+	if out, code := run(t, newDiffCmd(), "-o", "markdown", dir, libraryDir); code != 0 || !strings.Contains(out, "#### lost: Allow → NoOpinion") ||
+		!strings.Contains(out, "| <code>list</code> | <code>nodes</code> |") {
 		t.Errorf("markdown: exit %d:\n%s", code, out)
 	}
 }
@@ -171,5 +173,89 @@ func TestDiffCommandHoles(t *testing.T) {
 				t.Errorf("exit %d, want 3:\n%s", code, out)
 			}
 		})
+	}
+}
+
+// A group's new grant is the group's: where no policy that may match names
+// a user, the change holds for anyone in the group, and the diff says so
+// instead of listing users the policies name elsewhere as members.
+func TestDiffCommandSubjectsAreTrue(t *testing.T) {
+	dir := t.TempDir()
+	base := `@id("alice-lists") permit(principal == k8s::User::"alice", action == k8s::Action::"list", resource is core::pods);
+@id("sa-lists") permit(principal == k8s::ServiceAccount::"system:serviceaccount:ci:bot", action == k8s::Action::"list", resource is core::pods);
+`
+	oldFile := writeFile(t, dir, "old.cedar", base)
+	newFile := writeFile(t, dir, "new.cedar", base+`@id("payments") permit(principal in k8s::Group::"payments-dev", action == k8s::Action::"get", resource is core::pods);`)
+	out, code := run(t, newDiffCmd(), "-o", "json", oldFile, newFile)
+	var rep diffReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || len(rep.Regions) != 1 {
+		t.Fatalf("exit %d, %v:\n%s", code, err, out)
+	}
+	g := rep.Regions[0]
+	if g.Subject.Kind != "anyone" || !slices.Equal(g.Subject.InGroups, []string{"payments-dev"}) || len(g.Subject.NotIn) > 0 ||
+		!slices.Equal(g.Verbs, []string{"get"}) || !slices.Equal(g.Resources, []string{"pods"}) || !slices.Equal(g.Any, []string{"names", "namespaces"}) {
+		t.Errorf("region %+v", g)
+	}
+	out, _ = run(t, newDiffCmd(), oldFile, newFile)
+	if !strings.Contains(out, "  members of payments-dev\n    get  pods\n") || strings.Contains(out, "alice") || strings.Contains(out, "ci:bot") {
+		t.Errorf("table:\n%q", out)
+	}
+	// docs/reviewing-changes.md shows this group.
+	doc, err := os.ReadFile("../../docs/reviewing-changes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(doc), "```text\nGAINED:")
+	block, _, _ = strings.Cut(block, "```")
+	if _, group, _ := strings.Cut(out, "\nGAINED:"); block == "" || group != block {
+		t.Errorf("docs/reviewing-changes.md shows\nGAINED:%s\nkcedar diff writes\nGAINED:%s", block, group)
+	}
+}
+
+// What the method cannot decide exactly is said in the summary, before
+// any region, and --exit-code fails whatever --fail-on names.
+func TestDiffCommandSaysInexactFirst(t *testing.T) {
+	dir := t.TempDir()
+	oldFile := writeFile(t, dir, "old.cedar", `@id("uid") permit(principal, action == k8s::Action::"get", resource is core::pods) when { principal has uid && principal.uid == "u-1" };`)
+	newFile := writeFile(t, dir, "new.cedar", `@id("uid") permit(principal, action == k8s::Action::"get", resource is core::pods) when { principal has uid && principal.uid == "u-2" };`)
+	out, code := run(t, newDiffCmd(), "--exit-code", "--fail-on", "lost", oldFile, newFile)
+	lines := strings.Split(out, "\n")
+	if code != 3 || len(lines) < 3 || !strings.HasPrefix(lines[1], "NOT DECIDED EXACTLY: principal.uid.") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+}
+
+// bootstrapRBAC is Kubernetes' bootstrap RBAC converted to Cedar.
+const bootstrapRBAC = "../../internal/tools/rbacconvert/testdata/bootstrap.cedar"
+
+// A change of many policies reads in a terminal: a summary first, lines
+// that fit lineWidth (a policy id longer than it on a line of its own),
+// and at most so many groups; -o markdown stays a comment's size, every
+// row of its tables of diffColumns cells.
+func TestDiffCommandFitsATerminal(t *testing.T) {
+	dir := t.TempDir()
+	newFile := writeFile(t, dir, "new.cedar", `@id("ops") permit(principal in k8s::Group::"ops", action, resource is core::pods);`)
+	out, code := run(t, newDiffCmd(), bootstrapRBAC, newFile)
+	if code != 0 || !strings.HasSuffix(strings.Split(out, "\n")[0], "changed (policies: "+strings.Split(strings.Split(out, "(policies: ")[1], ")")[0]+")") ||
+		!strings.Contains(out, "By change:") || !strings.Contains(out, "By policy") || !strings.Contains(out, "not shown") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(line); n > lineWidth && strings.Contains(strings.TrimSpace(line), " ") && !strings.Contains(line, ": ") {
+			t.Errorf("a line of %d characters: %s", n, line)
+		}
+	}
+	all, _ := run(t, newDiffCmd(), "--all", bootstrapRBAC, newFile)
+	if len(all) <= len(out) {
+		t.Errorf("--all shows no more than the default (%d bytes)", len(all))
+	}
+	md, code := run(t, newDiffCmd(), "-o", "markdown", bootstrapRBAC, newFile)
+	if code != 0 || len(md) > maxMarkdownBytes+20000 {
+		t.Fatalf("markdown: exit %d, %d bytes", code, len(md))
+	}
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "| ") && strings.Count(line, "|")-1 != len(diffColumns) {
+			t.Errorf("a row of %d cells: %s", strings.Count(line, "|")-1, line)
+		}
 	}
 }

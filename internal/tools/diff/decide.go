@@ -24,6 +24,7 @@ func newEngine(s *schemagen.Schema, ps *cedarlang.PolicySet, ns entities.Namespa
 // where a policy reads namespace labels: their lookup answers with the
 // world of the task at hand.
 type decider struct {
+	r              *run
 	s              *schemagen.Schema
 	oldSet, newSet *cedarlang.PolicySet
 	given          entities.StaticNamespaces
@@ -60,7 +61,7 @@ func (d *decider) decideAll(tasks []task) []*cell {
 				engines = &[2]engine.Authorizer{newEngine(d.s, d.oldSet, lookup), newEngine(d.s, d.newSet, lookup)}
 			}
 			for i := w; i < len(leaves); i += workers {
-				decideLeaf(engines, lookup, tasks[leaves[i][0]:leaves[i][1]], leaves[i][0], differ[leaves[i][0]:leaves[i][1]])
+				d.decideLeaf(engines, lookup, tasks[leaves[i][0]:leaves[i][1]], leaves[i][0], differ[leaves[i][0]:leaves[i][1]])
 			}
 		}()
 	}
@@ -97,7 +98,7 @@ type viewKey struct {
 // Each set decides a task once per subset of the groups it names (a
 // subset the other set tells apart reuses the decision), and not at all
 // where its decision is plain (plainDecision).
-func decideLeaf(engines *[2]engine.Authorizer, lookup *nsLookup, tasks []task, first int, differ []*cell) {
+func (d *decider) decideLeaf(engines *[2]engine.Authorizer, lookup *nsLookup, tasks []task, first int, differ []*cell) {
 	lf := tasks[0].lf
 	var views [2]sideView
 	for i, side := range []uint8{sideOld, sideNew} {
@@ -115,16 +116,16 @@ func decideLeaf(engines *[2]engine.Authorizer, lookup *nsLookup, tasks []task, f
 		for i := range views {
 			v := &views[i]
 			k := viewKey{in: t.mask & v.groups, world: t.world}
-			d, ok := v.known[k]
+			dec, ok := v.known[k]
 			if !ok {
 				in := t.in()
-				if d, ok = plainDecision(v.facts, lf, in); !ok {
+				if dec, ok = plainDecision(v.facts, lf, in); !ok {
 					lookup.current = t.worldOf()
-					d = authorize(ctx, engines[i], lf, in, v.forbids)
+					dec = authorize(ctx, engines[i], lf, in, v.forbids, d.r)
 				}
-				v.known[k] = d
+				v.known[k] = dec
 			}
-			ds[i] = d
+			ds[i] = dec
 		}
 		if k0, k1 := decisionKey(ds[0]), decisionKey(ds[1]); k0 != k1 {
 			differ[j] = &cell{task: t, old: ds[0], new: ds[1], keys: [2]string{k0, k1}, seq: first + j}
@@ -139,7 +140,7 @@ func decideLeaf(engines *[2]engine.Authorizer, lookup *nsLookup, tasks []task, f
 // the policies do not tell apart decide alike, so one of each class is
 // asked (leaf.everyVerb). Without forbids (none of the set's policies
 // alive there is one), the first verb not allowed settles it.
-func authorize(ctx context.Context, e engine.Authorizer, lf *leaf, groups []string, forbids bool) engine.Decision {
+func authorize(ctx context.Context, e engine.Authorizer, lf *leaf, groups []string, forbids bool, r *run) engine.Decision {
 	req := lf.x.request(lf.user, groups)
 	if lf.x.verb != entities.Wildcard {
 		return e.Authorize(ctx, req)
@@ -147,7 +148,7 @@ func authorize(ctx context.Context, e engine.Authorizer, lf *leaf, groups []stri
 	req.UnconditionalOnly = true
 	var allowedBy []*cedarlang.Policy
 	notAllowed := false
-	for _, v := range lf.everyVerb {
+	for _, v := range lf.verbs(r) {
 		req.Verb = v
 		d := e.Authorize(ctx, req).FailureDecision()
 		switch d.Type() {
@@ -214,11 +215,12 @@ func inScopeGroup(p *cedarlang.Policy, groups []string) bool {
 }
 
 // surelyAllows reports whether f, a permit whose principal scope admits
-// the user, allows every request at x: it decides every verb alike
-// (allVerbs), its resource scope admits x's type, and its conditions only
-// test the resource's type, true for x's.
+// the user, allows every request at x: its action scope admits x's verb
+// (every verb, for a request for every verb: allVerbs), its resource scope
+// x's type, and its conditions read neither the action nor the context
+// and only test the resource's type, true for x's.
 func surelyAllows(f *facts, x point) bool {
-	if f.p.Effect != types.Permit || !f.allVerbs() {
+	if f.p.Effect != types.Permit || !f.allVerbs() && (x.verb == entities.Wildcard || !f.admitsVerb(x.verb)) {
 		return false
 	}
 	switch s := f.p.AST.Resource.(type) {

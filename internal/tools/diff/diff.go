@@ -89,7 +89,7 @@ func CompareWith(s *schemagen.Schema, oldSet, newSet *cedarlang.PolicySet, opts 
 		dStrings: stringsOf(keep(relevant, (*facts).differs))}
 	res.run = r
 	r.enumerate(reach, lits)
-	d := &decider{s: s, oldSet: oldSet, newSet: newSet, given: opts.Namespaces, worlds: worlds}
+	d := &decider{r: r, s: s, oldSet: oldSet, newSet: newSet, given: opts.Namespaces, worlds: worlds}
 	r.cells = d.decideAll(r.tasks)
 	res.Decided = len(r.tasks)
 	res.Inexact = sortedKeys(r.inexact)

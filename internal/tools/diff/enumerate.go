@@ -100,8 +100,17 @@ type leaf struct {
 	otherConditions bool
 	// everyVerb, for a request for every verb ("*"), is one verb of each
 	// class of the target's verbs the policies that may match tell apart
-	// (everyVerbAt).
+	// (everyVerbAt), found when first needed.
 	everyVerb []string
+}
+
+// verbs are lf.everyVerb, found in r on first use (by the one worker
+// deciding the leaf).
+func (lf *leaf) verbs(r *run) []string {
+	if lf.everyVerb == nil {
+		lf.everyVerb = r.everyVerbAt(lf.x, lf.user)
+	}
+	return lf.everyVerb
 }
 
 // task is one request to decide: a leaf's user in the groups of mask (a
@@ -301,9 +310,6 @@ func (r *run) leaf(x point, u string, alive []*facts, lv *levels) bool {
 	}
 	worlds, descs := r.worldsAt(x, alive)
 	lf := &leaf{x: x, user: u, alive: alive, levels: lv, groups: groups, worlds: worlds, worldReps: descs, otherConditions: skipped}
-	if x.verb == entities.Wildcard {
-		lf.everyVerb = r.everyVerbAt(x, u)
-	}
 	for i := range worlds {
 		for mask := range uint32(1) << len(groups) {
 			if len(r.tasks) >= maxDecisions {

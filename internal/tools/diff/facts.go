@@ -36,6 +36,9 @@ type facts struct {
 	// values and patterns cache lits.values and lits.patterns by dimension.
 	values   map[string][]string
 	patterns map[string][]types.Pattern
+	// readsAct: its conditions read the action or the context
+	// (readsAction), everyVerb: it decides every verb alike (allVerbs).
+	readsAct, everyVerb bool
 }
 
 func factsOf(p *cedarlang.Policy, side uint8) *facts {
@@ -43,6 +46,16 @@ func factsOf(p *cedarlang.Policy, side uint8) *facts {
 	f.lits.add(p)
 	f.groups = f.lits.groups()
 	f.readsNS, f.readsObject, f.readsNamed = f.lits.readsNS, f.lits.readsObject, f.lits.readsNamed
+	f.readsAct = readsAction(p)
+	f.everyVerb = actionsAll(p) && !f.readsAct
+	// Filled now, so that workers read them without writing.
+	for _, d := range stringDims {
+		f.values[d], f.patterns[d] = f.lits.values(d), f.lits.patterns(d)
+	}
+	for k := range f.lits.nsKeys {
+		d := nsLabelDim(k)
+		f.values[d], f.patterns[d] = f.lits.values(d), f.lits.patterns(d)
+	}
 	f.pins = map[string][]string{}
 	if p.Effect == types.Permit {
 		for _, d := range pinnedDims {
@@ -57,24 +70,20 @@ func factsOf(p *cedarlang.Policy, side uint8) *facts {
 // differs reports whether only one of the sets holds the policy.
 func (f *facts) differs() bool { return f.side != sideBoth }
 
-// valuesOf is lits.values(d), computed once.
+// valuesOf is lits.values(d), computed once (factsOf).
 func (f *facts) valuesOf(d string) []string {
-	v, ok := f.values[d]
-	if !ok {
-		v = f.lits.values(d)
-		f.values[d] = v
+	if v, ok := f.values[d]; ok {
+		return v
 	}
-	return v
+	return f.lits.values(d)
 }
 
-// patternsOf is lits.patterns(d), computed once.
+// patternsOf is lits.patterns(d), computed once (factsOf).
 func (f *facts) patternsOf(d string) []types.Pattern {
-	v, ok := f.patterns[d]
-	if !ok {
-		v = f.lits.patterns(d)
-		f.patterns[d] = v
+	if v, ok := f.patterns[d]; ok {
+		return v
 	}
-	return v
+	return f.lits.patterns(d)
 }
 
 // relevantFacts are the facts of the enforced policies of both sets that
@@ -284,24 +293,54 @@ func (r *run) onlyAddsConditions(f *facts, x point) bool {
 // allVerbs reports whether f decides every verb alike: its action scope
 // is any action (or k8s::Action::"*", every verb) and its conditions read
 // neither the action nor the context.
-func (f *facts) allVerbs() bool {
-	switch s := f.p.AST.Action.(type) {
+func (f *facts) allVerbs() bool { return f.everyVerb }
+
+// actionsAll reports whether p's action scope is any action, or
+// k8s::Action::"*" (every verb).
+func actionsAll(p *cedarlang.Policy) bool {
+	switch s := p.AST.Action.(type) {
 	case ast.ScopeTypeAll:
+		return true
 	case ast.ScopeTypeIn:
-		if s.Entity != types.NewEntityUID(schemagen.ActionType, schemagen.AllVerbs) {
-			return false
-		}
+		return s.Entity == types.NewEntityUID(schemagen.ActionType, schemagen.AllVerbs)
+	}
+	return false
+}
+
+// admitsVerb reports whether f's action scope admits verb (an action it
+// names, or k8s::Action::"*", every verb) and its conditions read neither
+// the action nor the context.
+func (f *facts) admitsVerb(verb string) bool {
+	action := types.NewEntityUID(schemagen.ActionType, types.String(verb))
+	every := types.NewEntityUID(schemagen.ActionType, schemagen.AllVerbs)
+	var names []types.EntityUID
+	switch s := f.p.AST.Action.(type) {
+	case ast.ScopeTypeEq:
+		names = []types.EntityUID{s.Entity}
+	case ast.ScopeTypeIn:
+		names = []types.EntityUID{s.Entity}
+	case ast.ScopeTypeInSet:
+		names = s.Entities
 	default:
 		return false
 	}
+	if _, isEq := f.p.AST.Action.(ast.ScopeTypeEq); isEq && names[0] == every {
+		return false // the action "*" itself, not every verb
+	}
+	return slices.ContainsFunc(names, func(e types.EntityUID) bool { return e == action || e == every }) && !f.readsAct
+}
+
+// readsAction reports whether p's conditions read the action or the
+// context.
+func readsAction(p *cedarlang.Policy) bool {
 	reads := false
-	for _, c := range f.p.AST.Conditions {
+	for _, c := range p.AST.Conditions {
 		ast.Inspect(ast.NewNode(c.Body), func(n ast.IsNode) bool {
 			reads = reads || isVarNode(n, "action") || isVarNode(n, "context")
 			return !reads
 		})
 	}
-	return !reads
+	return reads
 }
 
 // forEveryVerb are the policies of fs that may change the decision of a

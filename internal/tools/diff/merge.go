@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+
+	"github.com/kcedar/kcedar/internal/lib/parallel"
 )
 
 // anyMark is a row's list that holds every value of its dimension.
@@ -168,18 +170,7 @@ func (w *row) reintern(slot int, in interner) {
 // "any", and subjects covering every principal of the level (or every one
 // of a kind) become anyone (or every principal of the kind).
 func (r *run) regions(exact bool) []Region {
-	rows := make([]*row, 0, len(r.cells))
-	for i := 0; i < len(r.cells); {
-		// Rows of different leaves never merge on a group: merge each
-		// leaf's (contiguous) rows on their own.
-		j := i
-		var leafRows []*row
-		for ; j < len(r.cells) && r.cells[j].lf == r.cells[i].lf; j++ {
-			leafRows = append(leafRows, r.newRow(r.cells[j]))
-		}
-		rows = append(rows, mergeGroups(leafRows)...)
-		i = j
-	}
+	rows := r.leafRows()
 	in := interner{}
 	for i := range rows {
 		rows[i].intern(in)
@@ -199,6 +190,31 @@ func (r *run) regions(exact bool) []Region {
 		out = append(out, w.regions(exact)...)
 	}
 	return out
+}
+
+// leafRows are the rows of the cells, each leaf's merged on its groups
+// (rows of different leaves never merge on a group), on every core.
+func (r *run) leafRows() []*row {
+	var leaves [][2]int // cell ranges of one leaf (cells are in task order)
+	for i := range r.cells {
+		if i == 0 || r.cells[i].lf != r.cells[i-1].lf {
+			leaves = append(leaves, [2]int{i, i})
+		}
+		leaves[len(leaves)-1][1] = i + 1
+	}
+	parts := make([][]*row, len(leaves))
+	parallel.For(len(leaves), func(k int) {
+		var leafRows []*row
+		for _, c := range r.cells[leaves[k][0]:leaves[k][1]] {
+			leafRows = append(leafRows, r.newRow(c))
+		}
+		parts[k] = mergeGroups(leafRows)
+	})
+	rows := make([]*row, 0, len(r.cells))
+	for _, p := range parts {
+		rows = append(rows, p...)
+	}
+	return rows
 }
 
 // mergeAlong merges rows equal in everything but key slot, then marks the
