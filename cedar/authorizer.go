@@ -11,7 +11,6 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
-	"github.com/kcedar/kcedar/internal/handle"
 	gen "github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/upstream"
 	"github.com/kcedar/kcedar/residual"
@@ -20,7 +19,11 @@ import (
 
 // Authorizer decides Kubernetes requests with Cedar policies. It is safe for
 // concurrent use.
-type Authorizer handle.Authorizer
+type Authorizer struct {
+	// serving is the engine of the policy set serving now, replaced (with
+	// every cache it built) when the set is.
+	serving *engine.Serving
+}
 
 var (
 	_ authorizer.Authorizer   = (*Authorizer)(nil)
@@ -68,13 +71,15 @@ func New(source PolicySource, schema *schemagen.Schema, opts Options) (*Authoriz
 			return nil, errors.New("cedar.New: Options.Keys was not made by package residual")
 		}
 	}
-	a := Authorizer(handle.NewAuthorizer(policies, s, engine.NewCodec(keys),
-		engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Namespaces: upstream.Namespaces(opts.Namespaces), Shadow: opts.Shadow, EncodedOnly: true}))
+	a := &Authorizer{serving: engine.NewServing(policies, s, engine.NewCodec(keys),
+		engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Namespaces: upstream.Namespaces(opts.Namespaces), Shadow: opts.Shadow, EncodedOnly: true})}
 	if err := a.registerCacheMetrics(opts.Registerer); err != nil {
 		return nil, err
 	}
-	source.follow(func() { handle.Authorizer(a).Serving().Engine() })
-	return &a, nil
+	// The engine of a new set is built as it loads, not by the first
+	// request after: the old engine and its caches go at once.
+	source.follow(func() { a.serving.Engine() })
+	return a, nil
 }
 
 // ErrNotLoaded is the error of a decision asked for before a valid policy
@@ -82,9 +87,15 @@ func New(source PolicySource, schema *schemagen.Schema, opts Options) (*Authoriz
 // API server retries rather than caches it.
 var ErrNotLoaded = errors.New("no valid policy set is loaded")
 
+// errNotMade is the error of an Authorizer New did not make.
+var errNotMade = errors.New("cedar: an Authorizer is made by New")
+
 // engineNow is the engine of the policy set serving now.
 func (a *Authorizer) engineNow() (*engine.Engine, error) {
-	e := handle.Authorizer(*a).Serving().Engine()
+	if a == nil || a.serving == nil {
+		return nil, errNotMade
+	}
+	e := a.serving.Engine()
 	if e == nil {
 		return nil, ErrNotLoaded
 	}
@@ -190,7 +201,11 @@ func (a *Authorizer) AuthorizeEnforced(ctx context.Context, attrs authorizer.Att
 // It needs the keys and the schema, not the policies: a condition is judged
 // by the policy set that issued it.
 func (a *Authorizer) EvaluateConditions(ctx context.Context, decision authorizer.ConditionsAwareDecision, data authorizer.ConditionsData) (authorizer.Decision, string, error) {
-	v, err := upstream.EvaluateConditions(handle.Authorizer(*a).Serving().Evaluator(), decision, data)
+	var ev *engine.Evaluator
+	if a != nil && a.serving != nil {
+		ev = a.serving.Evaluator()
+	}
+	v, err := upstream.EvaluateConditions(ev, decision, data)
 	if err != nil {
 		return authorizer.DecisionDeny, "kcedar: cannot evaluate the conditions", err
 	}

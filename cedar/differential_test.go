@@ -362,7 +362,10 @@ func diffCorpus(t *testing.T, st *diffStats, name string, schema *schemagen.Sche
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	h := server.New(served, server.Options{})
+	h, err := server.New(served, server.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(h)
 	defer ts.Close()
 	upstreamWebhook, err := webhook.New(&rest.Config{Host: ts.URL + "/v1/authorize", Timeout: 10 * time.Second, QPS: -1}, "v1", 0, 0,

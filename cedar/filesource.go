@@ -206,6 +206,10 @@ func (fs *FileSource) Run(ctx context.Context) error {
 	return fs.objects.run(ctx, func() { go fs.store.Watch(ctx, fs.interval) })
 }
 
+// Load reads the policies now, as Run does when they change, and returns
+// the load's error; the last good set serves on after a failed load.
+func (fs *FileSource) Load() error { return fs.store.Load() }
+
 // Ready is nil once a set serves (with policy objects, once they have
 // synced from the cluster too); otherwise it says why not.
 func (fs *FileSource) Ready() error {

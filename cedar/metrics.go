@@ -3,7 +3,6 @@ package cedar
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kcedar/kcedar/internal/handle"
 	"github.com/kcedar/kcedar/internal/store"
 )
 
@@ -14,7 +13,7 @@ func (a *Authorizer) registerCacheMetrics(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
-	serving := handle.Authorizer(*a).Serving()
+	serving := a.serving
 	stats := func(evictions bool) float64 {
 		n, ev := serving.CacheStats()
 		if evictions {

@@ -1,16 +1,12 @@
 package server
 
 import (
-	"github.com/kcedar/kcedar/internal/engine"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/kcedar/kcedar/internal/store"
-	"github.com/kcedar/kcedar/internal/testing/schematest"
+	"github.com/kcedar/kcedar/cedar"
 )
 
 const auditPolicies = `
@@ -20,20 +16,13 @@ forbid(principal, action == k8s::Action::"delete", resource is core::pods);
 `
 
 // auditServer serves auditPolicies with a decision log into buf.
-func auditServer(t *testing.T, buf *syncBuffer, shadow bool) *Server {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "p.cedar"), []byte(auditPolicies), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	st := store.NewStore([]string{dir}, nil, quietLogger())
-	if err := st.Load(); err != nil {
-		t.Fatal(err)
-	}
+func auditServer(t *testing.T, buf *syncBuffer, shadow bool) *served {
 	// Sample 1 allow in 1000: a line with audit findings is never sampled out.
-	return New(storeAuthorizer(schematest.Schema(), st, nil, engine.EngineOptions{Shadow: shadow}), Options{Logger: quietLogger(), DecisionLog: NewDecisionLog(buf, 1000, 1e6, 1e6)})
+	s, _ := serveText(t, auditPolicies, serveConfig{authz: cedar.Options{Shadow: shadow}, server: Options{DecisionLog: NewDecisionLog(buf, 1000, 1e6, 1e6)}})
+	return s
 }
 
-func metricsText(s *Server) string {
+func metricsText(s http.Handler) string {
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	return rec.Body.String()

@@ -7,13 +7,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // badRequestSeries is kcedar_bad_requests_total by endpoint, as /metrics
 // exposes it.
-func badRequestSeries(t *testing.T, s *Server) map[string]float64 {
+func badRequestSeries(t *testing.T, g prometheus.Gatherer) map[string]float64 {
 	t.Helper()
-	mfs, err := s.metrics.registry.Gather()
+	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,18 +56,20 @@ func TestFirstBadRequestIsAnIncrease(t *testing.T) {
 	}
 	endpoints := []string{"authorize", "conditions", "admit", "resourceaccessreview", "rulesreview", "validate-policy"}
 	servers := map[string]struct {
-		new    func(t *testing.T) *Server
+		new    func(t *testing.T) (http.Handler, prometheus.Gatherer)
 		serves []string
 	}{
-		"kcedar's authorizer": {func(t *testing.T) *Server { s, _ := newTestServer(t, basePolicies); return s },
-			[]string{"admit", "authorize", "conditions", "resourceaccessreview", "rulesreview"}},
-		"a union": {unionServer, []string{"authorize", "conditions"}},
+		"kcedar's authorizer": {func(t *testing.T) (http.Handler, prometheus.Gatherer) {
+			s, _ := newTestServer(t, basePolicies)
+			return s, s.registry
+		}, []string{"admit", "authorize", "conditions", "resourceaccessreview", "rulesreview"}},
+		"a union": {func(t *testing.T) (http.Handler, prometheus.Gatherer) { return unionServer(t) }, []string{"authorize", "conditions"}},
 	}
 	for name, srv := range servers {
 		t.Run(name, func(t *testing.T) {
 			for kind, b := range bad {
-				s := srv.new(t)
-				start := badRequestSeries(t, s)
+				s, metrics := srv.new(t)
+				start := badRequestSeries(t, metrics)
 				if got := slices.Sorted(maps.Keys(start)); !slices.Equal(got, srv.serves) {
 					t.Fatalf("series at the start for endpoints %v, want %v", got, srv.serves)
 				}
@@ -89,7 +93,7 @@ func TestFirstBadRequestIsAnIncrease(t *testing.T) {
 					case rec.Code != http.StatusNotFound:
 						t.Fatalf("%s to %s, which this server does not serve: code %d, want 404", kind, e, rec.Code)
 					}
-					if got := badRequestSeries(t, s); !maps.Equal(got, want) {
+					if got := badRequestSeries(t, metrics); !maps.Equal(got, want) {
 						t.Fatalf("after %s to %s: series %v, want %v (a series created by the request, or a count missed)", kind, e, got, want)
 					}
 				}

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"fmt"
-	"github.com/kcedar/kcedar/internal/engine"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,8 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/store"
+	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
@@ -31,16 +29,11 @@ func benchHandlerTraced(b *testing.B, n int, tp trace.TracerProvider) {
 	if err := os.WriteFile(filepath.Join(dir, "p.cedar"), []byte(testgen.RBACLike(n)), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	v, err := cedarlang.NewSchemaValidator(s)
-	if err != nil {
+	// AllowEmpty: the floor is no policies at all.
+	srv := serve(b, serveConfig{schema: s, paths: []string{dir}, source: cedar.FileSourceOptions{AllowEmpty: n == 0}, server: Options{TracerProvider: tp}})
+	if err := srv.source.Ready(); err != nil {
 		b.Fatal(err)
 	}
-	store := store.NewStore([]string{dir}, v, quietLogger())
-	store.AllowEmpty = n == 0 // the floor: no policies at all
-	if err := store.Load(); err != nil {
-		b.Fatal(err)
-	}
-	srv := New(storeAuthorizer(s, store, nil, engine.EngineOptions{}), Options{Logger: quietLogger(), TracerProvider: tp})
 	var bodies [][]byte
 	for i := 0; i < 64; i++ {
 		ns := fmt.Sprintf("ns-%d", i%60)

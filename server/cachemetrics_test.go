@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
@@ -34,11 +32,7 @@ func TestDecisionCacheLookupsCounted(t *testing.T) {
 		{"known", sarJSON("alice", nil, "get", "", "pods", "team-a", "web"), "0", "2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			st := store.NewStore([]string{dir}, nil, quietLogger())
-			if err := st.Load(); err != nil {
-				t.Fatal(err)
-			}
-			s := New(storeAuthorizer(schematest.Schema(), st, nil, engine.EngineOptions{}), Options{Logger: quietLogger()})
+			s := serve(t, serveConfig{schema: schematest.Schema(), paths: []string{dir}})
 			for range 2 {
 				post(t, s, "/v1/authorize", c.review)
 			}

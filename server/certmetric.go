@@ -7,22 +7,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// ObserveServingCertificate exports, as
-// kcedar_serving_certificate_expiry_timestamp_seconds, when the certificate
-// cfg serves now expires: the self-signed one, or the --tls-cert-file one
-// as last reloaded. An alert on it warns before the API server's webhook
-// calls start failing their TLS handshakes. Call it once, with the
-// configuration the listener serves.
-func (s *Server) ObserveServingCertificate(cfg *tls.Config) {
-	s.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+// ServingCertificateExpiry is the metric
+// kcedar_serving_certificate_expiry_timestamp_seconds: when the certificate
+// cfg serves now expires (the self-signed one, or TLSOptions.CertFile as
+// last reloaded). An alert on it warns before the API server's webhook
+// calls start failing their TLS handshakes. Register it once, for the
+// configuration the listener serves:
+//
+//	registry.MustRegister(server.ServingCertificateExpiry(tlsConfig))
+func ServingCertificateExpiry(cfg *tls.Config) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kcedar_serving_certificate_expiry_timestamp_seconds",
-		Help: "When the serving certificate kcedar presents now expires (its NotAfter, Unix seconds; 0 when there is none). It follows reloads of --tls-cert-file.",
+		Help: "When the serving certificate kcedar presents now expires (its NotAfter, Unix seconds; 0 when there is none). It follows reloads of the certificate files.",
 	}, func() float64 {
 		if leaf := servingLeaf(cfg); leaf != nil {
 			return float64(leaf.NotAfter.Unix())
 		}
 		return 0
-	}))
+	})
 }
 
 // servingLeaf is the leaf certificate cfg presents to a client now.

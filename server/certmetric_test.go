@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The expiry metric reports the NotAfter of the certificate the listener
@@ -45,9 +47,9 @@ func TestServingCertificateExpiryMetric(t *testing.T) {
 		{"no certificate", &tls.Config{}, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := New(nil, Options{Logger: slog.New(slog.DiscardHandler)})
-			s.ObserveServingCertificate(c.cfg)
-			families, err := s.metrics.registry.Gather()
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(ServingCertificateExpiry(c.cfg))
+			families, err := reg.Gather()
 			if err != nil {
 				t.Fatal(err)
 			}

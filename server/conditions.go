@@ -6,10 +6,15 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
-	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/cedar"
+	"github.com/kcedar/kcedar/internal/upstream"
 	"github.com/kcedar/kcedar/internal/wire"
+	"github.com/kcedar/kcedar/residual"
 )
 
 var conditionsReviewType = typeMeta{APIVersion: wire.ConditionsReviewVersion, Kind: wire.ConditionsReviewKind}
@@ -19,105 +24,82 @@ type conditionsReviewRequest struct {
 	Request *wire.AuthorizationConditionsRequest `json:"request"`
 }
 
-// handleConditions is the KEP's callback: it evaluates the conditions kcedar
-// returned against the admission data, using nothing but the request.
-func (s *Server) handleConditions(w http.ResponseWriter, r *http.Request) {
+// conditionsHandler answers the KEP's callback: the decision an authorizer
+// returned, evaluated by ev against the admission request.
+func (e *endpoint) conditionsHandler(ev ConditionsEvaluator) http.Handler {
+	e.metrics.countBadRequestsOf("conditions")
+	return e.webhook("conditions", func(w http.ResponseWriter, r *http.Request) { e.serveConditions(w, r, ev) })
+}
+
+func (e *endpoint) serveConditions(w http.ResponseWriter, r *http.Request, ev ConditionsEvaluator) {
 	var review conditionsReviewRequest
-	if !s.decodeWebhook(w, r, "conditions", &review, func() error { return checkType(review.typeMeta, conditionsReviewType) }) {
+	if !e.decodeWebhook(w, r, "conditions", &review, func() error { return checkType(review.typeMeta, conditionsReviewType) }) {
 		return
 	}
 	req := review.Request
 	switch {
 	case req == nil:
-		s.writeError(w, "conditions", badRequest("request is missing"))
+		e.writeError(w, "conditions", badRequest("request is missing"))
 		return
 	case req.UnsupportedConditionSets != nil:
-		s.writeError(w, "conditions", badRequest("request.conditionSets is not a Kubernetes field (an early KEP-5681 proposal): "+
+		e.writeError(w, "conditions", badRequest("request.conditionSets is not a Kubernetes field (an early KEP-5681 proposal): "+
 			"send request.decision and request.admissionRequest, as Kubernetes 1.38 does"))
 		return
 	case req.Decision == nil:
-		s.writeError(w, "conditions", badRequest("request.decision is missing"))
+		e.writeError(w, "conditions", badRequest("request.decision is missing"))
 		return
 	case req.AdmissionRequest == nil:
-		s.writeError(w, "conditions", badRequest("request.admissionRequest is missing"))
-		return
-	}
-	if s.serving == nil {
-		s.conditionsUpstream(w, r, req)
-		return
-	}
-	ev := s.serving.Evaluator()
-	if ev == nil {
-		http.Error(w, "no schema is loaded", http.StatusServiceUnavailable)
+		e.writeError(w, "conditions", badRequest("request.admissionRequest is missing"))
 		return
 	}
 	start := time.Now()
-	v := ev.EvaluateDecision(req.Decision, admissionData(req.AdmissionRequest))
-	resp := renderConditionsResponse(v, req.AdmissionRequest.UID)
-	traceConditions(s.recordingSpan(r.Context()), req, v)
-	s.metrics.decisions.WithLabelValues("conditions", label(v)).Inc()
-	s.metrics.decisionDuration.WithLabelValues("conditions").Observe(time.Since(start).Seconds())
+	details := new(cedar.Details)
+	var t authorizer.Decision
+	var reason string
+	decision, err := upstream.FromWire(req.Decision)
+	if err == nil {
+		t, reason, err = ev.EvaluateConditions(cedar.WithDetails(r.Context(), details), decision, conditionsData(req.AdmissionRequest))
+	} else {
+		t, reason = authorizer.DecisionDeny, "kcedar: malformed decision"
+	}
+	resp := conditionsResponse(t, reason, err, req.AdmissionRequest.UID)
+	label := decisionLabel(t)
+	traceConditions(e.recordingSpan(r.Context()), req, label, details)
+	e.metrics.decisions.WithLabelValues("conditions", label).Inc()
+	e.metrics.decisionDuration.WithLabelValues("conditions").Observe(time.Since(start).Seconds())
 	writeJSON(w, wire.AuthorizationConditionsReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: wire.ConditionsReviewVersion, Kind: wire.ConditionsReviewKind},
 		Response: resp,
 	})
 }
 
-// admissionData extracts what conditions see from an AdmissionRequest.
-func admissionData(a *admissionv1.AdmissionRequest) *engine.AdmissionData {
-	d := &engine.AdmissionData{
-		Operation: string(a.Operation),
-		APIGroup:  a.Resource.Group, APIVersion: a.Resource.Version, Resource: a.Resource.Resource, Subresource: a.SubResource,
-		Namespace: a.Namespace, Name: a.Name,
-		Object: a.Object.Raw, OldObject: a.OldObject.Raw,
-		User: &entities.UserInfo{Name: a.UserInfo.Username, UID: a.UserInfo.UID, Groups: a.UserInfo.Groups},
-	}
+// conditionsData is an AdmissionRequest as the conditions are evaluated
+// against it: its objects as the JSON it carries (runtime.Unknown), read
+// as they came.
+func conditionsData(a *admissionv1.AdmissionRequest) residual.ConditionsRecord {
+	u := &user.DefaultInfo{Name: a.UserInfo.Username, UID: a.UserInfo.UID, Groups: a.UserInfo.Groups}
 	if len(a.UserInfo.Extra) > 0 {
-		d.User.Extra = make(map[string][]string, len(a.UserInfo.Extra))
+		u.Extra = make(map[string][]string, len(a.UserInfo.Extra))
 		for k, v := range a.UserInfo.Extra {
-			d.User.Extra[k] = v
+			u.Extra[k] = v
 		}
 	}
-	return d
+	return residual.ConditionsRecord{
+		Operation:   authorizer.AdmissionOperation(a.Operation),
+		Resource:    schema.GroupVersionResource{Group: a.Resource.Group, Version: a.Resource.Version, Resource: a.Resource.Resource},
+		Subresource: a.SubResource,
+		Kind:        schema.GroupVersionKind{Group: a.Kind.Group, Version: a.Kind.Version, Kind: a.Kind.Kind},
+		Namespace:   a.Namespace, Name: a.Name,
+		Object: rawObject(a.Object.Raw), OldObject: rawObject(a.OldObject.Raw), OperationOptions: rawObject(a.Options.Raw),
+		DryRun:   a.DryRun != nil && *a.DryRun,
+		UserInfo: u,
+	}
 }
 
-var admissionReviewType = typeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}
-
-// handleAdmit is the validating admission webhook that enforces conditions on
-// clusters without conditional authorization (--admission-enforcement).
-func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
-	var review admissionv1.AdmissionReview
-	if !s.decodeWebhook(w, r, "admit", &review, func() error {
-		return checkType(typeMeta{review.APIVersion, review.Kind}, admissionReviewType)
-	}) {
-		return
+// rawObject is raw JSON as an object, nil when there is none.
+func rawObject(raw []byte) runtime.Object {
+	if len(raw) == 0 {
+		return nil
 	}
-	if review.Request == nil {
-		s.writeError(w, "admit", badRequest("request is missing"))
-		return
-	}
-	e := s.engineOr503(w)
-	if e == nil {
-		return
-	}
-	start := time.Now()
-	v := e.Admit(r.Context(), admissionData(review.Request))
-	s.metrics.decisionDuration.WithLabelValues("admit").Observe(time.Since(start).Seconds())
-	s.metrics.decisions.WithLabelValues("admit", label(v)).Inc()
-	traceAdmit(s.recordingSpan(r.Context()), review.Request, v)
-	writeJSON(w, admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: admissionReviewType.APIVersion, Kind: admissionReviewType.Kind},
-		Response: renderAdmissionResponse(v, review.Request.UID)})
-}
-
-// conditionsUpstream answers the callback for an authorizer other than
-// kcedar's.
-func (s *Server) conditionsUpstream(w http.ResponseWriter, r *http.Request, req *wire.AuthorizationConditionsRequest) {
-	start := time.Now()
-	resp := s.evaluateUpstream(r.Context(), req)
-	s.metrics.decisions.WithLabelValues("conditions", string(resp.Decision.Type)).Inc()
-	s.metrics.decisionDuration.WithLabelValues("conditions").Observe(time.Since(start).Seconds())
-	writeJSON(w, wire.AuthorizationConditionsReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: wire.ConditionsReviewVersion, Kind: wire.ConditionsReviewKind},
-		Response: resp,
-	})
+	return &runtime.Unknown{Raw: raw, ContentType: runtime.ContentTypeJSON}
 }

@@ -25,38 +25,52 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
-	"github.com/kcedar/kcedar/internal/schemagen"
+	gen "github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
+	"github.com/kcedar/kcedar/internal/upstream"
 	"github.com/kcedar/kcedar/internal/wire"
+	"github.com/kcedar/kcedar/residual"
 )
 
 const kepTestdata = "testdata/admission"
 
 // kepServer is a KEP-native kcedar (no admission enforcement) over the shared
-// policies, validated against the schema, signing with keys.
-func kepServer(t testing.TB, keys *engine.Keyring) *Server {
+// policies, validated against the schema, signing with keys, and what the
+// one-phase oracle decides with: the schema and the policies.
+type kepServer struct {
+	*served
+	schema   *gen.Schema
+	policies *cedarlang.PolicySet
+}
+
+func newKepServer(t testing.TB, keys *residual.Keyring) *kepServer {
 	t.Helper()
 	schema := embeddedschema.Schema(t)
+	paths := []string{filepath.Join(kepTestdata, "policies.cedar")}
+	s := serve(t, serveConfig{schema: schema, paths: paths, keys: keys})
+	if err := s.source.Ready(); err != nil {
+		t.Fatalf("the shared policies do not load: %v", err)
+	}
 	validator, err := cedarlang.NewSchemaValidator(schema)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := store.NewStore([]string{filepath.Join(kepTestdata, "policies.cedar")}, validator, quietLogger())
-	if err := store.Load(); err != nil {
-		t.Fatalf("the shared policies do not load: %v", err)
+	st := store.NewStore(paths, validator, quietLogger())
+	if err := st.Load(); err != nil {
+		t.Fatal(err)
 	}
-	return New(storeAuthorizer(schema, store, keys, engine.EngineOptions{}), Options{Logger: quietLogger()})
+	return &kepServer{served: s, schema: schema, policies: st.Current()}
 }
 
-func kepKey(id string, b byte) engine.Key {
-	return engine.Key{ID: id, Secret: bytes.Repeat([]byte{b}, engine.MinKeyBytes)}
+func kepKey(id string, b byte) residual.Key {
+	return residual.Key{ID: id, Secret: bytes.Repeat([]byte{b}, engine.MinKeyBytes)}
 }
 
-func kepKeyring(t testing.TB, keys ...engine.Key) *engine.Keyring {
+func kepKeyring(t testing.TB, keys ...residual.Key) *residual.Keyring {
 	t.Helper()
-	kr, err := engine.NewKeyring(keys...)
+	kr, err := residual.NewKeyring(keys...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,16 +306,16 @@ func kepUpstreamReview(t testing.TB, h http.Handler, decision json.RawMessage, c
 
 // kepOnePhase is the answer of Cedar with everything known: the captured
 // request's user, verb, resource, name, namespace and objects.
-func kepOnePhase(t testing.TB, s *Server, a *admissionv1.AdmissionRequest, verb string) string {
+func kepOnePhase(t testing.TB, s *kepServer, a *admissionv1.AdmissionRequest, verb string) string {
 	t.Helper()
-	data := admissionData(a)
+	data := upstream.AdmissionRequestData(a)
 	req := &entities.Request{User: *data.User, Verb: verb, ResourceRequest: true, APIGroup: data.APIGroup, APIVersion: data.APIVersion,
 		Resource: data.Resource, Subresource: data.Subresource, Namespace: data.Namespace, Name: data.Name}
-	target := entities.ResolveTarget(s.serving.Schema(), req)
+	target := entities.ResolveTarget(s.schema, req)
 	if target.Resource == nil {
 		t.Fatalf("%s is not a typed resource", req)
 	}
-	ev := s.serving.Evaluator()
+	ev := &engine.Evaluator{Schema: s.schema, Codec: engine.NewCodec(engine.RandomKeyring())}
 	env, err := ev.Env(target.EntityType, data)
 	if err != nil {
 		t.Fatalf("one-phase environment: %v", err)
@@ -309,10 +323,10 @@ func kepOnePhase(t testing.TB, s *Server, a *admissionv1.AdmissionRequest, verb 
 	ents := env.Entities.(*entities.Entities)
 	ents.Principal = entities.PrincipalEntity(*data.User)
 	in := &oracle.Policies{}
-	for _, p := range s.store.Current().Policies {
+	for _, p := range s.policies.Policies {
 		in.Add(p.ID, p.Compiled())
 	}
-	return oracle.Evaluate(in, ents, ents.Principal.UID, schemagen.ActionUID(verb), ents.Resource.UID).Decision
+	return oracle.Evaluate(in, ents, ents.Principal.UID, gen.ActionUID(verb), ents.Resource.UID).Decision
 }
 
 // kepWantConditions are the conditions kcedar must return for the conditional
@@ -337,7 +351,7 @@ var kepWantConditions = map[string][2][]string{
 // prefixes, kcedar's type, conditions under 1,024 bytes (these captures'
 // conditions are small; upstream takes up to 10,240), descriptions under
 // 1,024 bytes that name the policy's @reason.
-func kepCheckMap(t testing.TB, s *Server, c *kepCase, m *wire.ConditionsMap) {
+func kepCheckMap(t testing.TB, s *kepServer, c *kepCase, m *wire.ConditionsMap) {
 	t.Helper()
 	all := slices.Concat(m.DenyConditions, m.NoOpinionConditions, m.AllowConditions)
 	if len(m.DenyConditions)+len(m.AllowConditions) == 0 || len(all) > wire.MaxConditions {
@@ -347,7 +361,7 @@ func kepCheckMap(t testing.TB, s *Server, c *kepCase, m *wire.ConditionsMap) {
 		t.Errorf("%s: upstream would reject the decision: %v", c.File, err)
 	}
 	byCondition := map[string]*cedarlang.Policy{}
-	for _, p := range s.store.Current().Policies {
+	for _, p := range s.policies.Policies {
 		byCondition[engine.ConditionID(p.ID)] = p
 	}
 	for _, cond := range all {
@@ -382,7 +396,7 @@ func kepCheckMap(t testing.TB, s *Server, c *kepCase, m *wire.ConditionsMap) {
 // the one the real cluster enforced and the one Cedar gives with everything
 // known; a caller that does not handle conditions gets them folded.
 func TestConformanceUpstream(t *testing.T) {
-	s := kepServer(t, kepKeyring(t, kepKey("k1", 1)))
+	s := newKepServer(t, kepKeyring(t, kepKey("k1", 1)))
 	conditional := 0
 	for _, c := range kepSortedCases(t) {
 		for _, verb := range kepVerbs(&c.Request) {
@@ -476,7 +490,7 @@ func TestConformanceUpstream(t *testing.T) {
 // release speaks, are refused with a reason that says what to send instead,
 // never answered.
 func TestConformanceRefusesTheEarlyProposal(t *testing.T) {
-	s := kepServer(t, kepKeyring(t, kepKey("k1", 1)))
+	s := newKepServer(t, kepKeyring(t, kepKey("k1", 1)))
 	c := kepSortedCases(t)[0]
 	var sar map[string]any
 	if err := json.Unmarshal(kepSAR(&c.Request, kepVerbs(&c.Request)[0], kepAllTypes), &sar); err != nil {
@@ -501,7 +515,7 @@ func TestConformanceRefusesTheEarlyProposal(t *testing.T) {
 
 // kepConditional authorizes capture c (with its first verb) on s and
 // returns the ConditionsMap and the decision JSON as kcedar wrote them.
-func kepConditional(t testing.TB, s *Server, c *kepCase) (*wire.ConditionsAwareDecision, json.RawMessage) {
+func kepConditional(t testing.TB, s http.Handler, c *kepCase) (*wire.ConditionsAwareDecision, json.RawMessage) {
 	t.Helper()
 	st := kepAuthorize(t, s, kepSAR(&c.Request, kepVerbs(&c.Request)[0], kepAllTypes))
 	if st.ConditionalDecision == nil {
@@ -527,7 +541,7 @@ func kepMarshal(t testing.TB, v any) json.RawMessage {
 // the right request, with Deny or NoOpinion and the error in the reason:
 // never in evaluationError, which kube-apiserver 1.38 takes for kcedar
 // failing (a 500 instead of the 403 of the decision).
-func kepRefused(t testing.TB, s *Server, decision json.RawMessage, c *kepCase, want wire.DecisionType, errWant string) {
+func kepRefused(t testing.TB, s http.Handler, decision json.RawMessage, c *kepCase, want wire.DecisionType, errWant string) {
 	t.Helper()
 	typ, details := kepUpstreamReview(t, s, decision, c)
 	if typ == wire.DecisionTypeAllow {
@@ -545,7 +559,7 @@ func kepRefused(t testing.TB, s *Server, decision json.RawMessage, c *kepCase, w
 // must be refused (never Allow), with the reason in evaluationError, or be
 // a 4xx when the request itself is malformed.
 func TestConformanceAttacks(t *testing.T) {
-	s := kepServer(t, kepKeyring(t, kepKey("k1", 1)))
+	s := newKepServer(t, kepKeyring(t, kepKey("k1", 1)))
 	cases := kepCases(t)
 	n1, n2, control := cases["create-pod-n1"], cases["create-pod-n2"], cases["create-pod-control"]
 	dN1, rawN1 := kepConditional(t, s, n1)
@@ -600,8 +614,8 @@ func TestConformanceAttacks(t *testing.T) {
 		kepRefused(t, s, withAllow(dN1, edit(allow, func(c *wire.Condition) { c.Condition = "" })), n1, wire.DecisionTypeNoOpinion, "malformed")
 	})
 	t.Run("foreign key", func(t *testing.T) {
-		for name, key := range map[string]engine.Key{"same id, other secret": kepKey("k1", 2), "unknown key id": kepKey("intruder", 1)} {
-			other := kepServer(t, kepKeyring(t, key))
+		for name, key := range map[string]residual.Key{"same id, other secret": kepKey("k1", 2), "unknown key id": kepKey("intruder", 1)} {
+			other := newKepServer(t, kepKeyring(t, key))
 			_, raw := kepConditional(t, other, n1)
 			// Its deny condition does not verify either: Deny (fail closed).
 			t.Run(name, func(t *testing.T) { kepRefused(t, s, raw, n1, wire.DecisionTypeDeny, "not written by kcedar") })
@@ -632,9 +646,16 @@ func TestConformanceAttacks(t *testing.T) {
 		if typ, _ := kepUpstreamReview(t, s, withAllow(dControl, append(dControl.ConditionsMap.AllowConditions, deny)...), control); typ != wire.DecisionTypeDeny {
 			t.Errorf("deny condition also in allowConditions: %s, want Deny", typ)
 		}
-		// And an allow condition moved to noOpinionConditions fails as NoOpinion.
-		m := wire.ConditionsMap{NoOpinionConditions: dN1.ConditionsMap.AllowConditions, AllowConditions: dN1.ConditionsMap.AllowConditions}
-		kepRefused(t, s, kepMarshal(t, wire.ConditionsAwareDecision{Type: wire.DecisionTypeConditionsMap, ConditionsMap: &m}), n1, wire.DecisionTypeNoOpinion, "altered")
+		// An allow condition moved to noOpinionConditions gives NoOpinion:
+		// upstream folds a map of noOpinion conditions only to NoOpinion.
+		m := wire.ConditionsMap{NoOpinionConditions: dN1.ConditionsMap.AllowConditions}
+		if typ, _ := kepUpstreamReview(t, s, kepMarshal(t, wire.ConditionsAwareDecision{Type: wire.DecisionTypeConditionsMap, ConditionsMap: &m}), n1); typ != wire.DecisionTypeNoOpinion {
+			t.Errorf("allow condition moved to noOpinionConditions: %s, want NoOpinion", typ)
+		}
+		// Copied there, beside itself in allowConditions, it is a decision
+		// upstream never builds (one id twice): malformed, Deny.
+		m.AllowConditions = dN1.ConditionsMap.AllowConditions
+		kepRefused(t, s, kepMarshal(t, wire.ConditionsAwareDecision{Type: wire.DecisionTypeConditionsMap, ConditionsMap: &m}), n1, wire.DecisionTypeDeny, "duplicate condition ID")
 	})
 	t.Run("condition id changed", func(t *testing.T) {
 		allow := dN1.ConditionsMap.AllowConditions[0]
@@ -743,7 +764,7 @@ func TestConformanceAttacks(t *testing.T) {
 // are bound to the request they were issued for, so they are refused (the
 // deny condition fails closed: Deny).
 func TestConformanceBinding(t *testing.T) {
-	s := kepServer(t, kepKeyring(t, kepKey("k1", 1)))
+	s := newKepServer(t, kepKeyring(t, kepKey("k1", 1)))
 	n1 := kepCases(t)["create-pod-n1"]
 	_, rawN1 := kepConditional(t, s, n1)
 	if typ, _ := kepUpstreamReview(t, s, rawN1, n1); typ != wire.DecisionTypeAllow {
@@ -778,7 +799,7 @@ func TestConformanceKeyRotation(t *testing.T) {
 	n1, control, update := cases["create-pod-n1"], cases["create-pod-control"], cases["update-cm-owner-kept"]
 	oldKey, newKey := kepKey("old", 1), kepKey("new", 2)
 
-	before := kepServer(t, kepKeyring(t, oldKey))
+	before := newKepServer(t, kepKeyring(t, oldKey))
 	dOld, rawOld := kepConditional(t, before, n1)
 	_, rawOldControl := kepConditional(t, before, control)
 	_, rawOldUpdate := kepConditional(t, before, update) // allow conditions only
@@ -787,7 +808,7 @@ func TestConformanceKeyRotation(t *testing.T) {
 	}
 
 	// A replica restarted with the rotated key file: new key first, old kept.
-	rotated := kepServer(t, kepKeyring(t, newKey, oldKey))
+	rotated := newKepServer(t, kepKeyring(t, newKey, oldKey))
 	if typ, _ := kepUpstreamReview(t, rotated, rawOld, n1); typ != wire.DecisionTypeAllow {
 		t.Fatalf("old-key condition after rotation: %s", typ)
 	}
@@ -807,7 +828,7 @@ func TestConformanceKeyRotation(t *testing.T) {
 
 	// The old key removed.
 	// Then its deny conditions fail closed too: Deny.
-	after := kepServer(t, kepKeyring(t, newKey))
+	after := newKepServer(t, kepKeyring(t, newKey))
 	kepRefused(t, after, rawOld, n1, wire.DecisionTypeDeny, `unknown key "old"`)
 	kepRefused(t, after, rawOldControl, control, wire.DecisionTypeDeny, `unknown key "old"`)
 	kepRefused(t, after, rawOldUpdate, update, wire.DecisionTypeNoOpinion, `unknown key "old"`)
@@ -818,11 +839,11 @@ func TestConformanceKeyRotation(t *testing.T) {
 	// The same on one live server whose key file is reloaded (Keyring.Replace),
 	// after the conditions were evaluated once (and cached).
 	kr := kepKeyring(t, newKey, oldKey)
-	live := kepServer(t, kr)
+	live := newKepServer(t, kr)
 	if typ, _ := kepUpstreamReview(t, live, rawOld, n1); typ != wire.DecisionTypeAllow {
 		t.Fatalf("live server, old key kept: %s", typ)
 	}
-	if err := kr.Replace([]engine.Key{newKey}); err != nil {
+	if err := kr.Rotate(newKey); err != nil {
 		t.Fatal(err)
 	}
 	kepRefused(t, live, rawOld, n1, wire.DecisionTypeDeny, `unknown key "old"`)
@@ -834,7 +855,7 @@ func TestConformanceKeyRotation(t *testing.T) {
 	// from then on verifies (no condition signed with the old secret is
 	// served from a cache), and what was signed before does not.
 	_, rawUpdateNew := kepConditional(t, live, update)
-	if err := kr.Replace([]engine.Key{kepKey("new", 3)}); err != nil {
+	if err := kr.Rotate(kepKey("new", 3)); err != nil {
 		t.Fatal(err)
 	}
 	_, rawUpdateResecret := kepConditional(t, live, update)

@@ -11,8 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
@@ -59,7 +58,7 @@ type DecisionRecord struct {
 	Errors      []string  `json:"errors,omitempty"`
 	// Audit are the audit policies that would have changed the decision
 	// (each with its would-be decision); such a line is never sampled out.
-	Audit []engine.AuditReport `json:"audit,omitempty"`
+	Audit []cedar.AuditReport `json:"audit,omitempty"`
 	// Refusal is why kcedar's webhook refused a write of a policy object
 	// (invalid, duplicate-id, escalation, too-many-checks, check-failed);
 	// such a line has Decision "Deny" and the refusal message in Errors.
@@ -97,31 +96,31 @@ func (l *DecisionLog) Log(rec DecisionRecord) {
 	l.mu.Unlock()
 }
 
-// logDecision is the hook handleAuthorize calls: the decision, the answer
-// rendered for the caller (its label and any conditions sent) and the
-// generation of the set that decided, and the audit findings.
-func (s *Server) logDecision(req *entities.Request, answer sarAnswer, audit []engine.AuditReport, generation uint64, took time.Duration) {
-	if s.decisionLog == nil {
+// logDecision logs a SubjectAccessReview's decision: the review, the
+// answer rendered for the caller (its label and any conditions sent), and
+// what the authorizer's Details say (the deciding policies, errors, audit
+// findings, the generation of the set that decided).
+func (e *endpoint) logDecision(spec *wire.SubjectAccessReviewSpec, answer sarAnswer, details *cedar.Details, took time.Duration) {
+	if e.decisionLog == nil {
 		return
 	}
-	d, status := answer.Decision, answer.Status
-	rec := DecisionRecord{Time: s.decisionLog.now().UTC(), User: req.User.Name, Groups: req.User.Groups, Verb: req.Verb,
-		APIGroup: req.APIGroup, Resource: req.Resource, Subresource: req.Subresource, Namespace: req.Namespace, Name: req.Name, Path: req.Path,
-		Decision: answer.Label, LatencyUS: took.Microseconds(), Generation: generation, Audit: audit}
-	for _, e := range d.Errors() {
-		rec.Errors = append(rec.Errors, e.Error())
+	rec := DecisionRecord{Time: e.decisionLog.now().UTC(), User: spec.User, Groups: spec.Groups,
+		Decision: answer.Label, LatencyUS: took.Microseconds(), Generation: details.Generation, Audit: details.Audit,
+		Policies: details.Policies, Errors: details.Errors}
+	if ra := spec.ResourceAttributes; ra != nil {
+		rec.Verb, rec.APIGroup, rec.Resource, rec.Subresource = ra.Verb, ra.Group, ra.Resource, ra.Subresource
+		rec.Namespace, rec.Name = decidedName(ra)
+	} else if na := spec.NonResourceAttributes; na != nil {
+		rec.Verb, rec.Path = na.Verb, na.Path
 	}
-	for _, p := range d.Policies() {
-		rec.Policies = append(rec.Policies, p.ID)
-	}
-	if d := status.ConditionalDecision; d != nil && d.ConditionsMap != nil {
+	if d := answer.Status.ConditionalDecision; d != nil && d.ConditionsMap != nil {
 		for _, list := range [][]wire.Condition{d.ConditionsMap.DenyConditions, d.ConditionsMap.NoOpinionConditions, d.ConditionsMap.AllowConditions} {
 			for _, c := range list {
 				rec.Conditions = append(rec.Conditions, c.ID)
 			}
 		}
 	}
-	s.decisionLog.Log(rec)
+	e.decisionLog.Log(rec)
 }
 
 // warnLimited logs at WARN, at most a few times a second across the server

@@ -4,18 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"github.com/kcedar/kcedar/internal/engine"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/kcedar/kcedar/internal/store"
-	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
 type syncBuffer struct {
@@ -44,17 +38,12 @@ func (s *syncBuffer) records(t *testing.T) []DecisionRecord {
 	return out
 }
 
-func logServer(t *testing.T, log *DecisionLog) *Server {
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "p.cedar"), []byte(`
+func logServer(t *testing.T, log *DecisionLog) *served {
+	s, _ := serveText(t, `
 @id("alice-pods") permit(principal == k8s::User::"alice", action, resource is core::pods);
 @id("no-secrets") forbid(principal == k8s::User::"mallory", action, resource is core::secrets);
-`), 0o644)
-	store := store.NewStore([]string{dir}, nil, quietLogger())
-	if err := store.Load(); err != nil {
-		t.Fatal(err)
-	}
-	return New(storeAuthorizer(schematest.Schema(), store, nil, engine.EngineOptions{}), Options{Logger: quietLogger(), DecisionLog: log})
+`, serveConfig{server: Options{DecisionLog: log}})
+	return s
 }
 
 // Every deny is logged with its fields; allows are sampled.
@@ -105,7 +94,7 @@ func TestDecisionLogRateLimit(t *testing.T) {
 
 func TestUnauthenticatedIsWarned(t *testing.T) {
 	var logs syncBuffer
-	srv := New(storeAuthorizer(schematest.Schema(), store.NewStore(nil, nil, quietLogger()), nil, engine.EngineOptions{}), Options{Logger: newJSONLogger(&logs), RequireClientCert: true})
+	srv, _ := serveText(t, `permit(principal, action, resource);`, serveConfig{server: Options{Logger: newJSONLogger(&logs), RequireClientCert: true}})
 	for i := 0; i < 50; i++ {
 		rec := httptest.NewRecorder()
 		srv.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/authorize", strings.NewReader("{}")))

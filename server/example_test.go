@@ -25,7 +25,11 @@ when { resource.namespace == "dev" };`
 	if err != nil {
 		log.Fatal(err)
 	}
-	ts := httptest.NewTLSServer(server.New(authz, server.Options{}))
+	srv, err := server.New(authz, server.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ts := httptest.NewTLSServer(srv)
 	defer ts.Close()
 
 	review := `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview",

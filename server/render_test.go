@@ -1,18 +1,16 @@
 package server
 
 import (
-	"context"
-	"os"
-	"path/filepath"
+	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
-	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
-	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
@@ -21,29 +19,28 @@ import (
 // has nothing for admission to enforce: it folds to Deny, as for a caller
 // that cannot take conditions, never to an answer that is neither.
 func TestAdmissionEnforcedWithoutAllowConditionsDenies(t *testing.T) {
-	ps := mustPolicies(t, `
-@id("bob-n1") permit(principal == k8s::User::"bob", action == k8s::Action::"create", resource is core::pods)
+	permit := `@id("bob-n1") permit(principal == k8s::User::"bob", action == k8s::Action::"create", resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };
-@id("not-n2") forbid(principal, action == k8s::Action::"create", resource is core::pods)
-when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n2" };
-`)
-	az := engine.NewEngine(schematest.Schema(), ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
-	req := resReq("bob", nil, "create", "", "pods", "", "a", "")
-	d := az.Authorize(context.Background(), req)
-	if len(d.DenyConditions()) != 1 || len(d.AllowConditions()) != 1 {
-		t.Fatalf("want one deny and one allow condition, got %v", d)
+`
+	forbid := func(i int) string {
+		return fmt.Sprintf(`@id("not-n%d") forbid(principal, action == k8s::Action::"create", resource is core::pods)
+when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "x%d" };
+`, i, i)
 	}
-	caller := sarCaller{AdmissionEnforced: true}
-	if a := renderSubjectAccessReview(az, d, req, caller); !a.Status.Allowed || a.Label != labelConditionalAllow {
-		t.Fatalf("with both conditions: %+v, want an enforced allow", a)
+	enforcing := serveConfig{server: Options{AdmissionEnforcer: enforced, AdmissionWebhookSees: func(string, []string) bool { return true }, AggregatedAPI: noneAggregated}}
+	one, _ := serveText(t, permit+forbid(0), enforcing)
+	body := sarBody("bob", nil, "create", "pods", "a", false)
+	if st := sarStatus(t, one, body); !st.Allowed || st.Denied {
+		t.Fatalf("one deny and one allow condition: %+v, want an enforced allow", st)
 	}
-	full := engine.Conditional(slices.Repeat(d.DenyConditions(), wire.MaxConditions), d.AllowConditions(), nil)
-	if enc := az.Encode(full, engine.RequestBinding(req)); enc.Type != wire.DecisionTypeConditionsMap || len(enc.ConditionsMap.AllowConditions) != 0 {
-		t.Fatalf("want deny conditions only, got %+v", enc)
+	var many strings.Builder
+	many.WriteString(permit)
+	for i := range wire.MaxConditions {
+		many.WriteString(forbid(i))
 	}
-	a := renderSubjectAccessReview(az, full, req, caller)
-	if !a.Status.Denied || a.Status.Allowed || a.Label != engine.DecisionDeny.String() {
-		t.Fatalf("deny conditions only: %+v, want Deny", a)
+	full, _ := serveText(t, many.String(), enforcing)
+	if st := sarStatus(t, full, body); !st.Denied || st.Allowed {
+		t.Fatalf("deny conditions only: %+v, want Deny", st)
 	}
 }
 
@@ -55,15 +52,15 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 // gives without admission enforcement, and so does a review that asks for
 // unconditional rights only (the escalation check's).
 func TestAdmissionEnforcedOnlyWhereTheWebhookSees(t *testing.T) {
-	ps := mustPolicies(t, `
+	policies := `
 @id("pods-on-safe") permit(principal == k8s::User::"lead", action in [k8s::Action::"create", k8s::Action::"get"], resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "safe" };
 @id("ops-webhooks") permit(principal in k8s::Group::"ops", action == k8s::Action::"delete", resource is io::k8s::admissionregistration::validatingwebhookconfigurations)
 unless { resource has oldObject && resource.oldObject.metadata has name && resource.oldObject.metadata.name like "kcedar*" };
 @id("ops-secrets") permit(principal in k8s::Group::"ops", action in [k8s::Action::"delete", k8s::Action::"get"], resource is core::secrets)
 unless { resource has oldObject && resource.oldObject.metadata has labels && resource.oldObject.metadata.labels.hasTag("protected") };
-`)
-	az := engine.NewEngine(embeddedschema.Schema(t), ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+`
+	az := engine.NewEngine(embeddedschema.Schema(t), mustPolicies(t, policies), engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
 	lead, ops := "lead", "mallory"
 	// A validatingwebhookconfigurations/status update is exempt too: the
 	// exemption is by kind.
@@ -88,26 +85,41 @@ unless { resource has oldObject && resource.oldObject.metadata has labels && res
 	}
 	cases := []struct {
 		name  string
-		req   *entities.Request
+		body  string
 		allow bool
 	}{
-		{"create pods: admission sees it", resReq(lead, nil, "create", "", "pods", "", "a", ""), true},
-		{"delete secrets: admission sees it", resReq(ops, []string{"ops"}, "delete", "", "secrets", "", "a", "s"), true},
-		{"delete a webhook configuration: no webhook sees it", resReq(ops, []string{"ops"}, "delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", "kcedar-conditions"), false},
+		{"create pods: admission sees it", sarJSON(lead, nil, "create", "", "pods", "a", ""), true},
+		{"delete secrets: admission sees it", sarJSON(ops, []string{"ops"}, "delete", "", "secrets", "a", "s"), true},
+		{"delete a webhook configuration: no webhook sees it", sarJSON(ops, []string{"ops"}, "delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "kcedar-conditions"), false},
 	}
+	s, _ := serveText(t, policies, serveConfig{schema: embeddedschema.Schema(t),
+		server: Options{AdmissionEnforcer: enforced, AdmissionWebhookSees: func(string, []string) bool { return true }, AggregatedAPI: noneAggregated}})
 	for _, tc := range cases {
-		d := az.Authorize(context.Background(), tc.req)
-		if !d.IsConditional() {
-			t.Fatalf("%s: %v, want a conditional decision to render", tc.name, d)
+		if st := sarStatus(t, s, tc.body); st.Allowed != tc.allow || st.Denied {
+			t.Errorf("%s: %+v, want allowed %v", tc.name, st, tc.allow)
 		}
-		a := authorizeSubjectAccessReview(context.Background(), az, tc.req, sarCaller{AdmissionEnforced: true, MayBeAggregated: noneAggregated}, nil)
-		if a.Status.Allowed != tc.allow {
-			t.Errorf("%s: allowed=%v (%s), want %v", tc.name, a.Status.Allowed, a.Label, tc.allow)
+		var strict map[string]any
+		if err := json.Unmarshal([]byte(tc.body), &strict); err != nil {
+			t.Fatal(err)
 		}
-		strict := *tc.req
-		strict.UnconditionalOnly = true
-		if a := authorizeSubjectAccessReview(context.Background(), az, &strict, sarCaller{AdmissionEnforced: true, MayBeAggregated: noneAggregated, Upstream: true}, nil); a.Status.Allowed || a.Status.ConditionalDecision != nil {
-			t.Errorf("%s, unconditional rights only: %+v, want the folded decision", tc.name, a)
+		spec := strict["spec"].(map[string]any)
+		// The decision is conditional, as a caller taking conditions sees.
+		spec["authorizationOptions"] = map[string]any{"handledDecisionTypes": []string{"Allow", "Deny", "NoOpinion", "ConditionsMap", "Union"}}
+		if b, _ := json.Marshal(strict); sarStatus(t, s, string(b)).ConditionalDecision == nil {
+			t.Fatalf("%s: not conditional, nothing to enforce", tc.name)
+		}
+		delete(spec, "authorizationOptions")
+		// A review asking for unconditional rights only (the escalation
+		// check's) gets the folded decision, from any caller.
+		spec["extra"] = map[string]any{entities.UnconditionalOnlyExtra: []string{"true"}}
+		for _, handles := range []bool{false, true} {
+			if handles {
+				spec["authorizationOptions"] = map[string]any{"handledDecisionTypes": []string{"Allow", "Deny", "NoOpinion", "ConditionsMap", "Union"}}
+			}
+			b, _ := json.Marshal(strict)
+			if st := sarStatus(t, s, string(b)); st.Allowed || st.ConditionalDecision != nil {
+				t.Errorf("%s, unconditional rights only (conditions taken: %v): %+v, want the folded decision", tc.name, handles, st)
+			}
 		}
 	}
 }
@@ -123,43 +135,45 @@ func noneAggregated(string, string) bool { return false }
 // conditions: NoOpinion, or Deny where a deny condition may hold. The same
 // request on a group version kube-apiserver serves itself is allowed.
 func TestAdmissionEnforcedFoldsOnAggregatedAPIs(t *testing.T) {
-	ps := mustPolicies(t, `
+	policies := `
 @id("lead-deployments") permit(principal == k8s::User::"lead", action == k8s::Action::"create", resource is apps::deployments)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has replicas && resource.object.v1.spec.replicas < 5 };
 @id("lead-pods") permit(principal == k8s::User::"lead", action == k8s::Action::"create", resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "safe" };
 @id("no-control-plane") forbid(principal, action == k8s::Action::"create", resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "control" };
-`)
-	az := engine.NewEngine(embeddedschema.Schema(t), ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
-	deployments := resReq("lead", nil, "create", "apps", "deployments", "", "a", "")
-	deployments.APIVersion = "v1"
-	pods := resReq("lead", nil, "create", "", "pods", "", "a", "")
-	pods.APIVersion = "v1"
-	appsAggregated := func(group, version string) bool { return group == "apps" && (version == "v1" || version == "" || version == "*") }
+`
+	review := func(group, resource string) string {
+		b, _ := json.Marshal(map[string]any{"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": map[string]any{
+			"user": "lead", "resourceAttributes": map[string]any{"verb": "create", "group": group, "version": "v1", "resource": resource, "namespace": "a"}}})
+		return string(b)
+	}
+	deployments, pods := review("apps", "deployments"), review("", "pods")
+	appsAggregated := func(group, version string) bool {
+		return group == "apps" && (version == "v1" || version == "" || version == "*")
+	}
 	notSynced := func(string, string) bool { return true } // webhooks.APIServices before its informer synced
 	cases := []struct {
 		name       string
-		req        *entities.Request
+		body       string
 		aggregated func(group, version string) bool
 		want       string
 	}{
 		{"apps/v1 served by kube-apiserver", deployments, noneAggregated, labelConditionalAllow},
-		{"apps/v1 served by an aggregated API server", deployments, appsAggregated, engine.DecisionNoOpinion.String()},
-		{"the APIServices not listed yet", deployments, notSynced, engine.DecisionNoOpinion.String()},
-		{"no APIService view at all", deployments, nil, engine.DecisionNoOpinion.String()},
+		{"apps/v1 served by an aggregated API server", deployments, appsAggregated, "NoOpinion"},
+		{"the APIServices not listed yet", deployments, notSynced, "NoOpinion"},
+		{"no APIService view at all", deployments, nil, "NoOpinion"},
 		{"core/v1 beside an aggregated apps", pods, appsAggregated, labelConditionalAllow},
-		{"core/v1 with a deny condition, not listed yet", pods, notSynced, engine.DecisionDeny.String()},
+		{"core/v1 with a deny condition, not listed yet", pods, notSynced, "Deny"},
 	}
 	for _, tc := range cases {
-		d := az.Authorize(context.Background(), tc.req)
-		if !d.IsConditional() {
-			t.Fatalf("%s: %v, want a conditional decision to render", tc.name, d)
-		}
-		caller := sarCaller{AdmissionEnforced: true, MayBeAggregated: tc.aggregated}
-		a := authorizeSubjectAccessReview(context.Background(), az, tc.req, caller, nil)
-		if a.Label != tc.want || a.Status.Allowed != (tc.want == labelConditionalAllow) || a.Status.Denied != (tc.want == engine.DecisionDeny.String()) {
-			t.Errorf("%s: %s (allowed=%v denied=%v), want %s", tc.name, a.Label, a.Status.Allowed, a.Status.Denied, tc.want)
+		var buf syncBuffer
+		s, _ := serveText(t, policies, serveConfig{schema: embeddedschema.Schema(t), server: Options{DecisionLog: NewDecisionLog(&buf, 1, 1e6, 1e6),
+			AdmissionEnforcer: enforced, AdmissionWebhookSees: func(string, []string) bool { return true }, AggregatedAPI: tc.aggregated}})
+		st := sarStatus(t, s, tc.body)
+		recs := buf.records(t)
+		if len(recs) != 1 || recs[0].Decision != tc.want || st.Allowed != (tc.want == labelConditionalAllow) || st.Denied != (tc.want == "Deny") {
+			t.Errorf("%s: %+v, logged %+v, want %s", tc.name, st, recs, tc.want)
 		}
 	}
 }
@@ -186,19 +200,10 @@ func resReq(user string, groups []string, verb, group, resource, sub, ns, name s
 // for a user the verified webhook sees (Options.AdmissionWebhookSees): its
 // matchConditions leave some identities out, whose writes it never checks.
 func TestAdmissionEnforcedOnlyForUsersTheWebhookSees(t *testing.T) {
-	dir := t.TempDir()
 	policy := `@id("pods-on-safe") permit(principal, action == k8s::Action::"create", resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "safe" };`
-	if err := os.WriteFile(filepath.Join(dir, "p.cedar"), []byte(policy), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	st := store.NewStore([]string{dir}, nil, quietLogger())
-	if err := st.Load(); err != nil {
-		t.Fatal(err)
-	}
 	seen := func(user string, groups []string) bool { return !slices.Contains(groups, "system:masters") }
-	s := New(storeAuthorizer(schematest.Schema(), st, nil, engine.EngineOptions{}), Options{Logger: quietLogger(),
-		AdmissionEnforcement: true, AdmissionWebhookSees: seen, AggregatedAPI: func(string, string) bool { return false }})
+	s, _ := serveText(t, policy, serveConfig{server: Options{AdmissionEnforcer: enforced, AdmissionWebhookSees: seen, AggregatedAPI: noneAggregated}})
 	for _, tc := range []struct {
 		groups []string
 		allow  bool

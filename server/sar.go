@@ -1,11 +1,16 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"time"
 
-	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/entities"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
@@ -26,56 +31,110 @@ type sarResponse struct {
 	Status     wire.SubjectAccessReviewStatus `json:"status"`
 }
 
-// handleAuthorize answers a SubjectAccessReview: decode, map to a request,
-// one call to the engine, which decides and renders the answer for what the
-// caller takes; then metrics, the decision log and the response.
-func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
+// sarHandler answers SubjectAccessReviews with one authorizer, whatever it
+// is: kcedar's, a union holding it, a decorator.
+type sarHandler struct {
+	*endpoint
+	authz    authorizer.Authorizer
+	enforcer AdmissionEnforcer // nil: no admission enforcement
+	// webhookSees: the admission webhook that enforces conditional allows
+	// sees the user's writes.
+	webhookSees func(username string, groups []string) bool
+	// aggregated: a group version may be served by an aggregated API
+	// server, whose requests kube-apiserver's admission never sees.
+	aggregated func(group, version string) bool
+}
+
+func (e *endpoint) sarHandler(authz authorizer.Authorizer, opts Options) http.Handler {
+	h := &sarHandler{endpoint: e, authz: authz, enforcer: opts.AdmissionEnforcer, webhookSees: opts.AdmissionWebhookSees, aggregated: opts.AggregatedAPI}
+	if h.webhookSees == nil {
+		h.webhookSees = func(string, []string) bool { return false }
+	}
+	if h.aggregated == nil {
+		h.aggregated = func(string, string) bool { return true }
+	}
+	e.metrics.countBadRequestsOf("authorize")
+	return e.webhook("authorize", h.serve)
+}
+
+// review is one SubjectAccessReview in the handler: the attributes handed
+// to the authorizer, their user, and the Details the authorizer fills, in
+// one allocation.
+type review struct {
+	attrs   authorizer.AttributesRecord
+	user    user.DefaultInfo
+	details cedar.Details
+}
+
+// serve answers a SubjectAccessReview: decode, the review as attributes,
+// one call to the authorizer for what the caller takes, the answer
+// rendered; then metrics, the decision log, the trace and the response.
+func (h *sarHandler) serve(w http.ResponseWriter, r *http.Request) {
 	var sar sarRequest
-	if !s.decodeWebhook(w, r, "authorize", &sar, func() error { return checkType(sar.typeMeta, sarType) }) {
+	if !h.decodeWebhook(w, r, "authorize", &sar, func() error { return checkType(sar.typeMeta, sarType) }) {
 		return
 	}
-	if sar.Spec.UnsupportedConditionalAuthorization != nil {
-		s.writeError(w, "authorize", badRequest("spec.conditionalAuthorization is not a Kubernetes field (an early KEP-5681 proposal): "+
+	spec := &sar.Spec
+	if spec.UnsupportedConditionalAuthorization != nil {
+		h.writeError(w, "authorize", badRequest("spec.conditionalAuthorization is not a Kubernetes field (an early KEP-5681 proposal): "+
 			"ask for conditions with spec.authorizationOptions.handledDecisionTypes [Allow, Deny, NoOpinion, ConditionsMap, Union], as Kubernetes 1.38 does"))
 		return
 	}
-	req, err := entities.RequestFromSAR(&sar.Spec.SubjectAccessReviewSpec)
-	if err != nil {
-		s.writeError(w, "authorize", badRequest("invalid SubjectAccessReview: %v", err))
+	if err := checkSpec(&spec.SubjectAccessReviewSpec); err != nil {
+		h.writeError(w, "authorize", badRequest("invalid SubjectAccessReview: %v", err))
 		return
 	}
-	if s.serving == nil {
-		s.authorizeUpstream(r.Context(), w, &sar.Spec, req)
-		return
-	}
-	e := s.engineOr503(w)
-	if e == nil {
-		return
-	}
-	span := s.recordingSpan(r.Context())
-	stats := new(engine.Stats)
+	rv := new(review)
+	setAttributes(&rv.attrs, &rv.user, &spec.SubjectAccessReviewSpec)
+	ctx := cedar.WithDetails(r.Context(), &rv.details)
 	start := time.Now()
-	answer := authorizeSubjectAccessReview(r.Context(), e, req, s.sarCaller(&sar.Spec), stats)
-	s.metrics.authorizeDuration().Observe(time.Since(start).Seconds())
-	s.metrics.authorizeDecisions.get(answer.Label).Inc()
-	s.metrics.observeCache(stats.Cache)
-	audit := engine.AuditReports(answer.Decision)
-	for _, a := range audit {
-		s.metrics.auditDecisions.WithLabelValues(a.Effect, a.Would).Inc()
+	answer, err := h.decide(ctx, &rv.attrs, spec, &rv.details)
+	if errors.Is(err, cedar.ErrNotLoaded) {
+		// 503, not a Deny: the API server retries, and caches nothing.
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
 	}
-	s.logDecision(req, answer, audit, e.Generation(), time.Since(start))
-	traceAuthorize(span, req, answer, stats, e.Generation())
+	took := time.Since(start)
+	h.metrics.authorizeDuration().Observe(took.Seconds())
+	h.metrics.authorizeDecisions.get(answer.Label).Inc()
+	h.metrics.observeCache(rv.details.Cache)
+	for _, a := range rv.details.Audit {
+		h.metrics.auditDecisions.WithLabelValues(a.Effect, a.Would).Inc()
+	}
+	h.logDecision(spec, answer, &rv.details, took)
+	traceAuthorize(h.recordingSpan(r.Context()), spec, answer, &rv.details)
 	writeSARResponse(w, answer.Status)
 }
 
-// sarCaller is what the caller of spec can take. Conditions go only to a
-// caller that handles every decision type of conditional authorization, as
-// upstream requires (k8s.io/api authorization/v1
-// SupportsConditionalAuthorization).
-func (s *Server) sarCaller(spec *wire.SubjectAccessReviewSpec) sarCaller {
-	return sarCaller{
-		Upstream:          spec.AuthorizationOptions.SupportsConditions(),
-		AdmissionEnforced: s.enforce && s.webhookSees(spec.User, spec.Groups),
-		MayBeAggregated:   s.aggregated,
+// decide asks the authorizer what the caller of spec takes: the decision
+// with its conditions for a caller that handles every decision type of
+// conditional authorization (upstream requires it: k8s.io/api
+// authorization/v1 SupportsConditionalAuthorization); with admission
+// enforcement, the enforced decision for a user the webhook sees, on a
+// group version the API server serves itself; else the unconditional
+// decision. The error is the authorizer's, for a decision it could not
+// make.
+func (h *sarHandler) decide(ctx context.Context, attrs authorizer.Attributes, spec *wire.SubjectAccessReviewSpec, details *cedar.Details) (sarAnswer, error) {
+	if spec.AuthorizationOptions.SupportsConditions() {
+		d := h.authz.ConditionsAwareAuthorize(ctx, attrs)
+		return conditionsAnswer(d), d.Error()
 	}
+	var t authorizer.Decision
+	var reason string
+	var err error
+	if h.enforcer != nil && h.webhookSees(spec.User, spec.Groups) && !h.aggregated(attrs.GetAPIGroup(), attrs.GetAPIVersion()) {
+		var enforced bool
+		if t, reason, enforced, err = h.enforcer.AuthorizeEnforced(ctx, attrs); enforced && err == nil {
+			return enforcedAnswer(reason), nil
+		}
+	} else {
+		t, reason, err = h.authz.Authorize(ctx, attrs)
+	}
+	// A policy's evaluation error is part of kcedar's decision (Details),
+	// not an error of the authorizer.
+	evaluationError := strings.Join(details.Errors, "; ")
+	if err != nil {
+		evaluationError = err.Error()
+	}
+	return plainAnswer(t, reason, evaluationError), err
 }

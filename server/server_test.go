@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/kcedar/kcedar/internal/engine"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,24 +18,17 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-
-	"github.com/kcedar/kcedar/internal/store"
-	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func newTestServer(t testing.TB, policies string) (*Server, string) {
+func newTestServer(t testing.TB, policies string) (*served, string) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "p.cedar"), []byte(policies), 0o644); err != nil {
+	s, dir := serveText(t, policies, serveConfig{})
+	if err := s.source.Ready(); err != nil {
 		t.Fatal(err)
 	}
-	store := store.NewStore([]string{dir}, nil, quietLogger())
-	if err := store.Load(); err != nil {
-		t.Fatal(err)
-	}
-	return New(storeAuthorizer(schematest.Schema(), store, nil, engine.EngineOptions{}), Options{Logger: quietLogger()}), dir
+	return s, dir
 }
 
 func sarJSON(user string, groups []string, verb, group, resource, ns, name string) string {
@@ -139,11 +131,9 @@ func TestBadInputNeverAllows(t *testing.T) {
 }
 
 func TestReadyzAndMetrics(t *testing.T) {
-	dir := t.TempDir()
+	s, dir := serveText(t, `permit(principal, action, resource) garbage`, serveConfig{})
 	file := filepath.Join(dir, "p.cedar")
-	os.WriteFile(file, []byte(`permit(principal, action, resource) garbage`), 0o644)
-	store := store.NewStore([]string{dir}, nil, quietLogger())
-	s := New(storeAuthorizer(schematest.Schema(), store, nil, engine.EngineOptions{}), Options{Logger: quietLogger()})
+	store := s.source
 	if err := store.Load(); err == nil {
 		t.Fatal("invalid policies loaded")
 	}
@@ -169,7 +159,7 @@ func TestReadyzAndMetrics(t *testing.T) {
 	if err := store.Load(); err == nil || !strings.Contains(err.Error(), `"all"`) {
 		t.Fatalf("duplicate id: %v", err)
 	}
-	goodHash := store.Hash()
+	goodHash := store.Status().Hash
 	// The same bad content read again (every poll) counts once.
 	for i := 0; i < 3; i++ {
 		_ = store.Load()
@@ -214,7 +204,7 @@ func TestReadyzAndMetrics(t *testing.T) {
 		t.Fatalf("readyz after the fix: %d %s", rec.Code, rec.Body)
 	}
 	metrics = get("/metrics").Body.String()
-	if !strings.Contains(metrics, `kcedar_policy_set_info{hash="`+store.Hash()+`"} 1`) || strings.Count(metrics, "kcedar_policy_set_info{") != 1 || store.Hash() == goodHash {
+	if !strings.Contains(metrics, `kcedar_policy_set_info{hash="`+store.Status().Hash+`"} 1`) || strings.Count(metrics, "kcedar_policy_set_info{") != 1 || store.Status().Hash == goodHash {
 		t.Errorf("set info after the fix:\n%s", grepLines(metrics, "kcedar_policy_set_info"))
 	}
 	if !strings.Contains(metrics, `kcedar_policy_reloads_total{status="success"} 2`) || !strings.Contains(metrics, "kcedar_policy_load_error 0") {
@@ -285,14 +275,14 @@ func TestReloadUnderLoad(t *testing.T) {
 		if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.store.Load(); err != nil {
+		if err := s.source.Load(); err != nil {
 			t.Fatalf("valid set refused: %v", err)
 		}
 		reloads++
 		if err := os.WriteFile(file, []byte(invalid[i%len(invalid)]), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.store.Load(); err == nil {
+		if err := s.source.Load(); err == nil {
 			t.Fatal("invalid set accepted")
 		}
 		// The valid set keeps deciding after the invalid edit.
@@ -311,7 +301,7 @@ func TestReloadUnderLoad(t *testing.T) {
 
 func TestPanicNeverReachesClient(t *testing.T) {
 	s, _ := newTestServer(t, `permit(principal, action, resource);`)
-	s.mux.HandleFunc("POST /boom", func(http.ResponseWriter, *http.Request) { panic("boom") })
+	s.Server.mux.HandleFunc("POST /boom", func(http.ResponseWriter, *http.Request) { panic("boom") })
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/boom", bytes.NewReader(nil)))
 	if rec.Code != 500 || strings.Contains(rec.Body.String(), "allowed") {

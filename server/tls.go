@@ -25,10 +25,9 @@ type TLSOptions struct {
 	ClientCAFile      string // when set, clients must present a certificate it signed
 	WriteCA           string // without CertFile: write the self-signed CA here
 	Hosts             []string
-	// Context, if set, reloads the certificate files on file system events
-	// and every Interval (internal/lib/watch) until it ends; otherwise they are
-	// checked on handshakes, at most once a second.
-	Context  context.Context
+	// Interval is how often ConfigWriteCALater's watch reads the
+	// certificate files when no file system event says they changed (0:
+	// every 2 seconds).
 	Interval time.Duration
 
 	// now, if set, is the clock of the handshake checks (time.Now if nil):
@@ -37,10 +36,11 @@ type TLSOptions struct {
 }
 
 // Config builds the TLS configuration, writing the self-signed CA (WriteCA)
-// at once. A server should use ConfigWriteCALater and write the CA once its
-// listener is bound.
+// at once; the certificate files are read again on handshakes, at most once
+// a second. A server should use ConfigWriteCALater.
 func (o TLSOptions) Config(logger *slog.Logger) (*tls.Config, error) {
-	cfg, writeCA, err := o.ConfigWriteCALater(logger)
+	writeCA := func() error { return nil }
+	cfg, err := o.config(nil, logger, &writeCA)
 	if err != nil {
 		return nil, err
 	}
@@ -50,21 +50,26 @@ func (o TLSOptions) Config(logger *slog.Logger) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// ConfigWriteCALater builds the TLS configuration and returns the function
-// that writes the self-signed CA to WriteCA (a no-op otherwise). Call it after
-// the listener is bound: a client waiting for the CA file then never finds a
-// CA for a server that could not start (port taken).
-func (o TLSOptions) ConfigWriteCALater(logger *slog.Logger) (*tls.Config, func() error, error) {
+// ConfigWriteCALater builds the TLS configuration, with the certificate
+// files watched (file system events, and a read every Interval) until ctx
+// ends, and returns the function that writes the self-signed CA to WriteCA
+// (a no-op otherwise). Call it after the listener is bound: a client
+// waiting for the CA file then never finds a CA for a server that could not
+// start (port taken).
+func (o TLSOptions) ConfigWriteCALater(ctx context.Context, logger *slog.Logger) (*tls.Config, func() error, error) {
 	writeCA := func() error { return nil }
-	cfg, err := o.config(logger, &writeCA)
+	start := func(reload func()) { watch.Start(ctx, []string{o.CertFile, o.KeyFile}, o.Interval, logger, reload) }
+	cfg, err := o.config(start, logger, &writeCA)
 	return cfg, writeCA, err
 }
 
-func (o TLSOptions) config(logger *slog.Logger, writeCA *func() error) (*tls.Config, error) {
+// config builds the configuration; watch, if set, starts the watch of the
+// certificate files that calls reload, else they are checked on handshakes.
+func (o TLSOptions) config(watch func(reload func()), logger *slog.Logger, writeCA *func() error) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	switch {
 	case o.CertFile != "" && o.KeyFile != "":
-		rl := &certReloader{certFile: o.CertFile, keyFile: o.KeyFile, logger: logger, watched: o.Context != nil, now: o.now}
+		rl := &certReloader{certFile: o.CertFile, keyFile: o.KeyFile, logger: logger, watched: watch != nil, now: o.now}
 		if rl.now == nil {
 			rl.now = time.Now
 		}
@@ -73,10 +78,10 @@ func (o TLSOptions) config(logger *slog.Logger, writeCA *func() error) (*tls.Con
 		}
 		cfg.GetCertificate = rl.get
 		if rl.watched {
-			watch.Start(o.Context, []string{o.CertFile, o.KeyFile}, o.Interval, logger, func() { rl.reload() })
+			watch(func() { rl.reload() })
 		}
 	case o.CertFile != "" || o.KeyFile != "":
-		return nil, fmt.Errorf("--tls-cert-file and --tls-private-key-file go together")
+		return nil, fmt.Errorf("the serving certificate file and its private key file go together")
 	default:
 		pair, err := o.selfSignedConfig(logger, writeCA)
 		if err != nil {
@@ -87,11 +92,11 @@ func (o TLSOptions) config(logger *slog.Logger, writeCA *func() error) (*tls.Con
 	if o.ClientCAFile != "" {
 		pemData, err := os.ReadFile(o.ClientCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("reading --client-ca-file: %w", err)
+			return nil, fmt.Errorf("reading the client CA file: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pemData) {
-			return nil, fmt.Errorf("--client-ca-file %s holds no PEM certificates", o.ClientCAFile)
+			return nil, fmt.Errorf("client CA file %s holds no PEM certificates", o.ClientCAFile)
 		}
 		cfg.ClientCAs = pool
 		// A certificate, when given, must verify; whether one is required is
@@ -111,7 +116,7 @@ func (o TLSOptions) selfSignedConfig(logger *slog.Logger, writeCA *func() error)
 		return tls.Certificate{}, err
 	}
 	if o.WriteCA == "" {
-		logger.Warn("serving with a self-signed certificate whose CA is not written anywhere; pass --write-ca FILE")
+		logger.Warn("serving with a self-signed certificate whose CA is not written anywhere, so no client can verify it")
 		return pair, nil
 	}
 	*writeCA = func() error {
@@ -221,7 +226,7 @@ func (c *certReloader) reload() *tls.Certificate {
 
 // selfSigned makes a CA and a serving certificate it signs, valid for a year,
 // for hosts plus localhost and the loopback addresses. It returns the serving
-// pair and the CA in PEM, for --write-ca.
+// pair and the CA in PEM, for TLSOptions.WriteCA.
 //
 // client-go's cert.GenerateSelfSignedCertKeyWithOptions builds the pair: a
 // fresh CA (random serial, its key discarded) and a serving certificate it
@@ -302,7 +307,7 @@ func splitServingBundle(bundle []byte) (leafPEM, caPEM []byte, err error) {
 }
 
 // RequireVerifiedClient refuses requests that did not present a client
-// certificate verified against --client-ca-file.
+// certificate verified against TLSOptions.ClientCAFile.
 func RequireVerifiedClient(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {

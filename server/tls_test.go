@@ -232,7 +232,7 @@ func TestTLSOptionErrors(t *testing.T) {
 		{TLSOptions{KeyFile: "x"}, "go together"},
 		{TLSOptions{CertFile: filepath.Join(dir, "missing.crt"), KeyFile: filepath.Join(dir, "missing.key")}, "missing.crt"},
 		{TLSOptions{CertFile: notPEM, KeyFile: notPEM}, "serving certificate"},
-		{TLSOptions{ClientCAFile: filepath.Join(dir, "missing-ca.crt")}, "--client-ca-file"},
+		{TLSOptions{ClientCAFile: filepath.Join(dir, "missing-ca.crt")}, "client CA file"},
 		{TLSOptions{ClientCAFile: notPEM}, "no PEM certificates"},
 		{TLSOptions{WriteCA: filepath.Join(dir, "no", "such", "dir", "ca.crt")}, "writing the CA"},
 	} {
@@ -290,7 +290,7 @@ func TestTLSClientCertificates(t *testing.T) {
 }
 
 // The certificate files are reloaded when they change: checked on handshakes,
-// or (with TLSOptions.Context) on file system events through internal/lib/watch,
+// or (ConfigWriteCALater) on file system events through internal/lib/watch,
 // with a poll interval longer than the test.
 func TestTLSServingCertificateReload(t *testing.T) {
 	t.Run("handshake", func(t *testing.T) { testTLSReload(t, false) })
@@ -375,11 +375,12 @@ func testTLSReload(t *testing.T, watched bool) {
 	}
 	clock := &fakeClock{now: time.Now()}
 	opts := TLSOptions{CertFile: certFile, KeyFile: keyFile, now: clock.Now}
-	if watched {
-		opts.Context, opts.Interval = t.Context(), time.Hour
-	}
 	logs := make(reloadLog, 100)
 	cfg, err := opts.Config(slog.New(logs))
+	if watched {
+		opts.Interval = time.Hour
+		cfg, _, err = opts.ConfigWriteCALater(t.Context(), slog.New(logs))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

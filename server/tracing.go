@@ -9,9 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	admissionv1 "k8s.io/api/admission/v1"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/lib/tracing"
 	"github.com/kcedar/kcedar/internal/wire"
 )
@@ -27,13 +25,13 @@ const tracerName = "github.com/kcedar/kcedar/server"
 // (tracing.SpanName), the child of the caller's span when the request
 // carries W3C trace context (kube-apiserver sends it to admission
 // webhooks, not to the authorization webhook). Without a tracer it is h.
-func (s *Server) traced(endpoint string, h http.Handler) http.Handler {
-	if s.tracer == nil {
+func (e *endpoint) traced(endpoint string, h http.Handler) http.Handler {
+	if e.tracer == nil {
 		return h
 	}
 	name := tracing.SpanName(endpoint)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, span := s.tracer.Start(tracing.Extract(r.Context(), r.Header), name, trace.WithSpanKind(trace.SpanKindServer))
+		ctx, span := e.tracer.Start(tracing.Extract(r.Context(), r.Header), name, trace.WithSpanKind(trace.SpanKindServer))
 		defer span.End()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		h.ServeHTTP(rec, r.WithContext(ctx))
@@ -48,8 +46,8 @@ func (s *Server) traced(endpoint string, h http.Handler) http.Handler {
 
 // recordingSpan is the span of ctx when it records (tracing on and the
 // request sampled); nil otherwise, and then nothing is recorded.
-func (s *Server) recordingSpan(ctx context.Context) trace.Span {
-	if s.tracer == nil {
+func (e *endpoint) recordingSpan(ctx context.Context) trace.Span {
+	if e.tracer == nil {
 		return nil
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
@@ -60,38 +58,36 @@ func (s *Server) recordingSpan(ctx context.Context) trace.Span {
 
 // requestAttributes are what lets an operator find an authorize span: the
 // user, the number of groups, and what was asked.
-func requestAttributes(req *entities.Request) []attribute.KeyValue {
-	attrs := []attribute.KeyValue{tracing.UserName.String(req.User.Name), tracing.GroupsCount.Int(len(req.User.Groups)), tracing.Verb.String(req.Verb)}
-	if !req.ResourceRequest {
-		return append(attrs, tracing.Path.String(req.Path))
+func requestAttributes(spec *wire.SubjectAccessReviewSpec) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{tracing.UserName.String(spec.User), tracing.GroupsCount.Int(len(spec.Groups))}
+	if na := spec.NonResourceAttributes; na != nil {
+		return append(attrs, tracing.Verb.String(na.Verb), tracing.Path.String(na.Path))
 	}
-	return append(attrs, tracing.APIGroup.String(req.APIGroup), tracing.Resource.String(req.Resource), tracing.Subresource.String(req.Subresource),
-		tracing.Namespace.String(req.Namespace), tracing.Name.String(req.Name))
+	ra := spec.ResourceAttributes
+	namespace, name := decidedName(ra)
+	return append(attrs, tracing.Verb.String(ra.Verb), tracing.APIGroup.String(ra.Group), tracing.Resource.String(ra.Resource),
+		tracing.Subresource.String(ra.Subresource), tracing.Namespace.String(namespace), tracing.Name.String(name))
 }
 
-// decisionAttributes are d's answer (label), the ids of the policies that
+// decisionAttributes are an answer's label, the ids of the policies that
 // decided and the number of errors.
-func decisionAttributes(label string, policies []*cedarlang.Policy, errs int) []attribute.KeyValue {
-	ids := make([]string, len(policies))
-	for i, p := range policies {
-		ids[i] = p.ID
-	}
-	return []attribute.KeyValue{tracing.Decision.String(label), tracing.PolicyIDs.StringSlice(ids), tracing.Errors.Int(errs)}
+func decisionAttributes(label string, details *cedar.Details) []attribute.KeyValue {
+	return []attribute.KeyValue{tracing.Decision.String(label), tracing.PolicyIDs.StringSlice(details.Policies), tracing.Errors.Int(len(details.Errors))}
 }
 
 // traceAuthorize records a SubjectAccessReview's request and answer on span
-// (nil: not recording); st is what the engine reported (nil for another
-// authorizer than kcedar's).
-func traceAuthorize(span trace.Span, req *entities.Request, answer sarAnswer, st *engine.Stats, generation uint64) {
+// (nil: not recording), and what the authorizer's Details say of the
+// decision (the cache, the candidates and the generation only when kcedar
+// decided).
+func traceAuthorize(span trace.Span, spec *wire.SubjectAccessReviewSpec, answer sarAnswer, details *cedar.Details) {
 	if span == nil {
 		return
 	}
-	span.SetAttributes(requestAttributes(req)...)
-	d := answer.Decision
-	span.SetAttributes(decisionAttributes(answer.Label, d.Policies(), len(d.Errors()))...)
+	span.SetAttributes(requestAttributes(spec)...)
+	span.SetAttributes(decisionAttributes(answer.Label, details)...)
 	span.SetAttributes(tracing.Conditions.Int(conditionsSent(answer.Status)))
-	if st != nil {
-		span.SetAttributes(tracing.Cache.String(st.Cache.String()), tracing.Candidates.Int(st.Candidates), tracing.Generation.Int64(int64(generation)))
+	if details.Cache != "" {
+		span.SetAttributes(tracing.Cache.String(details.Cache), tracing.Candidates.Int(details.Candidates), tracing.Generation.Int64(int64(details.Generation)))
 	}
 }
 
@@ -116,12 +112,12 @@ func conditionsIn(d *wire.ConditionsAwareDecision) int {
 }
 
 // traceConditions records the callback's request and decision on span.
-func traceConditions(span trace.Span, req *wire.AuthorizationConditionsRequest, v engine.Decision) {
+func traceConditions(span trace.Span, req *wire.AuthorizationConditionsRequest, label string, details *cedar.Details) {
 	if span == nil {
 		return
 	}
 	n := conditionsIn(req.Decision)
-	span.SetAttributes(decisionAttributes(label(v), v.Policies(), len(v.Errors()))...)
+	span.SetAttributes(decisionAttributes(label, details)...)
 	span.SetAttributes(tracing.Conditions.Int(n))
 	if a := req.AdmissionRequest; a != nil {
 		span.SetAttributes(admissionAttributes(a)...)
@@ -136,10 +132,10 @@ func admissionAttributes(a *admissionv1.AdmissionRequest) []attribute.KeyValue {
 }
 
 // traceAdmit records an admission review's request and decision on span.
-func traceAdmit(span trace.Span, a *admissionv1.AdmissionRequest, v engine.Decision) {
+func traceAdmit(span trace.Span, a *admissionv1.AdmissionRequest, label string, details *cedar.Details) {
 	if span == nil {
 		return
 	}
 	span.SetAttributes(admissionAttributes(a)...)
-	span.SetAttributes(decisionAttributes(label(v), v.Policies(), len(v.Errors()))...)
+	span.SetAttributes(decisionAttributes(label, details)...)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,32 +14,21 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
-	"github.com/kcedar/kcedar/internal/testing/schematest"
+	"github.com/kcedar/kcedar/residual"
 )
 
 // tracedServer is newTestServer's server over policies with a tracer
 // provider that records every span (sampler: nil is always on).
-func tracedServer(t testing.TB, policies string, sampler sdktrace.Sampler) (*Server, *tracetest.SpanRecorder) {
+func tracedServer(t testing.TB, policies string, sampler sdktrace.Sampler) (*served, *tracetest.SpanRecorder) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "p.cedar"), []byte(policies), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	rec := tracetest.NewSpanRecorder()
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithSpanProcessor(rec)}
 	if sampler != nil {
 		opts = append(opts, sdktrace.WithSampler(sampler))
 	}
-	st := store.NewStore([]string{dir}, nil, quietLogger())
-	if err := st.Load(); err != nil {
-		t.Fatal(err)
-	}
-	return New(storeAuthorizer(schematest.Schema(), st, nil, engine.EngineOptions{}),
-		Options{Logger: quietLogger(), TracerProvider: sdktrace.NewTracerProvider(opts...)}), rec
+	s, _ := serveText(t, policies, serveConfig{server: Options{TracerProvider: sdktrace.NewTracerProvider(opts...)}})
+	return s, rec
 }
 
 // attrs is a span's attributes by key; a list joined by commas.
@@ -130,20 +118,11 @@ func TestTraceAuthorizeCache(t *testing.T) {
 }
 
 // kepTracedServer is kepServer with a tracer provider that records every span.
-func kepTracedServer(t testing.TB, keys *engine.Keyring) (*Server, *tracetest.SpanRecorder) {
+func kepTracedServer(t testing.TB, keys *residual.Keyring) (*served, *tracetest.SpanRecorder) {
 	t.Helper()
-	schema := embeddedschema.Schema(t)
-	validator, err := cedarlang.NewSchemaValidator(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := store.NewStore([]string{filepath.Join(kepTestdata, "policies.cedar")}, validator, quietLogger())
-	if err := st.Load(); err != nil {
-		t.Fatal(err)
-	}
 	rec := tracetest.NewSpanRecorder()
-	return New(storeAuthorizer(schema, st, keys, engine.EngineOptions{}),
-		Options{Logger: quietLogger(), TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))}), rec
+	return serve(t, serveConfig{schema: embeddedschema.Schema(t), paths: []string{filepath.Join(kepTestdata, "policies.cedar")}, keys: keys,
+		server: Options{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))}}), rec
 }
 
 // The conditions callback is a kcedar.conditions span with the conditions

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/union"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/wire"
 	"github.com/kcedar/kcedar/schemagen"
@@ -24,7 +26,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 
 // unionServer serves k8s.io/apiserver's union of kcedar and an authorizer
 // that allows group system:masters: an authorizer that is not kcedar's.
-func unionServer(t *testing.T) *Server {
+func unionServer(t *testing.T) (*Server, *prometheus.Registry) {
 	t.Helper()
 	s, err := schemagen.Default()
 	if err != nil {
@@ -46,7 +48,12 @@ func unionServer(t *testing.T) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(u, Options{Logger: quietLogger()})
+	reg := prometheus.NewRegistry()
+	srv, err := New(u, Options{Logger: quietLogger(), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, reg
 }
 
 func sarBody(user string, groups []string, verb, resource, ns string, handles bool) string {
@@ -73,10 +80,11 @@ func sarStatus(t *testing.T, s http.Handler, body string) wire.SubjectAccessRevi
 
 // Another authorizer is served through k8s.io/apiserver's interface: the
 // union's Allow, Deny and NoOpinion, its conditions to a caller that takes
-// them (folded for one that does not), and the callback evaluating them
-// through the union's EvaluateConditions; kcedar-only endpoints are absent.
+// them (its unconditional decision for one that does not), and the
+// callback evaluating them through the union's EvaluateConditions; the
+// endpoints no Options piece was given for are absent.
 func TestServeAnotherAuthorizer(t *testing.T) {
-	s := unionServer(t)
+	s, _ := unionServer(t)
 	cases := []struct {
 		name            string
 		body            string
@@ -87,7 +95,7 @@ func TestServeAnotherAuthorizer(t *testing.T) {
 		{"kcedar denies before masters", sarBody("carl", []string{"contractors", "system:masters"}, "get", "secrets", "dev", false), false, true, "no-secrets"},
 		{"masters allows", sarBody("root", []string{"system:masters"}, "delete", "nodes", "", false), true, false, "masters"},
 		{"nobody decides", sarBody("jane", []string{"dev"}, "list", "pods", "prod", false), false, false, "no policy applies"},
-		{"conditions folded for a caller that cannot take them", sarBody("bob", nil, "create", "pods", "team", false), false, false, "failed closed"},
+		{"conditions folded for a caller that cannot take them", sarBody("bob", nil, "create", "pods", "team", false), false, false, "no policy applies"},
 	}
 	for _, tc := range cases {
 		st := sarStatus(t, s, tc.body)
@@ -120,7 +128,7 @@ func TestServeAnotherAuthorizer(t *testing.T) {
 	}
 	for _, path := range []string{"/v1/admit", "/v1/rulesreview", "/v1/resourceaccessreview"} {
 		if rec := postJSON(t, s, path, `{}`); rec.Code != http.StatusNotFound && rec.Code != http.StatusMethodNotAllowed {
-			t.Errorf("%s: %d, want no such endpoint for an authorizer that is not kcedar's", path, rec.Code)
+			t.Errorf("%s: %d, want no such endpoint without its Options piece", path, rec.Code)
 		}
 	}
 }

@@ -21,12 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
-	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/tools/offline"
 	"github.com/kcedar/kcedar/internal/wire"
 	"github.com/kcedar/kcedar/server"
@@ -85,15 +83,7 @@ func TestAuthorizeMatchesServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		validator, err := cedarlang.NewSchemaValidator(checker.Schema)
-		if err != nil {
-			t.Fatal(err)
-		}
-		store := store.NewStore(paths, validator, quiet)
-		if err := store.Load(); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		srv := server.New(storeAuthorizer(checker.Schema, store, engine.EngineOptions{}), server.Options{Logger: quiet})
+		srv := servedPolicies(t, checker.Schema, paths, nil, server.Options{Logger: quiet})
 		dir := t.TempDir()
 		for i, tc := range tf.Tests {
 			cases++
@@ -107,7 +97,7 @@ func TestAuthorizeMatchesServer(t *testing.T) {
 				// The same Namespace objects for both: --namespace-object
 				// and the informer's place in the server.
 				o.namespaceObjects = []string{nsFile}
-				srv = server.New(storeAuthorizer(checker.Schema, store, engine.EngineOptions{Namespaces: lookup}), server.Options{Logger: quiet})
+				srv = servedPolicies(t, checker.Schema, paths, informerObjects{lookup}, server.Options{Logger: quiet})
 			}
 			if len(tc.Object) > 0 {
 				o.object = filepath.Join(dir, "object.json")

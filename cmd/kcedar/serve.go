@@ -11,26 +11,25 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/cluster/namespaces"
-	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
 	"github.com/kcedar/kcedar/internal/cluster/schemarefresh"
 	"github.com/kcedar/kcedar/internal/cluster/webhooks"
-	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/handle"
 	"github.com/kcedar/kcedar/internal/lib/tracing"
-	"github.com/kcedar/kcedar/internal/schemagen"
-	"github.com/kcedar/kcedar/internal/store"
+	gen "github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/residual"
+	publicschema "github.com/kcedar/kcedar/schemagen"
 	"github.com/kcedar/kcedar/server"
 )
 
@@ -83,15 +82,16 @@ func newServeCmd() *cobra.Command {
 }
 
 // serveParts are what serve builds from its options before anything runs:
-// the server and what runs beside it.
+// the server, its policy source and authorizer, and what runs beside them.
 type serveParts struct {
 	srv        *server.Server
-	store      *store.Store
-	keys       *engine.Keyring
-	objects    *policyObjects
-	namespaces *namespaces.Informer        // nil without --namespace-objects
-	verifier   *webhooks.Verifier          // nil unless the admission webhook is verified
-	apis       *webhooks.APIServices       // nil without --admission-enforcement
+	source     *cedar.FileSource
+	registry   *prometheus.Registry // what /metrics serves
+	keys       *residual.Keyring    // nil: a random key
+	objects    *policyObjects       // nil without --policy-objects
+	namespaces *namespaces.Informer // nil without --namespace-objects
+	verifier   *webhooks.Verifier   // nil unless the admission webhook is verified
+	apis       *webhooks.APIServices
 	refresher  *schemarefresh.Refresher    // nil without schema refresh
 	runRefresh func(context.Context) error // starts the refresher
 	logFile    io.Closer                   // the decision log's file, if any
@@ -110,12 +110,12 @@ func (o *serveOptions) Run(ctx context.Context) error {
 	defer flushTraces(p.tracing, o.logger, o.shutdownTimeout)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o.tls.Context, o.tls.Interval = ctx, o.reloadInterval
-	tlsCfg, writeCA, err := o.tls.ConfigWriteCALater(o.logger)
+	o.tls.Interval = o.reloadInterval
+	tlsCfg, writeCA, err := o.tls.ConfigWriteCALater(ctx, o.logger)
 	if err != nil {
 		return &exitError{2, err}
 	}
-	p.srv.ObserveServingCertificate(tlsCfg)
+	p.registry.MustRegister(server.ServingCertificateExpiry(tlsCfg))
 	if err := o.start(ctx, p); err != nil {
 		return err
 	}
@@ -123,24 +123,19 @@ func (o *serveOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return &exitError{2, err}
 	}
-	return serveTLS(ctx, ln, tlsCfg, p.srv, o.logger, o.shutdownDelay, o.shutdownTimeout)
+	return serveTLS(ctx, ln, tlsCfg, withMetrics(p.srv, p.registry), o.logger, o.shutdownDelay, o.shutdownTimeout)
 }
 
-// build loads the schema, the keys and the policies' machinery and builds
-// the server; nothing runs yet.
+// build loads the schema and the keys, and builds the policy source, the
+// authorizer and the server on them; nothing runs yet.
 func (o *serveOptions) build(ctx context.Context) (*serveParts, error) {
-	schema, fingerprint, checker, err := o.loadSchema(ctx)
+	schema, fingerprint, err := o.loadSchema(ctx)
 	if err != nil {
 		return nil, err
 	}
-	p := &serveParts{}
+	p := &serveParts{registry: newServeRegistry()}
 	if p.keys, err = o.loadKeys(); err != nil {
 		return nil, err
-	}
-	p.store = newPolicyStore(checker, o.policies, o.logger)
-	p.store.Settle, p.store.AllowEmpty, p.store.MaxPolicyLoss, p.store.KeepForbids = o.reload.settle, o.reload.allowEmpty, o.reload.maxPolicyLoss, o.reload.keepForbids
-	if p.objects, err = newPolicyObjects(&o.objects, o.clusterConfig, checker, p.store, o.logger); err != nil {
-		return nil, &exitError{2, err}
 	}
 	if p.namespaces, err = o.namespaceInformer(); err != nil {
 		return nil, &exitError{2, err}
@@ -150,75 +145,108 @@ func (o *serveOptions) build(ctx context.Context) (*serveParts, error) {
 		return nil, &exitError{2, fmt.Errorf("--decision-log: %w", err)}
 	}
 	p.logFile = logFile
-	p.objects.admission.OnRefused = func(r policyobjects.RefusedWrite) { dlog.Log(refusalRecord(r)) }
 	if p.tracing, err = startTracing(ctx, o.logger); err != nil {
 		return nil, err
 	}
-	opts := server.Options{DecisionLog: dlog, Logger: o.logger, AdmissionEnforcement: o.admission.enforcement,
-		RequireClientCert: o.tls.ClientCAFile != "", PolicyAdmission: p.objects.admission, TracerProvider: p.tracing.TracerProvider()}
+	authz, err := o.buildPolicies(p, schema, dlog)
+	if err != nil {
+		return nil, err
+	}
+	if o.src.IsLive() && o.schemaRefresh > 0 {
+		p.refresher, p.runRefresh = startSchemaRefresh(o.src, schema, fingerprint, o.schemaRefresh, p.source, p.objects, o.logger)
+	}
+	if p.srv, err = server.New(authz, o.serverOptions(p, authz, dlog)); err != nil {
+		return nil, err
+	}
+	return p, p.registerMetrics()
+}
+
+// buildPolicies builds the policy source (files, and policy objects) and the
+// authorizer over it, and subscribes serve's collection policy to its
+// loads.
+func (o *serveOptions) buildPolicies(p *serveParts, schema *gen.Schema, dlog *server.DecisionLog) (*cedar.Authorizer, error) {
+	public := gen.ToPublic(schema).(*publicschema.Schema)
+	opts := cedar.FileSourceOptions{Logger: o.logger, Settle: o.reload.settle, ReloadInterval: o.reloadInterval, AllowEmpty: o.reload.allowEmpty,
+		MaxPolicyLoss: o.reload.maxPolicyLoss, KeepForbids: o.reload.keepForbids, Registerer: p.registry,
+		OnRefusedWrite: func(r cedar.RefusedWrite) { dlog.Log(refusalRecord(r)) }}
+	var err error
+	if p.objects, err = newPolicyObjects(&o.objects, o.clusterConfig, o.logger); err != nil {
+		return nil, &exitError{2, err}
+	}
+	opts.PolicyObjects = p.objects.source()
+	if p.source, err = cedar.NewFileSource(public, o.policies, opts); err != nil {
+		return nil, &exitError{2, err}
+	}
+	p.objects.follow(p.source)
+	aopts := cedar.Options{Keys: p.keys, Shadow: o.shadow, Registerer: p.registry}
+	if p.namespaces != nil {
+		aopts.Namespaces = p.namespaces
+	}
+	authz, err := cedar.New(p.source, public, aopts)
+	if err != nil {
+		return nil, err
+	}
+	// After the authorizer, which moves to each new set first.
+	p.source.Subscribe(newCollector().reloaded)
+	if p.objects == nil {
+		// The first set loaded with the source: its transient garbage goes
+		// before serving starts.
+		runtime.GC()
+	}
+	return authz, nil
+}
+
+// serverOptions are the server's pieces: kcedar's authorizer on every
+// endpoint, the policy webhook, the decision log, readiness.
+func (o *serveOptions) serverOptions(p *serveParts, authz *cedar.Authorizer, dlog *server.DecisionLog) server.Options {
+	opts := server.Options{Logger: o.logger, Registerer: p.registry, TracerProvider: p.tracing.TracerProvider(), DecisionLog: dlog,
+		RequireClientCert: o.tls.ClientCAFile != "", Admitter: authz, Reviewer: authz, PolicyAdmission: p.source.PolicyWebhook(),
+		Ready: p.source.Ready, Status: func() string { return p.source.Status().String() }, Degraded: p.degraded}
+	if o.admission.enforcement {
+		opts.AdmissionEnforcer = authz
+	}
 	opts.AdmissionWebhookSees, p.verifier = o.admission.verification(o.logger)
 	if p.apis = o.admission.apiServices(o.logger); p.apis != nil {
 		opts.AggregatedAPI = p.apis.MayBeAggregated
 	}
-	if p.objects.source != nil {
-		opts.Ready = p.objects.source.Ready
-	}
-	if o.src.IsLive() && o.schemaRefresh > 0 {
-		p.refresher, p.runRefresh = startSchemaRefresh(o.src, schema, fingerprint, o.schemaRefresh, p.store, p.objects, o.logger)
-	}
-	opts.Degraded = p.degraded
-	p.srv = server.New(o.authorizer(schema, p), opts)
-	if err := p.registerMetrics(); err != nil {
-		return nil, err
-	}
-	if p.objects.source == nil {
-		if err := p.store.Load(); err != nil {
-			o.logger.Error("no valid policy set yet; not ready until the files are fixed (the problems are logged above)")
-		}
-	}
-	return p, nil
+	return opts
 }
 
-// loadSchema loads the schema and the checker that serves the files, the
-// objects and the admission webhook.
-func (o *serveOptions) loadSchema(ctx context.Context) (*schemagen.Schema, string, *lint.Checker, error) {
+// loadSchema loads the schema; for a live cluster also the fingerprint of
+// its documents, for schema refresh.
+func (o *serveOptions) loadSchema(ctx context.Context) (*gen.Schema, string, error) {
 	start := time.Now()
 	schema, fingerprint, err := loadServeSchema(ctx, o.src)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("schema from %s: %w", o.src, err)
-	}
-	checker, err := lint.NewChecker(schema)
-	if err != nil {
-		return nil, "", nil, err
+		return nil, "", fmt.Errorf("schema from %s: %w", o.src, err)
 	}
 	o.logger.Info("schema loaded", "from", o.src.String(), "resources", len(schema.Resources), "warnings", len(schema.Warnings), "took", time.Since(start).String())
-	return schema, fingerprint, checker, nil
+	return schema, fingerprint, nil
 }
 
-// loadKeys reads --conditions-key-file, or makes a random key.
-func (o *serveOptions) loadKeys() (*engine.Keyring, error) {
+// loadKeys reads --conditions-key-file; nil (a random key) without it.
+func (o *serveOptions) loadKeys() (*residual.Keyring, error) {
 	if o.keyFile == "" {
 		o.logger.Warn("no --conditions-key-file: conditions are signed with a random key, valid only in this process until it restarts (run one replica, or share a key file)")
-		return engine.RandomKeyring(), nil
+		return nil, nil
 	}
-	keys, err := engine.LoadKeyFile(o.keyFile)
+	keys, err := residual.LoadKeyFile(o.keyFile)
 	if err != nil {
 		return nil, &exitError{2, fmt.Errorf("--conditions-key-file: %w", err)}
 	}
 	return keys, nil
 }
 
-// degraded is /readyz's degraded detail: a schema the policies refuse, a
-// status Lease that cannot be taken; "" when all is well.
+// degraded is /readyz's degraded detail: a failed reload the last good set
+// outlives, a status Lease that cannot be taken, a schema the policies
+// refuse, an unverified policy webhook; "" when all is well.
 func (p *serveParts) degraded() string {
 	var problems []string
+	if d := p.source.Status().Degraded(); d != "" {
+		problems = append(problems, d)
+	}
 	if p.refresher != nil {
 		if d := p.refresher.Degraded(); d != "" {
-			problems = append(problems, d)
-		}
-	}
-	if p.objects.status != nil {
-		if d := p.objects.status.LeaseProblem(); d != "" {
 			problems = append(problems, d)
 		}
 	}
@@ -228,62 +256,34 @@ func (p *serveParts) degraded() string {
 	return strings.Join(problems, "; ")
 }
 
-// authorizer is kcedar's authorizer over the policy store: the engine of
-// the set serving now, built with the namespace informer and --shadow.
-func (o *serveOptions) authorizer(schema *schemagen.Schema, p *serveParts) *cedar.Authorizer {
-	opts := engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Shadow: o.shadow, EncodedOnly: true}
-	if p.namespaces != nil {
-		opts.Namespaces = p.namespaces
-	}
-	a := cedar.Authorizer(handle.NewAuthorizer(p.store, schema, engine.NewCodec(p.keys), opts))
-	return &a
-}
-
-// registerMetrics adds the metrics of everything beside the server to its
+// registerMetrics adds the metrics of what runs beside the server to the
 // registry.
 func (p *serveParts) registerMetrics() error {
-	reg := p.srv.Registry()
-	registerBuildInfo(reg)
 	if p.namespaces != nil {
-		if err := reg.Register(p.namespaces); err != nil { // the namespace informer's sync age
+		if err := p.registry.Register(p.namespaces); err != nil { // the namespace informer's sync age
 			return err
 		}
 	}
 	if p.refresher != nil {
-		if err := p.refresher.RegisterMetrics(reg); err != nil {
+		if err := p.refresher.RegisterMetrics(p.registry); err != nil {
 			return err
 		}
 	}
-	if err := p.objects.admission.RegisterMetrics(reg); err != nil {
+	if err := p.objects.registerWebhookMetrics(p.registry); err != nil {
 		return err
-	}
-	if err := p.objects.registerWebhookMetrics(reg); err != nil {
-		return err
-	}
-	if p.objects.source != nil {
-		if err := p.objects.source.RegisterMetrics(reg); err != nil {
-			return err
-		}
-	}
-	if p.objects.status != nil {
-		if err := p.objects.status.RegisterMetrics(reg); err != nil {
-			return err
-		}
 	}
 	if p.verifier != nil {
-		return reg.Register(p.verifier)
+		return p.registry.Register(p.verifier)
 	}
 	return nil
 }
 
 // start runs everything beside the server until ctx ends.
 func (o *serveOptions) start(ctx context.Context, p *serveParts) error {
-	watchFiles := func() { go p.store.Watch(ctx, o.reloadInterval) }
-	if p.objects.source != nil {
-		// Files load with the objects, once they have synced.
-		p.objects.start(ctx, watchFiles, o.logger)
+	if p.objects != nil {
+		p.objects.start(ctx, p.source, o.logger)
 	} else {
-		watchFiles()
+		go func() { _ = p.source.Run(ctx) }()
 	}
 	if p.namespaces != nil {
 		go p.namespaces.Run(ctx)
@@ -293,8 +293,10 @@ func (o *serveOptions) start(ctx context.Context, p *serveParts) error {
 			return fmt.Errorf("schema refresh: %w", err)
 		}
 	}
-	if o.keyFile != "" {
-		p.keys.WatchFile(ctx, o.keyFile, o.reloadInterval, o.logger)
+	if p.keys != nil {
+		if err := p.keys.WatchFile(ctx, o.keyFile, o.reloadInterval, o.logger); err != nil {
+			return err
+		}
 	}
 	if p.verifier != nil {
 		go p.verifier.Run(ctx, func() (kubernetes.Interface, error) { return o.clusterClient("--admission-enforcement") })
@@ -325,8 +327,8 @@ func listenThen(listen string, after func() error) (net.Listener, error) {
 	return ln, nil
 }
 
-// drainingHandler is what serveTLS serves: kcedar's *server.Server (tests
-// wrap it to see requests arrive and the drain begin).
+// drainingHandler is what serveTLS serves: kcedar's *server.Server with
+// /metrics (tests wrap it to see requests arrive and the drain begin).
 type drainingHandler interface {
 	http.Handler
 	Drain() // /readyz answers 503 from now on
@@ -390,8 +392,8 @@ func serveTLS(ctx context.Context, ln net.Listener, cfg *tls.Config, srv drainin
 
 // refusalRecord is the decision log's line for a refused write of a policy
 // object: a Deny of the write, with the refusal's reason and message.
-func refusalRecord(r policyobjects.RefusedWrite) server.DecisionRecord {
+func refusalRecord(r cedar.RefusedWrite) server.DecisionRecord {
 	return server.DecisionRecord{Time: time.Now(), User: r.User.Username, Groups: r.User.Groups, Verb: strings.ToLower(r.Operation),
-		APIGroup: policyobjects.Group, Resource: r.Resource, Namespace: r.Namespace, Name: r.Name,
+		APIGroup: policyObjectsGroup, Resource: r.Resource, Namespace: r.Namespace, Name: r.Name,
 		Decision: "Deny", Refusal: r.Reason, Errors: []string{r.Message}}
 }

@@ -15,10 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kcedar/kcedar/internal/cedarlang/lint"
-	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
+	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/cluster/webhooks"
-	"github.com/kcedar/kcedar/internal/store"
 )
 
 // objectOptions are serve's flags for policies stored as API objects.
@@ -47,25 +45,27 @@ func (o *objectOptions) addFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.allowUnguarded, "allow-unguarded-policy-objects", false, "with --policy-objects: serve NamespacedCedarPolicy objects even while the policy webhook is not verified in place, accepting that their writes may then escape the validity and escalation checks")
 }
 
-// policyObjects is the running machinery for policy objects.
+// policyObjectsGroup is the API group of kcedar's policy objects.
+const policyObjectsGroup = "kcedar.dev"
+
+// policyObjects is serve's side of the policy objects (nil without
+// --policy-objects): the cluster clients they are read and checked with,
+// and the verifier of the ValidatingWebhookConfiguration guarding their
+// writes.
 type policyObjects struct {
-	source    *policyobjects.Source
-	admission *policyobjects.AdmissionHandler
-	status    *policyobjects.StatusWriter
-	// webhook verifies the ValidatingWebhookConfiguration that guards
-	// writes of policy objects (nil without --policy-objects).
+	options cedar.PolicyObjects
 	webhook *webhooks.PolicyVerifier
 	client  kubernetes.Interface
+	// changed, if set, is told when the objects' texts changed (a schema
+	// the policies refused may validate now).
+	changed func()
 }
 
-// newPolicyObjects prepares the source, the admission handler and the status
-// writer; nothing runs until start. connect is the cluster connection,
-// called only with --policy-objects.
-func newPolicyObjects(o *objectOptions, connect func(feature string) (*rest.Config, error), lintChecker *lint.Checker, store *store.Store, logger *slog.Logger) (*policyObjects, error) {
-	checker := policyobjects.NewCheckerFrom(lintChecker)
-	po := &policyObjects{admission: &policyobjects.AdmissionHandler{Checker: checker, Current: store.Current, Logger: logger}}
+// newPolicyObjects prepares the policy objects; nothing runs until start.
+// connect is the cluster connection, called only with --policy-objects.
+func newPolicyObjects(o *objectOptions, connect func(feature string) (*rest.Config, error), logger *slog.Logger) (*policyObjects, error) {
 	if !o.enabled {
-		return po, nil
+		return nil, nil
 	}
 	cfg, err := connect("--policy-objects")
 	if err != nil {
@@ -77,53 +77,63 @@ func newPolicyObjects(o *objectOptions, connect func(feature string) (*rest.Conf
 	if err != nil {
 		return nil, err
 	}
-	po.source = &policyobjects.Source{Store: store, Checker: checker, Client: dyn, Logger: logger}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	// Writes of policy objects are checked against the writer's own
-	// rights with SubjectAccessReviews (kcedar's ServiceAccount may create
-	// them: deploy/).
-	po.admission.Escalation = &policyobjects.EscalationCheck{Reviewer: policyobjects.SARReviewer{Client: cs}}
-	po.client = cs
-	po.guard(o, logger)
+	po := &policyObjects{client: cs, webhook: webhooks.NewPolicyVerifier(o.webhookName, logger)}
+	// Writes of policy objects are checked against the writer's own rights
+	// with SubjectAccessReviews (kcedar's ServiceAccount may create them:
+	// deploy/).
+	po.options = cedar.PolicyObjects{Client: dyn, Kubernetes: cs, OnChange: func() {
+		if po.changed != nil {
+			po.changed()
+		}
+	}}
+	// While the policy webhook is not verified, writes of policy objects may
+	// bypass the escalation check, so NamespacedCedarPolicy objects (which
+	// namespace users may write) are not served unless
+	// --allow-unguarded-policy-objects; CedarPolicy objects are (their
+	// writers are cluster administrators by RBAC on a cluster-scoped kind).
+	if !o.allowUnguarded {
+		po.options.ServeNamespaced = po.webhook.Verified
+	}
 	if o.writeStatus {
 		host, _ := os.Hostname()
 		var b [4]byte
 		_, _ = rand.Read(b[:])
-		po.status = &policyobjects.StatusWriter{Source: po.source, Client: dyn, Leases: cs.CoordinationV1(),
-			Namespace: o.leaseNamespace, Name: o.leaseName, Identity: host + "_" + hex.EncodeToString(b[:]), Logger: logger}
-		po.source.OnChange = po.status.Notify
+		po.options.StatusLease = &cedar.StatusLease{Namespace: o.leaseNamespace, Name: o.leaseName, Identity: host + "_" + hex.EncodeToString(b[:])}
 	}
 	return po, nil
 }
 
-// guard verifies the policy webhook. While it is not verified, writes of
-// policy objects may bypass the escalation check, so NamespacedCedarPolicy
-// objects (which namespace users may write) are not served unless
-// --allow-unguarded-policy-objects; CedarPolicy objects are (their writers
-// are cluster administrators by RBAC on a cluster-scoped kind).
-func (po *policyObjects) guard(o *objectOptions, logger *slog.Logger) {
-	po.webhook = webhooks.NewPolicyVerifier(o.webhookName, logger)
-	if o.allowUnguarded {
-		return
+// source is the FileSource's option for the objects (nil without them).
+func (po *policyObjects) source() *cedar.PolicyObjects {
+	if po == nil {
+		return nil
 	}
-	po.source.ServeNamespaced = po.webhook.Verified
-	po.webhook.OnChange = po.source.Reoffer
+	return &po.options
+}
+
+// follow has fs load the objects again whenever the policy webhook's
+// verification changes.
+func (po *policyObjects) follow(fs *cedar.FileSource) {
+	if po != nil && po.options.ServeNamespaced != nil {
+		po.webhook.OnChange = fs.Reoffer
+	}
 }
 
 // webhookProblem is /readyz's degraded detail about the policy webhook; ""
 // when it is verified (or without --policy-objects).
 func (po *policyObjects) webhookProblem() string {
-	if po.webhook == nil {
+	if po == nil {
 		return ""
 	}
 	err := po.webhook.Problem()
 	if err == nil {
 		return ""
 	}
-	if po.source.ServeNamespaced == nil {
+	if po.options.ServeNamespaced == nil {
 		return fmt.Sprintf("policy webhook not verified (%v); NamespacedCedarPolicy objects serve anyway (--allow-unguarded-policy-objects)", err)
 	}
 	return fmt.Sprintf("policy webhook not verified (%v); NamespacedCedarPolicy objects are not served until it is", err)
@@ -132,7 +142,7 @@ func (po *policyObjects) webhookProblem() string {
 // registerWebhookMetrics adds kcedar_policy_webhook_verified to reg (none
 // without --policy-objects).
 func (po *policyObjects) registerWebhookMetrics(reg prometheus.Registerer) error {
-	if po.webhook == nil {
+	if po == nil {
 		return nil
 	}
 	return reg.Register(po.webhook)
@@ -143,11 +153,10 @@ func (po *policyObjects) registerWebhookMetrics(reg prometheus.Registerer) error
 // if the webhook is not verified by then).
 const webhookWait = 10 * time.Second
 
-// start runs the source (and the status election); watchFiles starts the
-// store's file watch once the objects have synced, so files never serve
-// without the objects' policies.
-func (po *policyObjects) start(ctx context.Context, watchFiles func(), logger *slog.Logger) {
-	po.source.OnSynced = watchFiles
+// start runs the policy webhook's verifier and the source: the files load
+// with the objects once they have synced, so files never serve without the
+// objects' policies.
+func (po *policyObjects) start(ctx context.Context, fs *cedar.FileSource, logger *slog.Logger) {
 	go po.webhook.Run(ctx, po.client)
 	go func() {
 		// The first set waits for the webhook's first answer, so a
@@ -158,11 +167,8 @@ func (po *policyObjects) start(ctx context.Context, watchFiles func(), logger *s
 		case <-ctx.Done():
 			return
 		}
-		if err := po.source.Run(ctx); err != nil && ctx.Err() == nil {
+		if err := fs.Run(ctx); err != nil && ctx.Err() == nil {
 			logger.Error("policy object source stopped; not ready", "err", err)
 		}
 	}()
-	if po.status != nil {
-		go po.status.Run(ctx)
-	}
 }

@@ -12,8 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/cluster/namespaces"
-	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/server"
 )
 
@@ -86,7 +86,7 @@ func (o *serveOptions) addTLSFlags(f *pflag.FlagSet) {
 }
 
 func (o *reloadOptions) addFlags(f *pflag.FlagSet) {
-	f.DurationVar(&o.settle, "policy-settle", store.DefaultSettle, "load changed policy files only once they read the same twice this far apart (a file renamed into place or a ConfigMap update loads at once); 0 loads what is read")
+	f.DurationVar(&o.settle, "policy-settle", cedar.DefaultSettle, "load changed policy files only once they read the same twice this far apart (a file renamed into place or a ConfigMap update loads at once); 0 loads what is read")
 	f.BoolVar(&o.allowEmpty, "allow-empty-policy-set", false, "accept a policy set with no policies (it answers NoOpinion to everything); by default an empty set is a load error and the last good set keeps serving")
 	f.Float64Var(&o.maxPolicyLoss, "max-policy-loss", 0, "refuse a reload that removes more than this share of the serving policies (e.g. 0.5); 0 turns the check off")
 	f.BoolVar(&o.keepForbids, "keep-forbids", false, "refuse a reload that removes any forbid policy (by id)")

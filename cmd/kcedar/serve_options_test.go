@@ -13,8 +13,10 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/cedar"
+	gen "github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
+	publicschema "github.com/kcedar/kcedar/schemagen"
 )
 
 // fakeAPIServer records the paths it is asked for and answers 503; each
@@ -119,16 +121,16 @@ func TestServePolicyObjectsFollowKubeconfig(t *testing.T) {
 	if err != nil || cfg.Host != api.URL {
 		t.Fatalf("cluster config %v, %v; want host %s", cfg, err, api.URL)
 	}
-	checker, err := lint.NewChecker(schematest.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
-	po, err := newPolicyObjects(&o.objects, o.clusterConfig, checker, newPolicyStore(checker, nil, o.logger), o.logger)
+	po, err := newPolicyObjects(&o.objects, o.clusterConfig, o.logger)
 	if err != nil {
 		t.Fatalf("--policy-objects --kubeconfig: %v", err)
 	}
-	if po.source == nil || po.status == nil {
-		t.Fatal("no policy object source or status writer")
+	if po.source() == nil || po.source().StatusLease == nil {
+		t.Fatal("no policy objects or status Lease")
+	}
+	source, err := cedar.NewFileSource(gen.ToPublic(schematest.Schema()).(*publicschema.Schema), nil, cedar.FileSourceOptions{Logger: o.logger, PolicyObjects: po.source()})
+	if err != nil {
+		t.Fatal(err)
 	}
 	ns, err := o.namespaceInformer()
 	if err != nil || ns == nil {
@@ -136,8 +138,7 @@ func TestServePolicyObjectsFollowKubeconfig(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go func() { _ = po.source.Run(ctx) }()
-	go po.status.Run(ctx)
+	go func() { _ = source.Run(ctx) }()
 	go ns.Run(ctx)
 	for _, path := range []string{"/apis/kcedar.dev/", "/apis/coordination.k8s.io/", "/api/v1/namespaces"} {
 		api.waitAsked(t, path)
@@ -161,11 +162,7 @@ func TestServePolicyObjectsOutsideACluster(t *testing.T) {
 	t.Setenv("HOME", t.TempDir())
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	o := parseServe(t, "--policy-objects")
-	checker, err := lint.NewChecker(schematest.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = newPolicyObjects(&o.objects, o.clusterConfig, checker, newPolicyStore(checker, nil, o.logger), o.logger)
+	_, err := newPolicyObjects(&o.objects, o.clusterConfig, o.logger)
 	if err == nil || !strings.Contains(err.Error(), "--policy-objects") || !strings.Contains(err.Error(), "give --kubeconfig") {
 		t.Fatalf("err %v", err)
 	}

@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/server"
 )
@@ -100,13 +98,9 @@ func shutdownServer(t *testing.T, ctx context.Context, delay, timeout time.Durat
 	if err := os.WriteFile(filepath.Join(dir, "p.cedar"), []byte(`@id("all") permit(principal, action, resource);`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	store := store.NewStore([]string{dir}, nil, nil)
-	if err := store.Load(); err != nil {
-		t.Fatal(err)
-	}
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	srv := &signalling{Server: server.New(storeAuthorizer(schematest.Schema(), store, engine.EngineOptions{}), server.Options{Logger: logger}), entered: make(chan struct{}, 1), drained: make(chan struct{})}
+	srv := &signalling{Server: servedPolicies(t, schematest.Schema(), []string{dir}, nil, server.Options{Logger: logger}), entered: make(chan struct{}, 1), drained: make(chan struct{})}
 	tlsCfg, err := server.TLSOptions{}.Config(logger)
 	if err != nil {
 		t.Fatal(err)

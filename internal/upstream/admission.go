@@ -18,9 +18,10 @@ import (
 // AdmissionData is what conditions see of data: the request's operation,
 // resource, names and user (strings as the callback's JSON carries them,
 // wireString), and its objects as the JSON an AdmissionReview carries. In
-// process, objects are runtime.Objects: an unstructured object is its
-// content; a typed one is marshalled by its JSON tags, so it must be the
-// versioned (external) type the resource is served as, not an internal one.
+// process, objects are runtime.Objects: a *runtime.Unknown is the JSON it
+// holds; an unstructured object is its content; a typed one is marshalled
+// by its JSON tags, so it must be the versioned (external) type the
+// resource is served as, not an internal one.
 func AdmissionData(data authorizer.ConditionsData) (*engine.AdmissionData, error) {
 	if data == nil {
 		return nil, fmt.Errorf("no admission data")
@@ -54,6 +55,16 @@ func objectJSON(o runtime.Object, kind schema.GroupVersionKind) ([]byte, error) 
 	}
 	if v := reflect.ValueOf(o); v.Kind() == reflect.Pointer && v.IsNil() {
 		return nil, nil
+	}
+	if u, ok := o.(*runtime.Unknown); ok {
+		// The JSON as it came (the conditions callback's): read as it is.
+		if u.ContentType != "" && u.ContentType != runtime.ContentTypeJSON {
+			return nil, fmt.Errorf("content type %q is not JSON", u.ContentType)
+		}
+		if len(u.Raw) == 0 {
+			return nil, nil
+		}
+		return u.Raw, nil
 	}
 	if u, ok := o.(runtime.Unstructured); ok {
 		return json.Marshal(u.UnstructuredContent())

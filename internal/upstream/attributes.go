@@ -27,8 +27,8 @@ import (
 // the unconditional decision and is removed.
 func Request(a authorizer.Attributes) (*entities.Request, error) {
 	r := &entities.Request{}
-	if u := userInfo(a.GetUser()); u != nil {
-		r.User = *u
+	if u := a.GetUser(); u != nil {
+		r.User = userValue(u)
 		if _, ok := r.User.Extra[entities.UnconditionalOnlyExtra]; ok {
 			r.UnconditionalOnly = true
 			delete(r.User.Extra, entities.UnconditionalOnlyExtra)
@@ -108,13 +108,20 @@ func labelRequirements(a authorizer.Attributes) []entities.LabelRequirement {
 }
 
 // userInfo is u as a review (or the callback's admissionRequest) carries it
-// (wireString); nil for no user. Extra keys that become one are merged as
-// the review's JSON merges them: the last in byte order wins.
+// (userValue); nil for no user.
 func userInfo(u user.Info) *entities.UserInfo {
 	if u == nil {
 		return nil
 	}
-	out := &entities.UserInfo{Name: wireString(u.GetName()), UID: wireString(u.GetUID()), Groups: wireStrings(u.GetGroups())}
+	out := userValue(u)
+	return &out
+}
+
+// userValue is u, not nil, as a review carries it (wireString). Extra keys
+// that become one are merged as the review's JSON merges them: the last in
+// byte order wins.
+func userValue(u user.Info) entities.UserInfo {
+	out := entities.UserInfo{Name: wireString(u.GetName()), UID: wireString(u.GetUID()), Groups: wireStrings(u.GetGroups())}
 	extra := u.GetExtra()
 	if len(extra) == 0 {
 		return out

@@ -179,10 +179,20 @@ func FromWire(w *wire.ConditionsAwareDecision) (authorizer.ConditionsAwareDecisi
 		if m == nil {
 			return authorizer.ConditionsAwareDecision{}, errors.New("type ConditionsMap without conditionsMap")
 		}
-		d := authorizer.ConditionsAwareDecisionConditionsMap(generic(m.DenyConditions), generic(m.NoOpinionConditions), generic(m.AllowConditions))
-		if d.IsUnconditional() {
-			return d, fmt.Errorf("conditionsMap: %s", d.Reason())
+		switch total := len(m.DenyConditions) + len(m.NoOpinionConditions) + len(m.AllowConditions); {
+		case total == 0:
+			return authorizer.ConditionsAwareDecision{}, errors.New("empty conditionsMap")
+		case total > wire.MaxConditions:
+			return authorizer.ConditionsAwareDecision{}, fmt.Errorf("%d conditions, more than %d", total, wire.MaxConditions)
 		}
+		d := authorizer.ConditionsAwareDecisionConditionsMap(generic(m.DenyConditions), generic(m.NoOpinionConditions), generic(m.AllowConditions))
+		if err := d.Error(); err != nil {
+			// Upstream refused the map (duplicate ids, ids or types that
+			// are not label keys): it never sends such a decision.
+			return d, fmt.Errorf("conditionsMap: %s: %w", d.Reason(), err)
+		}
+		// Possibly folded as upstream folds it (only noOpinion conditions
+		// are a NoOpinion, whatever they say).
 		return d, nil
 	case wire.DecisionTypeUnion:
 		var u authorizer.ConditionsAwareDecisionUnion

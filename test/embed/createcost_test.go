@@ -183,8 +183,11 @@ func serveCreateCost(b *testing.B) (string, []byte) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	handler := server.New(kc, server.Options{Logger: slog.New(slog.DiscardHandler), AdmissionEnforcement: true,
+	handler, err := server.New(kc, server.Options{Logger: slog.New(slog.DiscardHandler), AdmissionEnforcer: kc, Admitter: kc,
 		AdmissionWebhookSees: func(string, []string) bool { return true }, AggregatedAPI: func(string, string) bool { return false }})
+	if err != nil {
+		b.Fatal(err)
+	}
 	var notHTTP2 atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor != 2 {

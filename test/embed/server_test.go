@@ -100,7 +100,11 @@ type conditionsResponse struct {
 // serve serves kc over HTTPS with package server.
 func serve(t *testing.T, kc *cedar.Authorizer) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewTLSServer(server.New(kc, server.Options{Logger: slog.New(slog.DiscardHandler)}))
+	handler, err := server.New(kc, server.Options{Logger: slog.New(slog.DiscardHandler), Admitter: kc, Reviewer: kc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewTLSServer(handler)
 	t.Cleanup(srv.Close)
 	return srv
 }

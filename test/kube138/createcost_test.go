@@ -153,7 +153,10 @@ func serveCreateCost(b *testing.B) (string, []byte) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	handler := server.New(kc, server.Options{Logger: slog.New(slog.DiscardHandler)})
+	handler, err := server.New(kc, server.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
 	var notHTTP2 atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor != 2 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,7 +40,7 @@ func serveBare(addr, caFile string) error {
 	if err != nil {
 		return err
 	}
-	cfg, writeCA, err := kcedarserver.TLSOptions{WriteCA: caFile, Hosts: []string{host}}.ConfigWriteCALater(slog.New(slog.DiscardHandler))
+	cfg, writeCA, err := kcedarserver.TLSOptions{WriteCA: caFile, Hosts: []string{host}}.ConfigWriteCALater(context.Background(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}

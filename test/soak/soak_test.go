@@ -39,12 +39,10 @@ import (
 	"time"
 
 	"github.com/kcedar/kcedar/cedar"
-	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/handle"
-	"github.com/kcedar/kcedar/internal/store"
+	gen "github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
+	publicschema "github.com/kcedar/kcedar/schemagen"
 	"github.com/kcedar/kcedar/server"
 )
 
@@ -310,22 +308,27 @@ func inPlaceRequests() [][]byte {
 // expected computes the answers of a policy set in process, with the
 // schema `kcedar serve` validates against by default.
 func expected(t *testing.T, set string, bodies [][]byte) []string {
-	schema := embeddedschema.Schema(t)
-	v, err := cedarlang.NewSchemaValidator(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	schema := gen.ToPublic(embeddedschema.Schema(t)).(*publicschema.Schema)
 	file := filepath.Join(t.TempDir(), "p.cedar")
 	if err := os.WriteFile(file, []byte(set), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := store.NewStore([]string{file}, v, quiet)
-	if err := store.Load(); err != nil {
+	source, err := cedar.NewFileSource(schema, []string{file}, cedar.FileSourceOptions{Logger: quiet})
+	if err != nil {
 		t.Fatal(err)
 	}
-	authz := cedar.Authorizer(handle.NewAuthorizer(store, schema, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{CacheSize: engine.DefaultCacheSize}))
-	srv := server.New(&authz, server.Options{Logger: quiet})
+	if err := source.Ready(); err != nil {
+		t.Fatal(err)
+	}
+	authz, err := cedar.New(source, schema, cedar.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(authz, server.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []string
 	for _, b := range bodies {
 		rec := httptest.NewRecorder()

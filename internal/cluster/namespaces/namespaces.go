@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,6 +148,24 @@ func (n *Informer) Namespace(name string) (map[string]any, bool) {
 		return nil, false
 	}
 	return v.(map[string]any), true
+}
+
+// Get is the Namespace name as the informer holds it, for a caller that
+// wants the object rather than the JSON Namespace gives; an error for one
+// it does not hold, and while its view is stale.
+func (n *Informer) Get(name string) (*corev1.Namespace, error) {
+	if !n.fresh() {
+		return nil, fmt.Errorf("the Namespace informer's view is stale")
+	}
+	obj, ok, err := n.informer.GetStore().GetByKey(name)
+	if err != nil {
+		return nil, err
+	}
+	ns, isNS := obj.(*corev1.Namespace)
+	if !ok || !isNS {
+		return nil, fmt.Errorf("namespace %q not found", name)
+	}
+	return ns, nil
 }
 
 func (n *Informer) store(obj any) {
