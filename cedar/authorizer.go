@@ -71,8 +71,9 @@ func New(source PolicySource, schema *schemagen.Schema, opts Options) (*Authoriz
 			return nil, errors.New("cedar.New: Options.Keys was not made by package residual")
 		}
 	}
-	a := &Authorizer{serving: engine.NewServing(policies, s, engine.NewCodec(keys),
-		engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Namespaces: upstream.Namespaces(opts.Namespaces), Shadow: opts.Shadow, EncodedOnly: true})}
+	codec := engine.NewCodec(keys)
+	a := &Authorizer{serving: engine.NewServing(policies, s, codec,
+		engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Namespaces: upstream.Namespaces(opts.Namespaces), Shadow: opts.Shadow, EncodedOnly: codec})}
 	if err := a.registerCacheMetrics(opts.Registerer); err != nil {
 		return nil, err
 	}

@@ -68,7 +68,8 @@ func TestConditionsGoOutAsEncodeWritesThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := engine.NewEngine(schema, set, engine.NewCodec(ek), engine.EngineOptions{EncodedOnly: true})
+	codec := engine.NewCodec(ek)
+	e := engine.NewEngine(schema, set, codec, engine.EngineOptions{EncodedOnly: codec})
 	ctx := context.Background()
 	conditional := 0
 	for i, spec := range conditionsSpecs() {

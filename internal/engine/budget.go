@@ -18,16 +18,23 @@ type conditionBudget struct {
 	encodes func(policyResult) bool
 }
 
+// Encoder tells whether a residual can be sent as a condition: the encoder
+// an engine's decisions are made for alone (EngineOptions.EncodedOnly),
+// which drops a permit's residual that does not encode.
+type Encoder interface {
+	// Encodes reports whether r, a residual e left for a policy of effect,
+	// encodes as a condition.
+	Encodes(e *Engine, r Residual, effect DecisionType) bool
+}
+
 // conditionBudget is a budget for one decision on entityType, or nil when
-// decisions are not made for Encode only.
+// decisions are not made for one encoder only.
 func (e *Engine) conditionBudget(entityType types.EntityType) *conditionBudget {
-	if !e.encodedOnly {
+	if e.encodedOnly == nil {
 		return nil
 	}
-	key := e.codec.Keys.signing()
 	return &conditionBudget{limit: wire.MaxConditions, encodes: func(r policyResult) bool {
-		_, err := e.unsignedResidual(Residual{Policy: r.policy, Expr: r.expr, EntityType: entityType, memo: r.memo}, DecisionAllow, key)
-		return err == nil
+		return e.encodedOnly.Encodes(e, Residual{Policy: r.policy, Expr: r.expr, EntityType: entityType, memo: r.memo}, DecisionAllow)
 	}}
 }
 

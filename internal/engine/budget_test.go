@@ -34,7 +34,7 @@ func TestEncodedOnlyEncodesAsTheFullDecision(t *testing.T) {
 	for i := range sets {
 		set := mustPolicies(t, manyConditionsPolicies(rng))
 		full := NewEngine(s, set, codec, EngineOptions{CacheSize: DefaultCacheSize})
-		capped := NewEngine(s, set, codec, EngineOptions{CacheSize: DefaultCacheSize, EncodedOnly: true})
+		capped := NewEngine(s, set, codec, EngineOptions{CacheSize: DefaultCacheSize, EncodedOnly: codec})
 		for j := range perSet {
 			req := manyConditionsRequest(rng)
 			want := full.Authorize(context.Background(), req)

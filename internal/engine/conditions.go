@@ -74,21 +74,13 @@ func NewCodec(keys *Keyring) *Codec {
 	return &Codec{Keys: keys, cache: map[string]*decoded{}}
 }
 
-// Encoded conditions are cached: the same policy leaves the same residual
-// for many requests (the known values folded into it are the same).
-type encodeKey struct {
-	policy     *cedarlang.Policy
-	effect     DecisionType
-	entityType types.EntityType
-	hash       uint64
-	keyID      string
-}
-
-type encodedEntry struct {
-	expr  ast.IsNode
-	keyID string // Key.cacheID of the signing key
-	cond  wire.Condition
-	err   error
+// encodedCondition is a residual's condition before signing (or why it
+// cannot be sent), cached with the residual (Engine.Derived): the same policy
+// leaves the same residual for many requests (the known values folded into
+// it are the same).
+type encodedCondition struct {
+	cond wire.Condition
+	err  error
 }
 
 // maxCachedConditions bounds the decoded-condition cache.
@@ -148,43 +140,29 @@ func Describe(p *cedarlang.Policy) string {
 // cheap). It fails when the condition would be longer than
 // MaxConditionBytes.
 func (e *Engine) encodeResidual(r Residual, effect DecisionType, s *signer) (wire.Condition, error) {
-	cond, err := e.unsignedResidual(r, effect, s.key)
+	cond, err := e.codec.unsigned(e, r, effect, s.key)
 	if err != nil {
 		return wire.Condition{}, err
 	}
 	return sign(cond, effect, s), nil
 }
 
-// unsignedResidual is the condition of a residual before signing: its
-// Condition holds just the body ("<entity type>;<expression>").
-func (e *Engine) unsignedResidual(r Residual, effect DecisionType, key Key) (wire.Condition, error) {
-	if r.memo != nil {
-		mk := effect.String() + "\x00" + string(r.EntityType) + "\x00" + key.cacheID()
-		r.memo.mu.Lock()
-		ent, ok := r.memo.encoded[mk]
-		r.memo.mu.Unlock()
-		if !ok {
-			cond, err := e.codec.encode(r, key)
-			ent = encodedEntry{cond: cond, err: err}
-			r.memo.mu.Lock()
-			if r.memo.encoded == nil {
-				r.memo.encoded = map[string]encodedEntry{}
-			}
-			r.memo.encoded[mk] = ent
-			r.memo.mu.Unlock()
-		}
-		return ent.cond, ent.err
-	}
-	if e.encoded == nil {
-		return e.codec.encode(r, key)
-	}
-	ck := encodeKey{policy: r.Policy, effect: effect, entityType: r.EntityType, hash: hashExpr(r.Expr), keyID: key.cacheID()}
-	if ent, ok := e.encoded.get(ck); ok && ast.Equal(ast.NewNode(ent.expr), ast.NewNode(r.Expr)) {
-		return ent.cond, ent.err
-	}
-	cond, err := e.codec.encode(r, key)
-	e.encoded.put(ck, encodedEntry{expr: r.Expr, keyID: key.cacheID(), cond: cond, err: err})
-	return cond, err
+// unsigned is the condition of a residual e left, before signing: its
+// Condition holds just the body ("<entity type>;<expression>"). It is
+// cached in e (Engine.Derived).
+func (c *Codec) unsigned(e *Engine, r Residual, effect DecisionType, key Key) (wire.Condition, error) {
+	enc := e.Derived(r, effect.String()+"\x00"+key.cacheID(), func() any {
+		cond, err := c.encode(r, key)
+		return encodedCondition{cond: cond, err: err}
+	}).(encodedCondition)
+	return enc.cond, enc.err
+}
+
+// Encodes implements Encoder: whether r, left by a policy of effect, fits in
+// a condition signed with the signing key.
+func (c *Codec) Encodes(e *Engine, r Residual, effect DecisionType) bool {
+	_, err := c.unsigned(e, r, effect, c.Keys.signing())
+	return err == nil
 }
 
 func (c *Codec) encode(r Residual, key Key) (wire.Condition, error) {
@@ -205,7 +183,7 @@ func signedLen(key Key, body string) int {
 	return len(conditionPrefix) + 1 + len(key.ID) + 1 + macLen + 1 + len(body)
 }
 
-// sign completes an unsigned condition (unsignedResidual) with s.
+// sign completes an unsigned condition (Codec.unsigned) with s.
 func sign(cond wire.Condition, effect DecisionType, s *signer) wire.Condition {
 	body := cond.Condition
 	cond.Condition = conditionPrefix + ";" + s.key.ID + ";" + s.mac(effect, cond.ID, cond.Type, body) + ";" + body

@@ -26,7 +26,7 @@ type Engine struct {
 	// Caches; nil when caching is off.
 	decisions *boundedCache[string, Decision]
 	residuals *boundedCache[memoEntryKey, *memoEntry]
-	encoded   *boundedCache[encodeKey, encodedEntry]
+	derived   *boundedCache[derivedKey, derivedEntry]
 	// namespaces fills namespaceObject (nil: always unknown); nsObjects
 	// caches converted Namespace objects by name and resourceVersion.
 	namespaces entities.NamespaceLookup
@@ -45,7 +45,7 @@ type Engine struct {
 	// shadow: every policy is in audit mode (EngineOptions.Shadow).
 	shadow bool
 	// encodedOnly: EngineOptions.EncodedOnly.
-	encodedOnly bool
+	encodedOnly Encoder
 }
 
 var _ Interface = (*Engine)(nil)
@@ -63,16 +63,17 @@ type EngineOptions struct {
 	// --shadow`): every decision is NoOpinion, and its audit findings say
 	// what the policies would have decided.
 	Shadow bool
-	// EncodedOnly: every conditional decision is made for Encode (a
-	// server's or an embedder's), which answers Deny past wire.MaxConditions
-	// deny conditions and drops the allow conditions past that many in all.
+	// EncodedOnly, when set, is the encoder every conditional decision is
+	// made for (a server's or an embedder's Encode), which answers Deny past
+	// wire.MaxConditions deny conditions and drops the allow conditions past
+	// that many in all, and those that do not encode.
 	// Evaluation then stops where the encoded answer can no longer change:
 	// after one deny condition too many, and, once the allow conditions fill
 	// the rest, it reads only the permits that may be satisfied outright.
 	// Encode gives exactly what it gives for the full decision, but the
 	// decision holds fewer residuals, so tools that list them (explain,
 	// diff) leave this off.
-	EncodedOnly bool
+	EncodedOnly Encoder
 }
 
 // nsObjectCacheSize bounds the converted-namespace cache (kept even with
@@ -102,7 +103,7 @@ func newEngineAfter(prev *Engine, schema *schemagen.Schema, policies *cedarlang.
 	if opts.CacheSize > 0 {
 		e.decisions = newBoundedCache[string, Decision](opts.CacheSize)
 		e.residuals = newBoundedCache[memoEntryKey, *memoEntry](opts.CacheSize)
-		e.encoded = newBoundedCache[encodeKey, encodedEntry](opts.CacheSize)
+		e.derived = newBoundedCache[derivedKey, derivedEntry](opts.CacheSize)
 		e.principals = newBoundedCache[string, types.Entity](opts.CacheSize)
 	}
 	return e
@@ -115,7 +116,7 @@ func (e *Engine) Codec() *Codec                  { return e.codec }
 func (e *Engine) Evaluator() *Evaluator          { return e.eval }
 func (e *Engine) Generation() uint64             { return e.policies.Generation }
 func (e *Engine) CacheStats() (entries, evictions int64) {
-	for _, s := range []cacheStats{e.decisions.stats(), e.residuals.stats(), e.encoded.stats()} {
+	for _, s := range []cacheStats{e.decisions.stats(), e.residuals.stats(), e.derived.stats()} {
 		entries += s.entries
 		evictions += s.evictions
 	}

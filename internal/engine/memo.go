@@ -271,12 +271,12 @@ func valueKey(v types.Value, ok bool) string {
 	return v.String()
 }
 
-// memoEntry is a memoized residual and, once encoded, its conditions.
+// memoEntry is a memoized residual and what was derived from it (Derived).
 type memoEntry struct {
 	expr ast.IsNode
 	mu   sync.Mutex
-	// encoded conditions by effect and signing key id
-	encoded map[string]encodedEntry
+	// derived values by entity type and key
+	derived map[string]any
 }
 
 type memoEntryKey struct {
