@@ -532,8 +532,11 @@ func (c candidate) same(o candidate) bool {
 //     during it) or was renamed (or linked) into place after its last write:
 //     its change time is later than its modification time, which an atomic
 //     rename gives and an in-place writer (open with O_TRUNC, write, write...)
-//     never does, since every write sets both. No serving file may have
-//     disappeared outside a snapshot swap.
+//     never does, since every write sets both. A rename within the same tick
+//     of the file system's clock as the last write (a few milliseconds)
+//     leaves the two times equal: it cannot be told from an in-place writer
+//     and takes rule 3. No serving file may have disappeared outside a
+//     snapshot swap.
 //  3. Otherwise the read is taken once the source has stood still for the
 //     settle window after it: a second read, the window later, agrees with
 //     it (the same file names, sizes, modification and change times, inodes

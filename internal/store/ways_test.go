@@ -21,7 +21,9 @@ type wayOfWriting int
 
 const (
 	// byRename: written to a temporary file and renamed over the file
-	// (editors, GitOps tools, kubelet).
+	// (editors, GitOps tools, kubelet) in a later tick of the file system's
+	// clock than its last write (its change time after its modification
+	// time: the store takes it at once).
 	byRename wayOfWriting = iota
 	// inPlaceOneWrite: opened with O_TRUNC and written in one write (cp,
 	// shell redirection, kubectl cp).
@@ -38,11 +40,17 @@ const (
 	// policy, left so for longer than the settle window (the half file is
 	// loaded, and fails), then written to the end.
 	inPlaceStalled
+	// byQuickRename: written to a temporary file and renamed over the file
+	// at once, its times as the kernel left them. A rename within the clock
+	// tick of the last write (most are) leaves the change time equal to the
+	// modification time: the store cannot tell it from a file written in
+	// place, and waits the settle window.
+	byQuickRename
 	waysOfWriting
 )
 
 func (w wayOfWriting) String() string {
-	return [...]string{"rename", "in place, one write", "in place, in pieces", "append", "policy object", "in place, stalled"}[w]
+	return [...]string{"rename", "in place, one write", "in place, in pieces", "append", "policy object", "in place, stalled", "rename, times as written"}[w]
 }
 
 // waysSource is policy files in a directory and policy objects, changed one
@@ -132,9 +140,11 @@ func (w *waysSource) changed(blocks []string, atEnd, permit bool) ([]string, str
 // A change of one policy loads by the change (ReloadResult.Incremental)
 // however it is written, into the set a fresh load of the final files and
 // objects builds (ids, positions, texts), and as soon as the settle rule
-// allows: a rename or an object update at once, an in-place writer or an
-// append one settle window after the last write (within a settle step),
-// whatever the store read of the file while it was being written. A half
+// allows: a rename (in a later clock tick than the last write) or an
+// object update at once, an in-place writer, an append or a rename within
+// the last write's tick one settle window after the last write (within a
+// settle step), whatever the store read of the file while it was being
+// written. A half
 // file that stood still for a window (a writer stalled mid-policy) is
 // loaded and fails: the serving set stays, and stays the base the whole
 // file is then built from, by the change. Over random changes (adds at
@@ -235,8 +245,31 @@ func (w *waysSource) write(way wayOfWriting, s *Store, clock *settleClock) strin
 		w.loadAfter(s, clock, w.writePieces(path, data, clock, s.Settle/2), s.Settle)
 	case inPlaceStalled:
 		w.stalled(path, data, s, clock)
+	case byQuickRename:
+		w.loadAfter(s, clock, 0, renameWait(t, path, data, s.Settle))
 	}
 	return what
+}
+
+// renameWait writes data to a temporary file beside path and renames it
+// over path at once, and says how long the store must wait for it: nothing
+// if the rename left the change time after the modification time, else the
+// settle window.
+func renameWait(t *testing.T, path, data string, settle time.Duration) time.Duration {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	writeFile(t, tmp, data)
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	st, err := statPath(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.renamed() {
+		return 0
+	}
+	return settle
 }
 
 // writePieces truncates path and writes data in 2-6 pieces, cut anywhere:
