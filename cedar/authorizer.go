@@ -110,8 +110,9 @@ func (a *Authorizer) decide(ctx context.Context, attrs authorizer.Attributes, un
 	if err != nil {
 		return nil, nil, engine.Decision{}, err
 	}
-	// A caller that takes no conditions gets the folded decision, which the
-	// engine then makes as it decides.
+	// A caller that takes no conditions gets the decision without them
+	// (Deny if a deny condition remains, else NoOpinion), which the engine
+	// then makes as it decides.
 	req.UnconditionalOnly = req.UnconditionalOnly || unconditional
 	e, err := a.engineNow()
 	if err != nil {
@@ -130,8 +131,8 @@ func (a *Authorizer) decide(ctx context.Context, attrs authorizer.Attributes, un
 // cannotDecide is the answer to attributes kcedar cannot decide.
 const cannotDecide = "kcedar: cannot decide"
 
-// Authorize implements authorizer.Authorizer: the decision with any
-// conditions folded (Deny if a deny condition remains, else NoOpinion).
+// Authorize implements authorizer.Authorizer: the decision without its
+// conditions (Deny if a deny condition remains, else NoOpinion).
 // Attributes kcedar cannot decide (no verb; no user and no groups) are
 // denied with the error, and so is every request before a policy set is
 // loaded (ErrNotLoaded).
@@ -186,7 +187,8 @@ func (a *Authorizer) AuthorizeEnforced(ctx context.Context, attrs authorizer.Att
 	}
 	if len(enc.ConditionsMap.AllowConditions) == 0 {
 		// Only deny conditions were encoded (the allow conditions were
-		// dropped): nothing to enforce in admission, so the folded decision.
+		// dropped): nothing to enforce in admission, so the decision
+		// without its conditions.
 		decision, reason, err = upstream.Unconditional(d)
 		return decision, reason, false, err
 	}

@@ -10,12 +10,12 @@
 // and the policies are partially evaluated: a policy that depends on the
 // object of a write, which authorization cannot see, leaves a residual.
 // ConditionsAwareAuthorize returns those residuals as conditions (KEP-5681)
-// signed by package residual; Authorize folds them as a caller that cannot
-// evaluate conditions must (Deny if a deny condition remains, else
-// NoOpinion). In k8s.io/apiserver v0.37 only the union and metrics wrappers
-// call the conditions-aware methods; its request filters call Authorize, so
-// an embedder gets the folded decision until upstream's filters use
-// conditions.
+// signed by package residual; Authorize answers without them, as a caller
+// that cannot evaluate conditions must: Deny if a deny condition remains,
+// else NoOpinion. In k8s.io/apiserver v0.37 only the union and metrics
+// wrappers call the conditions-aware methods; its request filters call
+// Authorize, so an embedder gets the decision without conditions until
+// upstream's filters use them.
 //
 // The conditions types are k8s.io/apiserver's alpha API: they pin an
 // embedder to the k8s.io/apiserver minor version kcedar requires (see

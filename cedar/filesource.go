@@ -25,6 +25,7 @@ const DefaultSettle = store.DefaultSettle
 
 // FileSourceOptions configure a FileSource.
 type FileSourceOptions struct {
+	// Logger gets the source's log lines; nil: slog.Default().
 	Logger *slog.Logger
 	// Settle: the files load only once they read the same twice, Settle
 	// apart (a file renamed into place or a ConfigMap update loads at

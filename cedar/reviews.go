@@ -7,7 +7,7 @@ import (
 )
 
 // The access reviews' wire types (API group authorization.kubernetes.io/v1,
-// as kcedar who-can and kcedar can-i --list send them).
+// as kcedar's who-can command and its can-i rules listing send them).
 type (
 	// ResourceAccessReview asks who can perform an action; a
 	// LocalResourceAccessReview asks within one namespace.

@@ -32,14 +32,35 @@ type ConditionsRecord struct {
 
 var _ authorizer.ConditionsData = ConditionsRecord{}
 
-func (r ConditionsRecord) GetName() string                             { return r.Name }
-func (r ConditionsRecord) GetNamespace() string                        { return r.Namespace }
-func (r ConditionsRecord) GetResource() schema.GroupVersionResource    { return r.Resource }
-func (r ConditionsRecord) GetSubresource() string                      { return r.Subresource }
+// GetName is the object's name.
+func (r ConditionsRecord) GetName() string { return r.Name }
+
+// GetNamespace is the object's namespace, "" for a cluster-scoped one.
+func (r ConditionsRecord) GetNamespace() string { return r.Namespace }
+
+// GetResource is the request's resource.
+func (r ConditionsRecord) GetResource() schema.GroupVersionResource { return r.Resource }
+
+// GetSubresource is the request's subresource, "" for none.
+func (r ConditionsRecord) GetSubresource() string { return r.Subresource }
+
+// GetOperation is the admission operation: CREATE, UPDATE, DELETE or CONNECT.
 func (r ConditionsRecord) GetOperation() authorizer.AdmissionOperation { return r.Operation }
-func (r ConditionsRecord) GetOperationOptions() runtime.Object         { return r.OperationOptions }
-func (r ConditionsRecord) IsDryRun() bool                              { return r.DryRun }
-func (r ConditionsRecord) GetObject() runtime.Object                   { return r.Object }
-func (r ConditionsRecord) GetOldObject() runtime.Object                { return r.OldObject }
-func (r ConditionsRecord) GetKind() schema.GroupVersionKind            { return r.Kind }
-func (r ConditionsRecord) GetUserInfo() user.Info                      { return r.UserInfo }
+
+// GetOperationOptions are the operation's options (CreateOptions, ...).
+func (r ConditionsRecord) GetOperationOptions() runtime.Object { return r.OperationOptions }
+
+// IsDryRun reports whether the request is a dry run.
+func (r ConditionsRecord) IsDryRun() bool { return r.DryRun }
+
+// GetObject is the request's object; nil for a DELETE.
+func (r ConditionsRecord) GetObject() runtime.Object { return r.Object }
+
+// GetOldObject is the object as it was, for an UPDATE or a DELETE.
+func (r ConditionsRecord) GetOldObject() runtime.Object { return r.OldObject }
+
+// GetKind is the object's kind.
+func (r ConditionsRecord) GetKind() schema.GroupVersionKind { return r.Kind }
+
+// GetUserInfo is the requesting user.
+func (r ConditionsRecord) GetUserInfo() user.Info { return r.UserInfo }

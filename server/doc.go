@@ -8,7 +8,8 @@
 //   - POST /v1/authorize: kube-apiserver's authorization webhook
 //     (SubjectAccessReview). The status carries a conditionalDecision to a
 //     caller that handles conditions (KEP-5681, Kubernetes 1.38), and
-//     otherwise the decision with its conditions folded; with admission
+//     otherwise the decision without its conditions (Deny if a deny
+//     condition remains, else NoOpinion); with admission
 //     enforcement, a conditional allow the admission webhook will enforce is
 //     answered allowed.
 //   - POST /v1/conditions: the conditions callback, evaluated with the keys

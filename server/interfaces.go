@@ -38,7 +38,9 @@ type Admitter interface {
 // Reviewer answers the access reviews: who can make a request, and what a
 // subject can do. An invalid review is a *cedar.ReviewError.
 type Reviewer interface {
+	// ResourceAccessReview answers who can make review's request.
 	ResourceAccessReview(ctx context.Context, review *cedar.ResourceAccessReview) (*cedar.ResourceAccessReviewResponse, error)
+	// SubjectRulesReview answers what review's subject can do.
 	SubjectRulesReview(ctx context.Context, review *cedar.SubjectRulesReview) (*cedar.SubjectRulesReview, error)
 }
 

@@ -20,6 +20,7 @@ const MaxBodyBytes = 1 << 20
 // Options configure a Server and its handlers. Each handler reads the
 // fields that concern it.
 type Options struct {
+	// Logger gets the handlers' log lines; nil: slog.Default().
 	Logger *slog.Logger
 	// Registerer, if set, gets the handlers' metrics (serve them with the
 	// registry's own handler); nil: no metrics.
@@ -133,7 +134,8 @@ func New(authz authorizer.Authorizer, opts Options) (*Server, error) {
 
 // NewSubjectAccessReviewHandler is the handler of kube-apiserver's
 // authorization webhook (SubjectAccessReview), deciding with authz: with
-// its conditions for a caller that takes them (KEP-5681), else folded, or
+// its conditions for a caller that takes them (KEP-5681), else without
+// them (Deny if a deny condition remains, else NoOpinion), or
 // with Options.AdmissionEnforcer for a cluster that enforces them in
 // admission.
 func NewSubjectAccessReviewHandler(authz authorizer.Authorizer, opts Options) (http.Handler, error) {

@@ -21,10 +21,10 @@ import (
 
 // TLSOptions configure the HTTPS listener.
 type TLSOptions struct {
-	CertFile, KeyFile string // serving certificate; reloaded when the files change
-	ClientCAFile      string // when set, clients must present a certificate it signed
-	WriteCA           string // without CertFile: write the self-signed CA here
-	Hosts             []string
+	CertFile, KeyFile string   // serving certificate; reloaded when the files change
+	ClientCAFile      string   // when set, clients must present a certificate it signed
+	WriteCA           string   // without CertFile: write the self-signed CA here
+	Hosts             []string // without CertFile: the self-signed certificate's names and IP addresses, beside localhost and loopback
 	// Interval is how often ConfigWriteCALater's watch reads the
 	// certificate files when no file system event says they changed (0:
 	// every 2 seconds).
