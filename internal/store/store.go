@@ -210,12 +210,19 @@ func (s *Store) LastError() error {
 // Load reads, parses and validates the policy files and, if everything is
 // valid, swaps the new set in. Unchanged files are not parsed again. With a
 // settle window, Load waits (up to 10 windows) for the files to be stable.
-func (s *Store) Load() error {
+func (s *Store) Load() error { return s.LoadContext(context.Background()) }
+
+// LoadContext is Load that stops waiting for the files to settle when ctx
+// ends, returning ctx's error with the serving set unchanged.
+func (s *Store) LoadContext(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.unchanged()
 	if !ok {
-		c = s.readStable()
+		c = s.readStable(ctx)
+	}
+	if err := ctx.Err(); err != nil && c.err == err {
+		return err
 	}
 	if c.err == errUnsettled {
 		s.logger.Warn("policy files are being written; the serving set stays until they settle", "settle", s.Settle.String())
@@ -351,7 +358,7 @@ func (s *Store) rebase(sc SchemaCheck) error {
 		adopt()
 		return nil
 	}
-	c := s.readStable()
+	c := s.readStable(context.Background())
 	if c.err != nil {
 		return c.err
 	}
@@ -458,7 +465,7 @@ func (s *Store) report(r ReloadResult) {
 // them, their directories or a ConfigMap's "..data" link; internal/lib/watch)
 // and every interval as the fallback, until ctx ends.
 func (s *Store) Watch(ctx context.Context, interval time.Duration) {
-	watch.Run(ctx, s.paths, interval, s.logger, func() { _ = s.Load() })
+	watch.Run(ctx, s.paths, interval, s.logger, func() { _ = s.LoadContext(ctx) })
 }
 
 type policyFile struct {
@@ -551,7 +558,9 @@ func (c candidate) same(o candidate) bool {
 // again. A writer that pauses longer than the settle window between two
 // pieces of a file is indistinguishable from two edits: keep
 // --policy-settle above such pauses.
-func (s *Store) readStable() candidate {
+//
+// It stops, with ctx's error, when ctx ends while it waits.
+func (s *Store) readStable(ctx context.Context) candidate {
 	c := s.readCandidate()
 	if s.Settle <= 0 {
 		return c
@@ -569,6 +578,9 @@ func (s *Store) readStable() candidate {
 		}
 		d := min(step, s.Settle-quiet)
 		s.sleep(d)
+		if err := ctx.Err(); err != nil {
+			return candidate{err: err}
+		}
 		quiet, waited = quiet+d, waited+d
 		if quiet < s.Settle && c.err == nil && s.statusAsRead(c) {
 			continue // nothing moved: no need to read yet

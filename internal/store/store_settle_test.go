@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -178,6 +179,37 @@ func TestStoreNeverSettlingFiles(t *testing.T) {
 	}
 	if waited != settleWindows*s.Settle || len(rec.results) != reports || !slices.Equal(ids(s.Current()), []string{"a"}) || s.LastError() != nil {
 		t.Fatalf("waited %v, %d reports, serving %v, last error %v", waited, len(rec.results)-reports, ids(s.Current()), s.LastError())
+	}
+}
+
+// A load waiting for the files to settle stops when its context ends (a
+// shutdown), at the next step of the wait, without a load or a reported
+// failure; the serving set stays.
+func TestStoreLoadStopsWaitingWhenCancelled(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.cedar")
+	writeFile(t, file, policy("a"))
+	s, rec := newStore(t, []string{dir}, nil)
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	reports := len(rec.results)
+	s.Settle = DefaultSettle
+	ctx, cancel := context.WithCancel(t.Context())
+	waits := 0
+	s.sleep = func(time.Duration) {
+		waits++
+		if waits == 3 {
+			cancel()
+		}
+		writeFile(t, file, policy("a")+strings.Repeat("\n", waits)) // never settles
+	}
+	writeFile(t, file, policy("a")+policy("b"))
+	if err := s.LoadContext(ctx); err != context.Canceled {
+		t.Fatalf("LoadContext: %v, want context.Canceled", err)
+	}
+	if waits != 3 || len(rec.results) != reports || !slices.Equal(ids(s.Current()), []string{"a"}) || s.LastError() != nil {
+		t.Fatalf("%d waits, %d reports, serving %v, last error %v; want 3 waits and nothing else", waits, len(rec.results)-reports, ids(s.Current()), s.LastError())
 	}
 }
 
