@@ -14,6 +14,14 @@ import (
 	"github.com/kcedar/kcedar/internal/store"
 )
 
+// The resources of the policy objects PolicyObjects reads: CedarPolicy
+// (cluster-scoped) and NamespacedCedarPolicy, kcedar.dev/v1alpha1, each
+// holding its Cedar text in spec.content.
+var (
+	CedarPolicyResource           = policyobjects.ClusterResource
+	NamespacedCedarPolicyResource = policyobjects.NamespacedResource
+)
+
 // PolicyObjects are the CedarPolicy and NamespacedCedarPolicy objects
 // (kcedar.dev/v1alpha1) of a cluster whose policies join a FileSource's:
 // watched with informers, each object checked on its own (an invalid one

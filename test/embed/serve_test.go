@@ -24,11 +24,10 @@ import (
 	"github.com/kcedar/kcedar/server"
 )
 
-// The policy objects' resources, as a cluster serves them (kcedar's own
-// constants are internal; an embedder writes them out).
+// The policy objects' resources, as a cluster serves them.
 var (
-	cedarPolicies           = schema.GroupVersionResource{Group: "kcedar.dev", Version: "v1alpha1", Resource: "cedarpolicies"}
-	namespacedCedarPolicies = schema.GroupVersionResource{Group: "kcedar.dev", Version: "v1alpha1", Resource: "namespacedcedarpolicies"}
+	cedarPolicies           = cedar.CedarPolicyResource
+	namespacedCedarPolicies = cedar.NamespacedCedarPolicyResource
 )
 
 // The policy file before and after it is rewritten: developers read pods in
