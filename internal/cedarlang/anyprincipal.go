@@ -18,7 +18,7 @@ func (ps *PolicySet) CandidatesAnyPrincipal(verb string, resourceType types.Enti
 	}
 	ix := ps.index
 	var found []int32
-	ix.eachBucket(verb, resourceType, [2]bool{true, true}, func(b *bucket) {
+	ix.eachBucket(verb, resourceType, allPartitions, func(b *bucket) {
 		found = append(found, b.rest...)
 		found = append(found, b.keyed...)
 		for d := range b.absent {

@@ -25,13 +25,16 @@ type Cursor struct {
 	Eager []*Policy
 
 	eagerIDs []int32
-	ps       *PolicySet
-	s        lookupState
-	lists    [][]int32 // sorted postings not yet read
-	last     int32     // the last policy yielded or skipped
-	next     int       // without an index: the next position in ps.Policies
-	peeked   *Policy
-	hasPeek  bool
+	// eagerRead: the ids the lookup read to find Eager, before checking
+	// their constraints (duplicates included).
+	eagerRead int
+	ps        *PolicySet
+	s         lookupState
+	lists     [][]int32 // sorted postings not yet read
+	last      int32     // the last policy yielded or skipped
+	next      int       // without an index: the next position in ps.Policies
+	peeked    *Policy
+	hasPeek   bool
 	// skipResidualOnly (CandidateQuery.SkipResidualOnly) leaves out the
 	// permits that can leave only a residual for this request: those that
 	// constrain (outside a disjunction) a value of the resource (namespace,
@@ -88,11 +91,14 @@ func (ps *PolicySet) Lookup(q CandidateQuery) *Cursor {
 	ix := ps.index
 	c.s.multi[dGroup] = c.groupBuf[:0]
 	ix.describe(&c.s, q)
-	lists, singles := ix.gather(&c.s, q.Verb, [2]bool{true, false}, c.listBuf[:0], c.eagerIDs)
-	c.eagerIDs = ix.materialize(&c.s, false, lists, singles)
+	lists, singles := ix.gather(&c.s, q.Verb, 1<<partForbids, c.listBuf[:0], c.eagerIDs)
+	// Audit permits that can only leave a residual change no folded
+	// decision: no finding. Those only an open value finds are not read,
+	// the others are left out below.
+	c.s.skipOpen = q.SkipResidualOnly
+	lists, singles = ix.gather(&c.s, q.Verb, 1<<partAuditPermits, lists, singles)
+	c.eagerIDs, c.eagerRead = ix.materialize(&c.s, false, lists, singles)
 	if q.SkipResidualOnly && c.s.openMask&resourceDims != 0 {
-		// Audit permits that can only leave a residual change no folded
-		// decision: no finding.
 		c.eagerIDs = slices.DeleteFunc(c.eagerIDs, func(i int32) bool {
 			return ix.kinds[i]&kindForbid == 0 && ix.needsValue[i]&c.s.openMask != 0
 		})
@@ -101,9 +107,9 @@ func (ps *PolicySet) Lookup(q CandidateQuery) *Cursor {
 		c.Eager = append(c.Eager, ps.Policies[i])
 	}
 	if q.SkipResidualOnly {
-		c.skipResidualOnly, c.s.skipOpen = true, true
+		c.skipResidualOnly = true
 	}
-	lists, singles = ix.gather(&c.s, q.Verb, [2]bool{false, true}, lists[:0], c.singleBuf)
+	lists, singles = ix.gather(&c.s, q.Verb, lazyPartitions, lists[:0], c.singleBuf)
 	c.singleBuf = singles
 	c.s.skipOpen = false
 	if len(singles) > 0 {

@@ -80,3 +80,7 @@ func BreakIndexForTest(ps *PolicySet, j int32) {
 
 // TextEndForTest is where p's text ends in its file (0: not known).
 func TextEndForTest(p *Policy) int { return p.textEnd }
+
+// EagerReadForTest is how many policy ids c's lookup read to find its
+// Eager policies, before checking their constraints.
+func EagerReadForTest(c *Cursor) int { return c.eagerRead }

@@ -48,11 +48,13 @@ import (
 //     each bucket under one key: its access predicate, the value set of its
 //     most selective predicate (fewest policies share it; a principal type
 //     only when nothing else is as selective), or "rest" without one.
-//   - Enforced permits are filed apart from forbids and audit-mode policies
-//     (two partitions of buckets). Lookup (cursor.go) reads the second in
-//     full and the permits one at a time, merging their sorted postings in
-//     place, so a decision that stops at the first satisfied permit reads
-//     no more of a key's postings than it needs.
+//   - Enforced permits, forbids and audit-mode permits are filed apart
+//     (three partitions of buckets, partition). Lookup (cursor.go) reads
+//     the forbids and audit permits in full and the permits one at a time,
+//     merging their sorted postings in place, so a decision that stops at
+//     the first satisfied permit reads no more of a key's postings than it
+//     needs; a folded lookup reads neither permits nor audit permits that
+//     only an open value finds.
 //   - Candidates looks up, in each bucket the request reads, its value on
 //     each path the bucket keys (the bucket knows which), then checks every
 //     found policy against all its predicates. An open request value
@@ -138,16 +140,50 @@ func (ix *index) keyPrint(k uint64) uint64 { return max(k>>32&ix.printMask, 1) }
 const anyID = ^uint64(0)
 
 // bucketKey names a bucket: a verb, a resource type, and the partition.
-// Enforced permits (lazy) are kept apart from forbids and audit-mode
-// policies, which a decision evaluates in full, so a request can read the
-// permits one at a time (Lookup) and stop at the first satisfied one.
 type bucketKey struct {
 	verb, rtype uint64
-	lazy        bool
+	part        partition
+}
+
+// partition is a part of the index's buckets. Enforced permits (lazy) are
+// kept apart from forbids and audit-mode permits, which a decision
+// evaluates in full, so a request can read the permits one at a time
+// (Lookup) and stop at the first satisfied one. Audit-mode permits are kept
+// apart from forbids, so that a folded lookup can leave out, as it does for
+// enforced permits, those only an open value finds (CandidateQuery.
+// SkipResidualOnly): they can only leave a residual, of which no finding
+// comes, and there are as many of them as policies keyed on that value.
+type partition uint8
+
+const (
+	partForbids      partition = iota // forbids, enforced and audit-mode
+	partPermits                       // enforced permits: lazyPolicy
+	partAuditPermits                  // audit-mode permits
+	nPartitions
+)
+
+// partitions is a set of partitions, by bit.
+type partitions uint8
+
+const (
+	eagerPartitions partitions = 1<<partForbids | 1<<partAuditPermits
+	lazyPartitions  partitions = 1 << partPermits
+	allPartitions   partitions = eagerPartitions | lazyPartitions
+)
+
+// partitionOf is p's partition.
+func partitionOf(p *Policy) partition {
+	switch {
+	case p.Effect == types.Forbid:
+		return partForbids
+	case p.IsAudit():
+		return partAuditPermits
+	}
+	return partPermits
 }
 
 // lazyPolicy reports whether p is in the lazy partition: an enforced permit.
-func lazyPolicy(p *Policy) bool { return p.Effect != types.Forbid && !p.IsAudit() }
+func lazyPolicy(p *Policy) bool { return partitionOf(p) == partPermits }
 
 // Bits of index.kinds.
 const (
@@ -416,7 +452,7 @@ func (ix *index) filePolicy(keyed map[uint64][]int32, verbSeen map[uint64]bool, 
 			ix.needsValue[i] |= 1 << c.dim
 		}
 	}
-	lazy := lazyPolicy(p)
+	part := partitionOf(p)
 	ix.kinds[i] = kindOf(p)
 	for _, v := range vids {
 		if v != anyID && !verbSeen[v] {
@@ -424,7 +460,7 @@ func (ix *index) filePolicy(keyed map[uint64][]int32, verbSeen map[uint64]bool, 
 			ix.verbs = append(ix.verbs, v)
 		}
 		for _, t := range tids {
-			ix.bucketOf(bucketKey{v, t, lazy}).addPolicy(keyed, keys, i, primary, secondary)
+			ix.bucketOf(bucketKey{v, t, part}).addPolicy(keyed, keys, i, primary, secondary)
 		}
 	}
 }

@@ -174,24 +174,23 @@ func (ps *PolicySet) Candidates(q CandidateQuery) []*Policy {
 	return out
 }
 
-// eachBucket calls f with every bucket of the partitions asked for
-// (partitions[1]: the lazy one) that a request with verb on rtype reads:
-// (verb, rtype), (verb, any), (any, rtype), (any, any); every verb's for
-// "*".
-func (ix *index) eachBucket(verb string, rtype types.EntityType, partitions [2]bool, f func(*bucket)) {
+// eachBucket calls f with every bucket of the partitions parts that a
+// request with verb on rtype reads: (verb, rtype), (verb, any), (any,
+// rtype), (any, any); every verb's for "*".
+func (ix *index) eachBucket(verb string, rtype types.EntityType, parts partitions, f func(*bucket)) {
 	var verbBuf [2]uint64
 	verbIDs := append(verbBuf[:0], ix.hash(verb), anyID)
 	if verb == entities.Wildcard {
 		verbIDs = append(slices.Clone(ix.verbs), anyID)
 	}
 	typeIDs := [2]uint64{ix.hash(string(rtype)), anyID}
-	for part, want := range partitions {
-		if !want {
+	for part := range nPartitions {
+		if parts&(1<<part) == 0 {
 			continue
 		}
 		for _, v := range verbIDs {
 			for _, t := range typeIDs {
-				if b := ix.buckets[bucketKey{v, t, part == 1}]; b != nil {
+				if b := ix.buckets[bucketKey{v, t, part}]; b != nil {
 					f(b)
 				}
 			}
@@ -199,15 +198,15 @@ func (ix *index) eachBucket(verb string, rtype types.EntityType, partitions [2]b
 	}
 }
 
-// gather lists the sorted policy lists of the partitions asked for that
-// hold the candidates of the request s describes (for verb): each bucket's
-// rest, absent and open lists and the postings of its keys. Policies a slot
-// holds inline are appended to singles. Nothing is copied: the lists are
-// the index's own, and read-only.
-func (ix *index) gather(s *lookupState, verb string, partitions [2]bool, lists [][]int32, singles []int32) ([][]int32, []int32) {
+// gather lists the sorted policy lists of the partitions parts that hold
+// the candidates of the request s describes (for verb): each bucket's rest,
+// absent and open lists and the postings of its keys. Policies a slot holds
+// inline are appended to singles. Nothing is copied: the lists are the
+// index's own, and read-only.
+func (ix *index) gather(s *lookupState, verb string, parts partitions, lists [][]int32, singles []int32) ([][]int32, []int32) {
 	var keyBuf [64]uint64
 	keys := keyBuf[:0]
-	ix.eachBucket(verb, s.rtype, partitions, func(b *bucket) {
+	ix.eachBucket(verb, s.rtype, parts, func(b *bucket) {
 		lists = appendNonEmpty(lists, b.rest)
 		if m := b.absentDims & s.absentMask; m != 0 {
 			for d := range nDims {
@@ -233,18 +232,20 @@ func appendNonEmpty(lists [][]int32, l []int32) [][]int32 {
 // materialize is the ids of the policies of lists and singles, once each
 // and in policy order, whose constraints hold for s and which are in the
 // partition asked for (a fingerprint shared with a key of the other
-// partition may bring its postings).
-func (ix *index) materialize(s *lookupState, lazy bool, lists [][]int32, singles []int32) []int32 {
+// partition may bring its postings); read is how many ids lists and
+// singles hold.
+func (ix *index) materialize(s *lookupState, lazy bool, lists [][]int32, singles []int32) (ids []int32, read int) {
 	found := singles
 	for _, l := range lists {
 		found = append(found, l...)
 	}
 	if len(found) == 0 {
-		return found
+		return found, 0
 	}
+	read = len(found)
 	slices.Sort(found)
 	found = slices.Compact(found)
-	return slices.DeleteFunc(found, func(i int32) bool { return ix.kinds[i]&kindLazy != 0 != lazy || !ix.holds(i, s) })
+	return slices.DeleteFunc(found, func(i int32) bool { return ix.kinds[i]&kindLazy != 0 != lazy || !ix.holds(i, s) }), read
 }
 
 // collect appends to keys the slot keys of b under tag on the dimensions in

@@ -158,10 +158,10 @@ func (ix *index) noteLabels(e *extraction) {
 func (ix *index) fileTracked(keyed map[uint64][]int32, verbSeen map[uint64]bool, p *Policy, e *extraction, j int32, touched map[*bucket]bool) {
 	ix.filePolicy(keyed, verbSeen, p, e, j, ix.count)
 	vids, tids := ix.ids(e.values(dVerb)), ix.ids(e.values(dRType))
-	lazy := lazyPolicy(p)
+	part := partitionOf(p)
 	for _, v := range vids {
 		for _, t := range tids {
-			touched[ix.buckets[bucketKey{v, t, lazy}]] = true
+			touched[ix.buckets[bucketKey{v, t, part}]] = true
 		}
 	}
 }
