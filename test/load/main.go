@@ -67,7 +67,7 @@ func main() {
 	flag.StringVar(&proto, "proto", proto, "h1: HTTP/1.1, a connection per concurrent request; h2: HTTP/2, -conns streams over -h2-conns connections (kube-apiserver's webhook client: one)")
 	flag.IntVar(&h2Conns, "h2-conns", h2Conns, "with -proto h2: connections the streams share")
 	flag.BoolVar(&withFloor, "floor", true, "measure kcedar with an empty policy set too (its floor)")
-	flag.BoolVar(&withBare, "bare", false, "measure the bare transport server too (a stdlib HTTPS server that decodes the SubjectAccessReview and answers Allow), in a process of its own")
+	flag.BoolVar(&withBare, "bare", false, "measure the bare transport server too (a stdlib HTTPS server that decodes the fields of the SubjectAccessReview a webhook reads and answers Allow), in a process of its own")
 	flag.StringVar(&jsonOut, "json", "", "write the medians to this file as JSON (make bench reads it)")
 	flag.BoolVar(&takesConditions, "conditions", false, "send the reviews as kube-apiserver does with conditional authorization on: declaring that the caller handles ConditionsMap and Union, so conditional decisions are evaluated in full and answered with their conditions (without it a conditional decision is folded, and decided folded)")
 	flag.Parse()
