@@ -28,11 +28,13 @@
 #   make soak             soak tests against bin/kcedar (test/soak; ~4 min)
 #   make bench            the load test report (test/bench): every test/load workload at 1,
 #                         1k, 10k and 100k policies, HTTP/1.1 and HTTP/2, beside the bare
-#                         transport server; the reload and start-up tests; rewrites the
-#                         generated section of docs/performance.md and docs/performance/*.svg.
-#                         The full run: ~1 h on 2 cores (estimated: 34 load runs of 3 rounds);
-#                         BENCH_QUICK=1: 1 and 1k policies, 1 s phases, reloads at 1k and
-#                         10k, ~10 min; BENCH_FLAGS go to test/bench (-workloads, -policies)
+#                         transport server; the zoo's reload and every workload's start-up and
+#                         validate at 1k, 10k and 100k; rewrites the generated section of
+#                         docs/performance.md and docs/performance/*.svg. The full run: ~1.5 h
+#                         on 2 cores (estimated: 58 load runs of 3 rounds, 22 start-up runs);
+#                         BENCH_QUICK=1: 1 and 1k policies, 1 s phases, reloads and start-ups
+#                         at 1k and 10k, ~11 min; BENCH_FLAGS go to test/bench (-workloads,
+#                         -policies, -reload-sizes)
 #   make bench-go         the go test -bench benchmarks (BENCH selects them)
 #   make capture-default  internal/schemagen/default from a default kube-apiserver
 #   make helm-lint        helm lint --strict of charts/kcedar (the real helm, pinned, through the Go

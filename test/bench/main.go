@@ -31,7 +31,7 @@ func main() {
 	flag.StringVar(&o.figures, "figures", "docs/performance", "directory of the plots (SVG)")
 	flag.BoolVar(&o.quick, "quick", false, "a short run: 1 and 1,000 policies, phases of 1 s after 1 s of warm-up, three rounds (the other flags' defaults change with it)")
 	flag.StringVar(&policies, "policies", "", "policy counts, comma-separated (default 1,1000,10000,100000; -quick: 1,1000)")
-	flag.StringVar(&reloadSizes, "reload-sizes", "", "set sizes of the reload and start-up tests (default 1000,10000,100000; -quick: 1000,10000)")
+	flag.StringVar(&reloadSizes, "reload-sizes", "", "set sizes of the reload test (the zoo) and of the start-up and validate test (every workload) (default 1000,10000,100000; -quick: 1000,10000)")
 	flag.StringVar(&workloads, "workloads", "", "workloads, comma-separated (default: every one the load test lists)")
 	flag.StringVar(&protos, "protos", "h1,h2", "protocols")
 	flag.DurationVar(&o.duration, "duration", 0, "measurement per phase (default 8s; -quick: 1s)")
@@ -75,41 +75,77 @@ func run(o options) error {
 		return err
 	}
 	r := &report{options: o, started: started}
-	if len(o.workloads) == 0 {
-		for _, w := range listed {
-			o.workloads = append(o.workloads, w.name)
-		}
-	}
 	runner := &runner{load: load, kcedar: o.kcedar, tmp: tmp, report: r}
-	for _, name := range o.workloads {
-		fixed := false
-		for _, w := range listed {
-			if w.name == name {
-				fixed = w.fixedSize
-			}
+	for _, st := range plan(o, listed) {
+		switch st.kind {
+		case loadStep:
+			err = runner.loadRun(st.workload, st.policies, st.proto, o)
+		case reloadStep:
+			err = runner.reloadRun(st.policies, o)
+		case startupStep:
+			err = runner.startupRun(st.workload, st.policies)
 		}
-		counts := o.policies
-		if fixed {
-			counts = counts[:1] // its size is its own: one run
-		}
-		for _, n := range counts {
-			for _, p := range o.protos {
-				if err := runner.loadRun(name, n, p, o); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	for _, n := range o.reloadSizes {
-		if err := runner.reloadRun(n, o); err != nil {
-			return err
-		}
-		if err := runner.startupRun(n); err != nil {
+		if err != nil {
 			return err
 		}
 	}
 	r.took = time.Since(started)
 	return r.write()
+}
+
+// stepKind is what a run of the load test measures.
+type stepKind int
+
+const (
+	loadStep    stepKind = iota // load against kcedar and the bare server
+	reloadStep                  // a reload of the zoo under load
+	startupStep                 // serve's start-up and validate
+)
+
+// step is one run of the load test.
+type step struct {
+	kind     stepKind
+	workload string
+	policies int
+	proto    string // of a load step
+}
+
+// plan lists the report's runs in order: every workload (o.workloads, or
+// else every one listed) at every policy count over each protocol; the
+// zoo's reload at each set size; then every workload's start-up and
+// validate at each set size. A fixed-size workload runs once per kind.
+func plan(o options, listed []listedWorkload) []step {
+	names := o.workloads
+	fixed := map[string]bool{}
+	for _, w := range listed {
+		fixed[w.name] = w.fixedSize
+		if len(o.workloads) == 0 {
+			names = append(names, w.name)
+		}
+	}
+	sizes := func(name string, counts []int) []int {
+		if fixed[name] && len(counts) > 1 {
+			return counts[:1] // its size is its own: one run
+		}
+		return counts
+	}
+	var steps []step
+	for _, name := range names {
+		for _, n := range sizes(name, o.policies) {
+			for _, p := range o.protos {
+				steps = append(steps, step{kind: loadStep, workload: name, policies: n, proto: p})
+			}
+		}
+	}
+	for _, n := range o.reloadSizes {
+		steps = append(steps, step{kind: reloadStep, workload: "zoo", policies: n})
+	}
+	for _, name := range names {
+		for _, n := range sizes(name, o.reloadSizes) {
+			steps = append(steps, step{kind: startupStep, workload: name, policies: n})
+		}
+	}
+	return steps
 }
 
 // listedWorkload is a line of the load test's -list-workloads.
@@ -123,15 +159,21 @@ func listWorkloads(load string) ([]listedWorkload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load -list-workloads: %v", err)
 	}
+	return parseWorkloads(string(out)), nil
+}
+
+// parseWorkloads reads -list-workloads' output: a name a line, followed by
+// fixed-size when -policies does not apply.
+func parseWorkloads(out string) []listedWorkload {
 	var ws []listedWorkload
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(line)
 		if len(f) == 0 {
 			continue
 		}
 		ws = append(ws, listedWorkload{name: f[0], fixedSize: len(f) > 1 && f[1] == "fixed-size"})
 	}
-	return ws, nil
+	return ws
 }
 
 // runner runs the load test binary and collects its summaries.
@@ -188,9 +230,10 @@ func (rn *runner) reloadRun(n int, o options) error {
 	return nil
 }
 
-// startupRun measures serve's start-up and validate on the zoo of n.
-func (rn *runner) startupRun(n int) error {
-	s, err := rn.exec("-startup", "-workload", "zoo", "-policies", strconv.Itoa(n))
+// startupRun measures serve's start-up and validate on the workload's set
+// of n policies.
+func (rn *runner) startupRun(workload string, n int) error {
+	s, err := rn.exec("-startup", "-workload", workload, "-policies", strconv.Itoa(n))
 	if err != nil {
 		return err
 	}

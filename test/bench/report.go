@@ -75,6 +75,9 @@ func (r *report) write() error {
 	if err := r.reloadSection(&md); err != nil {
 		return err
 	}
+	if err := r.startupSection(&md); err != nil {
+		return err
+	}
 	r.commandsSection(&md)
 	doc, err := os.ReadFile(r.doc)
 	if err != nil {
@@ -134,17 +137,18 @@ func (r *report) loadSection(md *strings.Builder) error {
 	return nil
 }
 
-// reloadSection writes the reload and start-up table and the reload plot.
+// reloadSection writes the reload table and its plot.
 func (r *report) reloadSection(md *strings.Builder) error {
-	md.WriteString("Reloads and start-up, the policy-shape zoo (`-workload zoo`): the reload test serves load over HTTP/1.1 while the same set plus one policy is written; " +
+	md.WriteString("Reloads, the policy-shape zoo (`-workload zoo`): the reload test serves load over HTTP/1.1 while the same set plus one policy is written; " +
 		"*reload* is the time from that write to the first decision of the new set.\n\n" +
-		"| policies | reload | steady p99 | p99 while rebuilding | p99 after | serve ready | its CPU | its RSS | validate |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		"| policies | reload | steady p99 | p99 while rebuilding | p99 after |\n|---:|---:|---:|---:|---:|\n")
 	var reload []point
-	for i, s := range r.reloads {
-		st := r.startups[i].Startup
+	for _, s := range r.reloads {
 		rl := s.Reload
-		fmt.Fprintf(md, "| %d | %.2f s | %s | %s | %s | %.2f s | %.2f s | %d MiB | %.2f s |\n", s.Policies, rl.ServingAfterSeconds, us(rl.SteadyP99Micros),
-			us(rl.RebuildP99Micros), us(rl.AfterP99Micros), st.ReadySeconds, st.ReadyCPUSeconds, st.RSSMiB, st.ValidateSeconds)
+		if rl == nil {
+			continue
+		}
+		fmt.Fprintf(md, "| %d | %.2f s | %s | %s | %s |\n", s.Policies, rl.ServingAfterSeconds, us(rl.SteadyP99Micros), us(rl.RebuildP99Micros), us(rl.AfterP99Micros))
 		reload = append(reload, point{float64(s.Policies), rl.ServingAfterSeconds})
 	}
 	md.WriteString("\n")
@@ -157,6 +161,63 @@ func (r *report) reloadSection(md *strings.Builder) error {
 	}
 	fmt.Fprintf(md, "![reload time against set size](%s)\n\n", filepath.Base(r.figures)+"/"+name)
 	return nil
+}
+
+// startupSection writes the start-up and validate table, a row per
+// workload and set size, and its plots.
+func (r *report) startupSection(md *strings.Builder) error {
+	md.WriteString("Start-up and validation, every workload (`-startup`): the set is written as files of 1,000 policies; *serve ready* is the time from starting `kcedar serve` on them to its `/readyz` reporting the whole set, " +
+		"*its CPU* the process's user + system time by then and *its RSS* its resident memory then; *validate* is the wall time of `kcedar validate` on the same files, process start and schema included. " +
+		"*Validate / policy* divides it by the set's size; *validate / added policy* is the difference from the workload's previous size over the policies added, the per-policy cost without the fixed one.\n\n" +
+		"| workload | policies | serve ready | its CPU | its RSS | validate | validate / policy | validate / added policy |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	ready, perPolicy := map[string]*series{}, map[string]*series{}
+	var names []string
+	prev := map[string]summary{}
+	for _, s := range r.startups {
+		st := s.Startup
+		if st == nil || s.Policies <= 0 {
+			continue
+		}
+		if _, ok := ready[s.Workload]; !ok {
+			names = append(names, s.Workload)
+			ready[s.Workload], perPolicy[s.Workload] = &series{name: s.Workload}, &series{name: s.Workload}
+		}
+		added := "–"
+		if p, ok := prev[s.Workload]; ok && s.Policies > p.Policies {
+			added = perPolicyTime(st.ValidateSeconds-p.Startup.ValidateSeconds, s.Policies-p.Policies)
+		}
+		prev[s.Workload] = s
+		fmt.Fprintf(md, "| %s | %d | %.2f s | %.2f s | %d MiB | %.2f s | %s | %s |\n", s.Workload, s.Policies, st.ReadySeconds, st.ReadyCPUSeconds, st.RSSMiB,
+			st.ValidateSeconds, perPolicyTime(st.ValidateSeconds, s.Policies), added)
+		ready[s.Workload].points = append(ready[s.Workload].points, point{float64(s.Policies), st.ReadySeconds})
+		perPolicy[s.Workload].points = append(perPolicy[s.Workload].points, point{float64(s.Policies), st.ValidateSeconds * 1e6 / float64(s.Policies)})
+	}
+	md.WriteString("\n")
+	if len(names) == 0 {
+		return nil
+	}
+	var readySeries, perPolicySeries []series
+	for _, name := range names {
+		readySeries, perPolicySeries = append(readySeries, *ready[name]), append(perPolicySeries, *perPolicy[name])
+	}
+	if err := r.plot("bench-startup.svg", "serve: time to ready", "seconds", readySeries); err != nil {
+		return err
+	}
+	if err := r.plot("bench-validate.svg", "validate: time per policy", "µs per policy", perPolicySeries); err != nil {
+		return err
+	}
+	fig := filepath.Base(r.figures)
+	fmt.Fprintf(md, "![serve's time to ready against set size, per workload](%s/bench-startup.svg) ![validate's time per policy against set size, per workload](%s/bench-validate.svg)\n\n", fig, fig)
+	return nil
+}
+
+// perPolicyTime formats seconds over n policies as µs (or ms) per policy.
+func perPolicyTime(seconds float64, n int) string {
+	v := seconds * 1e6 / float64(n)
+	if v < 10 {
+		return fmt.Sprintf("%.1f µs", v)
+	}
+	return us(v)
 }
 
 func (r *report) commandsSection(md *strings.Builder) {

@@ -23,7 +23,7 @@ const (
 	padL, padR, padTop, padBelow = 64, 190, 30, 44
 )
 
-var palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"}
+var palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
 
 // svgPlot draws ss as lines against a logarithmic x axis (x <= 0 is drawn
 // at 1) and a linear y axis from 0, with a legend on the right.
