@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"unicode/utf8"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -16,10 +17,13 @@ import (
 // (false) on anything else, which then goes through encoding/json as
 // before, with its messages. It gives up on
 //
-//   - a body that is not valid JSON (json.Valid is checked first, so what
-//     follows walks valid JSON only);
-//   - a string with an escape, or with bytes that are not UTF-8
-//     (encoding/json replaces those);
+//   - a body that is not valid JSON: it walks JSON's grammar itself, and
+//     checks a value it skips (a field it does not read) with json.Valid, so
+//     no separate pass over the body validates it;
+//   - a string with an escape, a control character, or bytes that are not
+//     UTF-8 (encoding/json replaces those);
+//   - a skipped value nested nearly as deep as encoding/json allows (it
+//     refuses a body nested deeper than 10,000 levels);
 //   - a key that is not exactly a field's name, but matches one when case
 //     is folded (encoding/json matches case-insensitively), or a key with a
 //     byte outside ASCII (its folding is Unicode's);
@@ -27,10 +31,10 @@ import (
 //     the field's (encoding/json merges, zeroes, or fails on those).
 //
 // Keys that match no field are skipped, as encoding/json ignores them.
-// FuzzDecodeSAR checks the claim against json.Unmarshal.
+// FuzzDecodeSAR checks the claim against json.Unmarshal, on any bytes.
 
-// sarScanner walks a valid JSON document; ok turns false at the first thing
-// it does not take, and stays false.
+// sarScanner walks a JSON document; ok turns false at the first thing it
+// does not take (invalid JSON included), and stays false.
 type sarScanner struct {
 	b  []byte
 	i  int
@@ -45,8 +49,8 @@ type sarScanner struct {
 // sharedTextMax is the largest body whose strings share one copy of it.
 const sharedTextMax = 4 << 10
 
-// decodeSARFast decodes a valid JSON body into sar, or reports false (sar
-// is then garbage, to be decoded again by encoding/json).
+// decodeSARFast decodes body into sar, or reports false (sar is then
+// garbage, to be decoded again by encoding/json).
 func decodeSARFast(body []byte, sar *sarRequest) bool {
 	s := &sarScanner{b: body, ok: true}
 	if len(body) <= sharedTextMax {
@@ -338,8 +342,8 @@ func (s *sarScanner) rawString() string {
 				return s.text[start : s.i-1]
 			}
 			return string(v)
-		case c == '\\':
-			s.ok = false
+		case c == '\\' || c < ' ':
+			s.ok = false // an escape, or a control character JSON refuses
 			return ""
 		case c >= utf8.RuneSelf:
 			ascii = false
@@ -349,8 +353,22 @@ func (s *sarScanner) rawString() string {
 	return ""
 }
 
-// skip skips one value (of valid JSON).
+// skipDepthMax is the deepest a skipped value may nest: encoding/json
+// refuses a body nested deeper than 10,000 levels, and the fields read put
+// a skipped value at most a few levels down.
+const skipDepthMax = 10000 - 16
+
+// skip skips one value, and gives up unless it is valid JSON.
 func (s *sarScanner) skip() {
+	start := s.i
+	s.skipExtent()
+	if s.ok && !json.Valid(s.b[start:s.i]) {
+		s.ok = false
+	}
+}
+
+// skipExtent moves past what is one value if the body is valid JSON.
+func (s *sarScanner) skipExtent() {
 	depth := 0
 	for s.ok && s.i < len(s.b) {
 		switch c := s.b[s.i]; {
@@ -361,7 +379,9 @@ func (s *sarScanner) skip() {
 			}
 			continue
 		case c == '{' || c == '[':
-			depth++
+			if depth++; depth > skipDepthMax {
+				s.ok = false
+			}
 		case c == '}' || c == ']':
 			if depth == 0 {
 				return // the end of the enclosing value: a scalar ended

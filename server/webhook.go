@@ -170,7 +170,7 @@ func checkType(got typeMeta, accepted ...typeMeta) error {
 // ignored, so newer API servers can add fields.
 func decodeJSON(body []byte, v any) error {
 	if sar, ok := v.(*sarRequest); ok {
-		if json.Valid(body) && decodeSARFast(body, sar) {
+		if decodeSARFast(body, sar) {
 			return nil
 		}
 		*sar = sarRequest{} // start over: the fast path may have set fields
