@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"unicode/utf8"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -17,9 +16,9 @@ import (
 // (false) on anything else, which then goes through encoding/json as
 // before, with its messages. It gives up on
 //
-//   - a body that is not valid JSON: it walks JSON's grammar itself, and
-//     checks a value it skips (a field it does not read) with json.Valid, so
-//     no separate pass over the body validates it;
+//   - a body that is not valid JSON: it walks JSON's grammar itself, a
+//     value it skips (a field it does not read) included, so no separate
+//     pass over the body validates it;
 //   - a string with an escape, a control character, or bytes that are not
 //     UTF-8 (encoding/json replaces those);
 //   - a skipped value nested nearly as deep as encoding/json allows (it
@@ -359,56 +358,142 @@ func (s *sarScanner) rawString() string {
 const skipDepthMax = 10000 - 16
 
 // skip skips one value, and gives up unless it is valid JSON.
-func (s *sarScanner) skip() {
-	start := s.i
-	s.skipExtent()
-	if s.ok && !json.Valid(s.b[start:s.i]) {
+func (s *sarScanner) skip() { s.skipValue(0) }
+
+// skipValue skips a value nested depth levels in the skipped one.
+func (s *sarScanner) skipValue(depth int) {
+	if depth > skipDepthMax {
+		s.ok = false
+		return
+	}
+	switch c := s.peek(); {
+	case c == '{':
+		s.i++
+		s.space()
+		if s.peek() == '}' {
+			s.i++
+			return
+		}
+		for s.ok {
+			s.space()
+			s.skipString()
+			s.space()
+			s.expect(':')
+			s.space()
+			s.skipValue(depth + 1)
+			if !s.next('}') {
+				return
+			}
+		}
+	case c == '[':
+		s.array(func() { s.skipValue(depth + 1) })
+	case c == '"':
+		s.skipString()
+	case c == 't':
+		s.literal("true")
+	case c == 'f':
+		s.literal("false")
+	case c == 'n':
+		s.literal("null")
+	case c == '-' || '0' <= c && c <= '9':
+		s.number()
+	default:
 		s.ok = false
 	}
 }
 
-// skipExtent moves past what is one value if the body is valid JSON.
-func (s *sarScanner) skipExtent() {
-	depth := 0
-	for s.ok && s.i < len(s.b) {
-		switch c := s.b[s.i]; {
-		case c == '"':
-			s.skipString()
-			if depth == 0 {
-				return
-			}
-			continue
-		case c == '{' || c == '[':
-			if depth++; depth > skipDepthMax {
-				s.ok = false
-			}
-		case c == '}' || c == ']':
-			if depth == 0 {
-				return // the end of the enclosing value: a scalar ended
-			}
-			if depth--; depth == 0 {
-				s.i++
-				return
-			}
-		case depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+// literal reads the bytes of word.
+func (s *sarScanner) literal(word string) {
+	if s.ok && len(s.b)-s.i >= len(word) && string(s.b[s.i:s.i+len(word)]) == word {
+		s.i += len(word)
+		return
+	}
+	s.ok = false
+}
+
+// number reads a number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?.
+func (s *sarScanner) number() {
+	if s.peek() == '-' {
+		s.i++
+	}
+	if s.peek() == '0' {
+		s.i++
+	} else if !s.digits() {
+		return
+	}
+	if s.peek() == '.' {
+		s.i++
+		if !s.digits() {
 			return
 		}
+	}
+	if c := s.peek(); c == 'e' || c == 'E' {
 		s.i++
+		if c := s.peek(); c == '+' || c == '-' {
+			s.i++
+		}
+		s.digits()
 	}
 }
 
-// skipString skips a string, escapes included, leaving s.i after it.
+// digits reads one digit or more; false (and not ok) for none.
+func (s *sarScanner) digits() bool {
+	start := s.i
+	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
+		s.i++
+	}
+	if s.i == start {
+		s.ok = false
+	}
+	return s.ok
+}
+
+// skipString skips a string, leaving s.i after it: JSON's escapes are
+// taken, a control character is not. (Bytes that are not UTF-8 are,
+// as encoding/json takes them in a value it skips.)
 func (s *sarScanner) skipString() {
-	for s.i++; s.i < len(s.b); s.i++ {
-		switch s.b[s.i] {
-		case '\\':
-			s.i++
-		case '"':
+	if !s.expect('"') {
+		return
+	}
+	for ; s.i < len(s.b); s.i++ {
+		switch c := s.b[s.i]; {
+		case c == '"':
 			s.i++
 			return
+		case c < ' ':
+			s.ok = false
+			return
+		case c == '\\':
+			if !s.escape() {
+				return
+			}
 		}
 	}
 	s.ok = false
+}
+
+// escape reads the escape at s.i (its backslash) but its last byte.
+func (s *sarScanner) escape() bool {
+	s.i++
+	if s.i >= len(s.b) {
+		s.ok = false
+		return false
+	}
+	switch s.b[s.i] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return true
+	case 'u':
+		if len(s.b)-s.i > 4 && isHex(s.b[s.i+1]) && isHex(s.b[s.i+2]) && isHex(s.b[s.i+3]) && isHex(s.b[s.i+4]) {
+			s.i += 4
+			return true
+		}
+	}
+	s.ok = false
+	return false
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // next reads, after white space, a comma (true: another member follows) or

@@ -94,8 +94,10 @@ func checkSameAsEncodingJSON(t *testing.T, body []byte, fast *sarRequest) {
 // value without an error; FuzzDecodeSAR searches further.
 func TestDecodeSARFastAgreesOnMutants(t *testing.T) {
 	seeds := []string{webhookBody, sarJSON("a", []string{"g"}, "get", "", "pods", "ns", "p"), `{"spec":{"User":"a","groups":[],"extra":{}}}`,
-		`{"status":[1,"x",{"a":[null,true,false,-1.5e3]}],"spec":{"user":"a","nonResourceAttributes":{"path":"/x","verb":"get"}}}`}
-	tokens := []string{"{", "}", "[", "]", ",", ":", `"`, `\`, "1", "-", ".", "e", "t", "n", "f", " ", "\t", "\x01", "\xff", "null", "true", `"x"`, "0", "01"}
+		`{"status":[1,"x",{"a":[null,true,false,-1.5e3]}],"spec":{"user":"a","nonResourceAttributes":{"path":"/x","verb":"get"}}}`,
+		`{"metadata":{"n\u00e9":"\"\\\/\b\f\n\r\t\u20AC","x":[0,-0,0.5,1E+2,-3e-4]},"spec":{"groups":["g"],"x":{}}}`}
+	tokens := []string{"{", "}", "[", "]", ",", ":", `"`, `\`, "1", "-", ".", "e", "E+", "t", "n", "f", " ", "\t", "\x01", "\xff", "null", "true",
+		`"x"`, "0", "01", `\u00e9`, `\u12`, `\n`, `\q`, `"\/"`, "-0.5e-7", "[{}]"}
 	r := rand.New(rand.NewPCG(1, 2))
 	taken := 0
 	for range 100000 {
