@@ -57,10 +57,11 @@ func (e *endpoint) sarHandler(authz authorizer.Authorizer, opts Options) http.Ha
 	return e.webhook("authorize", h.serve)
 }
 
-// review is one SubjectAccessReview in the handler: the attributes handed
-// to the authorizer, their user, and the Details the authorizer fills, in
-// one allocation.
+// review is one SubjectAccessReview in the handler: the review decoded,
+// the attributes handed to the authorizer, their user, and the Details the
+// authorizer fills, in one allocation.
 type review struct {
+	sar     sarRequest
 	attrs   authorizer.AttributesRecord
 	user    user.DefaultInfo
 	details cedar.Details
@@ -70,11 +71,11 @@ type review struct {
 // one call to the authorizer for what the caller takes, the answer
 // rendered; then metrics, the decision log, the trace and the response.
 func (h *sarHandler) serve(w http.ResponseWriter, r *http.Request) {
-	var sar sarRequest
-	if !h.decodeWebhook(w, r, "authorize", &sar, func() error { return checkType(sar.typeMeta, sarType) }) {
+	rv := new(review)
+	if !h.decodeWebhook(w, r, "authorize", &rv.sar, func() error { return checkType(rv.sar.typeMeta, sarType) }) {
 		return
 	}
-	spec := &sar.Spec
+	spec := &rv.sar.Spec
 	if spec.UnsupportedConditionalAuthorization != nil {
 		h.writeError(w, "authorize", badRequest("spec.conditionalAuthorization is not a Kubernetes field (an early KEP-5681 proposal): "+
 			"ask for conditions with spec.authorizationOptions.handledDecisionTypes [Allow, Deny, NoOpinion, ConditionsMap, Union], as Kubernetes 1.38 does"))
@@ -84,7 +85,6 @@ func (h *sarHandler) serve(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, "authorize", badRequest("invalid SubjectAccessReview: %v", err))
 		return
 	}
-	rv := new(review)
 	setAttributes(&rv.attrs, &rv.user, &spec.SubjectAccessReviewSpec)
 	ctx := cedar.WithDetails(r.Context(), &rv.details)
 	start := time.Now()
