@@ -55,7 +55,7 @@ GOFMT ?= $(shell $(GO) env GOROOT)/bin/gofmt
 TEST_FLAGS ?=
 DIFF_CASES ?= 500
 RACE_PKGS ?= ./cmd/... ./internal/store/... ./internal/cluster/... ./internal/lib/watch/... \
-	./internal/lib/parallel/... ./internal/engine ./server/... ./internal/schemagen/... \
+	./internal/lib/parallel/... ./internal/engine ./internal/conditions ./server/... ./internal/schemagen/... \
 	./internal/entities/... ./internal/cedarlang/...
 E2E_FLAGS ?=
 E2E_PKGS ?= ./test/e2e/...

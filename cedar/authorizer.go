@@ -9,6 +9,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	gen "github.com/kcedar/kcedar/internal/schemagen"
@@ -22,7 +23,7 @@ import (
 type Authorizer struct {
 	// serving is the engine of the policy set serving now, replaced (with
 	// every cache it built) when the set is.
-	serving *engine.Serving
+	serving *conditions.Serving
 }
 
 var (
@@ -65,14 +66,14 @@ func New(source PolicySource, schema *schemagen.Schema, opts Options) (*Authoriz
 	if err != nil {
 		return nil, err
 	}
-	keys := engine.RandomKeyring()
+	keys := conditions.RandomKeyring()
 	if opts.Keys != nil {
-		if keys = engine.KeyringFromPublic(opts.Keys); keys == nil {
+		if keys = conditions.KeyringFromPublic(opts.Keys); keys == nil {
 			return nil, errors.New("cedar.New: Options.Keys was not made by package residual")
 		}
 	}
-	codec := engine.NewCodec(keys)
-	a := &Authorizer{serving: engine.NewServing(policies, s, codec,
+	codec := conditions.NewCodec(keys)
+	a := &Authorizer{serving: conditions.NewServing(policies, s, codec,
 		engine.EngineOptions{CacheSize: engine.DefaultCacheSize, Namespaces: upstream.Namespaces(opts.Namespaces), Shadow: opts.Shadow, EncodedOnly: codec})}
 	if err := a.registerCacheMetrics(opts.Registerer); err != nil {
 		return nil, err
@@ -92,7 +93,7 @@ var ErrNotLoaded = errors.New("no valid policy set is loaded")
 var errNotMade = errors.New("cedar: an Authorizer is made by New")
 
 // engineNow is the engine of the policy set serving now.
-func (a *Authorizer) engineNow() (*engine.Engine, error) {
+func (a *Authorizer) engineNow() (*conditions.Engine, error) {
 	if a == nil || a.serving == nil {
 		return nil, errNotMade
 	}
@@ -105,7 +106,7 @@ func (a *Authorizer) engineNow() (*engine.Engine, error) {
 
 // decide is a's request decided by the engine serving now, recorded in the
 // Details ctx carries.
-func (a *Authorizer) decide(ctx context.Context, attrs authorizer.Attributes, unconditional bool) (*engine.Engine, *entities.Request, engine.Decision, error) {
+func (a *Authorizer) decide(ctx context.Context, attrs authorizer.Attributes, unconditional bool) (*conditions.Engine, *entities.Request, engine.Decision, error) {
 	req, err := upstream.Request(attrs)
 	if err != nil {
 		return nil, nil, engine.Decision{}, err
@@ -155,8 +156,8 @@ func (a *Authorizer) ConditionsAwareAuthorize(ctx context.Context, attrs authori
 	if req.UnconditionalOnly {
 		return authorizer.ConditionsAwareDecisionFromParts(upstream.Evaluated(d))
 	}
-	enc := e.Encode(d, engine.RequestBinding(req))
-	if _, details := engine.WireDetails(enc); details != nil && d.IsConditional() {
+	enc := e.Encode(d, conditions.RequestBinding(req))
+	if _, details := conditions.WireDetails(enc); details != nil && d.IsConditional() {
 		detailsOf(ctx).answeredWith(details.EvaluationError)
 	}
 	return upstream.ConditionsAware(enc)
@@ -179,8 +180,8 @@ func (a *Authorizer) AuthorizeEnforced(ctx context.Context, attrs authorizer.Att
 	}
 	// The conditions are encoded only to learn which fit; the admission
 	// webhook computes and signs them again.
-	enc := e.Encode(d, engine.RequestBinding(req))
-	if _, details := engine.WireDetails(enc); details != nil {
+	enc := e.Encode(d, conditions.RequestBinding(req))
+	if _, details := conditions.WireDetails(enc); details != nil {
 		detailsOf(ctx).answeredWith(details.EvaluationError)
 		decision, reason = upstream.Concrete(enc)
 		return decision, reason, false, nil
@@ -204,7 +205,7 @@ func (a *Authorizer) AuthorizeEnforced(ctx context.Context, attrs authorizer.Att
 // It needs the keys and the schema, not the policies: a condition is judged
 // by the policy set that issued it.
 func (a *Authorizer) EvaluateConditions(ctx context.Context, decision authorizer.ConditionsAwareDecision, data authorizer.ConditionsData) (authorizer.Decision, string, error) {
-	var ev *engine.Evaluator
+	var ev *conditions.Evaluator
 	if a != nil && a.serving != nil {
 		ev = a.serving.Evaluator()
 	}

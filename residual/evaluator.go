@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	gen "github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/upstream"
@@ -29,7 +30,7 @@ type Namespaces interface {
 // with the KEP's rules: a deny condition that holds (or fails) denies, then
 // an allow condition that holds allows, else no opinion. Malformed, foreign
 // or altered conditions deny. Safe for concurrent use.
-type Evaluator struct{ ev *engine.Evaluator }
+type Evaluator struct{ ev *conditions.Evaluator }
 
 // NewEvaluator returns an evaluator of the conditions signed with keys for
 // requests of schema's cluster; namespaces may be nil.
@@ -41,7 +42,7 @@ func NewEvaluator(schema *schemagen.Schema, keys *Keyring, namespaces Namespaces
 	case keys == nil || keys.keys == nil:
 		return nil, errors.New("residual.NewEvaluator: no keys")
 	}
-	return &Evaluator{ev: &engine.Evaluator{Schema: s, Codec: engine.NewCodec(keys.keys), Namespaces: upstream.Namespaces(namespaces)}}, nil
+	return &Evaluator{ev: &conditions.Evaluator{Schema: s, Codec: conditions.NewCodec(keys.keys), Namespaces: upstream.Namespaces(namespaces)}}, nil
 }
 
 // EvaluateConditions evaluates decision, as kcedar's authorizer returned it
@@ -83,7 +84,7 @@ func (e *Evaluator) Explain(c authorizer.Condition, effect authorizer.Decision, 
 
 // evaluator is the engine's evaluator, nil for an Evaluator NewEvaluator
 // did not make.
-func (e *Evaluator) evaluator() *engine.Evaluator {
+func (e *Evaluator) evaluator() *conditions.Evaluator {
 	if e == nil {
 		return nil
 	}

@@ -6,12 +6,12 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/conditions"
 )
 
 // ConditionType is the type of every condition kcedar writes: its language
 // (a Cedar expression over the resource) and its format version.
-const ConditionType = engine.ConditionType
+const ConditionType = conditions.ConditionType
 
 // Key is one named HMAC key: an ID of 1-16 letters, digits, '-' or '_', and
 // a secret of at least 32 bytes.
@@ -25,10 +25,10 @@ type Key struct {
 // first and keep the old one below it for longer than the API server may
 // hold conditions (its authorization cache TTL plus the longest request),
 // then drop it. A Keyring is safe for concurrent use.
-type Keyring struct{ keys *engine.Keyring }
+type Keyring struct{ keys *conditions.Keyring }
 
 func init() {
-	engine.KeyringFromPublic = func(public any) *engine.Keyring {
+	conditions.KeyringFromPublic = func(public any) *conditions.Keyring {
 		if k, ok := public.(*Keyring); ok && k != nil {
 			return k.keys
 		}
@@ -41,7 +41,7 @@ var errNoKeys = errors.New("residual: a Keyring is made by NewKeyring or LoadKey
 
 // NewKeyring returns a keyring of keys; the first signs.
 func NewKeyring(keys ...Key) (*Keyring, error) {
-	k, err := engine.NewKeyring(internalKeys(keys)...)
+	k, err := conditions.NewKeyring(internalKeys(keys)...)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func NewKeyring(keys ...Key) (*Keyring, error) {
 // LoadKeyFile reads a key file: one key a line, "<id> <base64 secret>";
 // blank lines and lines starting with # are ignored; the first key signs.
 func LoadKeyFile(path string) (*Keyring, error) {
-	k, err := engine.LoadKeyFile(path)
+	k, err := conditions.LoadKeyFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -81,10 +81,10 @@ func (k *Keyring) WatchFile(ctx context.Context, path string, interval time.Dura
 	return nil
 }
 
-func internalKeys(keys []Key) []engine.Key {
-	out := make([]engine.Key, len(keys))
+func internalKeys(keys []Key) []conditions.Key {
+	out := make([]conditions.Key, len(keys))
 	for i, k := range keys {
-		out[i] = engine.Key{ID: k.ID, Secret: k.Secret}
+		out[i] = conditions.Key{ID: k.ID, Secret: k.Secret}
 	}
 	return out
 }

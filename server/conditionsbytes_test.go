@@ -12,6 +12,7 @@ import (
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
@@ -47,12 +48,12 @@ when { resource has oldObject && resource.oldObject.metadata has labels && resou
 func TestConditionsGoOutAsEncodeWritesThem(t *testing.T) {
 	schema := embeddedschema.Schema(t)
 	text := zoo.Policies(300, 5) + objectPolicies
-	secret := bytes.Repeat([]byte{7}, engine.MinKeyBytes)
+	secret := bytes.Repeat([]byte{7}, conditions.MinKeyBytes)
 	rk, err := residual.NewKeyring(residual.Key{ID: "k", Secret: secret})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ek, err := engine.NewKeyring(engine.Key{ID: "k", Secret: secret})
+	ek, err := conditions.NewKeyring(conditions.Key{ID: "k", Secret: secret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,8 +69,8 @@ func TestConditionsGoOutAsEncodeWritesThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	codec := engine.NewCodec(ek)
-	e := engine.NewEngine(schema, set, codec, engine.EngineOptions{EncodedOnly: codec})
+	codec := conditions.NewCodec(ek)
+	e := conditions.New(engine.NewEngine(schema, set, engine.EngineOptions{EncodedOnly: codec}), codec)
 	ctx := context.Background()
 	conditional := 0
 	for i, spec := range conditionsSpecs() {
@@ -79,7 +80,7 @@ func TestConditionsGoOutAsEncodeWritesThem(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := e.Encode(e.Authorize(ctx, req), engine.RequestBinding(req))
+		want := e.Encode(e.Authorize(ctx, req), conditions.RequestBinding(req))
 		got := conditionsAnswer(kc.ConditionsAwareAuthorize(ctx, attrs))
 		if want.Type != wire.DecisionTypeConditionsMap {
 			if got.Status.ConditionalDecision != nil {

@@ -23,7 +23,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/entities"
 	gen "github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/store"
@@ -65,7 +65,7 @@ func newKepServer(t testing.TB, keys *residual.Keyring) *kepServer {
 }
 
 func kepKey(id string, b byte) residual.Key {
-	return residual.Key{ID: id, Secret: bytes.Repeat([]byte{b}, engine.MinKeyBytes)}
+	return residual.Key{ID: id, Secret: bytes.Repeat([]byte{b}, conditions.MinKeyBytes)}
 }
 
 func kepKeyring(t testing.TB, keys ...residual.Key) *residual.Keyring {
@@ -315,7 +315,7 @@ func kepOnePhase(t testing.TB, s *kepServer, a *admissionv1.AdmissionRequest, ve
 	if target.Resource == nil {
 		t.Fatalf("%s is not a typed resource", req)
 	}
-	ev := &engine.Evaluator{Schema: s.schema, Codec: engine.NewCodec(engine.RandomKeyring())}
+	ev := &conditions.Evaluator{Schema: s.schema, Codec: conditions.NewCodec(conditions.RandomKeyring())}
 	env, err := ev.Env(target.EntityType, data)
 	if err != nil {
 		t.Fatalf("one-phase environment: %v", err)
@@ -362,13 +362,13 @@ func kepCheckMap(t testing.TB, s *kepServer, c *kepCase, m *wire.ConditionsMap) 
 	}
 	byCondition := map[string]*cedarlang.Policy{}
 	for _, p := range s.policies.Policies {
-		byCondition[engine.ConditionID(p.ID)] = p
+		byCondition[conditions.ConditionID(p.ID)] = p
 	}
 	for _, cond := range all {
-		if cond.Type != engine.ConditionType {
+		if cond.Type != conditions.ConditionType {
 			t.Errorf("%s: condition type %q", c.File, cond.Type)
 		}
-		if len(cond.Condition) > engine.MaxConditionBytes || len(cond.Condition) > 1024 {
+		if len(cond.Condition) > conditions.MaxConditionBytes || len(cond.Condition) > 1024 {
 			t.Errorf("%s: condition %s: %d bytes", c.File, cond.ID, len(cond.Condition))
 		}
 		if p, ok := byCondition[cond.ID]; !ok || cond.Description != p.Describe() {
@@ -378,7 +378,7 @@ func kepCheckMap(t testing.TB, s *kepServer, c *kepCase, m *wire.ConditionsMap) 
 	ids := func(cs []wire.Condition) []string {
 		var out []string
 		for _, c := range cs {
-			out = append(out, strings.TrimPrefix(c.ID, engine.ConditionIDPrefix))
+			out = append(out, strings.TrimPrefix(c.ID, conditions.ConditionIDPrefix))
 		}
 		return out
 	}
@@ -633,7 +633,7 @@ func TestConformanceAttacks(t *testing.T) {
 	})
 	t.Run("oversized condition", func(t *testing.T) {
 		allow := dN1.ConditionsMap.AllowConditions[0]
-		bad := edit(allow, func(c *wire.Condition) { c.Condition += " && true" + strings.Repeat(" ", engine.MaxConditionBytes) })
+		bad := edit(allow, func(c *wire.Condition) { c.Condition += " && true" + strings.Repeat(" ", conditions.MaxConditionBytes) })
 		kepRefused(t, s, withAllow(dN1, bad), n1, wire.DecisionTypeNoOpinion, "longer than")
 	})
 	t.Run("deny condition moved into allowConditions", func(t *testing.T) {
@@ -694,10 +694,10 @@ func TestConformanceAttacks(t *testing.T) {
 		// 1e5 parentheses in an (unsigned) condition: refused before parsing.
 		nested := "kc3;k1;AAAAAAAAAAAAAAAAAAAAAA;core::pods;" + strings.Repeat("(", 100000) + "true" + strings.Repeat(")", 100000)
 		start := time.Now()
-		kepRefused(t, s, withAllow(dN1, wire.Condition{ID: "alice-pods-on-n1", Type: engine.ConditionType, Condition: nested}), n1, wire.DecisionTypeNoOpinion, "longer than")
+		kepRefused(t, s, withAllow(dN1, wire.Condition{ID: "alice-pods-on-n1", Type: conditions.ConditionType, Condition: nested}), n1, wire.DecisionTypeNoOpinion, "longer than")
 		// As many as fit: refused by the signature, before parsing.
 		fit := "kc3;k1;AAAAAAAAAAAAAAAAAAAAAA;core::pods;" + strings.Repeat("(", 480) + "true" + strings.Repeat(")", 480)
-		kepRefused(t, s, withAllow(dN1, wire.Condition{ID: "alice-pods-on-n1", Type: engine.ConditionType, Condition: fit}), n1, wire.DecisionTypeNoOpinion, "altered")
+		kepRefused(t, s, withAllow(dN1, wire.Condition{ID: "alice-pods-on-n1", Type: conditions.ConditionType, Condition: fit}), n1, wire.DecisionTypeNoOpinion, "altered")
 		// A decision nested in 2,500 Unions around a tampered map.
 		bad := withAllow(dN2, edit(allowN2, func(c *wire.Condition) { c.Condition = strings.Replace(c.Condition, `"n1"`, `"n2"`, 1) }))
 		var b strings.Builder

@@ -60,7 +60,7 @@ unless { resource has oldObject && resource.oldObject.metadata has name && resou
 @id("ops-secrets") permit(principal in k8s::Group::"ops", action in [k8s::Action::"delete", k8s::Action::"get"], resource is core::secrets)
 unless { resource has oldObject && resource.oldObject.metadata has labels && resource.oldObject.metadata.labels.hasTag("protected") };
 `
-	az := engine.NewEngine(embeddedschema.Schema(t), mustPolicies(t, policies), engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	az := engine.NewEngine(embeddedschema.Schema(t), mustPolicies(t, policies), engine.EngineOptions{})
 	lead, ops := "lead", "mallory"
 	// A validatingwebhookconfigurations/status update is exempt too: the
 	// exemption is by kind.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/cluster/policyobjects"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/safetext"
@@ -177,7 +178,7 @@ func runAuthorize(ctx context.Context, w, errw io.Writer, checker *lint.Checker,
 }
 
 // request builds the cedar request and admission data from the flags.
-func (o *authorizeOptions) request() (*entities.Request, *engine.Admission, error) {
+func (o *authorizeOptions) request() (*entities.Request, *conditions.Admission, error) {
 	tc := offline.TestCase{Operation: o.operation}
 	stdins := 0
 	for _, f := range []string{o.sarFile, o.object, o.oldObject} {

@@ -10,6 +10,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/safetext"
@@ -46,7 +47,7 @@ func (o *canIOptions) runOne(ctx context.Context, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	eng, ok := az.(*engine.Engine)
+	eng, ok := az.(*conditions.Engine)
 	if !ok {
 		return fmt.Errorf("internal error: the review engine is a %T", az)
 	}
@@ -100,10 +101,10 @@ func verdictExit(verdict string) error {
 // check), no, or yes if the conditions (as lines, in the order they are
 // evaluated) hold: those the API server evaluates in admission, or those
 // kcedar's admission webhook checks under admission enforcement.
-func verdictOf(eng *engine.Engine, req *entities.Request, a upstream.ChainAnswer) (string, []string) {
+func verdictOf(eng *conditions.Engine, req *entities.Request, a upstream.ChainAnswer) (string, []string) {
 	switch t := a.Type(); {
 	case t == engine.DecisionAllow && a.By == upstream.ChainKcedar && a.Kcedar.Enforced:
-		enc := eng.Encode(a.Kcedar.Decision, engine.RequestBinding(req))
+		enc := eng.Encode(a.Kcedar.Decision, conditions.RequestBinding(req))
 		lines := conditionLines(upstream.ChainKcedar, enc.ConditionsMap)
 		return verdictYesIf, append(lines, "(kcedar's admission webhook checks them; otherwise the request is rejected)")
 	case t == engine.DecisionAllow:
@@ -197,7 +198,7 @@ func reviewOf(req *entities.Request, a upstream.ChainAnswer) wire.SubjectAccessR
 	sar := wire.SubjectAccessReview{TypeMeta: metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"}}
 	sar.Spec = wire.SubjectAccessReviewSpec{SubjectAccessReviewSpec: spec, AuthorizationOptions: &wire.AuthorizationOptions{HandledDecisionTypes: []wire.DecisionType{
 		wire.DecisionTypeAllow, wire.DecisionTypeDeny, wire.DecisionTypeNoOpinion, wire.DecisionTypeConditionsMap, wire.DecisionTypeUnion}}}
-	t, details := engine.WireDetails(a.Answer)
+	t, details := conditions.WireDetails(a.Answer)
 	st := &sar.Status
 	st.Allowed, st.Denied = t == engine.DecisionAllow, t == engine.DecisionDeny
 	if details != nil {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/safetext"
@@ -166,7 +167,7 @@ func withRBAC(e *engine.Engine, rb *chainRBAC, ns entities.NamespaceLookup) (*en
 	if err != nil {
 		return nil, &exitError{1, fmt.Errorf("kcedar's policies with RBAC's (ids rbac/... are RBAC's): %w", err)}
 	}
-	return engine.NewEngine(e.Schema(), set, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: ns}), nil
+	return engine.NewEngine(e.Schema(), set, engine.EngineOptions{Namespaces: ns}), nil
 }
 
 // rbacEngine is the engine of RBAC's permits alone (nil without RBAC).
@@ -178,7 +179,7 @@ func rbacEngine(schema *schemagen.Schema, rb *chainRBAC) (*engine.Engine, error)
 	if err != nil {
 		return nil, err
 	}
-	return engine.NewEngine(schema, set, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{}), nil
+	return engine.NewEngine(schema, set, engine.EngineOptions{}), nil
 }
 
 // serveMode is the mode the answer is for: --mode, else found from the
@@ -215,10 +216,11 @@ func (o *reviewOptions) chainEngine(ctx context.Context, errw io.Writer, c *chai
 	if err != nil {
 		return nil, nil, "", err
 	}
-	e, ok := az.(*engine.Engine)
+	withConditions, ok := az.(*conditions.Engine)
 	if !ok {
 		return nil, nil, "", fmt.Errorf("internal error: the review engine is a %T", az)
 	}
+	e := withConditions.Engine
 	rb, err := c.rbac(ctx, errw, schema, &o.pol)
 	if err != nil {
 		return nil, nil, "", err

@@ -221,8 +221,8 @@ func TestOfflinePolicyObjectsDecideAsServe(t *testing.T) {
 		if got, want := policyTexts(offline), policyTexts(served); got != want {
 			t.Fatalf("set %d: offline policies\n%s\nserved\n%s", i, got, want)
 		}
-		sEngine := engine.NewEngine(checker.Schema, served, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
-		oEngine := engine.NewEngine(checker.Schema, offline, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+		sEngine := engine.NewEngine(checker.Schema, served, engine.EngineOptions{})
+		oEngine := engine.NewEngine(checker.Schema, offline, engine.EngineOptions{})
 		n, inside := compareDecisions(t, i, sEngine, oEngine)
 		decisions += n
 		allowedInside += inside

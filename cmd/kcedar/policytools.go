@@ -12,6 +12,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/lib/safetext"
 	"github.com/kcedar/kcedar/internal/schemagen"
@@ -144,7 +145,7 @@ func (o *reviewOptions) engine(ctx context.Context, errw io.Writer) (*schemagen.
 	if err != nil {
 		return nil, nil, &exitError{2, err}
 	}
-	return checker.Schema, engine.NewEngine(checker.Schema, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: ns}), nil
+	return checker.Schema, conditions.New(engine.NewEngine(checker.Schema, ps, engine.EngineOptions{Namespaces: ns}), conditions.NewCodec(conditions.RandomKeyring())), nil
 }
 
 // writeJSON writes v as the server's endpoints answer: indented, with <, >

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/safetext"
@@ -144,7 +145,7 @@ func (o *whyOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	eng, ok := az.(*engine.Engine)
+	eng, ok := az.(*conditions.Engine)
 	if !ok {
 		return fmt.Errorf("internal error: the review engine is a %T", az)
 	}
@@ -171,7 +172,7 @@ func (o *whyOptions) Run(ctx context.Context, stdout, stderr io.Writer) error {
 
 // chainAnswer puts kcedar's explanation in the chain: what kcedar serve
 // answers in its mode, and RBAC's part when the chain asks RBAC.
-func (o *whyOptions) chainAnswer(ctx context.Context, stderr io.Writer, schema *schemagen.Schema, eng *engine.Engine, req *entities.Request, ex engine.Explanation) (*whyAnswer, error) {
+func (o *whyOptions) chainAnswer(ctx context.Context, stderr io.Writer, schema *schemagen.Schema, eng *conditions.Engine, req *entities.Request, ex engine.Explanation) (*whyAnswer, error) {
 	rb, err := o.chain.rbac(ctx, stderr, schema, &o.pol)
 	if err != nil {
 		return nil, err
@@ -190,7 +191,7 @@ func (o *whyOptions) chainAnswer(ctx context.Context, stderr io.Writer, schema *
 	ans := &whyAnswer{Chain: describeChain(rb, o.chain.kcedarOnly), Mode: string(mode), ModeFrom: from, Explanation: ex,
 		ChainDecision: a.Type().String(), DecidedBy: a.By}
 	if a.RBAC != nil {
-		rex, err := rbacE.Explain(ctx, req)
+		rex, err := conditions.New(rbacE, conditions.NewCodec(conditions.RandomKeyring())).Explain(ctx, req)
 		if err != nil {
 			return nil, &exitError{2, err}
 		}

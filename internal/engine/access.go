@@ -248,7 +248,7 @@ func (e *Engine) whoCanCase(req *entities.Request, verb, label string, target en
 		sub, expr = refineSubject(sub, expr)
 		text := ""
 		if !isBool(expr, true) {
-			t, err := exprText(expr)
+			t, err := ExprText(expr)
 			if err != nil {
 				rv.Errors = append(rv.Errors, fmt.Sprintf("policy %s: %v", p.ID, err))
 				continue
@@ -495,7 +495,7 @@ func usernameSubject(name, typ string) (Subject, bool) {
 }
 
 func parsePattern(text string) (types.Pattern, error) {
-	n, err := parseExpr("principal.username like " + text)
+	n, err := ParseExpr("principal.username like " + text)
 	if err != nil {
 		return types.Pattern{}, err
 	}
@@ -630,7 +630,7 @@ func (rv *AccessReview) Decide(u entities.UserInfo, policies *cedarlang.PolicySe
 			}
 			q := &ast.Policy{Effect: ast.Effect(e.effect), Principal: ast.ScopeTypeAll{}, Action: ast.ScopeTypeAll{}, Resource: ast.ScopeTypeAll{}}
 			if e.Condition != "" {
-				body, err := parseExpr(e.Condition)
+				body, err := ParseExpr(e.Condition)
 				if err != nil {
 					return Denied(nil, []error{fmt.Errorf("condition %q: %v", e.Condition, err)})
 				}

@@ -8,7 +8,7 @@ import (
 )
 
 func benchWhoCan(b *testing.B, n int, ns string) {
-	az := NewEngine(embeddedschema.Schema(b), mustPolicies(b, testgen.RBACLike(n)), NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(embeddedschema.Schema(b), mustPolicies(b, testgen.RBACLike(n)), EngineOptions{})
 	req := whoCanReq("get", "", "pods", "", ns, "")
 	var rv AccessReview
 	b.ReportAllocs()

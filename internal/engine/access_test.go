@@ -35,7 +35,7 @@ when { resource has oldObject };
 @id("never") permit(principal == k8s::User::"system:serviceaccount:team-a-dev:builder", action, resource is core::pods);
 @id("user-named-like-a-node") permit(principal == k8s::User::"system:node:n2", action, resource is core::pods);
 `)
-	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(s, ps, EngineOptions{})
 	rv := whoCan(t, az, whoCanReq("get", "", "pods", "", "team-a-dev", ""))
 	if want := []string{"alice", "system:node:n2", "system:serviceaccount:team-a-dev:ci"}; !slices.Equal(rv.Users, want) {
 		t.Errorf("users = %v, want %v", rv.Users, want)
@@ -91,7 +91,7 @@ func TestWhoCanRuleEqualsAuthorize(t *testing.T) {
 	for i := 0; i < sets; i++ {
 		src := genPrincipalPolicies(rng, 2+rng.Intn(7))
 		ps := mustPolicies(t, src)
-		az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
+		az := NewEngine(s, ps, EngineOptions{})
 		universe := genUniverse(rng)
 		for j := 0; j < perSet; j++ {
 			q := genWhoCanQuestion(rng)
@@ -275,7 +275,7 @@ when { resource has object && resource.object.metadata has labels && resource.ob
 @id("healthz") permit(principal, action == k8s::Action::"get", resource is k8s::NonResourceURL) when { resource.path == "/healthz" || resource.path like "/api/*" };
 @id("other") permit(principal in k8s::Group::"ops", action, resource);
 `)
-	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(s, ps, EngineOptions{})
 	rv := whatCan(t, az, entities.UserInfo{Name: "bob", Groups: []string{"dev"}}, "team-a")
 	find := func(res string, verb string) *ResourceRule {
 		for i, r := range rv.ResourceRules {
@@ -344,7 +344,7 @@ func TestWhatCanAgreesWithAuthorize(t *testing.T) {
 	for i := 0; i < sets; i++ {
 		src := genPrincipalPolicies(rng, 2+rng.Intn(7))
 		ps := mustPolicies(t, src)
-		az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
+		az := NewEngine(s, ps, EngineOptions{})
 		for _, u := range genUniverse(rng)[:3] {
 			ns := pick(rng, []string{"", "team-a", "kube-system"})
 			rv := whatCan(t, az, u, ns)
@@ -411,7 +411,7 @@ func TestWhoCanListsNoDeniedSubject(t *testing.T) {
 @id("dev") permit(principal in k8s::Group::"dev", action, resource is core::pods);
 @id("no-alice") forbid(principal == k8s::User::"alice", action == k8s::Action::"delete", resource is core::pods);
 `)
-	az := NewEngine(embeddedschema.Schema(t), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(embeddedschema.Schema(t), ps, EngineOptions{})
 	if rv := whoCan(t, az, whoCanReq("delete", "", "pods", "", "a", "p")); !slices.Equal(rv.Users, []string{"bob"}) || !slices.Equal(rv.Groups, []string{"dev"}) || len(rv.Denied) != 1 {
 		t.Errorf("delete: %+v", rv)
 	}
@@ -438,7 +438,7 @@ func TestWhoCanListsNoSubjectASelectorDenies(t *testing.T) {
 		`forbid(principal in k8s::Group::"dev", action, resource is core::pods);`:                                         {"alice", "system:node:n1", "system:serviceaccount:a:ci"},
 		`forbid(principal, action, resource is core::pods);`:                                                              {},
 	} {
-		az := NewEngine(embeddedschema.Schema(t), mustPolicies(t, permits+forbid), NewCodec(RandomKeyring()), EngineOptions{})
+		az := NewEngine(embeddedschema.Schema(t), mustPolicies(t, permits+forbid), EngineOptions{})
 		rv := whoCan(t, az, whoCanReq("get", "", "pods", "", "a", "p"))
 		if !slices.Equal(rv.Users, want) {
 			t.Errorf("%s\nusers = %v, want %v (denied: %+v)", forbid, rv.Users, want, rv.Denied)
@@ -480,7 +480,7 @@ func whatCan(t testing.TB, az RuleResolver, u entities.UserInfo, namespace strin
 func TestReviewsStopWhenCancelled(t *testing.T) {
 	s := embeddedschema.Schema(t)
 	ps := mustPolicies(t, `@id("read") permit(principal in k8s::Group::"dev", action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods);`)
-	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: DefaultCacheSize})
+	az := NewEngine(s, ps, EngineOptions{CacheSize: DefaultCacheSize})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := az.WhoCan(ctx, whoCanReq("*", "", "pods", "", "", "")); !errors.Is(err, context.Canceled) {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand"
 	"slices"
@@ -13,12 +12,12 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
-// auditHarness builds engines on one schema and codec.
+// auditHarness builds engines on one schema.
 type auditHarness struct {
-	t     *testing.T
-	codec *Codec
+	t *testing.T
 }
 
 // engine parses src, puts the policies with ids in audit into audit mode
@@ -42,14 +41,22 @@ func (h auditHarness) engine(src string, audit, drop map[string]bool, cache int)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return NewEngine(schematest.Schema(), set, h.codec, EngineOptions{CacheSize: cache})
+	return NewEngine(schematest.Schema(), set, EngineOptions{CacheSize: cache})
 }
 
-// describe is everything a caller of the enforced decision sees of it (its
-// conditions signed for one fixed request).
-func (h auditHarness) describe(e *Engine, d Decision) string {
-	enc, _ := json.Marshal(e.Encode(d, Binding{Verb: "create"}))
-	return fmt.Sprintf("%s|%s|%s|%v|%s", d.Type(), d.Reason(), d.EvaluationError(), policyIDs(d.Policies()), enc)
+// describe is everything a caller of the enforced decision sees of it: its
+// type, reason, errors and policies, and the residuals its conditions are
+// encoded from, in order.
+func (h auditHarness) describe(_ *Engine, d Decision) string {
+	var conds []string
+	for _, list := range [][]Residual{d.DenyConditions(), d.AllowConditions()} {
+		for _, r := range list {
+			text, err := ExprText(r.Expr)
+			conds = append(conds, fmt.Sprintf("%s %s %s %v", r.Policy.ID, r.EntityType, text, err))
+		}
+		conds = append(conds, "|")
+	}
+	return fmt.Sprintf("%s|%s|%s|%v|%q", d.Type(), d.Reason(), d.EvaluationError(), policyIDs(d.Policies()), conds)
 }
 
 // conditionShape is a conditional decision's conditions, by policy.
@@ -74,7 +81,7 @@ func conditionShape(d Decision) string {
 // the others changes the answer, with that answer as its would-be decision.
 func TestAuditNeverChangesDecisionsAndFindsWhatWouldChange(t *testing.T) {
 	rng := rand.New(rand.NewSource(2121))
-	h := auditHarness{t: t, codec: NewCodec(RandomKeyring())}
+	h := auditHarness{t: t}
 	sets, perSet := 150, 12
 	if testing.Short() {
 		sets = 40
@@ -82,7 +89,7 @@ func TestAuditNeverChangesDecisionsAndFindsWhatWouldChange(t *testing.T) {
 	kinds := map[string]int{}
 	for i := 0; i < sets; i++ {
 		n := 2 + rng.Intn(5)
-		src := genObjectPolicies(rng, n)
+		src := testgen.ObjectPolicies(rng, n)
 		audit := map[string]bool{}
 		for j := 0; j < n; j++ {
 			if rng.Intn(2) == 0 {
@@ -142,7 +149,7 @@ func maps2(audit map[string]bool, id string) map[string]bool {
 // auditRequest is an admission case's request, or a read, a list or a "*"
 // (a request decided as several cases).
 func auditRequest(rng *rand.Rand) *entities.Request {
-	req := genAdmissionCase(rng).req
+	req := testgen.ObjectAdmission(rng).Req
 	if rng.Intn(3) == 0 {
 		req.Subresource = ""
 		req.Verb = pick(rng, []string{"get", "list", "*"})
@@ -157,7 +164,7 @@ func auditRequest(rng *rand.Rand) *entities.Request {
 func TestAuditForbidOnAllowedRequest(t *testing.T) {
 	src := `@id("allow-get") permit(principal, action == k8s::Action::"get", resource is core::pods);
 @id("audit-forbid") @enforcement("audit") forbid(principal, action, resource is core::pods) when { principal.username == "alice" };`
-	h := auditHarness{t: t, codec: NewCodec(RandomKeyring())}
+	h := auditHarness{t: t}
 	e := h.engine(src, nil, nil, 1024)
 	req := &entities.Request{User: entities.UserInfo{Name: "alice"}, ResourceRequest: true, Verb: "get", Resource: "pods", APIVersion: "v1", Namespace: "team-a", Name: ""}
 	for range 2 { // the second is served from the cache (an open name is partial)
@@ -172,7 +179,7 @@ func TestAuditForbidOnAllowedRequest(t *testing.T) {
 
 	ps, _ := cedarlang.ParsePolicies("gen.cedar", []byte(src))
 	set, _ := cedarlang.NewPolicySet(ps)
-	shadow := NewEngine(schematest.Schema(), set, h.codec, EngineOptions{Shadow: true})
+	shadow := NewEngine(schematest.Schema(), set, EngineOptions{Shadow: true})
 	bob := *req
 	bob.User = entities.UserInfo{Name: "bob"}
 	d := shadow.Authorize(context.Background(), &bob)

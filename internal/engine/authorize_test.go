@@ -14,7 +14,6 @@ import (
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
-	"github.com/kcedar/kcedar/internal/wire"
 )
 
 func mustPolicies(t testing.TB, src string) *cedarlang.PolicySet {
@@ -86,7 +85,7 @@ when { principal.uid == "x" };
 @id("mallory")
 permit(principal == k8s::User::"mallory", action, resource);
 `
-	az := NewEngine(s, mustPolicies(t, policies), NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(s, mustPolicies(t, policies), EngineOptions{})
 	sa := "system:serviceaccount:team-a:builder"
 	cases := []struct {
 		name     string
@@ -174,8 +173,8 @@ func TestOpenValuesMatchEnumerationOracle(t *testing.T) {
 	for i := 0; i < sets; i++ {
 		src := genPolicies(rng, 1+rng.Intn(6))
 		ps := mustPolicies(t, src)
-		az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
-		cached := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: 1 << 16})
+		az := NewEngine(s, ps, EngineOptions{})
+		cached := NewEngine(s, ps, EngineOptions{CacheSize: 1 << 16})
 		for j := 0; j < requestsPerSet; j++ {
 			req := genRequest(rng)
 			got := az.Authorize(context.Background(), req).FailureDecision()
@@ -386,7 +385,7 @@ func TestFoldKeepsObjectForbids(t *testing.T) {
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n2" };
 @id("bob-n1") permit(principal == k8s::User::"bob", action == k8s::Action::"create", resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };
-`), NewCodec(RandomKeyring()), EngineOptions{})
+`), EngineOptions{})
 	alice := resReq("alice", nil, "create", "", "pods", "", "a", "")
 	if o := az.Authorize(context.Background(), alice).FailureDecision(); o.IsConditional() || o.Type() != DecisionDeny {
 		t.Fatalf("folded: %+v, want Deny (a deny condition exists)", o)
@@ -418,7 +417,7 @@ func TestMemoKeysCoverEntityLiterals(t *testing.T) {
 @id("literal") permit(principal, action == k8s::Action::"create", resource is core::pods)
 when { k8s::User::"alice".username == "alice" && resource has object && resource.object has v1 };
 `)
-	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: 64})
+	az := NewEngine(schematest.Schema(), ps, EngineOptions{CacheSize: 64})
 	for _, tc := range []struct {
 		user string
 		want bool // conditional (the literal resolves), else the permit errors
@@ -430,51 +429,6 @@ when { k8s::User::"alice".username == "alice" && resource has object && resource
 	}
 }
 
-// Conditions written before ids were prefixed (a bare policy id) still
-// verify and evaluate in the callback during the transition; a bare id that
-// was not the one signed does not.
-func TestLegacyBareConditionIDs(t *testing.T) {
-	s := schematest.Schema()
-	ps := mustPolicies(t, `
-@id("bob-n1") permit(principal == k8s::User::"bob", action == k8s::Action::"create", resource is core::pods)
-when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };
-`)
-	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
-	req := resReq("bob", nil, "create", "", "pods", "", "a", "")
-	d := az.Authorize(context.Background(), req)
-	if !d.IsConditional() {
-		t.Fatalf("want a conditional decision, got %v", d.Type())
-	}
-	enc := az.Encode(d, RequestBinding(req))
-	cond := enc.ConditionsMap.AllowConditions[0]
-	if cond.ID != "kcedar.dev/bob-n1" {
-		t.Fatalf("condition id %q, want kcedar.dev/bob-n1", cond.ID)
-	}
-	// Re-sign the same condition under the bare id, as kcedar did before.
-	key := az.Codec().Keys.signing()
-	parts := strings.SplitN(cond.Condition, ";", 5)
-	body := parts[3] + ";" + parts[4]
-	legacy := wire.Condition{ID: "bob-n1", Type: cond.Type, Description: cond.Description,
-		Condition: strings.Join([]string{conditionPrefix, key.ID, mac(key, DecisionAllow, "bob-n1", cond.Type, body, RequestBinding(req)), body}, ";")}
-	user := entities.UserInfo{Name: "bob"}
-	data := &AdmissionData{Operation: "CREATE", Resource: "pods", APIVersion: "v1", Namespace: "a", Name: "p", User: &user,
-		Object: []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a"},"spec":{"nodeName":"n1"}}`)}
-	eval := func(c wire.Condition) Decision {
-		return az.EvaluateConditions(context.Background(), &wire.ConditionsAwareDecision{Type: wire.DecisionTypeConditionsMap, ConditionsMap: &wire.ConditionsMap{AllowConditions: []wire.Condition{c}}}, data)
-	}
-	if v := eval(cond); !v.IsAllowed() {
-		t.Fatalf("prefixed id: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
-	}
-	if v := eval(legacy); !v.IsAllowed() {
-		t.Fatalf("legacy bare id: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
-	}
-	renamed := legacy
-	renamed.ID = "kcedar.dev/bob-n1"
-	if v := eval(renamed); v.IsAllowed() {
-		t.Fatalf("a condition moved to another id must not verify")
-	}
-}
-
 // The decision cache (decisions of several cases, here every verb of "*")
 // tells a request naming an object from one whose name comes from a field
 // selector (resource.named differs).
@@ -483,7 +437,7 @@ func TestCacheKeysCoverNamed(t *testing.T) {
 @id("named-only") permit(principal == k8s::User::"alice", action, resource is core::pods)
 when { resource.named && resource.name == "a" };
 `)
-	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: 64})
+	az := NewEngine(schematest.Schema(), ps, EngineOptions{CacheSize: 64})
 	named := resReq("alice", nil, "*", "", "pods", "", "ns", "a")
 	selected := resReq("alice", nil, "*", "", "pods", "", "ns", "a")
 	selected.NameFromSelector = true

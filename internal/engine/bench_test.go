@@ -17,7 +17,7 @@ import (
 
 func benchAuthorize(b *testing.B, n int, req *entities.Request) {
 	ps := mustPolicies(b, testgen.RBACLike(n))
-	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(schematest.Schema(), ps, EngineOptions{})
 	durations := make([]time.Duration, 0, b.N)
 	// Steady state: the set-up's garbage (parsing a large set) collected
 	// first, not by a GC running beside the timed decisions.
@@ -61,7 +61,7 @@ func benchZooAudit(b *testing.B, n, auditEvery int) {
 			p.Enforcement = cedarlang.Audit
 		}
 	}
-	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(s, ps, EngineOptions{})
 	reqs := zoo.Requests(n, 4096, 2)
 	durations := make([]time.Duration, 0, b.N)
 	// Steady state: the set-up's garbage (parsing a large set) collected

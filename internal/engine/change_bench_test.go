@@ -56,7 +56,7 @@ func BenchmarkFileChange(b *testing.B) {
 	if err := s.Load(); err != nil {
 		b.Fatal(err)
 	}
-	serving := NewServing(s, schema, NewCodec(RandomKeyring()), EngineOptions{})
+	serving := NewServing(s, schema, EngineOptions{})
 	serving.Engine()
 	full := time.Since(t0)
 	incremental := 0

@@ -30,7 +30,7 @@ func bigTeam(t testing.TB, n int, forbid string) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewEngine(schematest.Schema(), set, NewCodec(RandomKeyring()), EngineOptions{})
+	return NewEngine(schematest.Schema(), set, EngineOptions{})
 }
 
 var teamRequest = &entities.Request{User: entities.UserInfo{Name: "ann", Groups: []string{"platform"}}, Verb: "get", ResourceRequest: true, Resource: "pods", Namespace: "team", Name: "p"}

@@ -35,7 +35,7 @@ func TestDerivedComputesOncePerResidualAndKey(t *testing.T) {
 		{Policy: pa, Expr: expr("x"), EntityType: secret, memo: shared},
 	}
 	for _, cacheSize := range []int{0, 64} {
-		e := NewEngine(schematest.Schema(), set, NewCodec(RandomKeyring()), EngineOptions{CacheSize: cacheSize})
+		e := NewEngine(schematest.Schema(), set, EngineOptions{CacheSize: cacheSize})
 		shared.derived = nil
 		calls := 0
 		for round := range 3 {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 
@@ -10,18 +9,15 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
-	"github.com/kcedar/kcedar/internal/wire"
 )
 
 // Engine is the Authorizer of one schema and one policy set (a generation of
 // the store). It owns every cache built from that set: decisions, residuals,
-// policy analyses and encoded conditions, so replacing the engine when the
-// set is reloaded frees them all. An Engine is safe for concurrent use.
+// policy analyses and what is derived from residuals (encoded conditions),
+// so replacing the engine when the set is reloaded frees them all. An Engine is safe for concurrent use.
 type Engine struct {
 	schema   *schemagen.Schema
 	policies *cedarlang.PolicySet
-	codec    *Codec
-	eval     *Evaluator
 
 	// Caches; nil when caching is off.
 	decisions *boundedCache[string, Decision]
@@ -83,18 +79,16 @@ func nsObjectCacheSize(n int) int { return max(n, 1024) }
 // DefaultCacheSize is the cache bound the server uses.
 const DefaultCacheSize = 16384
 
-// NewEngine returns the authorizer of schema and policies. codec signs and
-// verifies conditions; it may be shared by the engines of successive
-// generations (its keys rotate on their own).
-func NewEngine(schema *schemagen.Schema, policies *cedarlang.PolicySet, codec *Codec, opts EngineOptions) *Engine {
-	return newEngineAfter(nil, schema, policies, codec, opts)
+// NewEngine returns the authorizer of schema and policies.
+func NewEngine(schema *schemagen.Schema, policies *cedarlang.PolicySet, opts EngineOptions) *Engine {
+	return newEngineAfter(nil, schema, policies, opts)
 }
 
 // newEngineAfter is NewEngine, reusing the policy analyses of prev (the
 // engine of the set serving before; nil: none) for the policies the sets
 // share.
-func newEngineAfter(prev *Engine, schema *schemagen.Schema, policies *cedarlang.PolicySet, codec *Codec, opts EngineOptions) *Engine {
-	e := &Engine{schema: schema, policies: policies, codec: codec, eval: &Evaluator{Schema: schema, Codec: codec, Namespaces: opts.Namespaces},
+func newEngineAfter(prev *Engine, schema *schemagen.Schema, policies *cedarlang.PolicySet, opts EngineOptions) *Engine {
+	e := &Engine{schema: schema, policies: policies,
 		namespaces: opts.Namespaces, shadow: opts.Shadow, encodedOnly: opts.EncodedOnly, nsObjects: newBoundedCache[string, *nsConverted](nsObjectCacheSize(opts.CacheSize))}
 	e.nsReaders, e.nsReadsAt = namespaceReadersAfter(prev, policies)
 	for p := range e.nsReaders {
@@ -112,9 +106,12 @@ func newEngineAfter(prev *Engine, schema *schemagen.Schema, policies *cedarlang.
 // Schema and Policies are what the engine decides with.
 func (e *Engine) Schema() *schemagen.Schema      { return e.schema }
 func (e *Engine) Policies() *cedarlang.PolicySet { return e.policies }
-func (e *Engine) Codec() *Codec                  { return e.codec }
-func (e *Engine) Evaluator() *Evaluator          { return e.eval }
 func (e *Engine) Generation() uint64             { return e.policies.Generation }
+
+// Namespaces is the lookup that fills namespaceObject
+// (EngineOptions.Namespaces; nil: always unknown).
+func (e *Engine) Namespaces() entities.NamespaceLookup { return e.namespaces }
+
 func (e *Engine) CacheStats() (entries, evictions int64) {
 	for _, s := range []cacheStats{e.decisions.stats(), e.residuals.stats(), e.derived.stats()} {
 		entries += s.entries
@@ -123,12 +120,7 @@ func (e *Engine) CacheStats() (entries, evictions int64) {
 	return entries, evictions
 }
 
-// EvaluateConditions implements ConditionsEvaluator.
-func (e *Engine) EvaluateConditions(_ context.Context, d *wire.ConditionsAwareDecision, data *AdmissionData) Decision {
-	return e.eval.EvaluateDecision(d, data)
-}
-
-// uncached is an engine without caches on e's schema, policy set and codec,
+// uncached is an engine without caches on e's schema and policy set,
 // for access reviews: a review asks thousands of questions once (every verb
 // x resource for a rules review), which would only evict the decisions the
 // SubjectAccessReview path reuses.
@@ -136,7 +128,7 @@ func (e *Engine) uncached() *Engine {
 	if e.decisions == nil {
 		return e
 	}
-	return &Engine{schema: e.schema, policies: e.policies, codec: e.codec, eval: e.eval, namespaces: e.namespaces, shadow: e.shadow,
+	return &Engine{schema: e.schema, policies: e.policies, namespaces: e.namespaces, shadow: e.shadow,
 		nsObjects: e.nsObjects, nsReaders: e.nsReaders, nsReadsAt: e.nsReadsAt, permitReadsNamespace: e.permitReadsNamespace}
 }
 

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -98,8 +97,10 @@ var ErrNotExplained = errors.New("not explained")
 // evaluates its candidates (partially, where something is unknown), each
 // scope constraint and clause alone beside it. It explains one verb in one
 // world: a "*" verb and a request on k8s::Resource with an open name or
-// namespace (which may be absent) are ErrNotExplained.
-func (e *Engine) Explain(ctx context.Context, req *entities.Request) (Explanation, error) {
+// namespace (which may be absent) are ErrNotExplained. report renders the
+// decision as the server answers it (conditions.Engine.Report, which
+// encodes the conditions).
+func (e *Engine) Explain(req *entities.Request, report func() Report) (Explanation, error) {
 	verbs := entities.Verbs(e.schema, req)
 	if len(verbs) != 1 {
 		return Explanation{}, fmt.Errorf("%w: ask about one verb, not %q", ErrNotExplained, req.Verb)
@@ -112,7 +113,7 @@ func (e *Engine) Explain(ctx context.Context, req *entities.Request) (Explanatio
 			return Explanation{}, fmt.Errorf("%w: %s is open on %s and may be absent: give it", ErrNotExplained, attr, target.EntityType)
 		}
 	}
-	ex := Explanation{Request: req.String(), Report: e.Report(ctx, req, nil), Deciding: []PolicyTrace{}}
+	ex := Explanation{Request: req.String(), Report: report(), Deciding: []PolicyTrace{}}
 	var all []*cedarlang.Policy
 	for _, p := range e.policies.Policies {
 		if !p.IsAudit() {
@@ -242,7 +243,7 @@ func traceOf(r policyResult, env eval.Env) PolicyTrace {
 		t.Outcome, t.Error = OutcomeError, r.err.Error()
 	case remaining:
 		t.Outcome = OutcomeConditional
-		t.Residual, _ = exprText(r.expr)
+		t.Residual, _ = ExprText(r.expr)
 	}
 	return t
 }
@@ -257,7 +258,7 @@ func policyParts(p *ast.Policy, env eval.Env) []TracePart {
 		if c.Condition == ast.ConditionUnless {
 			part.Kind = "unless"
 		}
-		body, _ := exprText(c.Body)
+		body, _ := ExprText(c.Body)
 		part.Text = part.Kind + " { " + body + " }"
 		part.Values = readValues(body, env)
 		if !part.lets() && part.Result != "unknown" {
@@ -306,7 +307,7 @@ func evaluatePart(env eval.Env, p *ast.Policy) TracePart {
 	case isError(n):
 		return TracePart{Result: "error", Error: errorOf(n).Error()}
 	}
-	text, _ := exprText(n)
+	text, _ := ExprText(n)
 	return TracePart{Result: "unknown", Residual: text}
 }
 
@@ -328,7 +329,7 @@ func failingPart(env eval.Env, body ast.IsNode) *SubExpression {
 	if sub == nil {
 		return nil
 	}
-	text, err := exprText(sub)
+	text, err := ExprText(sub)
 	if err != nil {
 		return nil
 	}
@@ -477,7 +478,7 @@ func readValues(text string, env eval.Env) []string {
 			continue
 		}
 		seen[path] = true
-		expr, err := parseExpr(path)
+		expr, err := ParseExpr(path)
 		if err != nil {
 			continue
 		}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"math/rand"
 	"regexp"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
 // The sub-expression why names is the one that failed. Over random policy
@@ -35,14 +35,14 @@ func TestExplainNamesTheFailingSubExpression(t *testing.T) {
 	rng := rand.New(rand.NewSource(41))
 	stats := map[string]int{}
 	for i := 0; i < sets; i++ {
-		src := randomPolicies(rng, 2+rng.Intn(6), failingScope, func(rng *rand.Rand) string { return randomTree(rng, 3, failingLeaf) })
-		az := NewEngine(s, mustPolicies(t, src), NewCodec(RandomKeyring()), EngineOptions{})
+		src := testgen.RandomPolicies(rng, 2+rng.Intn(6), failingScope, func(rng *rand.Rand) string { return testgen.RandomTree(rng, 3, failingLeaf) })
+		az := NewEngine(s, mustPolicies(t, src), EngineOptions{})
 		for j := 0; j < 10; j++ {
 			req := explainRequest(rng)
 			if rng.Intn(3) == 0 {
 				req.Verb, req.Name = "create", ""
 			}
-			ex, err := az.Explain(context.Background(), req)
+			ex, err := explain(az, req)
 			if err != nil {
 				t.Fatalf("%s: %v", req, err)
 			}
@@ -80,7 +80,7 @@ func checkFailing(env eval.Env, tr PolicyTrace, part TracePart, stats map[string
 	if part.Kind == "unless" {
 		stops = "true"
 	}
-	sub, err := parseExpr(f.Text)
+	sub, err := ParseExpr(f.Text)
 	if err != nil {
 		return "the sub-expression does not parse: " + err.Error()
 	}
@@ -130,7 +130,7 @@ func partExpr(tr PolicyTrace, part TracePart) (ast.IsNode, error) {
 		}
 		text = m[1] + " is " + m[2] + " && " + m[1] + " in " + m[3]
 	}
-	return parseExpr(text)
+	return ParseExpr(text)
 }
 
 var (
@@ -143,7 +143,7 @@ var (
 // operands before the one that reaches it are true (false). depth counts
 // the levels gone down.
 func reaches(env eval.Env, n ast.IsNode, text string, depth int) (int, bool) {
-	if t, err := exprText(n); err == nil && t == text && depth > 0 {
+	if t, err := ExprText(n); err == nil && t == text && depth > 0 {
 		return depth, true
 	}
 	passes := ""
@@ -201,10 +201,10 @@ func TestExplainBlamesTheTypeAndNamesEveryForbid(t *testing.T) {
 @id("f2") forbid (principal, action == k8s::Action::"get", resource is core::pods) when { resource.namespace == "dev" };
 @id("p1") permit (principal, action, resource) when { resource is core::secrets && resource.namespace == "dev" };
 `)
-	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(s, ps, EngineOptions{})
 	alice := entities.UserInfo{Name: "alice", Groups: []string{"dev"}}
 	for _, name := range []string{"web", ""} {
-		ex, err := az.Explain(context.Background(), &entities.Request{User: alice, ResourceRequest: true, Verb: "get", APIVersion: "v1", Resource: "pods", Namespace: "dev", Name: name})
+		ex, err := explain(az, &entities.Request{User: alice, ResourceRequest: true, Verb: "get", APIVersion: "v1", Resource: "pods", Namespace: "dev", Name: name})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 )
 
@@ -49,10 +51,10 @@ func TestExplainNamesTheDecidingPolicies(t *testing.T) {
 	}
 	s := embeddedschema.Schema(t)
 	ps := mustPolicies(t, zoo.Policies(policies, 5)+explainExtra)
-	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(s, ps, EngineOptions{})
 	stats := map[string]int{}
 	for i, req := range zoo.Requests(policies, requests, 17) {
-		ex, err := az.Explain(context.Background(), req)
+		ex, err := explain(az, req)
 		if errors.Is(err, ErrNotExplained) {
 			stats["not explained"]++
 			continue
@@ -186,9 +188,9 @@ when { resource.namespace == "prod" };
 @id("object-writes")
 permit (principal in k8s::Group::"dev", action == k8s::Action::"create", resource is core::pods)
 when { resource.object.metadata.name == "web" };`)
-	az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(s, ps, EngineOptions{})
 	alice := entities.UserInfo{Name: "alice", Groups: []string{"dev"}}
-	ex, err := az.Explain(context.Background(), &entities.Request{User: alice, ResourceRequest: true, Verb: "get", APIVersion: "v1", Resource: "pods", Namespace: "dev", Name: "p"})
+	ex, err := explain(az, &entities.Request{User: alice, ResourceRequest: true, Verb: "get", APIVersion: "v1", Resource: "pods", Namespace: "dev", Name: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +201,7 @@ when { resource.object.metadata.name == "web" };`)
 			t.Errorf("missing %q in:\n%s", want, text)
 		}
 	}
-	ex, err = az.Explain(context.Background(), &entities.Request{User: alice, ResourceRequest: true, Verb: "create", APIVersion: "v1", Resource: "pods", Namespace: "dev"})
+	ex, err = explain(az, &entities.Request{User: alice, ResourceRequest: true, Verb: "create", APIVersion: "v1", Resource: "pods", Namespace: "dev"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +211,7 @@ when { resource.object.metadata.name == "web" };`)
 			t.Errorf("missing %q in:\n%s", want, text)
 		}
 	}
-	if _, err := az.Explain(context.Background(), &entities.Request{User: alice, ResourceRequest: true, Verb: "*", APIVersion: "v1", Resource: "pods"}); !errors.Is(err, ErrNotExplained) {
+	if _, err := explain(az, &entities.Request{User: alice, ResourceRequest: true, Verb: "*", APIVersion: "v1", Resource: "pods"}); !errors.Is(err, ErrNotExplained) {
 		t.Errorf("verb *: %v, want ErrNotExplained", err)
 	}
 }
@@ -228,12 +230,12 @@ func TestExplainRandomSetsMatchOnePhase(t *testing.T) {
 	rng := rand.New(rand.NewSource(23))
 	stats := map[string]int{}
 	for i := 0; i < sets; i++ {
-		src := randomPolicies(rng, 2+rng.Intn(6), explainScope, func(rng *rand.Rand) string { return randomTree(rng, 2, explainLeaf) })
+		src := testgen.RandomPolicies(rng, 2+rng.Intn(6), explainScope, func(rng *rand.Rand) string { return testgen.RandomTree(rng, 2, explainLeaf) })
 		ps := mustPolicies(t, src)
-		az := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
+		az := NewEngine(s, ps, EngineOptions{})
 		for j := 0; j < 10; j++ {
 			req := explainRequest(rng)
-			ex, err := az.Explain(context.Background(), req)
+			ex, err := explain(az, req)
 			if err != nil {
 				t.Fatalf("%s: %v", req, err)
 			}
@@ -294,4 +296,18 @@ func explainRequest(rng *rand.Rand) *entities.Request {
 		APIVersion: "v1", Resource: []string{"pods", "secrets"}[rng.Intn(2)],
 		Namespace: []string{"dev", "prod"}[rng.Intn(2)], Name: []string{"web-1", "db"}[rng.Intn(2)],
 	}
+}
+
+// explain is az.Explain with the decision reported as the engine decides it
+// (package conditions reports it as the server answers it, encoded).
+func explain(az *Engine, req *entities.Request) (Explanation, error) {
+	return az.Explain(req, func() Report {
+		d := az.Authorize(context.Background(), req)
+		r := Report{Decision: d.Type().String(), Reason: d.Reason(), EvaluationError: d.EvaluationError(), WithoutConditions: d.FailureDecision().Type().String()}
+		for _, p := range d.Policies() {
+			r.Policies = append(r.Policies, p.ID)
+		}
+		sort.Strings(r.Policies)
+		return r
+	})
 }

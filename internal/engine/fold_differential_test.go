@@ -9,6 +9,7 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 )
 
@@ -31,10 +32,10 @@ func TestFoldedAsDecidedEqualsFoldedAfter(t *testing.T) {
 	}
 	rng := rand.New(rand.NewSource(5681))
 	for range requests / 40 {
-		set := mustPolicies(t, genObjectPolicies(rng, 1+rng.Intn(5)))
+		set := mustPolicies(t, testgen.ObjectPolicies(rng, 1+rng.Intn(5)))
 		reqs := make([]*entities.Request, 40)
 		for i := range reqs {
-			reqs[i] = genAdmissionCase(rng).req
+			reqs[i] = testgen.ObjectAdmission(rng).Req
 		}
 		folds += checkFoldedAsDecided(t, "objects", set, reqs, nil)
 	}
@@ -54,7 +55,7 @@ func checkFoldedAsDecided(t *testing.T, name string, set *cedarlang.PolicySet, r
 	if ns != nil {
 		opts.Namespaces = ns
 	}
-	e := NewEngine(embeddedschema.Schema(t), set, NewCodec(RandomKeyring()), opts)
+	e := NewEngine(embeddedschema.Schema(t), set, opts)
 	for i, req := range reqs {
 		full := e.Authorize(context.Background(), req)
 		u := *req

@@ -20,7 +20,7 @@ func TestImpersonationActionGroups(t *testing.T) {
 @id("reads") permit(principal == k8s::User::"reader", action in [k8s::Action::"get", k8s::Action::"list", k8s::Action::"watch"], resource is core::pods);
 @id("no-legacy") forbid(principal == k8s::User::"root", action == k8s::Action::"impersonate", resource);
 `)
-	az := NewEngine(embeddedschema.Schema(t), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(embeddedschema.Schema(t), ps, EngineOptions{})
 	authn := "authentication.k8s.io"
 	for _, tc := range []struct {
 		name string
@@ -58,7 +58,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 @id("alice-by-uid") permit(principal == k8s::User::"lucas", action == k8s::Action::"impersonate:user-info", resource is io::k8s::authentication::users)
 when { resource.name == "alice" };
 `)
-	az := NewEngine(embeddedschema.Schema(t), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(embeddedschema.Schema(t), ps, EngineOptions{})
 	req := resReq("lucas", nil, "impersonate-on:user-info:create", "", "pods", "", "a", "")
 	// Admission never carries an object for it: the condition on the object
 	// cannot hold, so the permit does not apply (no condition to fold).

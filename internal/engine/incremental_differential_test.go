@@ -155,8 +155,7 @@ func (d *policyDir) edit() string {
 // decisionsDiff is the first request of reqs that got and want decide
 // differently (decision, deciding policies, conditions, errors), or "".
 func decisionsDiff(s *schemagen.Schema, got, want *cedarlang.PolicySet, reqs []*entities.Request) string {
-	codec := NewCodec(RandomKeyring())
-	a, b := NewEngine(s, got, codec, EngineOptions{}), NewEngine(s, want, codec, EngineOptions{})
+	a, b := NewEngine(s, got, EngineOptions{}), NewEngine(s, want, EngineOptions{})
 	for i, req := range reqs {
 		g, w := a.Authorize(context.Background(), req), b.Authorize(context.Background(), req)
 		if d := crossSetDiff(g, w, want); d != "" {
@@ -245,9 +244,8 @@ func TestIncrementalReloadDecidesAsAFreshLoad(t *testing.T) {
 	}
 	reqs := zoo.Requests(480, nreq, 3)
 	lastGood, caught, changed := maps.Clone(d.files), 0, 0
-	codec := NewCodec(RandomKeyring())
-	chained := NewEngine(schema, inc.Current(), codec, EngineOptions{}) // each made after the one before
-	readers := 0                                                        // namespace readers compared
+	chained := NewEngine(schema, inc.Current(), EngineOptions{}) // each made after the one before
+	readers := 0                                                 // namespace readers compared
 	for step := 0; step < steps; step++ {
 		what := d.edit()
 		d.write()
@@ -267,8 +265,8 @@ func TestIncrementalReloadDecidesAsAFreshLoad(t *testing.T) {
 		if diff := samePolicySet(inc.Current(), fresh.Current()); diff != "" {
 			t.Fatalf("step %d (%s): %s", step, what, diff)
 		}
-		chained = newEngineAfter(chained, schema, inc.Current(), codec, EngineOptions{})
-		diff, n := sameNamespaceReaders(chained, NewEngine(schema, fresh.Current(), codec, EngineOptions{}))
+		chained = newEngineAfter(chained, schema, inc.Current(), EngineOptions{})
+		diff, n := sameNamespaceReaders(chained, NewEngine(schema, fresh.Current(), EngineOptions{}))
 		if diff != "" {
 			t.Fatalf("step %d (%s): %s", step, what, diff)
 		}

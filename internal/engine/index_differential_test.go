@@ -43,9 +43,8 @@ when { ["ns-5", "ns-6"].contains(resource.namespace) && principal.username == "u
 `
 	indexed := mustPolicies(t, zoo.Policies(policies, 7)+extra)
 	whole := indexed.Unindexed()
-	codec := NewCodec(RandomKeyring())
-	az := NewEngine(s, indexed, codec, EngineOptions{})
-	ref := NewEngine(s, whole, codec, EngineOptions{})
+	az := NewEngine(s, indexed, EngineOptions{})
+	ref := NewEngine(s, whole, EngineOptions{})
 	stats := map[string]int{}
 	narrowed := 0
 	for i, req := range zoo.Requests(policies, requests, 11) {
@@ -109,9 +108,8 @@ func TestIndexDifferentialTeamAndShapes(t *testing.T) {
 func compareIndexed(t *testing.T, indexed *cedarlang.PolicySet, reqs []*entities.Request) map[string]int {
 	t.Helper()
 	s := embeddedschema.Schema(t)
-	codec := NewCodec(RandomKeyring())
-	az := NewEngine(s, indexed, codec, EngineOptions{})
-	ref := NewEngine(s, indexed.Unindexed(), codec, EngineOptions{})
+	az := NewEngine(s, indexed, EngineOptions{})
+	ref := NewEngine(s, indexed.Unindexed(), EngineOptions{})
 	stats := map[string]int{}
 	for i, req := range reqs {
 		got, want := az.Authorize(context.Background(), req), ref.Authorize(context.Background(), req)

@@ -6,11 +6,11 @@ import (
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
-// objectPaths finds what an expression reads of resource.object and
+// ObjectPaths finds what an expression reads of resource.object and
 // resource.oldObject, so the callback converts only that. A chain of
 // attribute reads used as a value needs the whole value at its end; a `has`
 // at the end needs only the presence of its attribute.
-func objectPaths(n ast.IsNode) (object, oldObject *entities.Paths) {
+func ObjectPaths(n ast.IsNode) (object, oldObject *entities.Paths) {
 	object, oldObject = &entities.Paths{}, &entities.Paths{}
 	var visit func(n ast.IsNode)
 	visit = func(n ast.IsNode) {

@@ -18,7 +18,7 @@ func benchPlatform(b *testing.B, n int) {
 	// for every size.
 	m := testgen.NewPlatformMix(1000, seed, false)
 	reqs := testgen.PlatformRequests(1000, 4096, seed, false)
-	e := NewEngine(embeddedschema.Schema(b), set, NewCodec(RandomKeyring()), EngineOptions{Namespaces: platformNamespaces(testgen.PlatformNamespaces(m))})
+	e := NewEngine(embeddedschema.Schema(b), set, EngineOptions{Namespaces: platformNamespaces(testgen.PlatformNamespaces(m))})
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -101,9 +101,8 @@ func platformCase(t *testing.T, policies, requests int, seed uint64) (*cedarlang
 func comparePlatform(t *testing.T, got, want *cedarlang.PolicySet, reqs []*entities.Request, ns platformNamespaces, strict bool) map[string]int {
 	t.Helper()
 	s := embeddedschema.Schema(t)
-	codec := NewCodec(RandomKeyring())
-	az := NewEngine(s, got, codec, EngineOptions{Namespaces: ns})
-	ref := NewEngine(s, want, codec, EngineOptions{Namespaces: ns})
+	az := NewEngine(s, got, EngineOptions{Namespaces: ns})
+	ref := NewEngine(s, want, EngineOptions{Namespaces: ns})
 	// The one-phase oracle decides with the enforced policies: audit-mode
 	// ones are reported on, never decide.
 	orc := oraclePolicies(slices.DeleteFunc(slices.Clone(want.Policies), (*cedarlang.Policy).IsAudit))

@@ -380,7 +380,7 @@ func nameLiterals(n ast.IsNode) ([]string, bool) {
 }
 
 func conditionText(n ast.IsNode) string {
-	t, err := exprText(n)
+	t, err := ExprText(n)
 	if err != nil {
 		return "<" + err.Error() + ">"
 	}

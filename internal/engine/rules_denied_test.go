@@ -20,7 +20,7 @@ func TestWhatCanListsForbids(t *testing.T) {
 @id("no-metrics") forbid(principal == k8s::User::"frank", action == k8s::Action::"get", resource is k8s::NonResourceURL) when { resource.path == "/metrics" };
 @id("dev") permit(principal in k8s::Group::"dev", action, resource is core::pods);
 `)
-	az := NewEngine(embeddedschema.Schema(t), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := NewEngine(embeddedschema.Schema(t), ps, EngineOptions{})
 	rv := whatCan(t, az, entities.UserInfo{Name: "frank"}, "team-a")
 	if len(rv.ResourceRules) != 0 || len(rv.NonResourceRules) != 0 {
 		t.Errorf("frank is allowed nothing: %+v", rv)
@@ -62,7 +62,7 @@ func TestWhatCanDeniedAgreesWithAuthorize(t *testing.T) {
 	checked, covered := 0, 0
 	for i := 0; i < sets; i++ {
 		src := genPrincipalPolicies(rng, 2+rng.Intn(7))
-		az := NewEngine(s, mustPolicies(t, src), NewCodec(RandomKeyring()), EngineOptions{})
+		az := NewEngine(s, mustPolicies(t, src), EngineOptions{})
 		for _, u := range genUniverse(rng)[:3] {
 			ns := pick(rng, []string{"", "team-a", "kube-system"})
 			rv := whatCan(t, az, u, ns)

@@ -14,6 +14,7 @@ import (
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
+	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
 const agentPolicies = `
@@ -41,7 +42,7 @@ func in(k string, vs ...string) metav1.LabelSelectorRequirement {
 }
 
 func TestLabelSelectorConfinesReads(t *testing.T) {
-	e := NewEngine(schematest.Schema(), mustPolicies(t, agentPolicies), NewCodec(RandomKeyring()), EngineOptions{CacheSize: 64})
+	e := NewEngine(schematest.Schema(), mustPolicies(t, agentPolicies), EngineOptions{CacheSize: 64})
 	for _, tc := range []struct {
 		name string
 		sel  []metav1.LabelSelectorRequirement
@@ -109,7 +110,7 @@ func TestLabelSelectorProperty(t *testing.T) {
 		src := randomSelectorPolicies(rng)
 		ps := mustPolicies(t, src)
 		orc := oraclePolicies(ps.Policies)
-		e := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: 64, Namespaces: lookup})
+		e := NewEngine(s, ps, EngineOptions{CacheSize: 64, Namespaces: lookup})
 		sel := randomSelector(rng)
 		user := []string{"agent", "bob"}[rng.Intn(2)]
 		req := listWithSelector(user, "ns", sel...)
@@ -221,7 +222,7 @@ func randomSelector(rng *rand.Rand) []metav1.LabelSelectorRequirement {
 }
 
 func randomSelectorPolicies(rng *rand.Rand) string {
-	return randomPolicies(rng, 1+rng.Intn(3), func(rng *rand.Rand) string {
+	return testgen.RandomPolicies(rng, 1+rng.Intn(3), func(rng *rand.Rand) string {
 		principal := []string{"principal", `principal == k8s::User::"agent"`}[rng.Intn(2)]
 		action := []string{"action", `action == k8s::Action::"list"`, `action == k8s::Action::"get"`}[rng.Intn(3)]
 		return principal + ", " + action + ", resource is core::pods"
@@ -229,7 +230,7 @@ func randomSelectorPolicies(rng *rand.Rand) string {
 }
 
 func randomObjectExpr(rng *rand.Rand) string {
-	return randomTree(rng, 2, objectLeaf)
+	return testgen.RandomTree(rng, 2, objectLeaf)
 }
 
 func objectLeaf(rng *rand.Rand) string {

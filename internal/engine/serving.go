@@ -22,22 +22,18 @@ func (f FixedPolicies) Current() *cedarlang.PolicySet { return f.Set }
 
 // Serving is the engine of the policy set a PolicySource serves now. It
 // builds one Engine per policy set and schema, so a reload drops every cache
-// the previous set built; its conditions Evaluator needs no policy set at
-// all (the callback evaluates what was signed, whatever serves now). Safe
-// for concurrent use.
+// the previous set built. Safe for concurrent use.
 type Serving struct {
 	policies PolicySource
 	schema   *schemagen.Schema
-	codec    *Codec
 	opts     EngineOptions
 	engine   atomic.Pointer[Engine]
-	eval     atomic.Pointer[Evaluator]
 }
 
 // NewServing returns the engines of policies, deciding with each set's own
-// schema or else schema, signing and verifying conditions with codec.
-func NewServing(policies PolicySource, schema *schemagen.Schema, codec *Codec, opts EngineOptions) *Serving {
-	return &Serving{policies: policies, schema: schema, codec: codec, opts: opts}
+// schema or else schema.
+func NewServing(policies PolicySource, schema *schemagen.Schema, opts EngineOptions) *Serving {
+	return &Serving{policies: policies, schema: schema, opts: opts}
 }
 
 // Schema is the schema decisions use now: the serving set's, else the one
@@ -69,28 +65,8 @@ func (s *Serving) Engine() *Engine {
 		if cur != nil && cur.Policies() == ps && cur.Schema() == schema {
 			return cur
 		}
-		next := newEngineAfter(cur, schema, ps, s.codec, s.opts)
+		next := newEngineAfter(cur, schema, ps, s.opts)
 		if s.engine.CompareAndSwap(cur, next) {
-			return next
-		}
-	}
-}
-
-// Evaluator evaluates conditions against admission data with the schema
-// serving now; it needs no policy set, so the conditions callback answers
-// before the first set loads and whatever set serves. nil without a schema.
-func (s *Serving) Evaluator() *Evaluator {
-	schema := s.Schema()
-	if schema == nil {
-		return nil
-	}
-	for {
-		cur := s.eval.Load()
-		if cur != nil && cur.Schema == schema {
-			return cur
-		}
-		next := &Evaluator{Schema: schema, Codec: s.codec, Namespaces: s.opts.Namespaces}
-		if s.eval.CompareAndSwap(cur, next) {
 			return next
 		}
 	}

@@ -23,8 +23,8 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 func TestAuthorizeWithStats(t *testing.T) {
 	ps := mustPolicies(t, statsPolicies)
 	s := schematest.Schema()
-	cached := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: 64})
-	uncached := NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{})
+	cached := NewEngine(s, ps, EngineOptions{CacheSize: 64})
+	uncached := NewEngine(s, ps, EngineOptions{})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name   string
@@ -63,7 +63,7 @@ func TestAuthorizeWithStats(t *testing.T) {
 // A "*" verb is decided for every verb: the candidates of all of them count.
 func TestAuthorizeWithStatsCountsEveryVerb(t *testing.T) {
 	ps := mustPolicies(t, statsPolicies)
-	e := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	e := NewEngine(schematest.Schema(), ps, EngineOptions{})
 	var one, every Stats
 	e.AuthorizeWithStats(context.Background(), resReq("alice", nil, "get", "", "pods", "", "a", ""), &one)
 	d := e.AuthorizeWithStats(context.Background(), resReq("alice", nil, "*", "", "pods", "", "a", ""), &every)

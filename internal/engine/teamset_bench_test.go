@@ -34,7 +34,7 @@ func policySetOf(t testing.TB, name string, policies []string) *cedarlang.Policy
 
 // benchDecisions decides reqs over set, one per iteration, round robin.
 func benchDecisions(b *testing.B, set *cedarlang.PolicySet, reqs []*entities.Request) {
-	e := NewEngine(embeddedschema.Schema(b), set, NewCodec(RandomKeyring()), EngineOptions{})
+	e := NewEngine(embeddedschema.Schema(b), set, EngineOptions{})
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 )
@@ -22,12 +23,12 @@ import (
 // holds; an unstructured object is its content; a typed one is marshalled
 // by its JSON tags, so it must be the versioned (external) type the
 // resource is served as, not an internal one.
-func AdmissionData(data authorizer.ConditionsData) (*engine.AdmissionData, error) {
+func AdmissionData(data authorizer.ConditionsData) (*conditions.AdmissionData, error) {
 	if data == nil {
 		return nil, fmt.Errorf("no admission data")
 	}
 	gvr := data.GetResource()
-	d := &engine.AdmissionData{
+	d := &conditions.AdmissionData{
 		Operation: wireString(string(data.GetOperation())),
 		APIGroup:  wireString(gvr.Group), APIVersion: wireString(gvr.Version), Resource: wireString(gvr.Resource), Subresource: wireString(data.GetSubresource()),
 		Namespace: wireString(data.GetNamespace()), Name: wireString(data.GetName()),
@@ -83,7 +84,7 @@ func objectJSON(o runtime.Object, kind schema.GroupVersionKind) ([]byte, error) 
 // holding them) against data with ev: the decision in the callback's wire
 // shape (Wire), data as its admission request (AdmissionData). ev nil (no
 // schema yet) and data that cannot be read are errors.
-func EvaluateConditions(ev *engine.Evaluator, decision authorizer.ConditionsAwareDecision, data authorizer.ConditionsData) (engine.Decision, error) {
+func EvaluateConditions(ev *conditions.Evaluator, decision authorizer.ConditionsAwareDecision, data authorizer.ConditionsData) (engine.Decision, error) {
 	if ev == nil {
 		return engine.Decision{}, errors.New("no schema to evaluate conditions with")
 	}
@@ -97,8 +98,8 @@ func EvaluateConditions(ev *engine.Evaluator, decision authorizer.ConditionsAwar
 
 // AdmissionRequestData is what conditions see of an AdmissionRequest: its
 // objects as the JSON it carries.
-func AdmissionRequestData(a *admissionv1.AdmissionRequest) *engine.AdmissionData {
-	d := &engine.AdmissionData{
+func AdmissionRequestData(a *admissionv1.AdmissionRequest) *conditions.AdmissionData {
+	d := &conditions.AdmissionData{
 		Operation: string(a.Operation),
 		APIGroup:  a.Resource.Group, APIVersion: a.Resource.Version, Resource: a.Resource.Resource, Subresource: a.SubResource,
 		Namespace: a.Namespace, Name: a.Name,

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/wire"
@@ -88,7 +89,7 @@ type Served struct {
 
 // Type is the answer's type: Allow, Deny, NoOpinion or Conditional.
 func (s Served) Type() engine.DecisionType {
-	t, _ := engine.WireDetails(s.Answer)
+	t, _ := conditions.WireDetails(s.Answer)
 	return t
 }
 
@@ -96,20 +97,20 @@ func (s Served) Type() engine.DecisionType {
 // group version of req is taken to be served by kube-apiserver itself (not
 // proxied to an aggregated API server, whose requests kcedar's admission
 // webhook never sees).
-func Serve(ctx context.Context, e *engine.Engine, req *entities.Request, mode ServeMode) Served {
+func Serve(ctx context.Context, e *conditions.Engine, req *entities.Request, mode ServeMode) Served {
 	d := e.Authorize(ctx, req)
-	s := Served{Mode: mode, Decision: d, Answer: engine.WireDecision(d)}
+	s := Served{Mode: mode, Decision: d, Answer: conditions.WireDecision(d)}
 	if !d.IsConditional() || req.UnconditionalOnly {
 		return s
 	}
 	switch mode {
 	case ServeModeConditionsReview:
-		s.Answer = e.Encode(d, engine.RequestBinding(req))
+		s.Answer = e.Encode(d, conditions.RequestBinding(req))
 	case ServeModeAdmissionEnforcement:
 		if len(d.AllowConditions()) == 0 || !e.AdmissionWebhookSees(req) {
 			return s
 		}
-		enc := e.Encode(d, engine.RequestBinding(req))
+		enc := e.Encode(d, conditions.RequestBinding(req))
 		switch {
 		case enc.Type != wire.DecisionTypeConditionsMap:
 			s.Answer = enc
@@ -136,7 +137,7 @@ const (
 // answering as kcedar serve does in Mode, and RBAC (its bindings converted
 // to Cedar permits by kcedar rbac convert) before or after it.
 type Chain struct {
-	Kcedar *engine.Engine
+	Kcedar *conditions.Engine
 	Mode   ServeMode
 	// RBAC decides RBAC's grants; nil: kcedar alone.
 	RBAC *engine.Engine
@@ -187,7 +188,7 @@ type ChainAnswer struct {
 
 // Type is the answer's type: Allow, Deny, NoOpinion or Conditional.
 func (a ChainAnswer) Type() engine.DecisionType {
-	t, _ := engine.WireDetails(a.Answer)
+	t, _ := conditions.WireDetails(a.Answer)
 	return t
 }
 
@@ -207,10 +208,10 @@ func (c *Chain) Authorize(ctx context.Context, req *entities.Request) ChainAnswe
 		} else {
 			rd := c.rbac(ctx, req)
 			a.RBAC = &rd
-			d = engine.WireDecision(rd)
+			d = conditions.WireDecision(rd)
 		}
 		named = append(named, namedDecision{name, d})
-		t, _ := engine.WireDetails(d)
+		t, _ := conditions.WireDetails(d)
 		conditional = conditional || t == engine.DecisionConditional
 		if t == engine.DecisionAllow || t == engine.DecisionDeny {
 			a.By = name
@@ -251,10 +252,10 @@ func unionOf(named []namedDecision) wire.ConditionsAwareDecision {
 // none), without building the union.
 func concreteUnion(named []namedDecision) wire.ConditionsAwareDecision {
 	last := named[len(named)-1].d
-	t, _ := engine.WireDetails(last)
+	t, _ := conditions.WireDetails(last)
 	var reasons []string
 	for _, n := range named {
-		nt, details := engine.WireDetails(n.d)
+		nt, details := conditions.WireDetails(n.d)
 		if nt != t || details == nil || details.Reason == "" {
 			continue
 		}
@@ -314,8 +315,8 @@ func rbacGrant(p *cedarlang.Policy) string {
 // admission-enforcement, kcedar's admission webhook run on a request the
 // chain allowed (it rejects one whose conditional allows do not hold). by
 // names the authorizer that decided ("" for NoOpinion).
-func (c *Chain) Admitted(ctx context.Context, a ChainAnswer, req *entities.Request, adm *engine.Admission) (d engine.Decision, by string) {
-	data := AdmissionDataFor(c.Kcedar, req, adm)
+func (c *Chain) Admitted(ctx context.Context, a ChainAnswer, req *entities.Request, adm *conditions.Admission) (d engine.Decision, by string) {
+	data := AdmissionDataFor(c.Kcedar.Engine, req, adm)
 	switch t := a.Type(); {
 	case t == engine.DecisionConditional:
 		return c.evaluateUnion(ctx, a.Answer, data)
@@ -330,7 +331,7 @@ func (c *Chain) Admitted(ctx context.Context, a ChainAnswer, req *entities.Reque
 // evaluateUnion evaluates a conditional chain answer against data, member
 // by member (k8s.io/apiserver's union EvaluateConditions): kcedar's
 // conditions with kcedar's evaluator, concrete members as they are.
-func (c *Chain) evaluateUnion(ctx context.Context, answer wire.ConditionsAwareDecision, data *engine.AdmissionData) (engine.Decision, string) {
+func (c *Chain) evaluateUnion(ctx context.Context, answer wire.ConditionsAwareDecision, data *conditions.AdmissionData) (engine.Decision, string) {
 	members := answer.Union
 	if answer.Type == wire.DecisionTypeConditionsMap {
 		members = []wire.UnionMember{{AuthorizerName: ChainKcedar, Decision: answer}}
@@ -350,7 +351,7 @@ func (c *Chain) evaluateUnion(ctx context.Context, answer wire.ConditionsAwareDe
 // concrete is a concrete wire decision as an engine decision (a conditional
 // one folded: Deny).
 func concrete(w wire.ConditionsAwareDecision) engine.Decision {
-	t, details := engine.WireDetails(w)
+	t, details := conditions.WireDetails(w)
 	reason := ""
 	if details != nil {
 		reason = details.Reason
@@ -367,8 +368,8 @@ func concrete(w wire.ConditionsAwareDecision) engine.Decision {
 // AdmissionDataFor is what admission sees of req with the objects of adm:
 // the operation, the resource the request resolves to in e's schema, the
 // names and the user, as the callback and the admission webhook read them.
-func AdmissionDataFor(e *engine.Engine, req *entities.Request, adm *engine.Admission) *engine.AdmissionData {
-	data := &engine.AdmissionData{
+func AdmissionDataFor(e *engine.Engine, req *entities.Request, adm *conditions.Admission) *conditions.AdmissionData {
+	data := &conditions.AdmissionData{
 		APIGroup: req.APIGroup, APIVersion: req.APIVersion, Resource: req.Resource, Subresource: req.Subresource,
 		Namespace: req.Namespace, Name: req.Name, User: &req.User,
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kcedar/kcedar/cedar"
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
@@ -120,7 +121,8 @@ func newChainHarness(t *testing.T, seed uint64, kcedarText string) *chainHarness
 	if err != nil {
 		t.Fatal(err)
 	}
-	kEngine, rEngine := engineOf(t, "kcedar.cedar", []byte(kcedarText)), engineOf(t, "rbac.cedar", res.Policies)
+	kEngine := conditions.New(engineOf(t, "kcedar.cedar", []byte(kcedarText)), conditions.NewCodec(conditions.RandomKeyring()))
+	rEngine := engineOf(t, "rbac.cedar", res.Policies)
 	return &chainHarness{union: u, enforced: ue, rbacFirst: rf, chain: func(m upstream.ServeMode) *upstream.Chain {
 		return &upstream.Chain{Kcedar: kEngine, RBAC: rEngine, Mode: m}
 	}}
@@ -137,7 +139,7 @@ func engineOf(t *testing.T, name string, text []byte) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return engine.NewEngine(embeddedschema.Schema(t), set, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	return engine.NewEngine(embeddedschema.Schema(t), set, engine.EngineOptions{})
 }
 
 // checkNone: without conditional authorization, the chain answers as the
@@ -184,7 +186,7 @@ func (h *chainHarness) checkConditionsReview(ctx context.Context, t *testing.T, 
 		return
 	}
 	stats["conditional"]++
-	op := engine.DefaultOperation(req.Verb, req.Subresource)
+	op := conditions.DefaultOperation(req.Verb, req.Subresource)
 	if op == "" {
 		return
 	}
@@ -329,12 +331,12 @@ func pick[T any](rng *rand.Rand, xs []T) T { return xs[rng.IntN(len(xs))] }
 // objectsFor draws the objects admission sees for op on req: a new object
 // for CREATE and UPDATE, a stored one for UPDATE and DELETE, with or
 // without the labels the policies read.
-func objectsFor(rng *rand.Rand, op string, req *entities.Request) *engine.Admission {
+func objectsFor(rng *rand.Rand, op string, req *entities.Request) *conditions.Admission {
 	object := func() []byte {
 		labels := pick(rng, []string{``, `"labels":{"team":"a"},`, `"labels":{"team":"b"},`, `"labels":{"protected":"yes"},`})
 		return []byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"%s","metadata":{%s"name":"web","namespace":%q}}`, kindOf(req.Resource), labels, req.Namespace))
 	}
-	adm := &engine.Admission{Operation: op}
+	adm := &conditions.Admission{Operation: op}
 	if op == "CREATE" || op == "UPDATE" {
 		adm.Object = object()
 	}
@@ -366,7 +368,7 @@ func attributesOf(spec *authorizationv1.SubjectAccessReviewSpec) authorizer.Attr
 // the union's EvaluateConditions takes it.
 type conditionsData struct {
 	req *entities.Request
-	adm *engine.Admission
+	adm *conditions.Admission
 }
 
 func (d conditionsData) GetName() string      { return d.req.Name }
@@ -407,7 +409,7 @@ func TestChainAdmittedUnderAdmissionEnforcement(t *testing.T) {
 	ctx := context.Background()
 	kcedar := engineOf(t, "kcedar.cedar", []byte(`@id("labelled") permit (principal == k8s::User::"alice", action == k8s::Action::"create", resource is core::configmaps)
 when { resource has object && resource.object.metadata has labels && resource.object.metadata.labels.hasTag("team") };`))
-	c := &upstream.Chain{Kcedar: kcedar, Mode: upstream.ServeModeAdmissionEnforcement}
+	c := &upstream.Chain{Kcedar: conditions.New(kcedar, conditions.NewCodec(conditions.RandomKeyring())), Mode: upstream.ServeModeAdmissionEnforcement}
 	req := &entities.Request{User: entities.UserInfo{Name: "alice", Groups: []string{"system:authenticated"}}, ResourceRequest: true,
 		Verb: "create", APIVersion: "v1", Resource: "configmaps", Namespace: "dev"}
 	a := c.Authorize(ctx, req)
@@ -416,7 +418,7 @@ when { resource has object && resource.object.metadata has labels && resource.ob
 	}
 	for labels, want := range map[string]engine.DecisionType{`"labels":{"team":"a"},`: engine.DecisionAllow, ``: engine.DecisionDeny} {
 		obj := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{` + labels + `"name":"c","namespace":"dev"}}`)
-		d, by := c.Admitted(ctx, a, req, &engine.Admission{Operation: "CREATE", Object: obj})
+		d, by := c.Admitted(ctx, a, req, &conditions.Admission{Operation: "CREATE", Object: obj})
 		if d.Type() != want || by != upstream.ChainKcedar {
 			t.Errorf("admitted with %s: %s by %q, want %s by kcedar", obj, d.Type(), by, want)
 		}

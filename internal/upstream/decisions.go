@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/wire"
 )
@@ -34,7 +35,7 @@ func Unconditional(d engine.Decision) (authorizer.Decision, string, error) {
 // it: its type and reason; its evaluation error is not the authorizer's
 // (see Unconditional).
 func Concrete(w wire.ConditionsAwareDecision) (authorizer.Decision, string) {
-	t, details := engine.WireDetails(w)
+	t, details := conditions.WireDetails(w)
 	var reason string
 	if details != nil {
 		reason = details.Reason
@@ -78,13 +79,13 @@ const reasonPrefix = engine.AuthorizerName + ": "
 // reason reads "kcedar: " once, as the webhook's does.
 func noOpinionReason(reason string) string { return strings.TrimPrefix(reason, reasonPrefix) }
 
-// ConditionsAware is an encoded decision (engine.Engine.Encode) as
+// ConditionsAware is an encoded decision (conditions.Engine.Encode) as
 // upstream's ConditionsAwareDecision: a concrete one with its reason (its
 // evaluation errors are not the authorizer's: see Unconditional), a
 // ConditionsMap of GenericConditions carrying kcedar's signed condition text
 // (evaluated by kcedar's EvaluateConditions, not in place).
 func ConditionsAware(w wire.ConditionsAwareDecision) authorizer.ConditionsAwareDecision {
-	t, details := engine.WireDetails(w)
+	t, details := conditions.WireDetails(w)
 	var reason string
 	if details != nil {
 		reason = ReasonWithError(details.Reason, details.EvaluationError)

@@ -106,7 +106,7 @@ func rbacParity(t *testing.T, seed uint64, withCLI bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	authz := engine.NewEngine(s, set, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	authz := engine.NewEngine(s, set, engine.EngineOptions{})
 	t.Logf("read back %d ClusterRoles, %d Roles, %d ClusterRoleBindings, %d RoleBindings; converted in %v to %d policies (%d bytes, %d warnings)",
 		len(in.ClusterRoles), len(in.Roles), len(in.ClusterRoleBindings), len(in.RoleBindings), convertTime.Round(time.Millisecond),
 		res.Count, len(res.Policies), len(res.Warnings))

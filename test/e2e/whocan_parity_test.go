@@ -58,7 +58,7 @@ func TestWhoCanRBACParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	az := engine.NewEngine(s, set, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	az := engine.NewEngine(s, set, engine.EngineOptions{})
 
 	// Every subject of every binding the cluster serves, as the
 	// authenticator would present it.

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/tools/offline"
@@ -149,12 +149,12 @@ func operationOptions(op admission.Operation) runtime.Object {
 // oracleInput is c as `kcedar authorize` takes it: the request of its
 // review, and the operation and objects (as JSON, as the callback carries
 // them) of its admission data.
-func (c *requestCase) oracleInput() (*entities.Request, *engine.Admission, error) {
+func (c *requestCase) oracleInput() (*entities.Request, *conditions.Admission, error) {
 	req, err := entities.RequestFromSAR(&c.spec)
 	if err != nil || c.admission == nil {
 		return req, nil, err
 	}
-	adm := &engine.Admission{Operation: string(c.admission.operation)}
+	adm := &conditions.Admission{Operation: string(c.admission.operation)}
 	for _, o := range []struct {
 		obj  runtime.Object
 		into *[]byte

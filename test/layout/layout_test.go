@@ -45,17 +45,18 @@ const testLayer = "test"
 // whose rank is at least its own. The test layer is outside the order: it may
 // import anything, and only it may import itself.
 var layerRank = map[string]int{
-	"cli":      0,
-	faceLayer:  1,
-	toolsLayer: 2,
-	"serving":  3,
-	"engine":   4,
-	"sources":  5,
-	"language": 6,
-	"model":    7,
-	"schema":   8,
-	"lib":      9,
-	testLayer:  10,
+	"cli":        0,
+	faceLayer:    1,
+	toolsLayer:   2,
+	"serving":    3,
+	"conditions": 4,
+	"engine":     5,
+	"sources":    6,
+	"language":   7,
+	"model":      8,
+	"schema":     9,
+	"lib":        10,
+	testLayer:    11,
 }
 
 // faceLayer is the layer of the public packages; toolsLayer that of the
@@ -147,6 +148,7 @@ func TestCheckImport(t *testing.T) {
 		"internal/tools/diff":       toolsLayer,
 		"internal/tools/replay":     toolsLayer,
 		"internal/cluster/webhooks": "serving",
+		"internal/conditions":       "conditions",
 		"internal/engine":           "engine",
 		"internal/store":            "sources",
 		"internal/lib/watch":        "lib",
@@ -172,6 +174,8 @@ func TestCheckImport(t *testing.T) {
 		{"internal/engine", modulePath + "/internal/cluster/webhooks", "internal/engine imports internal/cluster/webhooks: layer serving above engine"},
 		{"internal/lib/watch", modulePath + "/internal/store", "internal/lib/watch imports internal/store: layer sources above lib"},
 		{"internal/engine", modulePath + "/internal/testing/testgen", "internal/engine imports internal/testing/testgen: a test-layer package in engine-layer code"},
+		{"internal/conditions", modulePath + "/internal/engine", ""},
+		{"internal/engine", modulePath + "/internal/conditions", "internal/engine imports internal/conditions: layer conditions above engine"},
 		{"internal/engine", modulePath + "/internal/nowhere", "internal/engine imports internal/nowhere: not in " + archDoc + "'s package table"},
 	}
 	for _, tc := range tests {

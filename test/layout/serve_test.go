@@ -29,7 +29,7 @@ var servePlumbing = map[string]string{
 // decisionCore are the internal packages that make decisions: kcedar serve
 // reaches them only through package cedar and package server.
 var decisionCore = []string{
-	"internal/engine", "internal/store", "internal/upstream", "internal/cedarlang",
+	"internal/conditions", "internal/engine", "internal/store", "internal/upstream", "internal/cedarlang",
 	"internal/entities", "internal/wire", "internal/accessreview",
 }
 

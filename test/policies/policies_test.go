@@ -61,7 +61,7 @@ func TestQuickstartDecisions(t *testing.T) {
 	if err := store.Load(); err != nil {
 		t.Fatal(err)
 	}
-	az := engine.NewEngine(s, store.Current(), engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	az := engine.NewEngine(s, store.Current(), engine.EngineOptions{})
 	req := func(user string, groups []string, verb, resource, ns, name string) *entities.Request {
 		return &entities.Request{User: entities.UserInfo{Name: user, Groups: groups}, Verb: verb, ResourceRequest: true, Resource: resource, Namespace: ns, Name: name}
 	}

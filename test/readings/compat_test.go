@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
-	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 )
@@ -48,7 +48,7 @@ func TestStringComparingPoliciesStillWork(t *testing.T) {
 	}{{"2", "Deny"}, {"2000m", "Allow"}, {"3", "Allow"}} {
 		obj := []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns"},"spec":{"containers":[{"name":"a"}],"overhead":{"cpu":"` + tc.cpu.(string) + `"}}}`)
 		req := &entities.Request{User: entities.UserInfo{Name: "alice"}, Verb: "create", ResourceRequest: true, Resource: "pods", Namespace: "ns"}
-		if rep := d.Decide(req, &engine.Admission{Operation: "CREATE", Object: obj}); rep.Outcome != tc.want {
+		if rep := d.Decide(req, &conditions.Admission{Operation: "CREATE", Object: obj}); rep.Outcome != tc.want {
 			t.Errorf("overhead cpu %v: %s, want %s (a string comparison)", tc.cpu, rep.Outcome, tc.want)
 		}
 	}

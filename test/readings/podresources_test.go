@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 )
@@ -60,7 +60,7 @@ func TestEffectiveResources(t *testing.T) {
 			t.Fatal(err)
 		}
 		req := &entities.Request{User: entities.UserInfo{Name: "alice"}, Verb: "create", ResourceRequest: true, Resource: "pods", Namespace: "ns"}
-		rep := d.Decide(req, &engine.Admission{Operation: "CREATE", Object: obj})
+		rep := d.Decide(req, &conditions.Admission{Operation: "CREATE", Object: obj})
 		if rep.Outcome != tc.want {
 			t.Errorf("%s: %s (%s %s), want %s", tc.name, rep.Outcome, rep.OutcomeReason, rep.OutcomeError, tc.want)
 		}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
-	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
@@ -220,7 +220,7 @@ func checkOutcome(t *testing.T, d *offline.Decider, f field, value any, holds bo
 		t.Fatal(err)
 	}
 	req := &entities.Request{User: entities.UserInfo{Name: "alice"}, Verb: "create", ResourceRequest: true, APIGroup: f.group, Resource: f.resource, Namespace: "ns"}
-	rep := d.Decide(req, &engine.Admission{Operation: "CREATE", Object: obj})
+	rep := d.Decide(req, &conditions.Admission{Operation: "CREATE", Object: obj})
 	want := no
 	if holds {
 		want = yes

@@ -137,8 +137,8 @@ func TestNamespacedPoliciesNeverReachOutside(t *testing.T) {
 		if err := plainStore.Load(); err != nil {
 			t.Fatal(err)
 		}
-		confined := engine.NewEngine(s, confinedStore.Current(), engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
-		plain := engine.NewEngine(s, plainStore.Current(), engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+		confined := engine.NewEngine(s, confinedStore.Current(), engine.EngineOptions{})
+		plain := engine.NewEngine(s, plainStore.Current(), engine.EngineOptions{})
 		for _, tg := range targets {
 			for _, u := range users {
 				for _, verb := range verbs {

@@ -38,7 +38,7 @@ func TestMatrixAgreesWithWhoCan(t *testing.T) {
 	}
 	cells, states := 0, map[State]int{}
 	for name, ps := range sets {
-		az := engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+		az := engine.NewEngine(s, ps, engine.EngineOptions{})
 		for _, ns := range []string{"", "ns-1", "team-a-dev", "kube-system"} {
 			m, err := Build(context.Background(), az, s, Query{Namespace: ns})
 			if err != nil {

@@ -90,7 +90,7 @@ func TestClusterMatrixShowsNamespacesAsScope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	az := engine.NewEngine(s, set, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	az := engine.NewEngine(s, set, engine.EngineOptions{})
 	m, err := Build(context.Background(), az, s, Query{Subresources: NamedSubresources(s, ps, false), Verbs: []string{"get", "list", "create"}})
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 )
 
 func newEngine(s *schemagen.Schema, ps *cedarlang.PolicySet, ns entities.NamespaceLookup) engine.Authorizer {
-	return engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: ns})
+	return engine.NewEngine(s, ps, engine.EngineOptions{Namespaces: ns})
 }
 
 // decider decides tasks with both sets. Each worker has its own engines

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 )
@@ -148,10 +149,10 @@ func (k *checker) checkConditions() {
 			} else {
 				pod += "}"
 			}
-			adm := &engine.Admission{Operation: "CREATE", Object: []byte(pod)}
+			adm := &conditions.Admission{Operation: "CREATE", Object: []byte(pod)}
 			k.sw.cur = exampleNamespaces(g.Example)
-			o := k.oldEng.(*engine.Engine).Report(context.Background(), req, adm)
-			n := k.newEng.(*engine.Engine).Report(context.Background(), req, adm)
+			o := conditions.New(k.oldEng.(*engine.Engine), conditions.NewCodec(conditions.RandomKeyring())).Report(context.Background(), req, adm)
+			n := conditions.New(k.newEng.(*engine.Engine), conditions.NewCodec(conditions.RandomKeyring())).Report(context.Background(), req, adm)
 			if n.Outcome == "Allow" && o.Outcome != "Allow" {
 				k.t.Fatalf("case %d: region %+v is not mayWiden, but %s is allowed only by the new set\nold:\n%s\nnew:\n%s", k.c, g, pod, text(k.oldPs), text(k.newPs))
 			}

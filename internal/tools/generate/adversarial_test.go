@@ -38,7 +38,7 @@ func checkExact(t *testing.T, opts Options, log []byte) *Result {
 	s := embeddedschema.Schema(t)
 	res := generateFrom(t, s, opts, log)
 	set := valid(t, s, res.Text)
-	e := engine.NewEngine(s, set, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	e := engine.NewEngine(s, set, engine.EngineOptions{})
 	for _, rec := range records(t, log) {
 		if got := e.Authorize(context.Background(), rec.Request).IsAllowed(); got != rec.Allowed {
 			t.Errorf("%s: allowed %v, logged allowed %v\n%s", rec.Request, got, rec.Allowed, res.Text)

@@ -139,10 +139,10 @@ func New(s *schemagen.Schema, opts Options) *Generator {
 		conditionalReqs: map[userPerm]*entities.Request{},
 		stats:           Stats{System: map[string]int{}, NotSeen: map[string]int{}}}
 	if opts.Existing != nil {
-		g.existing = engine.NewEngine(s, opts.Existing, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+		g.existing = engine.NewEngine(s, opts.Existing, engine.EngineOptions{})
 	}
 	if opts.RBAC != nil {
-		g.rbac = engine.NewEngine(s, opts.RBAC, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+		g.rbac = engine.NewEngine(s, opts.RBAC, engine.EngineOptions{})
 	}
 	return g
 }

@@ -26,7 +26,7 @@ when { resource.namespace == "payments" && resource has object && resource.objec
 // decider is an engine over texts, valid against s.
 func decider(t *testing.T, s *schemagen.Schema, texts ...[]byte) *engine.Engine {
 	t.Helper()
-	return engine.NewEngine(s, valid(t, s, texts...), engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	return engine.NewEngine(s, valid(t, s, texts...), engine.EngineOptions{})
 }
 
 // The scenario of issue 44: the existing policies allow payments-dev's

@@ -139,7 +139,7 @@ func (g *Generator) allowsForbidden(parsed []*cedarlang.Policy, ps []*policy) ([
 	if err != nil {
 		return nil, fmt.Errorf("the generated policies do not load (a bug in kcedar generate): %w", err)
 	}
-	e := engine.NewEngine(g.schema, set, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	e := engine.NewEngine(g.schema, set, engine.EngineOptions{})
 	byID := make(map[string]*policy, len(ps))
 	for _, p := range ps {
 		byID[p.id] = p

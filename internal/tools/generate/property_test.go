@@ -103,7 +103,7 @@ func checkReplay(t *testing.T, s *schemagen.Schema, set *cedarlang.PolicySet, lo
 			t.Errorf("replay: forbidden request newly allowed: %+v", c)
 		}
 	}
-	e := engine.NewEngine(s, set, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	e := engine.NewEngine(s, set, engine.EngineOptions{})
 	var newlyDenied int
 	for _, rec := range records(t, log) {
 		sys := SystemClass(rec.Request.User) != ""
@@ -202,7 +202,7 @@ func TestOnlyWhatIsMissing(t *testing.T) {
 // returns how many allowed non-system requests the existing set allows.
 func checkNoRedundantPolicy(t *testing.T, s *schemagen.Schema, existing *cedarlang.PolicySet, generated []byte, log []byte) int {
 	t.Helper()
-	ex := engine.NewEngine(s, existing, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	ex := engine.NewEngine(s, existing, engine.EngineOptions{})
 	var missing []*entities.Request
 	already := 0
 	for _, rec := range records(t, log) {
@@ -224,7 +224,7 @@ func checkNoRedundantPolicy(t *testing.T, s *schemagen.Schema, existing *cedarla
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := engine.NewEngine(s, one, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+		e := engine.NewEngine(s, one, engine.EngineOptions{})
 		needed := false
 		for _, req := range missing {
 			if e.Authorize(context.Background(), req).IsAllowed() {
@@ -253,7 +253,7 @@ func TestHeaderCountsSystemIdentities(t *testing.T) {
 	}
 	with := generateFrom(t, s, Options{IncludeSystem: true}, log)
 	set := valid(t, s, with.Text)
-	e := engine.NewEngine(s, set, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	e := engine.NewEngine(s, set, engine.EngineOptions{})
 	for _, rec := range records(t, log) {
 		if !e.Authorize(context.Background(), rec.Request).IsAllowed() {
 			t.Fatalf("with --include-system, %s is not allowed", rec.Request)

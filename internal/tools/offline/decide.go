@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
@@ -13,7 +14,7 @@ import (
 // the same engine.Engine (authorization, encoding of conditions, and the
 // callback's evaluation of them).
 type Decider struct {
-	engine   engine.Interface
+	engine   conditions.Interface
 	schema   *schemagen.Schema
 	policies *cedarlang.PolicySet
 }
@@ -25,11 +26,11 @@ func NewDecider(s *schemagen.Schema, ps *cedarlang.PolicySet) *Decider {
 
 // Decide answers req through the engine, as the server would, and renders
 // the offline report; adm may be nil.
-func (d *Decider) Decide(req *entities.Request, adm *engine.Admission) engine.Report {
+func (d *Decider) Decide(req *entities.Request, adm *conditions.Admission) engine.Report {
 	return d.engine.Report(context.Background(), req, adm)
 }
 
 // DefaultOperation is the admission operation a verb arrives as.
 func DefaultOperation(verb, subresource string) string {
-	return engine.DefaultOperation(verb, subresource)
+	return conditions.DefaultOperation(verb, subresource)
 }

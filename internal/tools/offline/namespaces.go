@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
@@ -21,7 +22,7 @@ const MaxNamespaceObjectsBytes = 8 << 20
 // fill namespaceObject, as kcedar serve's informer does (nil: unknown, as
 // for a namespace the informer has not seen).
 func NewDeciderWithNamespaces(s *schemagen.Schema, ps *cedarlang.PolicySet, ns entities.NamespaceLookup) *Decider {
-	e := engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: ns})
+	e := conditions.New(engine.NewEngine(s, ps, engine.EngineOptions{Namespaces: ns}), conditions.NewCodec(conditions.RandomKeyring()))
 	return &Decider{engine: e, schema: s, policies: ps}
 }
 

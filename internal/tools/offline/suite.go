@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
@@ -205,7 +206,7 @@ func ParseTestFile(data []byte) (*TestFile, error) {
 
 // Request builds the cedar request and admission data of a test case, the
 // way the server reads a SubjectAccessReview.
-func (tc *TestCase) Build() (*entities.Request, *engine.Admission, error) {
+func (tc *TestCase) Build() (*entities.Request, *conditions.Admission, error) {
 	var spec *authorizationv1.SubjectAccessReviewSpec
 	if tc.SAR != nil {
 		spec = &tc.SAR.Spec.SubjectAccessReviewSpec
@@ -216,9 +217,9 @@ func (tc *TestCase) Build() (*entities.Request, *engine.Admission, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var adm *engine.Admission
+	var adm *conditions.Admission
 	if len(tc.Object) > 0 || len(tc.OldObject) > 0 || tc.Operation != "" {
-		adm = &engine.Admission{Operation: tc.Operation, Object: nullIsAbsent(tc.Object), OldObject: nullIsAbsent(tc.OldObject)}
+		adm = &conditions.Admission{Operation: tc.Operation, Object: nullIsAbsent(tc.Object), OldObject: nullIsAbsent(tc.OldObject)}
 		if adm.Operation == "" {
 			adm.Operation = DefaultOperation(req.Verb, req.Subresource)
 		}

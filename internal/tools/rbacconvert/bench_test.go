@@ -67,7 +67,7 @@ func BenchmarkAuthorizeConverted(b *testing.B) {
 // cache (as kcedar serve runs it).
 func BenchmarkAuthorizeConvertedCached(b *testing.B) {
 	authz, reqs := benchWorkload(b)
-	authz = engine.NewEngine(authz.Schema(), authz.Policies(), authz.Codec(), engine.EngineOptions{CacheSize: engine.DefaultCacheSize})
+	authz = engine.NewEngine(authz.Schema(), authz.Policies(), engine.EngineOptions{CacheSize: engine.DefaultCacheSize})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		authz.Authorize(context.Background(), reqs[i%len(reqs)]).FailureDecision()

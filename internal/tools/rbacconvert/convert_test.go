@@ -63,7 +63,7 @@ func compile(t testing.TB, s *schemagen.Schema, res *Result) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return engine.NewEngine(s, set, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+	return engine.NewEngine(s, set, engine.EngineOptions{})
 }
 
 // TestGolden converts each testdata/*.yaml file and testdata/* directory and

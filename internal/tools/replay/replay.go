@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/conditions"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/parallel"
@@ -90,11 +91,11 @@ func New(s *schemagen.Schema, ps *cedarlang.PolicySet, opts Options) *Replayer {
 	r := &Replayer{opts: opts, workers: make(chan *worker, n), sum: newSummary(), pairs: newPairing(opts.MaxOpenRequests)}
 	var rbac *engine.Engine
 	if opts.RBAC != nil {
-		rbac = engine.NewEngine(s, opts.RBAC, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{})
+		rbac = engine.NewEngine(s, opts.RBAC, engine.EngineOptions{})
 	}
 	for range n {
 		lookup := &recordingLookup{known: opts.Namespaces}
-		kcedar := engine.NewEngine(s, ps, engine.NewCodec(engine.RandomKeyring()), engine.EngineOptions{Namespaces: lookup})
+		kcedar := conditions.New(engine.NewEngine(s, ps, engine.EngineOptions{Namespaces: lookup}), conditions.NewCodec(conditions.RandomKeyring()))
 		chain := &upstream.Chain{Kcedar: kcedar, Mode: opts.Mode, RBAC: rbac, RBACFirst: opts.RBACFirst}
 		r.workers <- &worker{chain: chain, lookup: lookup, reach: opts.Reach}
 	}
@@ -327,7 +328,7 @@ func (w *worker) decide(ev *auditEvent, req *entities.Request, was logged) resul
 		if obj == nil {
 			return result{kind: kindConditional, reason: whyConditional(ev, req)}
 		}
-		adm := &engine.Admission{Operation: engine.DefaultOperation(req.Verb, req.Subresource), Object: obj}
+		adm := &conditions.Admission{Operation: conditions.DefaultOperation(req.Verb, req.Subresource), Object: obj}
 		d, by = w.chain.Admitted(ctx, a, req, adm)
 	}
 	now := d.Type().String()

@@ -1,7 +1,9 @@
-package engine
+package conditions
 
 import (
 	"context"
+
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/wire"
 )
@@ -44,14 +46,14 @@ func sarName(verb, name string) string {
 // admission data. The webhook does not learn which verb was authorized, so it
 // enforces the conditional allows of every verb the operation may stand for:
 // a request is refused if any of them does not evaluate to Allow.
-func (e *Engine) Admit(ctx context.Context, data *AdmissionData) Decision {
+func (e *Engine) Admit(ctx context.Context, data *AdmissionData) engine.Decision {
 	if data.User == nil {
-		return Denied(nil, nil).WithReason("kcedar: the admission request has no user")
+		return engine.Denied(nil, nil).WithReason("kcedar: the admission request has no user")
 	}
 	base := entities.Request{User: *data.User, ResourceRequest: true, APIGroup: data.APIGroup, APIVersion: data.APIVersion,
 		Resource: data.Resource, Subresource: data.Subresource, Namespace: data.Namespace}
-	if entities.ResolveTarget(e.schema, &base).Resource == nil {
-		return Allowed(nil, nil).WithReason("kcedar: not a resource kcedar types")
+	if entities.ResolveTarget(e.Schema(), &base).Resource == nil {
+		return engine.Allowed(nil, nil).WithReason("kcedar: not a resource kcedar types")
 	}
 	for _, verb := range AdmissionVerbs(data.Operation) {
 		req := base
@@ -65,10 +67,10 @@ func (e *Engine) Admit(ctx context.Context, data *AdmissionData) Decision {
 			continue // the authorizer answered this verb unconditionally too
 		}
 		if v := e.eval.EvaluateMap(enc.ConditionsMap, data); !v.IsAllowed() {
-			return Denied(v.Policies(), v.Errors()).WithReason(v.Reason())
+			return engine.Denied(v.Policies(), v.Errors()).WithReason(v.Reason())
 		}
 	}
-	return Allowed(nil, nil).WithReason("kcedar: conditions hold")
+	return engine.Allowed(nil, nil).WithReason("kcedar: conditions hold")
 }
 
 // DefaultOperation is the admission operation a verb arrives as.

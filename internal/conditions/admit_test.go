@@ -1,9 +1,10 @@
-package engine
+package conditions
 
 import (
 	"context"
 	"testing"
 
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
@@ -19,7 +20,7 @@ func TestAdmitUpdateIsUpdateAndPatch(t *testing.T) {
 @id("patch-own") permit(principal == k8s::User::"alice", action == k8s::Action::"patch", resource is core::configmaps)
 when { resource has object && resource.object has v1 && resource.object.v1 has data && resource.object.v1.data.hasTag("owner") && resource.object.v1.data.getTag("owner") == "alice" };
 `)
-	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := newEngine(schematest.Schema(), ps, engine.EngineOptions{})
 	data := func(owner string) *AdmissionData {
 		cm := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"a"},"data":{"owner":"` + owner + `"}}`
 		return &AdmissionData{Operation: "UPDATE", APIVersion: "v1", Resource: "configmaps", Namespace: "a", Name: "c",
@@ -41,7 +42,7 @@ func TestAdmitConnectHoldsEveryMethodVerb(t *testing.T) {
 @id("proxy-health-only") permit(principal == k8s::User::"alice", action in [k8s::Action::"update", k8s::Action::"delete"], resource is core::pods_proxy)
 when { resource has object && resource.object has v1 && resource.object.v1 has path && resource.object.v1.path == "/healthz" };
 `)
-	az := NewEngine(embeddedschema.Schema(t), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := newEngine(embeddedschema.Schema(t), ps, engine.EngineOptions{})
 	data := func(path string) *AdmissionData {
 		return &AdmissionData{Operation: "CONNECT", APIVersion: "v1", Resource: "pods", Subresource: "proxy", Namespace: "a", Name: "p",
 			User: &entities.UserInfo{Name: "alice"}, Object: []byte(`{"apiVersion":"v1","kind":"PodProxyOptions","path":"` + path + `"}`)}

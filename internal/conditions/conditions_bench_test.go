@@ -1,4 +1,4 @@
-package engine
+package conditions
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
@@ -31,7 +32,7 @@ var benchPod = []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-7
 func benchAuthorizer(b *testing.B, cacheSize int) *Engine {
 	s := embeddedschema.Schema(b)
 	ps := mustPolicies(b, testgen.RBACLike(1000)+conditionalPolicies)
-	return NewEngine(s, ps, NewCodec(RandomKeyring()), EngineOptions{CacheSize: cacheSize})
+	return newEngine(s, ps, engine.EngineOptions{CacheSize: cacheSize})
 }
 
 // Conditional vs unconditional SubjectAccessReview decisions at 1,000
@@ -73,7 +74,7 @@ func BenchmarkCallbackPod(b *testing.B) {
 	ev := az.Evaluator()
 	user := entities.UserInfo{Name: "alice"}
 	data := &AdmissionData{Operation: "CREATE", Resource: "pods", APIVersion: "v1", Namespace: "team-a", Name: "web-7d4b9c6f5-x2v9k", User: &user, Object: benchPod}
-	if v := ev.EvaluateDecision(&back, data); v.Type() != DecisionAllow {
+	if v := ev.EvaluateDecision(&back, data); v.Type() != engine.DecisionAllow {
 		b.Fatalf("callback: %+v", v)
 	}
 	durations := make([]time.Duration, 0, b.N)

@@ -1,4 +1,4 @@
-package engine
+package conditions
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 )
 
@@ -65,7 +66,7 @@ const (
 // mac signs a condition (format tag, effect, id, type, body) and its binding.
 // Every part is length-prefixed, so no choice of values runs one into the
 // next.
-func mac(key Key, effect DecisionType, id, typ, body string, b Binding) string {
+func mac(key Key, effect engine.DecisionType, id, typ, body string, b Binding) string {
 	return newSigner(key, b).mac(effect, id, typ, body)
 }
 
@@ -86,7 +87,7 @@ func newSigner(key Key, b Binding) *signer {
 }
 
 // mac is the MAC of one condition (as the function mac).
-func (s *signer) mac(effect DecisionType, id, typ, body string) string {
+func (s *signer) mac(effect engine.DecisionType, id, typ, body string) string {
 	if s.binding == nil {
 		var buf bytes.Buffer
 		s.b.write(&buf)

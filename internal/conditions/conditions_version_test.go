@@ -1,4 +1,4 @@
-package engine
+package conditions
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/wire"
@@ -31,7 +32,7 @@ func newVersionFixture(t *testing.T) versionFixture {
 @id("bob-n1") permit(principal == k8s::User::"bob", action == k8s::Action::"create", resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };
 `)
-	az := NewEngine(schematest.Schema(), ps, NewCodec(RandomKeyring()), EngineOptions{})
+	az := newEngine(schematest.Schema(), ps, engine.EngineOptions{})
 	req := resReq("bob", nil, "create", "", "pods", "", "a", "")
 	d := az.Authorize(context.Background(), req)
 	if !d.IsConditional() {
@@ -44,7 +45,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 }
 
 // evaluate evaluates c in the allow list (deny false) or the deny list.
-func (f versionFixture) evaluate(c wire.Condition, deny bool) Decision {
+func (f versionFixture) evaluate(c wire.Condition, deny bool) engine.Decision {
 	m := &wire.ConditionsMap{AllowConditions: []wire.Condition{c}}
 	if deny {
 		m = &wire.ConditionsMap{DenyConditions: []wire.Condition{c}}
@@ -56,7 +57,7 @@ func (f versionFixture) evaluate(c wire.Condition, deny bool) Decision {
 // before the format was versioned; kc2: as kcedar did before conditions were
 // bound to their request), with type typ and effect, the way formats kc1 and
 // kc2 were signed.
-func (f versionFixture) resign(tag, typ string, effect DecisionType) wire.Condition {
+func (f versionFixture) resign(tag, typ string, effect engine.DecisionType) wire.Condition {
 	key := f.az.Codec().Keys.signing()
 	parts := strings.SplitN(f.cond.Condition, ";", 5)
 	body := parts[3] + ";" + parts[4]
@@ -81,7 +82,7 @@ func TestConditionVersionCurrentRoundTrips(t *testing.T) {
 	if f.cond.Type != "kcedar.dev/cedar-residual-v3" || !strings.HasPrefix(f.cond.Condition, "kc3;") {
 		t.Fatalf("condition not of format kc3: type %q, condition %q", f.cond.Type, f.cond.Condition)
 	}
-	if _, _, err := f.az.Codec().Decode(f.cond, DecisionAllow, RequestBinding(f.req)); err != nil {
+	if _, _, err := f.az.Codec().Decode(f.cond, engine.DecisionAllow, RequestBinding(f.req)); err != nil {
 		t.Fatalf("decode: %v", err)
 	}
 	if v := f.evaluate(f.cond, false); !v.IsAllowed() {
@@ -111,16 +112,16 @@ func TestConditionVersionCurrentRoundTrips(t *testing.T) {
 func TestConditionVersionKC2Refused(t *testing.T) {
 	f := newVersionFixture(t)
 	const want = "condition format kc2 was written by an older kcedar; it is refused (fail closed): retry the request so it is authorized again"
-	old := f.resign("kc2", "kcedar.dev/cedar-residual-v2", DecisionAllow)
-	_, _, err := f.az.Codec().Decode(old, DecisionAllow, RequestBinding(f.req))
+	old := f.resign("kc2", "kcedar.dev/cedar-residual-v2", engine.DecisionAllow)
+	_, _, err := f.az.Codec().Decode(old, engine.DecisionAllow, RequestBinding(f.req))
 	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrConditionVersion) {
 		t.Fatalf("decode of a kc2 condition: %v, want %q", err, want)
 	}
 	if v := f.evaluate(old, false); v.IsAllowed() || !strings.Contains(v.EvaluationError(), want) {
 		t.Fatalf("kc2 allow condition: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
 	}
-	oldDeny := f.resign("kc2", "kcedar.dev/cedar-residual-v2", DecisionDeny)
-	if v := f.evaluate(oldDeny, true); v.Type() != DecisionDeny || !strings.Contains(v.EvaluationError(), want) {
+	oldDeny := f.resign("kc2", "kcedar.dev/cedar-residual-v2", engine.DecisionDeny)
+	if v := f.evaluate(oldDeny, true); v.Type() != engine.DecisionDeny || !strings.Contains(v.EvaluationError(), want) {
 		t.Fatalf("kc2 deny condition: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
 	}
 }
@@ -130,9 +131,9 @@ func TestConditionVersionKC2Refused(t *testing.T) {
 // says so; it neither allows nor escapes a deny.
 func TestConditionVersionOlderRefused(t *testing.T) {
 	f := newVersionFixture(t)
-	old := f.resign("kc1", "kcedar.dev/cedar-residual-v1", DecisionAllow)
+	old := f.resign("kc1", "kcedar.dev/cedar-residual-v1", engine.DecisionAllow)
 	const want = "condition format kc1 was written by an older kcedar; it is refused (fail closed): retry the request so it is authorized again"
-	_, _, err := f.az.Codec().Decode(old, DecisionAllow, RequestBinding(f.req))
+	_, _, err := f.az.Codec().Decode(old, engine.DecisionAllow, RequestBinding(f.req))
 	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrConditionVersion) {
 		t.Fatalf("decode of a kc1 condition: %v, want %q", err, want)
 	}
@@ -140,8 +141,8 @@ func TestConditionVersionOlderRefused(t *testing.T) {
 	if v.IsAllowed() || !strings.Contains(v.EvaluationError(), want) {
 		t.Fatalf("kc1 allow condition: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
 	}
-	oldDeny := f.resign("kc1", "kcedar.dev/cedar-residual-v1", DecisionDeny)
-	if v := f.evaluate(oldDeny, true); v.Type() != DecisionDeny || !strings.Contains(v.EvaluationError(), want) {
+	oldDeny := f.resign("kc1", "kcedar.dev/cedar-residual-v1", engine.DecisionDeny)
+	if v := f.evaluate(oldDeny, true); v.Type() != engine.DecisionDeny || !strings.Contains(v.EvaluationError(), want) {
 		t.Fatalf("kc1 deny condition: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
 	}
 }
@@ -150,8 +151,8 @@ func TestConditionVersionOlderRefused(t *testing.T) {
 // rollback) is refused too.
 func TestConditionVersionNewerRefused(t *testing.T) {
 	f := newVersionFixture(t)
-	newer := f.resign("kc10", "kcedar.dev/cedar-residual-v10", DecisionAllow)
-	_, _, err := f.az.Codec().Decode(newer, DecisionAllow, RequestBinding(f.req))
+	newer := f.resign("kc10", "kcedar.dev/cedar-residual-v10", engine.DecisionAllow)
+	_, _, err := f.az.Codec().Decode(newer, engine.DecisionAllow, RequestBinding(f.req))
 	if !errors.Is(err, ErrConditionVersion) || !strings.Contains(err.Error(), "condition format kc10 is unknown to this kcedar") {
 		t.Fatalf("decode of a kc10 condition: %v", err)
 	}
@@ -170,7 +171,7 @@ func TestConditionVersionEditedFails(t *testing.T) {
 		c.Condition, c.Type = tag+";"+rest, typ
 		return c
 	}
-	old := f.resign("kc1", "kcedar.dev/cedar-residual-v1", DecisionAllow)
+	old := f.resign("kc1", "kcedar.dev/cedar-residual-v1", engine.DecisionAllow)
 	cases := map[string]struct {
 		cond wire.Condition
 		want error
@@ -179,13 +180,13 @@ func TestConditionVersionEditedFails(t *testing.T) {
 		"kc3 type edited to v2":          {retag(f.cond, "kc3", "kcedar.dev/cedar-residual-v2"), ErrForeignCondition},
 		"kc3 relabeled as kc2":           {retag(f.cond, "kc2", "kcedar.dev/cedar-residual-v2"), ErrConditionVersion},
 		"kc1 relabeled as kc3":           {retag(old, "kc3", ConditionType), ErrForeignCondition},
-		"kc2 relabeled as kc3":           {retag(f.resign("kc2", "kcedar.dev/cedar-residual-v2", DecisionAllow), "kc3", ConditionType), ErrForeignCondition},
+		"kc2 relabeled as kc3":           {retag(f.resign("kc2", "kcedar.dev/cedar-residual-v2", engine.DecisionAllow), "kc3", ConditionType), ErrForeignCondition},
 		"kc3 tag edited to kc03":         {retag(f.cond, "kc03", ConditionType), ErrForeignCondition},
 		"kc3 tag edited to no tag":       {retag(f.cond, "", ConditionType), ErrForeignCondition},
-		"kc3 signed as kc2 was, unbound": {f.resign("kc3", ConditionType, DecisionAllow), ErrForeignCondition},
+		"kc3 signed as kc2 was, unbound": {f.resign("kc3", ConditionType, engine.DecisionAllow), ErrForeignCondition},
 	}
 	for name, tc := range cases {
-		_, _, err := f.az.Codec().Decode(tc.cond, DecisionAllow, RequestBinding(f.req))
+		_, _, err := f.az.Codec().Decode(tc.cond, engine.DecisionAllow, RequestBinding(f.req))
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: decode: %v, want %v", name, err, tc.want)
 		}

@@ -1,8 +1,9 @@
-package engine
+package conditions
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/cedar-policy/cedar-go/types"
 
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 	"github.com/kcedar/kcedar/internal/schemagen"
@@ -56,7 +58,7 @@ func (e *Evaluator) resourceFor(t types.EntityType) (*schemagen.Resource, bool) 
 // is, a ConditionsMap by the KEP's rules, a Union in order until one member is
 // not NoOpinion. Malformed input is a Deny. Conditions verify only if they
 // were signed for the request of data.
-func (e *Evaluator) EvaluateDecision(d *wire.ConditionsAwareDecision, data *AdmissionData) Decision {
+func (e *Evaluator) EvaluateDecision(d *wire.ConditionsAwareDecision, data *AdmissionData) engine.Decision {
 	if d == nil {
 		return malformed("request.decision is missing")
 	}
@@ -66,20 +68,20 @@ func (e *Evaluator) EvaluateDecision(d *wire.ConditionsAwareDecision, data *Admi
 		}
 		var errs []error
 		if dd.EvaluationError != "" {
-			errs = []error{errorf(dd.EvaluationError)}
+			errs = []error{errors.New(dd.EvaluationError)}
 		}
 		return dd.Reason, errs
 	}
 	switch d.Type {
 	case wire.DecisionTypeAllow:
 		r, errs := details(d.Allow)
-		return Allowed(nil, errs).WithReason(r)
+		return engine.Allowed(nil, errs).WithReason(r)
 	case wire.DecisionTypeDeny:
 		r, errs := details(d.Deny)
-		return Denied(nil, errs).WithReason(r)
+		return engine.Denied(nil, errs).WithReason(r)
 	case wire.DecisionTypeNoOpinion:
 		r, errs := details(d.NoOpinion)
-		return NoOpinion(errs).WithReason(r)
+		return engine.NoOpinion(errs).WithReason(r)
 	case wire.DecisionTypeConditionsMap:
 		if d.ConditionsMap == nil {
 			return malformed("type ConditionsMap without conditionsMap")
@@ -90,30 +92,30 @@ func (e *Evaluator) EvaluateDecision(d *wire.ConditionsAwareDecision, data *Admi
 		for _, m := range d.Union {
 			v := e.EvaluateDecision(&m.Decision, data)
 			errs = append(errs, v.Errors()...)
-			if v.Type() != DecisionNoOpinion {
+			if v.Type() != engine.DecisionNoOpinion {
 				return withErrors(v, errs)
 			}
 		}
-		return NoOpinion(errs).WithReason("kcedar: no member of the union decided")
+		return engine.NoOpinion(errs).WithReason("kcedar: no member of the union decided")
 	}
 	return malformed(fmt.Sprintf("unknown decision type %q", d.Type))
 }
 
 // malformed is the Deny for input kcedar cannot evaluate.
-func malformed(why string) Decision {
-	return Denied(nil, []error{errorf(why)}).WithReason("kcedar: malformed decision")
+func malformed(why string) engine.Decision {
+	return engine.Denied(nil, []error{errors.New(why)}).WithReason("kcedar: malformed decision")
 }
 
 // withErrors is d (concrete) with errs as its errors, keeping its reason.
-func withErrors(d Decision, errs []error) Decision {
+func withErrors(d engine.Decision, errs []error) engine.Decision {
 	reason := d.Reason()
 	switch d.Type() {
-	case DecisionAllow:
-		return Allowed(d.Policies(), errs).WithReason(reason)
-	case DecisionNoOpinion:
-		return NoOpinion(errs).WithReason(reason)
+	case engine.DecisionAllow:
+		return engine.Allowed(d.Policies(), errs).WithReason(reason)
+	case engine.DecisionNoOpinion:
+		return engine.NoOpinion(errs).WithReason(reason)
 	}
-	return Denied(d.Policies(), errs).WithReason(reason)
+	return engine.Denied(d.Policies(), errs).WithReason(reason)
 }
 
 type conditionResult struct {
@@ -127,7 +129,7 @@ type conditionResult struct {
 // else an allow condition that holds allows (failing ones are ignored); else
 // NoOpinion. Conditions verify only if they were signed for the request of
 // data.
-func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Decision {
+func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) engine.Decision {
 	total := len(m.DenyConditions) + len(m.NoOpinionConditions) + len(m.AllowConditions)
 	if total == 0 {
 		return malformed("empty conditionsMap")
@@ -138,19 +140,19 @@ func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Deci
 	// Decode (and verify) every condition first, so each object is converted
 	// once, with just the paths all conditions on it read.
 	bindings := admissionBindings(data)
-	deny, noOp, allow := e.decodeAll(m.DenyConditions, DecisionDeny, bindings), e.decodeAll(m.NoOpinionConditions, DecisionNoOpinion, bindings), e.decodeAll(m.AllowConditions, DecisionAllow, bindings)
+	deny, noOp, allow := e.decodeAll(m.DenyConditions, engine.DecisionDeny, bindings), e.decodeAll(m.NoOpinionConditions, engine.DecisionNoOpinion, bindings), e.decodeAll(m.AllowConditions, engine.DecisionAllow, bindings)
 	r := &mapRun{e: e, envs: &envCache{e: e, data: data, need: map[types.EntityType][2]*entities.Paths{}}}
 	for _, list := range [][]pendingCondition{deny, noOp, allow} {
 		r.need(list)
 	}
 	if why, ok := r.decideBy(deny, true); ok {
-		return Denied(nil, r.errs).WithReason("kcedar: denied by " + why)
+		return engine.Denied(nil, r.errs).WithReason("kcedar: denied by " + why)
 	}
 	if why, ok := r.decideBy(noOp, true); ok {
-		return NoOpinion(r.errs).WithReason("kcedar: no opinion by " + why)
+		return engine.NoOpinion(r.errs).WithReason("kcedar: no opinion by " + why)
 	}
 	if why, ok := r.decideBy(allow, false); ok {
-		return Allowed(nil, r.errs).WithReason("kcedar: allowed by " + why)
+		return engine.Allowed(nil, r.errs).WithReason("kcedar: allowed by " + why)
 	}
 	reason := "kcedar: no condition allows the request"
 	if len(m.AllowConditions) > 0 {
@@ -161,7 +163,7 @@ func (e *Evaluator) EvaluateMap(m *wire.ConditionsMap, data *AdmissionData) Deci
 		sort.Strings(names)
 		reason = "kcedar: the request does not meet the conditions of " + strings.Join(names, ", ")
 	}
-	return NoOpinion(r.errs).WithReason(reason)
+	return engine.NoOpinion(r.errs).WithReason(reason)
 }
 
 // pendingCondition is a condition decoded (and verified) for evaluation.
@@ -173,7 +175,7 @@ type pendingCondition struct {
 
 // decodeAll decodes conditions of one effect, each verified for one of
 // bindings.
-func (e *Evaluator) decodeAll(conds []wire.Condition, effect DecisionType, bindings []Binding) []pendingCondition {
+func (e *Evaluator) decodeAll(conds []wire.Condition, effect engine.DecisionType, bindings []Binding) []pendingCondition {
 	out := make([]pendingCondition, len(conds))
 	for i, c := range conds {
 		out[i].cond = c
@@ -375,11 +377,11 @@ func metadataString(obj map[string]any, field string) string {
 // Explain decodes a condition of the given effect, verified for the request
 // of data, into its entity type and its Cedar expression: what the condition
 // checks, for a person to read.
-func (e *Evaluator) Explain(cond wire.Condition, effect DecisionType, data *AdmissionData) (types.EntityType, string, error) {
+func (e *Evaluator) Explain(cond wire.Condition, effect engine.DecisionType, data *AdmissionData) (types.EntityType, string, error) {
 	d, err := e.Codec.decode(cond, effect, admissionBindings(data))
 	if err != nil {
 		return "", "", err
 	}
-	text, err := exprText(d.expr)
+	text, err := engine.ExprText(d.expr)
 	return d.entityType, text, err
 }

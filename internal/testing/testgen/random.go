@@ -1,4 +1,4 @@
-package engine
+package testgen
 
 import (
 	"fmt"
@@ -6,10 +6,10 @@ import (
 	"strings"
 )
 
-// randomPolicies writes n policies p0..p<n-1>, a third of them forbids, each
+// RandomPolicies writes n policies p0..p<n-1>, a third of them forbids, each
 // with the scope scope draws ("principal..., action..., resource...") and up
 // to two when/unless clauses (a quarter unless) that cond draws.
-func randomPolicies(rng *rand.Rand, n int, scope, cond func(*rand.Rand) string) string {
+func RandomPolicies(rng *rand.Rand, n int, scope, cond func(*rand.Rand) string) string {
 	var b strings.Builder
 	for i := 0; i < n; i++ {
 		effect := "permit"
@@ -29,10 +29,10 @@ func randomPolicies(rng *rand.Rand, n int, scope, cond func(*rand.Rand) string) 
 	return b.String()
 }
 
-// randomTree combines leaves with &&, || and ! up to depth levels.
-func randomTree(rng *rand.Rand, depth int, leaf func(*rand.Rand) string) string {
+// RandomTree combines leaves with &&, || and ! up to depth levels.
+func RandomTree(rng *rand.Rand, depth int, leaf func(*rand.Rand) string) string {
 	if depth > 0 && rng.Intn(3) == 0 {
-		l, r := randomTree(rng, depth-1, leaf), randomTree(rng, depth-1, leaf)
+		l, r := RandomTree(rng, depth-1, leaf), RandomTree(rng, depth-1, leaf)
 		switch rng.Intn(3) {
 		case 0:
 			return "(" + l + " && " + r + ")"

@@ -1,4 +1,4 @@
-package engine
+package conditions
 
 import (
 	"encoding/json"
@@ -131,11 +131,11 @@ func genErrorPolicies(rng *rand.Rand, n int) string {
 		// getTag guarded and unguarded (an unguarded one fails on a missing tag).
 		func() string {
 			p := "resource.object.metadata.labels"
-			return fmt.Sprintf(`(%s && %s.getTag("env") == %q)`, guard(p), p, pick(rng, eqEnvs))
+			return fmt.Sprintf(`(%s && %s.getTag("env") == %q)`, guard(p), p, pick(rng, []string{"prod", "dev"}))
 		},
 		func() string {
 			p := "resource.object.metadata.labels"
-			return fmt.Sprintf(`(%s && %s.hasTag("env") && %s.getTag("env") == %q)`, guard(p), p, p, pick(rng, eqEnvs))
+			return fmt.Sprintf(`(%s && %s.hasTag("env") && %s.getTag("env") == %q)`, guard(p), p, p, pick(rng, []string{"prod", "dev"}))
 		},
 		func() string { return fmt.Sprintf(`principal.username == %q`, pick(rng, []string{"alice", "bob"})) },
 		func() string { return `principal in k8s::Group::"dev"` },

@@ -1,4 +1,4 @@
-package engine
+package conditions
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/wire"
@@ -35,7 +36,7 @@ type bindingCase struct {
 
 func newBindingCase(t *testing.T, verb string) bindingCase {
 	t.Helper()
-	az := NewEngine(schematest.Schema(), mustPolicies(t, bindingPolicies), NewCodec(RandomKeyring()), EngineOptions{})
+	az := newEngine(schematest.Schema(), mustPolicies(t, bindingPolicies), engine.EngineOptions{})
 	req := resReq("bob", []string{"dev", "system:authenticated"}, verb, "", "pods", "", "a", "")
 	req.User.UID = "uid-bob"
 	req.User.Extra = map[string][]string{"scopes": {"x", "y"}}
@@ -58,13 +59,13 @@ func (c bindingCase) data(node string) *AdmissionData {
 		Object: []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a"},"spec":{"nodeName":"` + node + `"}}`)}
 }
 
-func (c bindingCase) upstream(data *AdmissionData) Decision {
+func (c bindingCase) upstream(data *AdmissionData) engine.Decision {
 	return c.az.EvaluateConditions(context.Background(), &c.dec, data)
 }
 
 // refused checks that a condition failed verification: never Allow, the
 // MAC's error in the evaluation error.
-func refused(t *testing.T, name string, v Decision) {
+func refused(t *testing.T, name string, v engine.Decision) {
 	t.Helper()
 	if v.IsAllowed() || !strings.Contains(v.EvaluationError(), "not written by kcedar for this request") {
 		t.Errorf("%s: %v (%s; %s), want refused as not written for this request", name, v.Type(), v.Reason(), v.EvaluationError())
@@ -109,13 +110,13 @@ func TestConditionBinding(t *testing.T) {
 		edit(data)
 		refused(t, name, c.upstream(data))
 		// The deny condition fails verification too: that denies.
-		if v := c.upstream(c.edited("n9", edit)); v.Type() != DecisionDeny {
+		if v := c.upstream(c.edited("n9", edit)); v.Type() != engine.DecisionDeny {
 			t.Errorf("%s: deny condition: %v, want Deny", name, v.Type())
 		}
 	}
 	other := *c.req
 	other.Namespace = "b"
-	if _, _, err := c.az.Codec().Decode(c.dec.ConditionsMap.AllowConditions[0], DecisionAllow, RequestBinding(&other)); !errors.Is(err, ErrForeignCondition) {
+	if _, _, err := c.az.Codec().Decode(c.dec.ConditionsMap.AllowConditions[0], engine.DecisionAllow, RequestBinding(&other)); !errors.Is(err, ErrForeignCondition) {
 		t.Errorf("condition decoded for another namespace: %v", err)
 	}
 }
@@ -133,7 +134,7 @@ func TestConditionBindingVerb(t *testing.T) {
 	update := newBindingCase(t, "update")
 	asUpdate := update.data("n1")
 	asUpdate.Operation, asUpdate.OldObject = "UPDATE", asUpdate.Object
-	for name, v := range map[string]Decision{"UPDATE": update.upstream(asUpdate), "CREATE": update.upstream(update.data("n1"))} {
+	for name, v := range map[string]engine.Decision{"UPDATE": update.upstream(asUpdate), "CREATE": update.upstream(update.data("n1"))} {
 		if !v.IsAllowed() {
 			t.Errorf("update's condition in a %s: %v %s %s", name, v.Type(), v.Reason(), v.EvaluationError())
 		}
@@ -152,7 +153,7 @@ func TestSignerMACsAsAFreshHMAC(t *testing.T) {
 	key := RandomKeyring().signing()
 	b := Binding{User: &entities.UserInfo{Name: "alice", UID: "u-1", Groups: []string{"dev", "ops"}, Extra: map[string][]string{"b": {"2", "1"}, "a": {"x"}}},
 		APIGroup: "apps", Resource: "deployments", Namespace: "team-a", Verb: "create"}
-	fresh := func(effect DecisionType, id, typ, body string) string {
+	fresh := func(effect engine.DecisionType, id, typ, body string) string {
 		h := hmac.New(sha256.New, key.Secret)
 		for _, part := range []string{conditionPrefix, effect.String(), id, typ, body} {
 			writePart(h, part)
@@ -162,9 +163,9 @@ func TestSignerMACsAsAFreshHMAC(t *testing.T) {
 	}
 	s := newSigner(key, b)
 	for i := range 6 {
-		effect := DecisionAllow
+		effect := engine.DecisionAllow
 		if i%3 == 0 {
-			effect = DecisionDeny
+			effect = engine.DecisionDeny
 		}
 		id, body := fmt.Sprintf("p%d", i), fmt.Sprintf("k8s::Resource;resource.name == \"n%d\"", i)
 		if got, want := s.mac(effect, id, "cedar", body), fresh(effect, id, "cedar", body); got != want {

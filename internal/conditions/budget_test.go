@@ -1,4 +1,4 @@
-package engine
+package conditions
 
 import (
 	"context"
@@ -8,7 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cedar-policy/cedar-go/types"
+
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/wire"
 )
@@ -33,8 +37,8 @@ func TestEncodedOnlyEncodesAsTheFullDecision(t *testing.T) {
 	seen := map[string]int{}
 	for i := range sets {
 		set := mustPolicies(t, manyConditionsPolicies(rng))
-		full := NewEngine(s, set, codec, EngineOptions{CacheSize: DefaultCacheSize})
-		capped := NewEngine(s, set, codec, EngineOptions{CacheSize: DefaultCacheSize, EncodedOnly: codec})
+		full := New(engine.NewEngine(s, set, engine.EngineOptions{CacheSize: engine.DefaultCacheSize}), codec)
+		capped := New(engine.NewEngine(s, set, engine.EngineOptions{CacheSize: engine.DefaultCacheSize, EncodedOnly: codec}), codec)
 		for j := range perSet {
 			req := manyConditionsRequest(rng)
 			want := full.Authorize(context.Background(), req)
@@ -56,10 +60,10 @@ func TestEncodedOnlyEncodesAsTheFullDecision(t *testing.T) {
 }
 
 // budgetCase names what the budget does with a full decision.
-func budgetCase(d Decision) string {
+func budgetCase(d engine.Decision) string {
 	deny, allow := len(d.DenyConditions()), len(d.AllowConditions())
 	switch {
-	case !d.IsConditional() && d.IsAllowed(), d.IsConditional() && allow == 1 && isBool(d.AllowConditions()[0].Expr, true):
+	case !d.IsConditional() && d.IsAllowed(), d.IsConditional() && allow == 1 && isTrue(d.AllowConditions()[0].Expr):
 		return "allowed outright"
 	case !d.IsConditional():
 		return d.Type().String()
@@ -137,4 +141,11 @@ func manyConditionsRequest(rng *rand.Rand) *entities.Request {
 		req.Verb, req.Name = "update", fmt.Sprintf("n%d", rng.Intn(1000))
 	}
 	return req
+}
+
+// isTrue reports whether n is the literal true (a residual that holds
+// outright).
+func isTrue(n ast.IsNode) bool {
+	v, ok := n.(ast.NodeValue)
+	return ok && v.Value == types.Boolean(true)
 }

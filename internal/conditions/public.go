@@ -1,4 +1,4 @@
-package engine
+package conditions
 
 // The public package residual wraps a *Keyring in its Keyring type, which
 // exports nothing of it. KeyringFromPublic is the keyring a

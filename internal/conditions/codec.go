@@ -1,4 +1,4 @@
-package engine
+package conditions
 
 import (
 	"crypto/hmac"
@@ -10,13 +10,12 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	cedarast "github.com/cedar-policy/cedar-go/ast"
 	"github.com/cedar-policy/cedar-go/types"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
+	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
-	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
@@ -53,11 +52,6 @@ const conditionPrefix = conditionTagStem + conditionVersion
 
 // conditionTagStem is conditionPrefix without its version.
 const conditionTagStem = "kc"
-
-// errorEntity stands for an evaluation error partial evaluation found: reading
-// an attribute of an entity that never exists fails at callback time, as the
-// original expression would have.
-const errorEntity types.EntityType = "k8s::EvaluationError"
 
 // Codec encodes residuals into conditions and decodes and verifies them.
 // Decoded conditions are cached (bounded), so a callback parses each
@@ -139,8 +133,8 @@ func Describe(p *cedarlang.Policy) string {
 // in the engine (the binding changes with every request; signing is
 // cheap). It fails when the condition would be longer than
 // MaxConditionBytes.
-func (e *Engine) encodeResidual(r Residual, effect DecisionType, s *signer) (wire.Condition, error) {
-	cond, err := e.codec.unsigned(e, r, effect, s.key)
+func (e *Engine) encodeResidual(r engine.Residual, effect engine.DecisionType, s *signer) (wire.Condition, error) {
+	cond, err := e.codec.unsigned(e.Engine, r, effect, s.key)
 	if err != nil {
 		return wire.Condition{}, err
 	}
@@ -150,7 +144,7 @@ func (e *Engine) encodeResidual(r Residual, effect DecisionType, s *signer) (wir
 // unsigned is the condition of a residual e left, before signing: its
 // Condition holds just the body ("<entity type>;<expression>"). It is
 // cached in e (Engine.Derived).
-func (c *Codec) unsigned(e *Engine, r Residual, effect DecisionType, key Key) (wire.Condition, error) {
+func (c *Codec) unsigned(e *engine.Engine, r engine.Residual, effect engine.DecisionType, key Key) (wire.Condition, error) {
 	enc := e.Derived(r, effect.String()+"\x00"+key.cacheID(), func() any {
 		cond, err := c.encode(r, key)
 		return encodedCondition{cond: cond, err: err}
@@ -160,13 +154,13 @@ func (c *Codec) unsigned(e *Engine, r Residual, effect DecisionType, key Key) (w
 
 // Encodes implements Encoder: whether r, left by a policy of effect, fits in
 // a condition signed with the signing key.
-func (c *Codec) Encodes(e *Engine, r Residual, effect DecisionType) bool {
+func (c *Codec) Encodes(e *engine.Engine, r engine.Residual, effect engine.DecisionType) bool {
 	_, err := c.unsigned(e, r, effect, c.Keys.signing())
 	return err == nil
 }
 
-func (c *Codec) encode(r Residual, key Key) (wire.Condition, error) {
-	text, err := exprText(r.Expr)
+func (c *Codec) encode(r engine.Residual, key Key) (wire.Condition, error) {
+	text, err := engine.ExprText(r.Expr)
 	if err != nil {
 		return wire.Condition{}, err
 	}
@@ -184,7 +178,7 @@ func signedLen(key Key, body string) int {
 }
 
 // sign completes an unsigned condition (Codec.unsigned) with s.
-func sign(cond wire.Condition, effect DecisionType, s *signer) wire.Condition {
+func sign(cond wire.Condition, effect engine.DecisionType, s *signer) wire.Condition {
 	body := cond.Condition
 	cond.Condition = conditionPrefix + ";" + s.key.ID + ";" + s.mac(effect, cond.ID, cond.Type, body) + ";" + body
 	return cond
@@ -202,7 +196,7 @@ var ErrConditionVersion = errors.New("it is refused (fail closed): retry the req
 
 // Decode verifies a condition written by Encode with the given effect for
 // binding b and returns its entity type and expression.
-func (c *Codec) Decode(cond wire.Condition, effect DecisionType, b Binding) (types.EntityType, ast.IsNode, error) {
+func (c *Codec) Decode(cond wire.Condition, effect engine.DecisionType, b Binding) (types.EntityType, ast.IsNode, error) {
 	d, err := c.decode(cond, effect, []Binding{b})
 	if err != nil {
 		return "", nil, err
@@ -212,7 +206,7 @@ func (c *Codec) Decode(cond wire.Condition, effect DecisionType, b Binding) (typ
 
 // decode verifies a condition with the given effect, signed for one of
 // bindings.
-func (c *Codec) decode(cond wire.Condition, effect DecisionType, bindings []Binding) (*decoded, error) {
+func (c *Codec) decode(cond wire.Condition, effect engine.DecisionType, bindings []Binding) (*decoded, error) {
 	tag, _, _ := strings.Cut(cond.Condition, ";")
 	if err := checkVersion(cond.Type, tag); err != nil {
 		return nil, fmt.Errorf("condition %q: %w", cond.ID, err)
@@ -238,12 +232,12 @@ func (c *Codec) decode(cond wire.Condition, effect DecisionType, bindings []Bind
 	if ok {
 		return d, nil
 	}
-	expr, err := parseExpr(parts[4])
+	expr, err := engine.ParseExpr(parts[4])
 	if err != nil {
 		return nil, fmt.Errorf("condition %q: %v", cond.ID, err)
 	}
 	d = &decoded{entityType: types.EntityType(parts[3]), expr: expr}
-	d.object, d.oldObject = objectPaths(expr)
+	d.object, d.oldObject = engine.ObjectPaths(expr)
 	c.mu.Lock()
 	if len(c.cache) >= maxCachedConditions {
 		for k := range c.cache { // evict an arbitrary entry
@@ -258,7 +252,7 @@ func (c *Codec) decode(cond wire.Condition, effect DecisionType, bindings []Bind
 
 // verify reports whether the MAC of a condition (split in parts) is right for
 // one of bindings.
-func verify(key Key, effect DecisionType, cond wire.Condition, parts []string, bindings []Binding) bool {
+func verify(key Key, effect engine.DecisionType, cond wire.Condition, parts []string, bindings []Binding) bool {
 	body := parts[3] + ";" + parts[4]
 	for _, b := range bindings {
 		if hmac.Equal([]byte(mac(key, effect, cond.ID, cond.Type, body, b)), []byte(parts[2])) {
@@ -309,47 +303,6 @@ func older(version string) bool {
 		return len(version) < len(conditionVersion)
 	}
 	return version < conditionVersion
-}
-
-const policyHead = "permit ( principal, action, resource )\nwhen { "
-
-// exprText prints a residual expression as Cedar text.
-func exprText(n ast.IsNode) (string, error) {
-	n = replaceErrors(n)
-	p := ast.Permit().When(ast.NewNode(n))
-	text := string((*cedarast.Policy)(p).MarshalCedar())
-	if !strings.HasPrefix(text, policyHead) || !strings.HasSuffix(text, " };") {
-		return "", fmt.Errorf("unexpected policy text %q", text)
-	}
-	return text[len(policyHead) : len(text)-len(" };")], nil
-}
-
-// parseExpr parses an expression printed by exprText.
-func parseExpr(text string) (ast.IsNode, error) {
-	src := []byte(policyHead + text + " };")
-	policies, err := cedarlang.ParsePolicies("condition", src)
-	if err != nil {
-		return nil, err
-	}
-	if len(policies) != 1 || len(policies[0].AST.Conditions) != 1 || len(policies[0].AST.Annotations) != 0 {
-		return nil, fmt.Errorf("condition is not a single expression")
-	}
-	return policies[0].AST.Conditions[0].Body, nil
-}
-
-// replaceErrors rewrites partial errors (which Cedar cannot parse) into an
-// expression that fails the same way when evaluated.
-func replaceErrors(n ast.IsNode) ast.IsNode {
-	return rewrite(n, func(n ast.IsNode) (ast.IsNode, bool) {
-		if err, ok := eval.ToPartialError(n); ok {
-			msg := err.Error()
-			if len(msg) > 120 {
-				msg = msg[:120]
-			}
-			return ast.NodeTypeAccess{StrOpNode: ast.StrOpNode{Arg: ast.NodeValue{Value: types.NewEntityUID(errorEntity, types.String(msg))}, Value: "failed"}}, true
-		}
-		return nil, false
-	})
 }
 
 // truncateUTF8 cuts s to at most n bytes without splitting a character.

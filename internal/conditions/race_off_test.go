@@ -1,0 +1,5 @@
+//go:build !race
+
+package conditions
+
+const raceEnabled = false
