@@ -127,7 +127,11 @@ func checkHostile(t *testing.T, s *schemagen.Schema, slot, h string) {
 			wantTexts[i] = strings.ReplaceAll(w, benign, quoted[1:len(quoted)-1])
 		}
 	}
-	if slot == "sa-name" || slot == "sa-namespace" {
+	if slot == "sa-name" || slot == "sa-namespace" || slot == "namespace" {
+		// A ServiceAccount's username is a ServiceAccount only when its
+		// namespace and name are valid (a RoleBinding's namespace is its
+		// subjects' default): the twin's benign name is not, and the
+		// hostile one may be.
 		for _, texts := range [][]string{wantTexts, gotTexts} {
 			for i, w := range texts {
 				texts[i] = strings.ReplaceAll(w, `k8s::ServiceAccount::"`, `k8s::User::"`)
