@@ -326,6 +326,8 @@ func FuzzConvertHostileName(f *testing.F) {
 	for i, seed := range []string{subjectExploit, "x\r@id(\"p\") permit (principal, action, resource);", "x\u2028*/ /* //", "x\xff\x00\"\\"} {
 		f.Add(uint8(i), seed)
 	}
+	// A valid namespace: its ServiceAccount subjects are ServiceAccounts.
+	f.Add(uint8(slices.Index(slots, "namespace")), "")
 	s := embeddedschema.Schema(f)
 	f.Fuzz(func(t *testing.T, slot uint8, name string) {
 		checkHostile(t, s, slots[int(slot)%len(slots)], "x"+name)
