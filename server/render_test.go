@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
@@ -60,14 +60,14 @@ unless { resource has oldObject && resource.oldObject.metadata has name && resou
 @id("ops-secrets") permit(principal in k8s::Group::"ops", action in [k8s::Action::"delete", k8s::Action::"get"], resource is core::secrets)
 unless { resource has oldObject && resource.oldObject.metadata has labels && resource.oldObject.metadata.labels.hasTag("protected") };
 `
-	az := engine.NewEngine(embeddedschema.Schema(t), mustPolicies(t, policies), engine.EngineOptions{})
+	az := engine.NewEngine(embeddedschema.Schema(t), policytest.Set(t, policies), engine.EngineOptions{})
 	lead, ops := "lead", "mallory"
 	// A validatingwebhookconfigurations/status update is exempt too: the
 	// exemption is by kind.
-	if az.AdmissionWebhookSees(resReq(ops, nil, "update", "admissionregistration.k8s.io", "validatingadmissionpolicies", "status", "", "p")) {
+	if az.AdmissionWebhookSees(policytest.ResourceRequest(ops, nil, "update", "admissionregistration.k8s.io", "validatingadmissionpolicies", "status", "", "p")) {
 		t.Error("validatingadmissionpolicies/status: the webhook never sees it")
 	}
-	if !az.AdmissionWebhookSees(resReq(ops, nil, "create", "", "pods", "eviction", "a", "p")) || az.AdmissionWebhookSees(resReq(ops, nil, "get", "", "pods", "", "a", "p")) {
+	if !az.AdmissionWebhookSees(policytest.ResourceRequest(ops, nil, "create", "", "pods", "eviction", "a", "p")) || az.AdmissionWebhookSees(policytest.ResourceRequest(ops, nil, "get", "", "pods", "", "a", "p")) {
 		t.Error("pods/eviction create is admitted; a get is not")
 	}
 	// The reviews kube-apiserver never sends to a webhook (they are never
@@ -79,7 +79,7 @@ unless { resource has oldObject && resource.oldObject.metadata has labels && res
 		if r[1] == "localsubjectaccessreviews" {
 			ns = "a"
 		}
-		if az.AdmissionWebhookSees(resReq(ops, nil, "create", r[0], r[1], "", ns, "")) {
+		if az.AdmissionWebhookSees(policytest.ResourceRequest(ops, nil, "create", r[0], r[1], "", ns, "")) {
 			t.Errorf("create %s: kube-apiserver never sends it to admission webhooks", r[1])
 		}
 	}
@@ -176,24 +176,6 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 			t.Errorf("%s: %+v, logged %+v, want %s", tc.name, st, recs, tc.want)
 		}
 	}
-}
-
-func mustPolicies(t testing.TB, src string) *cedarlang.PolicySet {
-	t.Helper()
-	ps, err := cedarlang.ParsePolicies("test.cedar", []byte(src))
-	if err != nil {
-		t.Fatalf("parse: %v", err)
-	}
-	set, err := cedarlang.NewPolicySet(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return set
-}
-
-func resReq(user string, groups []string, verb, group, resource, sub, ns, name string) *entities.Request {
-	return &entities.Request{User: entities.UserInfo{Name: user, Groups: groups}, Verb: verb, ResourceRequest: true,
-		APIGroup: group, Resource: resource, Subresource: sub, Namespace: ns, Name: name}
 }
 
 // With admission enforcement, a conditional allow is answered Allow only

@@ -7,6 +7,7 @@ import (
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
@@ -15,7 +16,7 @@ import (
 // conditions of both. Here update is unconditional and patch is not; an
 // UPDATE that breaks patch's condition is refused.
 func TestAdmitUpdateIsUpdateAndPatch(t *testing.T) {
-	ps := mustPolicies(t, `
+	ps := policytest.Set(t, `
 @id("update-any") permit(principal == k8s::User::"alice", action == k8s::Action::"update", resource is core::configmaps);
 @id("patch-own") permit(principal == k8s::User::"alice", action == k8s::Action::"patch", resource is core::configmaps)
 when { resource has object && resource.object has v1 && resource.object.v1 has data && resource.object.v1.data.hasTag("owner") && resource.object.v1.data.getTag("owner") == "alice" };
@@ -38,7 +39,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has d
 // pods/proxy is an update or a delete, admitted as CONNECT. Admission
 // enforcement holds it to those verbs' conditions too.
 func TestAdmitConnectHoldsEveryMethodVerb(t *testing.T) {
-	ps := mustPolicies(t, `
+	ps := policytest.Set(t, `
 @id("proxy-health-only") permit(principal == k8s::User::"alice", action in [k8s::Action::"update", k8s::Action::"delete"], resource is core::pods_proxy)
 when { resource has object && resource.object has v1 && resource.object.v1 has path && resource.object.v1.path == "/healthz" };
 `)

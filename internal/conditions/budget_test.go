@@ -14,6 +14,7 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/wire"
 )
 
@@ -36,7 +37,7 @@ func TestEncodedOnlyEncodesAsTheFullDecision(t *testing.T) {
 	codec := NewCodec(RandomKeyring())
 	seen := map[string]int{}
 	for i := range sets {
-		set := mustPolicies(t, manyConditionsPolicies(rng))
+		set := policytest.Set(t, manyConditionsPolicies(rng))
 		full := New(engine.NewEngine(s, set, engine.EngineOptions{CacheSize: engine.DefaultCacheSize}), codec)
 		capped := New(engine.NewEngine(s, set, engine.EngineOptions{CacheSize: engine.DefaultCacheSize, EncodedOnly: codec}), codec)
 		for j := range perSet {

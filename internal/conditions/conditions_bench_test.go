@@ -11,6 +11,7 @@ import (
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/wire"
 )
@@ -31,7 +32,7 @@ var benchPod = []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-7
 // conditional ones, with caches of cacheSize (0: none).
 func benchAuthorizer(b *testing.B, cacheSize int) *Engine {
 	s := embeddedschema.Schema(b)
-	ps := mustPolicies(b, testgen.RBACLike(1000)+conditionalPolicies)
+	ps := policytest.Set(b, testgen.RBACLike(1000)+conditionalPolicies)
 	return newEngine(s, ps, engine.EngineOptions{CacheSize: cacheSize})
 }
 
@@ -40,7 +41,7 @@ func benchAuthorizer(b *testing.B, cacheSize int) *Engine {
 // the unconditional one is an RBAC-like hit.
 func BenchmarkSARUnconditional1000(b *testing.B) {
 	az := benchAuthorizer(b, 0)
-	req := resReq("someone", []string{"team-7", "system:authenticated"}, "get", "", "pods", "", "ns-7", "web-1")
+	req := policytest.ResourceRequest("someone", []string{"team-7", "system:authenticated"}, "get", "", "pods", "", "ns-7", "web-1")
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -50,7 +51,7 @@ func BenchmarkSARUnconditional1000(b *testing.B) {
 
 func BenchmarkSARConditional1000(b *testing.B) {
 	az := benchAuthorizer(b, 0)
-	req := resReq("alice", []string{"team-7", "system:authenticated"}, "create", "", "pods", "", "team-a", "")
+	req := policytest.ResourceRequest("alice", []string{"team-7", "system:authenticated"}, "create", "", "pods", "", "team-a", "")
 	out := az.Authorize(context.Background(), req)
 	if !out.IsConditional() {
 		b.Fatalf("not conditional: %+v", out)
@@ -66,7 +67,7 @@ func BenchmarkSARConditional1000(b *testing.B) {
 // after the first call), convert the Pod, evaluate. Reports the median.
 func BenchmarkCallbackPod(b *testing.B) {
 	az := benchAuthorizer(b, 0)
-	req := resReq("alice", nil, "create", "", "pods", "", "team-a", "")
+	req := policytest.ResourceRequest("alice", nil, "create", "", "pods", "", "team-a", "")
 	dec := az.Encode(az.Authorize(context.Background(), req), RequestBinding(req))
 	raw, _ := json.Marshal(dec)
 	var back wire.ConditionsAwareDecision
@@ -94,7 +95,7 @@ func BenchmarkCallbackPod(b *testing.B) {
 // namespace sends it: the outcome cache skips partial evaluation.
 func BenchmarkSARConditional1000Cached(b *testing.B) {
 	az := benchAuthorizer(b, 1024)
-	req := resReq("alice", []string{"team-7", "system:authenticated"}, "create", "", "pods", "", "team-a", "")
+	req := policytest.ResourceRequest("alice", []string{"team-7", "system:authenticated"}, "create", "", "pods", "", "team-a", "")
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -108,7 +109,7 @@ func BenchmarkSARConditional1000Distinct(b *testing.B) {
 	az := benchAuthorizer(b, 1<<16)
 	reqs := make([]*entities.Request, 4096)
 	for i := range reqs {
-		reqs[i] = resReq("alice", []string{fmt.Sprintf("team-%d", i%200), "system:authenticated"}, "create", "", "pods", "", fmt.Sprintf("ns-%d", i), "")
+		reqs[i] = policytest.ResourceRequest("alice", []string{fmt.Sprintf("team-%d", i%200), "system:authenticated"}, "create", "", "pods", "", fmt.Sprintf("ns-%d", i), "")
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -125,7 +126,7 @@ func BenchmarkSARUnconditional1000Distinct(b *testing.B) {
 	az := benchAuthorizer(b, 1<<16)
 	reqs := make([]*entities.Request, 4096)
 	for i := range reqs {
-		reqs[i] = resReq("alice", []string{fmt.Sprintf("team-%d", i%200), "system:authenticated"}, "get", "", "pods", "", fmt.Sprintf("ns-%d", i), "web-1")
+		reqs[i] = policytest.ResourceRequest("alice", []string{fmt.Sprintf("team-%d", i%200), "system:authenticated"}, "get", "", "pods", "", fmt.Sprintf("ns-%d", i), "web-1")
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

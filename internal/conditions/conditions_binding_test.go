@@ -12,6 +12,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/wire"
 )
@@ -36,8 +37,8 @@ type bindingCase struct {
 
 func newBindingCase(t *testing.T, verb string) bindingCase {
 	t.Helper()
-	az := newEngine(schematest.Schema(), mustPolicies(t, bindingPolicies), engine.EngineOptions{})
-	req := resReq("bob", []string{"dev", "system:authenticated"}, verb, "", "pods", "", "a", "")
+	az := newEngine(schematest.Schema(), policytest.Set(t, bindingPolicies), engine.EngineOptions{})
+	req := policytest.ResourceRequest("bob", []string{"dev", "system:authenticated"}, verb, "", "pods", "", "a", "")
 	req.User.UID = "uid-bob"
 	req.User.Extra = map[string][]string{"scopes": {"x", "y"}}
 	d := az.Authorize(context.Background(), req)

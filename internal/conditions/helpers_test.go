@@ -2,11 +2,9 @@ package conditions
 
 import (
 	"math/rand"
-	"testing"
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
-	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
 )
@@ -15,24 +13,6 @@ import (
 // signed with a fresh random key.
 func newEngine(schema *schemagen.Schema, policies *cedarlang.PolicySet, opts engine.EngineOptions) *Engine {
 	return New(engine.NewEngine(schema, policies, opts), NewCodec(RandomKeyring()))
-}
-
-func mustPolicies(t testing.TB, src string) *cedarlang.PolicySet {
-	t.Helper()
-	ps, err := cedarlang.ParsePolicies("test.cedar", []byte(src))
-	if err != nil {
-		t.Fatalf("parse: %v", err)
-	}
-	set, err := cedarlang.NewPolicySet(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return set
-}
-
-func resReq(user string, groups []string, verb, group, resource, sub, ns, name string) *entities.Request {
-	return &entities.Request{User: entities.UserInfo{Name: user, Groups: groups}, Verb: verb, ResourceRequest: true,
-		APIGroup: group, Resource: resource, Subresource: sub, Namespace: ns, Name: name}
 }
 
 func pick[T any](rng *rand.Rand, xs []T) T { return xs[rng.Intn(len(xs))] }

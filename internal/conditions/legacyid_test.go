@@ -7,6 +7,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/wire"
 )
@@ -16,12 +17,12 @@ import (
 // was not the one signed does not.
 func TestLegacyBareConditionIDs(t *testing.T) {
 	s := schematest.Schema()
-	ps := mustPolicies(t, `
+	ps := policytest.Set(t, `
 @id("bob-n1") permit(principal == k8s::User::"bob", action == k8s::Action::"create", resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };
 `)
 	az := newEngine(s, ps, engine.EngineOptions{})
-	req := resReq("bob", nil, "create", "", "pods", "", "a", "")
+	req := policytest.ResourceRequest("bob", nil, "create", "", "pods", "", "a", "")
 	d := az.Authorize(context.Background(), req)
 	if !d.IsConditional() {
 		t.Fatalf("want a conditional decision, got %v", d.Type())

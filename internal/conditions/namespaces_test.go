@@ -13,6 +13,7 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
@@ -23,8 +24,8 @@ import (
 func TestNamespaceObjectConditions(t *testing.T) {
 	s := schematest.Schema()
 	later := &mutableNamespaces{m: map[string]map[string]any{}}
-	e := newEngine(s, mustPolicies(t, teamPolicies), engine.EngineOptions{Namespaces: later})
-	req := resReq("u", []string{"team-a"}, "create", "", "pods", "", "new", "")
+	e := newEngine(s, policytest.Set(t, teamPolicies), engine.EngineOptions{Namespaces: later})
+	req := policytest.ResourceRequest("u", []string{"team-a"}, "create", "", "pods", "", "new", "")
 	d := e.Authorize(context.Background(), req)
 	if !d.IsConditional() {
 		t.Fatalf("create in an unknown namespace: %v, want conditional", d.Type())
@@ -71,7 +72,7 @@ func TestNamespaceObjectProperty(t *testing.T) {
 	checked := map[string]int{}
 	for c := 0; c < cases; c++ {
 		src := randomNamespacePolicies(rng)
-		ps := mustPolicies(t, src)
+		ps := policytest.Set(t, src)
 		orc := oraclePolicies(ps.Policies)
 		// The lookup knows some of the names.
 		known := entities.StaticNamespaces{}
@@ -88,7 +89,7 @@ func TestNamespaceObjectProperty(t *testing.T) {
 		if verb == "list" || verb == "create" {
 			name = ""
 		}
-		req := resReq(user, []string{"g"}, verb, "", "pods", "", ns, name)
+		req := policytest.ResourceRequest(user, []string{"g"}, verb, "", "pods", "", ns, name)
 		d := e.Authorize(context.Background(), req)
 		oracleFor := func(ns string, obj map[string]any) string {
 			r := *req

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
@@ -31,12 +32,12 @@ func TestServingPairsEachEngineOnce(t *testing.T) {
 	if s.Evaluator() == nil {
 		t.Fatal("no evaluator before the first policy set: the callback needs only the schema")
 	}
-	src.cur.Store(mustPolicies(t, `permit(principal, action == k8s::Action::"get", resource is core::pods);`))
+	src.cur.Store(policytest.Set(t, `permit(principal, action == k8s::Action::"get", resource is core::pods);`))
 	first := s.Engine()
 	if first == nil || s.Engine() != first || first.Evaluator() != s.Engine().Evaluator() {
 		t.Fatal("the engine of one set is not built once")
 	}
-	src.cur.Store(mustPolicies(t, `forbid(principal, action, resource);`))
+	src.cur.Store(policytest.Set(t, `forbid(principal, action, resource);`))
 	second := s.Engine()
 	if second == first || second.Engine == first.Engine || second.Policies() != src.Current() {
 		t.Fatal("a swapped set kept the previous engine")
@@ -49,9 +50,9 @@ func TestServingPairsEachEngineOnce(t *testing.T) {
 // Explain reports the decision as Report does (encoded, as the server
 // answers), without admission data.
 func TestExplainReportsAsReport(t *testing.T) {
-	e := newEngine(schematest.Schema(), mustPolicies(t, `@id("on-n1") permit(principal == k8s::User::"bob", action == k8s::Action::"create", resource is core::pods)
+	e := newEngine(schematest.Schema(), policytest.Set(t, `@id("on-n1") permit(principal == k8s::User::"bob", action == k8s::Action::"create", resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };`), engine.EngineOptions{})
-	req := resReq("bob", nil, "create", "", "pods", "", "a", "")
+	req := policytest.ResourceRequest("bob", nil, "create", "", "pods", "", "a", "")
 	ex, err := e.Explain(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)

@@ -4,11 +4,12 @@ import (
 	"testing"
 
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
 func benchWhoCan(b *testing.B, n int, ns string) {
-	az := NewEngine(embeddedschema.Schema(b), mustPolicies(b, testgen.RBACLike(n)), EngineOptions{})
+	az := NewEngine(embeddedschema.Schema(b), policytest.Set(b, testgen.RBACLike(n)), EngineOptions{})
 	req := whoCanReq("get", "", "pods", "", ns, "")
 	var rv AccessReview
 	b.ReportAllocs()

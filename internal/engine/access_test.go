@@ -11,6 +11,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 )
 
 func whoCanReq(verb, group, resource, sub, ns, name string) *entities.Request {
@@ -19,7 +20,7 @@ func whoCanReq(verb, group, resource, sub, ns, name string) *entities.Request {
 
 func TestWhoCanHandPicked(t *testing.T) {
 	s := embeddedschema.Schema(t)
-	ps := mustPolicies(t, `
+	ps := policytest.Set(t, `
 @id("team-a") permit(principal in k8s::Group::"team-a", action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods)
 when { resource.namespace like "team-a-*" };
 @id("alice") permit(principal == k8s::User::"alice", action, resource is core::pods);
@@ -90,7 +91,7 @@ func TestWhoCanRuleEqualsAuthorize(t *testing.T) {
 	questions, checks := 0, 0
 	for i := 0; i < sets; i++ {
 		src := genPrincipalPolicies(rng, 2+rng.Intn(7))
-		ps := mustPolicies(t, src)
+		ps := policytest.Set(t, src)
 		az := NewEngine(s, ps, EngineOptions{})
 		universe := genUniverse(rng)
 		for j := 0; j < perSet; j++ {
@@ -264,7 +265,7 @@ func genWhoCanQuestion(rng *rand.Rand) *entities.Request {
 
 func TestWhatCan(t *testing.T) {
 	s := embeddedschema.Schema(t)
-	ps := mustPolicies(t, `
+	ps := policytest.Set(t, `
 @id("read") permit(principal in k8s::Group::"dev", action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods);
 @id("named") permit(principal in k8s::Group::"dev", action == k8s::Action::"get", resource is core::configmaps)
 when { ["app-config", "flags"].contains(resource.name) };
@@ -343,7 +344,7 @@ func TestWhatCanAgreesWithAuthorize(t *testing.T) {
 	checked := 0
 	for i := 0; i < sets; i++ {
 		src := genPrincipalPolicies(rng, 2+rng.Intn(7))
-		ps := mustPolicies(t, src)
+		ps := policytest.Set(t, src)
 		az := NewEngine(s, ps, EngineOptions{})
 		for _, u := range genUniverse(rng)[:3] {
 			ns := pick(rng, []string{"", "team-a", "kube-system"})
@@ -405,7 +406,7 @@ func TestWhatCanAgreesWithAuthorize(t *testing.T) {
 }
 
 func TestWhoCanListsNoDeniedSubject(t *testing.T) {
-	ps := mustPolicies(t, `
+	ps := policytest.Set(t, `
 @id("alice") permit(principal == k8s::User::"alice", action, resource is core::pods);
 @id("bob") permit(principal == k8s::User::"bob", action, resource is core::pods);
 @id("dev") permit(principal in k8s::Group::"dev", action, resource is core::pods);
@@ -438,7 +439,7 @@ func TestWhoCanListsNoSubjectASelectorDenies(t *testing.T) {
 		`forbid(principal in k8s::Group::"dev", action, resource is core::pods);`:                                         {"alice", "system:node:n1", "system:serviceaccount:a:ci"},
 		`forbid(principal, action, resource is core::pods);`:                                                              {},
 	} {
-		az := NewEngine(embeddedschema.Schema(t), mustPolicies(t, permits+forbid), EngineOptions{})
+		az := NewEngine(embeddedschema.Schema(t), policytest.Set(t, permits+forbid), EngineOptions{})
 		rv := whoCan(t, az, whoCanReq("get", "", "pods", "", "a", "p"))
 		if !slices.Equal(rv.Users, want) {
 			t.Errorf("%s\nusers = %v, want %v (denied: %+v)", forbid, rv.Users, want, rv.Denied)
@@ -479,7 +480,7 @@ func whatCan(t testing.TB, az RuleResolver, u entities.UserInfo, namespace strin
 // and a live one answers.
 func TestReviewsStopWhenCancelled(t *testing.T) {
 	s := embeddedschema.Schema(t)
-	ps := mustPolicies(t, `@id("read") permit(principal in k8s::Group::"dev", action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods);`)
+	ps := policytest.Set(t, `@id("read") permit(principal in k8s::Group::"dev", action in [k8s::Action::"get", k8s::Action::"list"], resource is core::pods);`)
 	az := NewEngine(s, ps, EngineOptions{CacheSize: DefaultCacheSize})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -13,26 +13,9 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
-
-func mustPolicies(t testing.TB, src string) *cedarlang.PolicySet {
-	t.Helper()
-	ps, err := cedarlang.ParsePolicies("test.cedar", []byte(src))
-	if err != nil {
-		t.Fatalf("parse: %v", err)
-	}
-	set, err := cedarlang.NewPolicySet(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return set
-}
-
-func resReq(user string, groups []string, verb, group, resource, sub, ns, name string) *entities.Request {
-	return &entities.Request{User: entities.UserInfo{Name: user, Groups: groups}, Verb: verb, ResourceRequest: true,
-		APIGroup: group, Resource: resource, Subresource: sub, Namespace: ns, Name: name}
-}
 
 func TestAuthorizeHandPicked(t *testing.T) {
 	s := schematest.Schema()
@@ -85,7 +68,7 @@ when { principal.uid == "x" };
 @id("mallory")
 permit(principal == k8s::User::"mallory", action, resource);
 `
-	az := NewEngine(s, mustPolicies(t, policies), EngineOptions{})
+	az := NewEngine(s, policytest.Set(t, policies), EngineOptions{})
 	sa := "system:serviceaccount:team-a:builder"
 	cases := []struct {
 		name     string
@@ -93,45 +76,45 @@ permit(principal == k8s::User::"mallory", action, resource);
 		want     DecisionType
 		policies string
 	}{
-		{"list pods in own namespace", resReq("alice", nil, "list", "", "pods", "", "team-a", ""), DecisionAllow, "alice-pods-team-a"},
-		{"list pods across namespaces", resReq("alice", nil, "list", "", "pods", "", "", ""), DecisionNoOpinion, ""},
-		{"list pods in another namespace", resReq("alice", nil, "list", "", "pods", "", "team-b", ""), DecisionNoOpinion, ""},
-		{"delete not granted", resReq("alice", nil, "delete", "", "pods", "", "team-a", "p"), DecisionNoOpinion, ""},
+		{"list pods in own namespace", policytest.ResourceRequest("alice", nil, "list", "", "pods", "", "team-a", ""), DecisionAllow, "alice-pods-team-a"},
+		{"list pods across namespaces", policytest.ResourceRequest("alice", nil, "list", "", "pods", "", "", ""), DecisionNoOpinion, ""},
+		{"list pods in another namespace", policytest.ResourceRequest("alice", nil, "list", "", "pods", "", "team-b", ""), DecisionNoOpinion, ""},
+		{"delete not granted", policytest.ResourceRequest("alice", nil, "delete", "", "pods", "", "team-a", "p"), DecisionNoOpinion, ""},
 		{"field selector narrows namespace", func() *entities.Request {
-			r := resReq("alice", nil, "list", "", "pods", "", "", "")
+			r := policytest.ResourceRequest("alice", nil, "list", "", "pods", "", "", "")
 			r.Namespace = "team-a"
 			return r
 		}(), DecisionAllow, "alice-pods-team-a"},
-		{"admin anywhere", resReq("ann", []string{"admins"}, "delete", "apps", "deployments", "", "team-a", "d"), DecisionAllow, "admins"},
-		{"admin in kube-system", resReq("ann", []string{"admins"}, "get", "", "pods", "", "kube-system", "p"), DecisionDeny, "no-kube-system"},
-		{"admin lists all namespaces: includes kube-system", resReq("ann", []string{"admins"}, "list", "", "pods", "", "", ""), DecisionDeny, "no-kube-system"},
-		{"admin cluster-scoped", resReq("ann", []string{"admins"}, "list", "", "nodes", "", "", ""), DecisionAllow, "admins"},
-		{"admin wildcard resource: may be namespaced", resReq("ann", []string{"admins"}, "get", "*", "*", "", "", ""), DecisionDeny, "no-kube-system"},
-		{"admin wildcard resource in a namespace", resReq("ann", []string{"admins"}, "get", "*", "*", "", "team-a", ""), DecisionAllow, "admins"},
-		{"root admin in kube-system", resReq("root", []string{"admins"}, "get", "", "pods", "", "kube-system", "p"), DecisionAllow, "admins"},
-		{"sa own namespace", resReq(sa, nil, "get", "", "configmaps", "", "team-a", "c"), DecisionAllow, "sa-own-namespace"},
-		{"sa other namespace", resReq(sa, nil, "get", "", "configmaps", "", "team-b", "c"), DecisionNoOpinion, ""},
-		{"malformed sa name is a user", resReq("system:serviceaccount:team-a", nil, "get", "", "configmaps", "", "team-a", "c"), DecisionNoOpinion, ""},
-		{"node own", resReq("system:node:n1", []string{"system:nodes"}, "get", "", "nodes", "", "", "n1"), DecisionAllow, "node-own"},
-		{"node other", resReq("system:node:n1", []string{"system:nodes"}, "get", "", "nodes", "", "", "n2"), DecisionNoOpinion, ""},
-		{"node any name", resReq("system:node:n1", []string{"system:nodes"}, "get", "", "nodes", "", "", ""), DecisionNoOpinion, ""},
-		{"node's username outside system:nodes", resReq("system:node:n1", nil, "get", "", "nodes", "", "", "n1"), DecisionNoOpinion, ""},
+		{"admin anywhere", policytest.ResourceRequest("ann", []string{"admins"}, "delete", "apps", "deployments", "", "team-a", "d"), DecisionAllow, "admins"},
+		{"admin in kube-system", policytest.ResourceRequest("ann", []string{"admins"}, "get", "", "pods", "", "kube-system", "p"), DecisionDeny, "no-kube-system"},
+		{"admin lists all namespaces: includes kube-system", policytest.ResourceRequest("ann", []string{"admins"}, "list", "", "pods", "", "", ""), DecisionDeny, "no-kube-system"},
+		{"admin cluster-scoped", policytest.ResourceRequest("ann", []string{"admins"}, "list", "", "nodes", "", "", ""), DecisionAllow, "admins"},
+		{"admin wildcard resource: may be namespaced", policytest.ResourceRequest("ann", []string{"admins"}, "get", "*", "*", "", "", ""), DecisionDeny, "no-kube-system"},
+		{"admin wildcard resource in a namespace", policytest.ResourceRequest("ann", []string{"admins"}, "get", "*", "*", "", "team-a", ""), DecisionAllow, "admins"},
+		{"root admin in kube-system", policytest.ResourceRequest("root", []string{"admins"}, "get", "", "pods", "", "kube-system", "p"), DecisionAllow, "admins"},
+		{"sa own namespace", policytest.ResourceRequest(sa, nil, "get", "", "configmaps", "", "team-a", "c"), DecisionAllow, "sa-own-namespace"},
+		{"sa other namespace", policytest.ResourceRequest(sa, nil, "get", "", "configmaps", "", "team-b", "c"), DecisionNoOpinion, ""},
+		{"malformed sa name is a user", policytest.ResourceRequest("system:serviceaccount:team-a", nil, "get", "", "configmaps", "", "team-a", "c"), DecisionNoOpinion, ""},
+		{"node own", policytest.ResourceRequest("system:node:n1", []string{"system:nodes"}, "get", "", "nodes", "", "", "n1"), DecisionAllow, "node-own"},
+		{"node other", policytest.ResourceRequest("system:node:n1", []string{"system:nodes"}, "get", "", "nodes", "", "", "n2"), DecisionNoOpinion, ""},
+		{"node any name", policytest.ResourceRequest("system:node:n1", []string{"system:nodes"}, "get", "", "nodes", "", "", ""), DecisionNoOpinion, ""},
+		{"node's username outside system:nodes", policytest.ResourceRequest("system:node:n1", nil, "get", "", "nodes", "", "", "n1"), DecisionNoOpinion, ""},
 		{"healthz", &entities.Request{User: entities.UserInfo{Name: "x"}, Verb: "get", Path: "/healthz"}, DecisionAllow, "healthz"},
 		{"healthz sub", &entities.Request{User: entities.UserInfo{Name: "x"}, Verb: "get", Path: "/healthz/etcd"}, DecisionAllow, "healthz"},
 		{"other url", &entities.Request{User: entities.UserInfo{Name: "x"}, Verb: "get", Path: "/metrics"}, DecisionNoOpinion, ""},
 		{"post healthz", &entities.Request{User: entities.UserInfo{Name: "x"}, Verb: "post", Path: "/healthz"}, DecisionNoOpinion, ""},
-		{"impersonate bob", resReq("carol", nil, "impersonate", "", "users", "", "", "bob"), DecisionAllow, "impersonate-bob"},
-		{"impersonate eve", resReq("carol", nil, "impersonate", "", "users", "", "", "eve"), DecisionNoOpinion, ""},
-		{"impersonate anyone", resReq("carol", nil, "impersonate", "", "users", "", "", ""), DecisionNoOpinion, ""},
-		{"verb * all allowed", resReq("dave", nil, "*", "", "pods", "", "dev", "p"), DecisionAllow, "pods-all-verbs"},
-		{"verb * one denied", resReq("dave", nil, "*", "", "pods", "", "prod", "p"), DecisionDeny, "dave-no-delete"},
-		{"verb * open namespace, delete denied somewhere", resReq("dave", nil, "*", "", "pods", "", "", ""), DecisionDeny, "dave-no-delete"},
-		{"verb * with partial grant", resReq("erin", nil, "*", "", "pods", "", "dev", ""), DecisionNoOpinion, ""},
-		{"unknown CRD falls back to k8s::Resource", resReq("frank", nil, "list", "example.com", "foos", "", "ns", ""), DecisionAllow, "foo-crd"},
-		{"unknown CRD other resource", resReq("frank", nil, "list", "example.com", "bars", "", "ns", ""), DecisionNoOpinion, ""},
-		{"wildcard group is open", resReq("frank", nil, "list", "*", "foos", "", "ns", ""), DecisionNoOpinion, ""},
-		{"erroring forbid fails closed", resReq("mallory", nil, "get", "", "pods", "", "a", "p"), DecisionDeny, "broken-forbid"},
-		{"no policy", resReq("zed", nil, "get", "", "pods", "", "a", "p"), DecisionNoOpinion, ""},
+		{"impersonate bob", policytest.ResourceRequest("carol", nil, "impersonate", "", "users", "", "", "bob"), DecisionAllow, "impersonate-bob"},
+		{"impersonate eve", policytest.ResourceRequest("carol", nil, "impersonate", "", "users", "", "", "eve"), DecisionNoOpinion, ""},
+		{"impersonate anyone", policytest.ResourceRequest("carol", nil, "impersonate", "", "users", "", "", ""), DecisionNoOpinion, ""},
+		{"verb * all allowed", policytest.ResourceRequest("dave", nil, "*", "", "pods", "", "dev", "p"), DecisionAllow, "pods-all-verbs"},
+		{"verb * one denied", policytest.ResourceRequest("dave", nil, "*", "", "pods", "", "prod", "p"), DecisionDeny, "dave-no-delete"},
+		{"verb * open namespace, delete denied somewhere", policytest.ResourceRequest("dave", nil, "*", "", "pods", "", "", ""), DecisionDeny, "dave-no-delete"},
+		{"verb * with partial grant", policytest.ResourceRequest("erin", nil, "*", "", "pods", "", "dev", ""), DecisionNoOpinion, ""},
+		{"unknown CRD falls back to k8s::Resource", policytest.ResourceRequest("frank", nil, "list", "example.com", "foos", "", "ns", ""), DecisionAllow, "foo-crd"},
+		{"unknown CRD other resource", policytest.ResourceRequest("frank", nil, "list", "example.com", "bars", "", "ns", ""), DecisionNoOpinion, ""},
+		{"wildcard group is open", policytest.ResourceRequest("frank", nil, "list", "*", "foos", "", "ns", ""), DecisionNoOpinion, ""},
+		{"erroring forbid fails closed", policytest.ResourceRequest("mallory", nil, "get", "", "pods", "", "a", "p"), DecisionDeny, "broken-forbid"},
+		{"no policy", policytest.ResourceRequest("zed", nil, "get", "", "pods", "", "a", "p"), DecisionNoOpinion, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -172,7 +155,7 @@ func TestOpenValuesMatchEnumerationOracle(t *testing.T) {
 	checked, incomplete := 0, 0
 	for i := 0; i < sets; i++ {
 		src := genPolicies(rng, 1+rng.Intn(6))
-		ps := mustPolicies(t, src)
+		ps := policytest.Set(t, src)
 		az := NewEngine(s, ps, EngineOptions{})
 		cached := NewEngine(s, ps, EngineOptions{CacheSize: 1 << 16})
 		for j := 0; j < requestsPerSet; j++ {
@@ -279,7 +262,7 @@ func genPolicies(rng *rand.Rand, n int) string {
 
 func genRequest(rng *rand.Rand) *entities.Request {
 	r := pick(rng, genResources)
-	req := resReq(pick(rng, genUsers), nil, pick(rng, genVerbs), r[0], r[1], r[2], "", "")
+	req := policytest.ResourceRequest(pick(rng, genUsers), nil, pick(rng, genVerbs), r[0], r[1], r[2], "", "")
 	for _, g := range genGroups {
 		if rng.Intn(2) == 0 {
 			req.User.Groups = append(req.User.Groups, g)
@@ -379,14 +362,14 @@ func enumerate(s *schemagen.Schema, ps *cedarlang.PolicySet, req *entities.Reque
 // A caller that cannot take conditions still gets the forbids on objects:
 // the objects of a write are unknowns and the outcome is folded.
 func TestFoldKeepsObjectForbids(t *testing.T) {
-	az := NewEngine(schematest.Schema(), mustPolicies(t, `
+	az := NewEngine(schematest.Schema(), policytest.Set(t, `
 @id("alice-creates") permit(principal == k8s::User::"alice", action == k8s::Action::"create", resource is core::pods);
 @id("not-n2") forbid(principal, action == k8s::Action::"create", resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n2" };
 @id("bob-n1") permit(principal == k8s::User::"bob", action == k8s::Action::"create", resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1" };
 `), EngineOptions{})
-	alice := resReq("alice", nil, "create", "", "pods", "", "a", "")
+	alice := policytest.ResourceRequest("alice", nil, "create", "", "pods", "", "a", "")
 	if o := az.Authorize(context.Background(), alice).FailureDecision(); o.IsConditional() || o.Type() != DecisionDeny {
 		t.Fatalf("folded: %+v, want Deny (a deny condition exists)", o)
 	}
@@ -394,17 +377,17 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 	if !o.IsConditional() || len(o.DenyConditions()) != 1 || len(o.AllowConditions()) != 1 || !isBool(o.AllowConditions()[0].Expr, true) {
 		t.Fatalf("conditional: %+v", o)
 	}
-	bob := resReq("bob", nil, "create", "", "pods", "", "a", "")
+	bob := policytest.ResourceRequest("bob", nil, "create", "", "pods", "", "a", "")
 	if o := az.Authorize(context.Background(), bob).FailureDecision(); o.Type() != DecisionDeny {
 		t.Fatalf("bob folded: %+v, want Deny", o)
 	}
 	// verb "*" folds every verb: create may be denied.
-	star := resReq("alice", nil, "*", "", "pods", "", "a", "")
+	star := policytest.ResourceRequest("alice", nil, "*", "", "pods", "", "a", "")
 	if o := az.Authorize(context.Background(), star).FailureDecision(); o.Type() != DecisionDeny {
 		t.Fatalf("verb *: %+v, want Deny", o)
 	}
 	// Reads have no admission: the object forbid cannot apply to them.
-	get := resReq("alice", nil, "get", "", "pods", "", "a", "p")
+	get := policytest.ResourceRequest("alice", nil, "get", "", "pods", "", "a", "p")
 	if o := az.Authorize(context.Background(), get).FailureDecision(); o.Type() != DecisionNoOpinion {
 		t.Fatalf("get: %+v", o)
 	}
@@ -413,7 +396,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 // Memoized residuals depend on every request value a policy can observe,
 // including through entity literals (only the request's principal exists).
 func TestMemoKeysCoverEntityLiterals(t *testing.T) {
-	ps := mustPolicies(t, `
+	ps := policytest.Set(t, `
 @id("literal") permit(principal, action == k8s::Action::"create", resource is core::pods)
 when { k8s::User::"alice".username == "alice" && resource has object && resource.object has v1 };
 `)
@@ -422,7 +405,7 @@ when { k8s::User::"alice".username == "alice" && resource has object && resource
 		user string
 		want bool // conditional (the literal resolves), else the permit errors
 	}{{"alice", true}, {"bob", false}, {"alice", true}, {"bob", false}} {
-		o := az.Authorize(context.Background(), resReq(tc.user, nil, "create", "", "pods", "", "a", ""))
+		o := az.Authorize(context.Background(), policytest.ResourceRequest(tc.user, nil, "create", "", "pods", "", "a", ""))
 		if o.IsConditional() != tc.want {
 			t.Fatalf("%s: conditional %v, want %v (%+v)", tc.user, o.IsConditional(), tc.want, o)
 		}
@@ -433,13 +416,13 @@ when { k8s::User::"alice".username == "alice" && resource has object && resource
 // tells a request naming an object from one whose name comes from a field
 // selector (resource.named differs).
 func TestCacheKeysCoverNamed(t *testing.T) {
-	ps := mustPolicies(t, `
+	ps := policytest.Set(t, `
 @id("named-only") permit(principal == k8s::User::"alice", action, resource is core::pods)
 when { resource.named && resource.name == "a" };
 `)
 	az := NewEngine(schematest.Schema(), ps, EngineOptions{CacheSize: 64})
-	named := resReq("alice", nil, "*", "", "pods", "", "ns", "a")
-	selected := resReq("alice", nil, "*", "", "pods", "", "ns", "a")
+	named := policytest.ResourceRequest("alice", nil, "*", "", "pods", "", "ns", "a")
+	selected := policytest.ResourceRequest("alice", nil, "*", "", "pods", "", "ns", "a")
 	selected.NameFromSelector = true
 	for i := 0; i < 2; i++ {
 		if !az.Authorize(context.Background(), named).FailureDecision().IsAllowed() {

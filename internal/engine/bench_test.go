@@ -10,13 +10,14 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 )
 
 func benchAuthorize(b *testing.B, n int, req *entities.Request) {
-	ps := mustPolicies(b, testgen.RBACLike(n))
+	ps := policytest.Set(b, testgen.RBACLike(n))
 	az := NewEngine(schematest.Schema(), ps, EngineOptions{})
 	durations := make([]time.Duration, 0, b.N)
 	// Steady state: the set-up's garbage (parsing a large set) collected
@@ -34,14 +35,14 @@ func benchAuthorize(b *testing.B, n int, req *entities.Request) {
 	b.ReportMetric(float64(durations[len(durations)/2].Nanoseconds()), "median-ns")
 }
 
-var benchRequest = resReq("someone", []string{"team-7", "team-42", "system:authenticated"}, "get", "", "pods", "", "ns-7", "web-1")
+var benchRequest = policytest.ResourceRequest("someone", []string{"team-7", "team-42", "system:authenticated"}, "get", "", "pods", "", "ns-7", "web-1")
 
 func BenchmarkAuthorize1000(b *testing.B)  { benchAuthorize(b, 1000, benchRequest) }
 func BenchmarkAuthorize10000(b *testing.B) { benchAuthorize(b, 10000, benchRequest) }
 
 // An open namespace (list across all namespaces) needs partial evaluation.
 func BenchmarkAuthorizeOpenNamespace1000(b *testing.B) {
-	benchAuthorize(b, 1000, resReq("someone", []string{"team-7"}, "list", "", "pods", "", "", ""))
+	benchAuthorize(b, 1000, policytest.ResourceRequest("someone", []string{"team-7"}, "list", "", "pods", "", "", ""))
 }
 
 // The policy-shape zoo (internal/testing/testgen/zoo): decisions over a mix of

@@ -15,6 +15,7 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
 	"github.com/kcedar/kcedar/internal/store"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 )
 
@@ -84,7 +85,7 @@ func BenchmarkFileChange(b *testing.B) {
 			if err := s.Load(); err != nil {
 				b.Fatal(err)
 			}
-			d := serving.Engine().Authorize(ctx, resReq(ch.user, nil, ch.verb, "", "pods", "", "default", ""))
+			d := serving.Engine().Authorize(ctx, policytest.ResourceRequest(ch.user, nil, ch.verb, "", "pods", "", "default", ""))
 			if want := ch.tail != "" || ch.head != ""; d.IsAllowed() != want {
 				b.Fatalf("change %d: allowed %v, want %v", i, d.IsAllowed(), want)
 			}

@@ -6,6 +6,7 @@ import (
 	"github.com/cedar-policy/cedar-go/types"
 
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
@@ -14,7 +15,7 @@ import (
 // residual or in the engine's cache, never shared between expressions, entity
 // types, keys or policies, and derived anew every time without caches.
 func TestDerivedComputesOncePerResidualAndKey(t *testing.T) {
-	set := mustPolicies(t, `
+	set := policytest.Set(t, `
 @id("a") permit (principal, action, resource) when { resource.name == "x" };
 @id("b") permit (principal, action, resource) when { resource.name == "y" };
 `)

@@ -11,6 +11,7 @@ import (
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
@@ -36,7 +37,7 @@ func TestExplainNamesTheFailingSubExpression(t *testing.T) {
 	stats := map[string]int{}
 	for i := 0; i < sets; i++ {
 		src := testgen.RandomPolicies(rng, 2+rng.Intn(6), failingScope, func(rng *rand.Rand) string { return testgen.RandomTree(rng, 3, failingLeaf) })
-		az := NewEngine(s, mustPolicies(t, src), EngineOptions{})
+		az := NewEngine(s, policytest.Set(t, src), EngineOptions{})
 		for j := 0; j < 10; j++ {
 			req := explainRequest(rng)
 			if rng.Intn(3) == 0 {
@@ -197,7 +198,7 @@ func failingLeaf(rng *rand.Rand) string {
 // in its policies as in the deciding ones.
 func TestExplainBlamesTheTypeAndNamesEveryForbid(t *testing.T) {
 	s := embeddedschema.Schema(t)
-	ps := mustPolicies(t, `@id("f1") forbid (principal, action == k8s::Action::"get", resource is core::pods);
+	ps := policytest.Set(t, `@id("f1") forbid (principal, action == k8s::Action::"get", resource is core::pods);
 @id("f2") forbid (principal, action == k8s::Action::"get", resource is core::pods) when { resource.namespace == "dev" };
 @id("p1") permit (principal, action, resource) when { resource is core::secrets && resource.namespace == "dev" };
 `)

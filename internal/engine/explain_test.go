@@ -17,6 +17,7 @@ import (
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 )
@@ -50,7 +51,7 @@ func TestExplainNamesTheDecidingPolicies(t *testing.T) {
 		requests = 1000
 	}
 	s := embeddedschema.Schema(t)
-	ps := mustPolicies(t, zoo.Policies(policies, 5)+explainExtra)
+	ps := policytest.Set(t, zoo.Policies(policies, 5)+explainExtra)
 	az := NewEngine(s, ps, EngineOptions{})
 	stats := map[string]int{}
 	for i, req := range zoo.Requests(policies, requests, 17) {
@@ -179,7 +180,7 @@ func oneDecision(s *schemagen.Schema, ps *cedarlang.PolicySet, req *entities.Req
 // and for a near miss the clause that failed with the value it read.
 func TestExplainText(t *testing.T) {
 	s := embeddedschema.Schema(t)
-	ps := mustPolicies(t, `@id("dev-reads")
+	ps := policytest.Set(t, `@id("dev-reads")
 permit (principal in k8s::Group::"dev", action == k8s::Action::"get", resource is core::pods)
 when { resource.namespace == "dev" };
 @id("prod-reads")
@@ -231,7 +232,7 @@ func TestExplainRandomSetsMatchOnePhase(t *testing.T) {
 	stats := map[string]int{}
 	for i := 0; i < sets; i++ {
 		src := testgen.RandomPolicies(rng, 2+rng.Intn(6), explainScope, func(rng *rand.Rand) string { return testgen.RandomTree(rng, 2, explainLeaf) })
-		ps := mustPolicies(t, src)
+		ps := policytest.Set(t, src)
 		az := NewEngine(s, ps, EngineOptions{})
 		for j := 0; j < 10; j++ {
 			req := explainRequest(rng)

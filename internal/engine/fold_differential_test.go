@@ -9,6 +9,7 @@ import (
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 )
@@ -25,14 +26,14 @@ func TestFoldedAsDecidedEqualsFoldedAfter(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		requests = 800
 	}
-	folds := checkFoldedAsDecided(t, "zoo", mustPolicies(t, zoo.Policies(400, 7)), zoo.Requests(400, requests, 11), nil)
+	folds := checkFoldedAsDecided(t, "zoo", policytest.Set(t, zoo.Policies(400, 7)), zoo.Requests(400, requests, 11), nil)
 	for seed := uint64(1); seed <= 3; seed++ {
 		set, reqs, ns := platformCase(t, 2000, requests, seed)
 		folds += checkFoldedAsDecided(t, "platform", set, reqs, ns)
 	}
 	rng := rand.New(rand.NewSource(5681))
 	for range requests / 40 {
-		set := mustPolicies(t, testgen.ObjectPolicies(rng, 1+rng.Intn(5)))
+		set := policytest.Set(t, testgen.ObjectPolicies(rng, 1+rng.Intn(5)))
 		reqs := make([]*entities.Request, 40)
 		for i := range reqs {
 			reqs[i] = testgen.ObjectAdmission(rng).Req

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 )
 
 // The action hierarchy of constrained impersonation, as the engine decides
@@ -13,7 +14,7 @@ import (
 // legacy impersonate unrelated to the new verbs; a request for "*" stands for
 // every verb, the new ones included.
 func TestImpersonationActionGroups(t *testing.T) {
-	ps := mustPolicies(t, `
+	ps := policytest.Set(t, `
 @id("ui-any") permit(principal == k8s::User::"lucas", action in k8s::Action::"impersonate-on:user-info:*", resource);
 @id("all") permit(principal == k8s::User::"root", action in k8s::Action::"*", resource);
 @id("legacy") permit(principal == k8s::User::"old", action == k8s::Action::"impersonate", resource);
@@ -27,17 +28,17 @@ func TestImpersonationActionGroups(t *testing.T) {
 		req  *entities.Request
 		want DecisionType
 	}{
-		{"group grants a verb of its mode", resReq("lucas", nil, "impersonate-on:user-info:get", "", "pods", "", "a", "p"), DecisionAllow},
-		{"group grants a verb the schema does not list", resReq("lucas", nil, "impersonate-on:user-info:frobnicate", "", "pods", "", "a", "p"), DecisionAllow},
-		{"group grants its literal verb", resReq("lucas", nil, "impersonate-on:user-info:*", "", "pods", "", "a", "p"), DecisionAllow},
-		{"not another mode", resReq("lucas", nil, "impersonate-on:serviceaccount:get", "", "pods", "", "a", "p"), DecisionNoOpinion},
-		{"not the identity check", resReq("lucas", nil, "impersonate:user-info", authn, "users", "", "", "alice"), DecisionNoOpinion},
-		{"not the plain verb", resReq("lucas", nil, "get", "", "pods", "", "a", "p"), DecisionNoOpinion},
-		{"* grants the new verbs", resReq("root", nil, "impersonate:associated-node", authn, "nodes", "", "", "*"), DecisionAllow},
-		{"a forbid on legacy impersonate does not deny the new verbs", resReq("root", nil, "impersonate:user-info", authn, "users", "", "", "alice"), DecisionAllow},
-		{"legacy impersonate does not grant the new verbs", resReq("old", nil, "impersonate:user-info", authn, "users", "", "", "alice"), DecisionNoOpinion},
-		{"legacy impersonate", resReq("old", nil, "impersonate", "", "users", "", "", "alice"), DecisionAllow},
-		{"a request for * needs the impersonate-on verbs too", resReq("reader", nil, "*", "", "pods", "", "a", "p"), DecisionNoOpinion},
+		{"group grants a verb of its mode", policytest.ResourceRequest("lucas", nil, "impersonate-on:user-info:get", "", "pods", "", "a", "p"), DecisionAllow},
+		{"group grants a verb the schema does not list", policytest.ResourceRequest("lucas", nil, "impersonate-on:user-info:frobnicate", "", "pods", "", "a", "p"), DecisionAllow},
+		{"group grants its literal verb", policytest.ResourceRequest("lucas", nil, "impersonate-on:user-info:*", "", "pods", "", "a", "p"), DecisionAllow},
+		{"not another mode", policytest.ResourceRequest("lucas", nil, "impersonate-on:serviceaccount:get", "", "pods", "", "a", "p"), DecisionNoOpinion},
+		{"not the identity check", policytest.ResourceRequest("lucas", nil, "impersonate:user-info", authn, "users", "", "", "alice"), DecisionNoOpinion},
+		{"not the plain verb", policytest.ResourceRequest("lucas", nil, "get", "", "pods", "", "a", "p"), DecisionNoOpinion},
+		{"* grants the new verbs", policytest.ResourceRequest("root", nil, "impersonate:associated-node", authn, "nodes", "", "", "*"), DecisionAllow},
+		{"a forbid on legacy impersonate does not deny the new verbs", policytest.ResourceRequest("root", nil, "impersonate:user-info", authn, "users", "", "", "alice"), DecisionAllow},
+		{"legacy impersonate does not grant the new verbs", policytest.ResourceRequest("old", nil, "impersonate:user-info", authn, "users", "", "", "alice"), DecisionNoOpinion},
+		{"legacy impersonate", policytest.ResourceRequest("old", nil, "impersonate", "", "users", "", "", "alice"), DecisionAllow},
+		{"a request for * needs the impersonate-on verbs too", policytest.ResourceRequest("reader", nil, "*", "", "pods", "", "a", "p"), DecisionNoOpinion},
 		{"non-resource impersonate-on", &entities.Request{User: entities.UserInfo{Name: "lucas"}, Verb: "impersonate-on:user-info:post", Path: "/x"}, DecisionAllow},
 	} {
 		if d := az.Authorize(context.Background(), tc.req); d.Type() != tc.want {
@@ -52,14 +53,14 @@ func TestImpersonationActionGroups(t *testing.T) {
 // never answered Allow, nor turned into a condition, whatever the caller
 // says it takes.
 func TestImpersonateOnIsNeverConditionallyAllowed(t *testing.T) {
-	ps := mustPolicies(t, `
+	ps := policytest.Set(t, `
 @id("create-on-safe") permit(principal == k8s::User::"lucas", action == k8s::Action::"impersonate-on:user-info:create", resource is core::pods)
 when { resource has object && resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "safe" };
 @id("alice-by-uid") permit(principal == k8s::User::"lucas", action == k8s::Action::"impersonate:user-info", resource is io::k8s::authentication::users)
 when { resource.name == "alice" };
 `)
 	az := NewEngine(embeddedschema.Schema(t), ps, EngineOptions{})
-	req := resReq("lucas", nil, "impersonate-on:user-info:create", "", "pods", "", "a", "")
+	req := policytest.ResourceRequest("lucas", nil, "impersonate-on:user-info:create", "", "pods", "", "a", "")
 	// Admission never carries an object for it: the condition on the object
 	// cannot hold, so the permit does not apply (no condition to fold).
 	if d := az.Authorize(context.Background(), req); d.IsAllowed() || d.IsConditional() {
@@ -68,7 +69,7 @@ when { resource.name == "alice" };
 	if az.AdmissionWebhookSees(req) {
 		t.Error("admission does not see impersonate-on verbs")
 	}
-	id := resReq("lucas", nil, "impersonate:user-info", "authentication.k8s.io", "users", "", "", "alice")
+	id := policytest.ResourceRequest("lucas", nil, "impersonate:user-info", "authentication.k8s.io", "users", "", "", "alice")
 	if d := az.Authorize(context.Background(), id); !d.IsAllowed() {
 		t.Errorf("impersonate:user-info alice: %v, want Allow", d)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 )
@@ -41,7 +42,7 @@ when { principal.namespace == "ns-4" && resource.apiGroup == "example.com" };
 @id("x-forbid-list") forbid (principal is k8s::User, action, resource)
 when { ["ns-5", "ns-6"].contains(resource.namespace) && principal.username == "user-5" && context.verb == "watch" };
 `
-	indexed := mustPolicies(t, zoo.Policies(policies, 7)+extra)
+	indexed := policytest.Set(t, zoo.Policies(policies, 7)+extra)
 	whole := indexed.Unindexed()
 	az := NewEngine(s, indexed, EngineOptions{})
 	ref := NewEngine(s, whole, EngineOptions{})

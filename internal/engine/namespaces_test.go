@@ -12,6 +12,7 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
@@ -50,7 +51,7 @@ func TestNamespaceObjectDecisions(t *testing.T) {
 		"ar":    nsObject("ar", "1", map[string]string{"team": "a", "restricted": ""}),
 	}
 	for _, cache := range []int{0, 64} {
-		e := NewEngine(s, mustPolicies(t, teamPolicies), EngineOptions{CacheSize: cache, Namespaces: lookup})
+		e := NewEngine(s, policytest.Set(t, teamPolicies), EngineOptions{CacheSize: cache, Namespaces: lookup})
 		for _, tc := range []struct {
 			verb, ns string
 			want     DecisionType
@@ -64,7 +65,7 @@ func TestNamespaceObjectDecisions(t *testing.T) {
 			{"list", "", DecisionDeny},        // all namespaces: some may be restricted
 			{"delete", "a", DecisionNoOpinion},
 		} {
-			req := resReq("u", []string{"team-a"}, tc.verb, "", "pods", "", tc.ns, "p")
+			req := policytest.ResourceRequest("u", []string{"team-a"}, tc.verb, "", "pods", "", tc.ns, "p")
 			if tc.verb == "list" {
 				req.Name = ""
 			}
@@ -76,15 +77,15 @@ func TestNamespaceObjectDecisions(t *testing.T) {
 	}
 	// Without the forbid, an unknown namespace is NoOpinion, never Allow.
 	permitOnly := strings.SplitN(teamPolicies, `@id("restricted")`, 2)[0]
-	e := NewEngine(s, mustPolicies(t, permitOnly), EngineOptions{Namespaces: lookup})
+	e := NewEngine(s, policytest.Set(t, permitOnly), EngineOptions{Namespaces: lookup})
 	for _, ns := range []string{"unknown", ""} {
-		if d := e.Authorize(context.Background(), resReq("u", []string{"team-a"}, "list", "", "pods", "", ns, "")); d.Type() != DecisionNoOpinion {
+		if d := e.Authorize(context.Background(), policytest.ResourceRequest("u", []string{"team-a"}, "list", "", "pods", "", ns, "")); d.Type() != DecisionNoOpinion {
 			t.Errorf("list pods in %q: %v", ns, d.Type())
 		}
 	}
 	// No lookup at all: unknown everywhere.
-	e = NewEngine(s, mustPolicies(t, permitOnly), EngineOptions{})
-	if d := e.Authorize(context.Background(), resReq("u", []string{"team-a"}, "list", "", "pods", "", "a", "")); d.Type() != DecisionNoOpinion {
+	e = NewEngine(s, policytest.Set(t, permitOnly), EngineOptions{})
+	if d := e.Authorize(context.Background(), policytest.ResourceRequest("u", []string{"team-a"}, "list", "", "pods", "", "a", "")); d.Type() != DecisionNoOpinion {
 		t.Errorf("no lookup: %v", d.Type())
 	}
 }
@@ -99,8 +100,8 @@ func (l *mutableNamespaces) Namespace(name string) (map[string]any, bool) {
 
 func TestNamespaceObjectRelabelChangesCachedDecision(t *testing.T) {
 	lookup := &mutableNamespaces{m: map[string]map[string]any{"x": nsObject("x", "1", map[string]string{"team": "a"})}}
-	e := NewEngine(schematest.Schema(), mustPolicies(t, teamPolicies), EngineOptions{CacheSize: 64, Namespaces: lookup})
-	req := resReq("u", []string{"team-a"}, "list", "", "pods", "", "x", "")
+	e := NewEngine(schematest.Schema(), policytest.Set(t, teamPolicies), EngineOptions{CacheSize: 64, Namespaces: lookup})
+	req := policytest.ResourceRequest("u", []string{"team-a"}, "list", "", "pods", "", "x", "")
 	if d := e.Authorize(context.Background(), req); !d.IsAllowed() {
 		t.Fatalf("before relabel: %v", d.Type())
 	}
@@ -122,8 +123,8 @@ func BenchmarkNamespaceObject(b *testing.B) {
 	lookup := entities.StaticNamespaces{"a": nsObject("a", "1", map[string]string{"team": "a"})}
 	byName := `permit(principal in k8s::Group::"team-a", action == k8s::Action::"list", resource is core::pods) when { resource.namespace == "a" };`
 	for _, bc := range []struct{ name, policies string }{{"by-name", byName}, {"by-label", teamPolicies}} {
-		e := NewEngine(s, mustPolicies(b, bc.policies), EngineOptions{Namespaces: lookup})
-		req := resReq("u", []string{"team-a"}, "list", "", "pods", "", "a", "")
+		e := NewEngine(s, policytest.Set(b, bc.policies), EngineOptions{Namespaces: lookup})
+		req := policytest.ResourceRequest("u", []string{"team-a"}, "list", "", "pods", "", "a", "")
 		b.Run(bc.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				if !e.Authorize(context.Background(), req).IsAllowed() {
@@ -132,7 +133,7 @@ func BenchmarkNamespaceObject(b *testing.B) {
 			}
 		})
 	}
-	e := NewEngine(s, mustPolicies(b, agentPolicies), EngineOptions{})
+	e := NewEngine(s, policytest.Set(b, agentPolicies), EngineOptions{})
 	req := listWithSelector("agent", "ns", in("app", "agent"))
 	b.Run("selector", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {

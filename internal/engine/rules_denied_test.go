@@ -9,12 +9,13 @@ import (
 
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 )
 
 // A user whom only a forbid names sees it in what-can: the rule it denies,
 // with its policy, unconditional or with its condition.
 func TestWhatCanListsForbids(t *testing.T) {
-	ps := mustPolicies(t, `
+	ps := policytest.Set(t, `
 @id("frank-no-secrets") forbid(principal == k8s::User::"frank", action, resource is core::secrets);
 @id("no-x") forbid(principal == k8s::User::"frank", action == k8s::Action::"delete", resource is core::pods) when { resource.name == "x" };
 @id("no-metrics") forbid(principal == k8s::User::"frank", action == k8s::Action::"get", resource is k8s::NonResourceURL) when { resource.path == "/metrics" };
@@ -62,7 +63,7 @@ func TestWhatCanDeniedAgreesWithAuthorize(t *testing.T) {
 	checked, covered := 0, 0
 	for i := 0; i < sets; i++ {
 		src := genPrincipalPolicies(rng, 2+rng.Intn(7))
-		az := NewEngine(s, mustPolicies(t, src), EngineOptions{})
+		az := NewEngine(s, policytest.Set(t, src), EngineOptions{})
 		for _, u := range genUniverse(rng)[:3] {
 			ns := pick(rng, []string{"", "team-a", "kube-system"})
 			rv := whatCan(t, az, u, ns)

@@ -13,6 +13,7 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
@@ -42,7 +43,7 @@ func in(k string, vs ...string) metav1.LabelSelectorRequirement {
 }
 
 func TestLabelSelectorConfinesReads(t *testing.T) {
-	e := NewEngine(schematest.Schema(), mustPolicies(t, agentPolicies), EngineOptions{CacheSize: 64})
+	e := NewEngine(schematest.Schema(), policytest.Set(t, agentPolicies), EngineOptions{CacheSize: 64})
 	for _, tc := range []struct {
 		name string
 		sel  []metav1.LabelSelectorRequirement
@@ -108,7 +109,7 @@ func TestLabelSelectorProperty(t *testing.T) {
 	counts := map[string]int{}
 	for c := 0; c < cases; c++ {
 		src := randomSelectorPolicies(rng)
-		ps := mustPolicies(t, src)
+		ps := policytest.Set(t, src)
 		orc := oraclePolicies(ps.Policies)
 		e := NewEngine(s, ps, EngineOptions{CacheSize: 64, Namespaces: lookup})
 		sel := randomSelector(rng)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 )
 
@@ -21,7 +22,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 // none, one decided now as many as the index yielded until the answer was
 // settled.
 func TestAuthorizeWithStats(t *testing.T) {
-	ps := mustPolicies(t, statsPolicies)
+	ps := policytest.Set(t, statsPolicies)
 	s := schematest.Schema()
 	cached := NewEngine(s, ps, EngineOptions{CacheSize: 64})
 	uncached := NewEngine(s, ps, EngineOptions{})
@@ -48,7 +49,7 @@ func TestAuthorizeWithStats(t *testing.T) {
 		if tc.verb == "create" {
 			name = ""
 		}
-		req := resReq(tc.user, nil, tc.verb, "", tc.res, "", "a", name)
+		req := policytest.ResourceRequest(tc.user, nil, tc.verb, "", tc.res, "", "a", name)
 		var st Stats
 		got := tc.engine.AuthorizeWithStats(ctx, req, &st)
 		if st != tc.want {
@@ -62,11 +63,11 @@ func TestAuthorizeWithStats(t *testing.T) {
 
 // A "*" verb is decided for every verb: the candidates of all of them count.
 func TestAuthorizeWithStatsCountsEveryVerb(t *testing.T) {
-	ps := mustPolicies(t, statsPolicies)
+	ps := policytest.Set(t, statsPolicies)
 	e := NewEngine(schematest.Schema(), ps, EngineOptions{})
 	var one, every Stats
-	e.AuthorizeWithStats(context.Background(), resReq("alice", nil, "get", "", "pods", "", "a", ""), &one)
-	d := e.AuthorizeWithStats(context.Background(), resReq("alice", nil, "*", "", "pods", "", "a", ""), &every)
+	e.AuthorizeWithStats(context.Background(), policytest.ResourceRequest("alice", nil, "get", "", "pods", "", "a", ""), &one)
+	d := e.AuthorizeWithStats(context.Background(), policytest.ResourceRequest("alice", nil, "*", "", "pods", "", "a", ""), &every)
 	if d.IsAllowed() {
 		t.Fatalf("alice may not do every verb on pods: %v", d.Reason())
 	}
