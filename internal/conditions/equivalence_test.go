@@ -12,6 +12,7 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/oracle"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/wire"
@@ -120,7 +121,7 @@ func (h *equivalenceHarness) check(src string, c admissionCase) (string, error) 
 	known.Name, known.Namespace = c.data.Name, c.data.Namespace
 	ents := env.Entities.(*entities.Entities)
 	ents.Principal = entities.PrincipalEntity(c.req.User)
-	h.last = oracle.Evaluate(oraclePolicies(az.Policies().Policies), ents, ents.Principal.UID, schemagen.ActionUID(c.req.Verb), ents.Resource.UID)
+	h.last = oracle.Evaluate(policytest.OraclePolicies(az.Policies().Policies), ents, ents.Principal.UID, schemagen.ActionUID(c.req.Verb), ents.Resource.UID)
 	one := h.last.Decision
 
 	// Two phases: authorize with conditions, send them over JSON, evaluate.

@@ -2,17 +2,12 @@ package conditions
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand"
 	"testing"
 
-	"github.com/cedar-policy/cedar-go/types"
-
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
-	"github.com/kcedar/kcedar/internal/schemagen"
-	"github.com/kcedar/kcedar/internal/testing/oracle"
 	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/schematest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
@@ -23,8 +18,8 @@ import (
 // callback's lookup knows.
 func TestNamespaceObjectConditions(t *testing.T) {
 	s := schematest.Schema()
-	later := &mutableNamespaces{m: map[string]map[string]any{}}
-	e := newEngine(s, policytest.Set(t, teamPolicies), engine.EngineOptions{Namespaces: later})
+	later := policytest.Namespaces{}
+	e := newEngine(s, policytest.Set(t, policytest.TeamPolicies), engine.EngineOptions{Namespaces: later})
 	req := policytest.ResourceRequest("u", []string{"team-a"}, "create", "", "pods", "", "new", "")
 	d := e.Authorize(context.Background(), req)
 	if !d.IsConditional() {
@@ -38,14 +33,14 @@ func TestNamespaceObjectConditions(t *testing.T) {
 		want engine.DecisionType
 	}{
 		{nil, engine.DecisionNoOpinion},
-		{nsObject("new", "1", map[string]string{"team": "a"}), engine.DecisionAllow},
-		{nsObject("new", "1", map[string]string{"team": "b"}), engine.DecisionNoOpinion},
-		{nsObject("new", "1", map[string]string{"team": "a", "restricted": ""}), engine.DecisionDeny},
+		{policytest.NamespaceObject("new", "1", map[string]string{"team": "a"}), engine.DecisionAllow},
+		{policytest.NamespaceObject("new", "1", map[string]string{"team": "b"}), engine.DecisionNoOpinion},
+		{policytest.NamespaceObject("new", "1", map[string]string{"team": "a", "restricted": ""}), engine.DecisionDeny},
 	} {
 		if tc.ns == nil {
-			delete(later.m, "new")
+			delete(later, "new")
 		} else {
-			later.m["new"] = tc.ns
+			later["new"] = tc.ns
 		}
 		if got := e.EvaluateConditions(context.Background(), &enc, data); got.Type() != tc.want {
 			t.Errorf("namespace %v: %v, want %v (%s)", tc.ns, got.Type(), tc.want, got.Reason())
@@ -73,7 +68,7 @@ func TestNamespaceObjectProperty(t *testing.T) {
 	for c := 0; c < cases; c++ {
 		src := randomNamespacePolicies(rng)
 		ps := policytest.Set(t, src)
-		orc := oraclePolicies(ps.Policies)
+		orc := policytest.OraclePolicies(ps.Policies)
 		// The lookup knows some of the names.
 		known := entities.StaticNamespaces{}
 		for i, n := range names {
@@ -94,7 +89,7 @@ func TestNamespaceObjectProperty(t *testing.T) {
 		oracleFor := func(ns string, obj map[string]any) string {
 			r := *req
 			r.Namespace = ns
-			return namespaceOracle(s, orc, &r, obj)
+			return policytest.NamespaceOracle(s, orc, &r, obj)
 		}
 		fail := func(format string, args ...any) {
 			t.Helper()
@@ -195,31 +190,12 @@ func admissionData(req *entities.Request) *AdmissionData {
 	return d
 }
 
-// namespaceOracle is the one-phase decision of req with namespaceObject obj
-// (nil: absent).
-func namespaceOracle(s *schemagen.Schema, orc *oracle.Policies, req *entities.Request, obj map[string]any) string {
-	target := entities.ResolveTarget(s, req)
-	attrs := target.Attributes(req, nil, nil)
-	conv := entities.NewObjectConverter(s)
-	if obj != nil {
-		attrs[schemagen.AttrNamespaceObject] = conv.NamespaceObject(roundTrip(obj))
-	}
-	ents := &entities.Entities{Principal: entities.PrincipalEntity(req.User), Resource: types.Entity{UID: target.EntityUID(req), Attributes: types.NewRecord(attrs)}, Maps: conv.Maps}
-	return oracle.Evaluate(orc, ents, ents.Principal.UID, schemagen.ActionUID(req.Verb), target.EntityUID(req)).Decision
-}
-
-func roundTrip(obj map[string]any) map[string]any {
-	b, _ := json.Marshal(obj)
-	out, _ := decodeObject(b)
-	return out
-}
-
 var nsLabelKeys = []string{"team", "env", "restricted"}
 
 // namespaceUniverse lists Namespace objects over every assignment of the
 // label keys (absent, "a", "b"), plus one without a labels field.
 func namespaceUniverse() []func(name, rv string) map[string]any {
-	out := []func(name, rv string) map[string]any{func(name, rv string) map[string]any { return nsObject(name, rv, nil) }}
+	out := []func(name, rv string) map[string]any{func(name, rv string) map[string]any { return policytest.NamespaceObject(name, rv, nil) }}
 	n := 1
 	for range nsLabelKeys {
 		n *= 3
@@ -236,7 +212,7 @@ func namespaceUniverse() []func(name, rv string) map[string]any {
 			}
 			x /= 3
 		}
-		out = append(out, func(name, rv string) map[string]any { return nsObject(name, rv, labels) })
+		out = append(out, func(name, rv string) map[string]any { return policytest.NamespaceObject(name, rv, labels) })
 	}
 	return out
 }

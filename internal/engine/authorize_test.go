@@ -331,7 +331,7 @@ func enumerate(s *schemagen.Schema, ps *cedarlang.PolicySet, req *entities.Reque
 	for _, w := range worlds {
 		ents := &entities.Entities{Principal: principal, Resource: types.Entity{UID: uid, Attributes: types.NewRecord(w.attrs)}}
 		// Every policy, unindexed: the oracle shares nothing with the engine.
-		res := oracle.Evaluate(oraclePolicies(ps.Policies), ents, principal.UID, schemagen.ActionUID(w.verb), uid)
+		res := oracle.Evaluate(policytest.OraclePolicies(ps.Policies), ents, principal.UID, schemagen.ActionUID(w.verb), uid)
 		allowing := map[string]bool{}
 		if res.Decision == "Allow" {
 			for _, id := range res.Policies {

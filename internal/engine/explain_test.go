@@ -173,7 +173,7 @@ func oneDecision(s *schemagen.Schema, ps *cedarlang.PolicySet, req *entities.Req
 			enforced = append(enforced, p)
 		}
 	}
-	return oracle.Evaluate(oraclePolicies(enforced), ents, ents.Principal.UID, schemagen.ActionUID(verbs[0]), uid), true
+	return oracle.Evaluate(policytest.OraclePolicies(enforced), ents, ents.Principal.UID, schemagen.ActionUID(verbs[0]), uid), true
 }
 
 // The explanation's text names the deciding policy with its file and line,

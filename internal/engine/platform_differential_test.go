@@ -9,6 +9,7 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
 
@@ -105,13 +106,13 @@ func comparePlatform(t *testing.T, got, want *cedarlang.PolicySet, reqs []*entit
 	ref := NewEngine(s, want, EngineOptions{Namespaces: ns})
 	// The one-phase oracle decides with the enforced policies: audit-mode
 	// ones are reported on, never decide.
-	orc := oraclePolicies(slices.DeleteFunc(slices.Clone(want.Policies), (*cedarlang.Policy).IsAudit))
+	orc := policytest.OraclePolicies(slices.DeleteFunc(slices.Clone(want.Policies), (*cedarlang.Policy).IsAudit))
 	stats := map[string]int{}
 	for i, req := range reqs {
 		g, w := az.Authorize(context.Background(), req), ref.Authorize(context.Background(), req)
 		if obj, known := knownPlatformRequest(s, req, ns); known {
 			// Fully known: the one-phase oracle (cedar-go over every policy).
-			if want := namespaceOracle(s, orc, req, obj); g.FailureDecision().Type().String() != want {
+			if want := policytest.NamespaceOracle(s, orc, req, obj); g.FailureDecision().Type().String() != want {
 				if strict {
 					t.Fatalf("request %d %s extra %v: indexed %v, one-phase oracle %s", i, req, req.User.Extra, g.Type(), want)
 				}

@@ -104,13 +104,13 @@ func TestLabelSelectorProperty(t *testing.T) {
 			universe = append(universe, l)
 		}
 	}
-	nsObj := nsObject("ns", "1", map[string]string{"team": "a"})
+	nsObj := policytest.NamespaceObject("ns", "1", map[string]string{"team": "a"})
 	lookup := entities.StaticNamespaces{"ns": nsObj}
 	counts := map[string]int{}
 	for c := 0; c < cases; c++ {
 		src := randomSelectorPolicies(rng)
 		ps := policytest.Set(t, src)
-		orc := oraclePolicies(ps.Policies)
+		orc := policytest.OraclePolicies(ps.Policies)
 		e := NewEngine(s, ps, EngineOptions{CacheSize: 64, Namespaces: lookup})
 		sel := randomSelector(rng)
 		user := []string{"agent", "bob"}[rng.Intn(2)]
@@ -192,7 +192,7 @@ func objectOracle(s *schemagen.Schema, orc *oracle.Policies, req *entities.Reque
 		md["labels"] = l
 	}
 	attrs[schemagen.AttrObject] = conv.Object(target.Resource, map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": md})
-	attrs[schemagen.AttrNamespaceObject] = conv.NamespaceObject(roundTrip(ns))
+	attrs[schemagen.AttrNamespaceObject] = conv.NamespaceObject(policytest.RoundTrip(ns))
 	ents := &entities.Entities{Principal: entities.PrincipalEntity(req.User), Resource: types.Entity{UID: target.EntityUID(req), Attributes: types.NewRecord(attrs)}, Maps: conv.Maps}
 	return oracle.Evaluate(orc, ents, ents.Principal.UID, schemagen.ActionUID(req.Verb), target.EntityUID(req)).Decision
 }
