@@ -9,7 +9,8 @@
 // another request, list or authorizer, or altered, is refused (fail closed:
 // a deny condition that does not verify denies). Its format carries a
 // version ([ConditionType]); a condition of another version is refused, not
-// guessed at.
+// guessed at. Policies of one form (differing only in their constants) share
+// one condition ([GroupConditionType]), evaluated policy by policy.
 //
 // An [Evaluator] decodes ([Evaluator.Explain]) and evaluates conditions with
 // the schema and the keys alone:

@@ -9,9 +9,17 @@ import (
 	"github.com/kcedar/kcedar/internal/conditions"
 )
 
-// ConditionType is the type of every condition kcedar writes: its language
-// (a Cedar expression over the resource) and its format version.
+// ConditionType is the type of a condition kcedar writes for one policy:
+// its language (a Cedar expression over the resource) and its format
+// version.
 const ConditionType = conditions.ConditionType
+
+// GroupConditionType is the type of a condition kcedar writes for several
+// policies of one form: the form (a Cedar expression over the resource and
+// `context.v0`, `context.v1`, ...) once, and each policy's id and constants.
+// It holds when the form holds for any policy's constants. It shares
+// ConditionType's format version.
+const GroupConditionType = conditions.GroupConditionType
 
 // Key is one named HMAC key: an ID of 1-16 letters, digits, '-' or '_', and
 // a secret of at least 32 bytes.

@@ -156,13 +156,10 @@ func conditionLines(authorizer string, m *wire.ConditionsMap) []string {
 }
 
 // conditionExpression is the Cedar expression of a condition kcedar wrote
-// (kc3;KEY;MAC;TYPE;EXPRESSION), else the condition as it is.
+// (a group's as its policies' expressions joined by `||`), else the
+// condition as it is.
 func conditionExpression(c wire.Condition) string {
-	parts := strings.SplitN(c.Condition, ";", 5)
-	if len(parts) < 5 {
-		return c.Condition
-	}
-	return oneLine(parts[4])
+	return oneLine(conditions.Readable(c))
 }
 
 // writeVerdict prints the verdict, the conditions of a "yes, if" and the

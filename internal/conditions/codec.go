@@ -82,8 +82,9 @@ const maxCachedConditions = 8192
 
 type decoded struct {
 	entityType        types.EntityType
-	expr              ast.IsNode
+	expr              ast.IsNode      // a group's form (members set)
 	object, oldObject *entities.Paths // what expr reads of the objects
+	members           []groupMember   // a group condition's policies; nil for one policy's
 }
 
 // ConditionIDPrefix is the prefix of every condition id kcedar writes:
@@ -232,12 +233,17 @@ func (c *Codec) decode(cond wire.Condition, effect engine.DecisionType, bindings
 	if ok {
 		return d, nil
 	}
-	expr, err := engine.ParseExpr(parts[4])
+	d = &decoded{entityType: types.EntityType(parts[3])}
+	var err error
+	if cond.Type == GroupConditionType {
+		d.expr, d.members, err = parseGroup(parts[4])
+	} else {
+		d.expr, err = engine.ParseExpr(parts[4])
+	}
 	if err != nil {
 		return nil, fmt.Errorf("condition %q: %v", cond.ID, err)
 	}
-	d = &decoded{entityType: types.EntityType(parts[3]), expr: expr}
-	d.object, d.oldObject = engine.ObjectPaths(expr)
+	d.object, d.oldObject = engine.ObjectPaths(d.expr)
 	c.mu.Lock()
 	if len(c.cache) >= maxCachedConditions {
 		for k := range c.cache { // evict an arbitrary entry
@@ -267,12 +273,15 @@ func verify(key Key, effect engine.DecisionType, cond wire.Condition, parts []st
 // gets a reason that says so (wrapping ErrConditionVersion); any other type is
 // not kcedar's, and a tag that disagrees with the type was altered.
 func checkVersion(typ, tag string) error {
-	if typ == ConditionType && tag == conditionPrefix {
+	if (typ == ConditionType || typ == GroupConditionType) && tag == conditionPrefix {
 		return nil
 	}
 	version, ok := strings.CutPrefix(typ, conditionTypeStem)
+	if !ok {
+		version, ok = strings.CutPrefix(typ, groupTypeStem)
+	}
 	if !ok || !isVersion(version) {
-		return fmt.Errorf("type %q is not kcedar's (%s)", typ, ConditionType)
+		return fmt.Errorf("type %q is not kcedar's (%s or %s)", typ, ConditionType, GroupConditionType)
 	}
 	if tag != conditionTagStem+version {
 		return fmt.Errorf("%w (malformed: its format tag does not match type %q)", ErrForeignCondition, typ)

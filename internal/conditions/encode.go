@@ -14,7 +14,8 @@ import (
 // that cannot be encoded is dropped (it can then only fail to allow). The
 // result always satisfies upstream's validation of a ConditionsAwareDecision.
 // The conditions are signed for binding b: they verify only for that request
-// (binding.go).
+// (binding.go). Residuals of one form are sent as one group condition
+// (group.go); a policy alone in its form keeps a condition of its own.
 func (e *Engine) Encode(d engine.Decision, b Binding) wire.ConditionsAwareDecision {
 	if !d.IsConditional() {
 		return WireDecision(d)
@@ -23,30 +24,43 @@ func (e *Engine) Encode(d engine.Decision, b Binding) wire.ConditionsAwareDecisi
 	if len(d.DenyConditions()) > wire.MaxConditions {
 		return WireDecision(engine.Denied(nil, errs).WithReason("kcedar: denied: more deny conditions than the API server takes"))
 	}
-	m := &wire.ConditionsMap{}
-	s := newSigner(e.codec.Keys.signing(), b)
+	key := e.codec.Keys.signing()
 	for _, r := range d.DenyConditions() {
-		cond, err := e.encodeResidual(r, engine.DecisionDeny, s)
-		if err != nil {
+		if _, err := e.codec.unsigned(e.Engine, r, engine.DecisionDeny, key); err != nil {
 			errs = append(errs, err)
 			return WireDecision(engine.Denied(nil, errs).WithReason("kcedar: denied by policy " + r.Policy.ID + ": its condition cannot be sent to the API server, so it applies unconditionally"))
 		}
-		m.DenyConditions = append(m.DenyConditions, cond)
 	}
+	var allow []engine.Residual
 	for _, r := range d.AllowConditions() {
-		if len(m.DenyConditions)+len(m.AllowConditions) >= wire.MaxConditions {
+		if len(d.DenyConditions())+len(allow) >= wire.MaxConditions {
 			errs = append(errs, &engine.PolicyError{PolicyID: r.Policy.ID, Err: fmt.Errorf("dropped, more than %d conditions", wire.MaxConditions)})
 			continue
 		}
-		cond, err := e.encodeResidual(r, engine.DecisionAllow, s)
-		if err != nil {
+		if _, err := e.codec.unsigned(e.Engine, r, engine.DecisionAllow, key); err != nil {
 			errs = append(errs, fmt.Errorf("%w; the policy cannot allow this request", err))
 			continue
 		}
-		m.AllowConditions = append(m.AllowConditions, cond)
+		allow = append(allow, r)
 	}
-	if len(m.DenyConditions) == 0 && len(m.AllowConditions) == 0 {
+	if len(d.DenyConditions()) == 0 && len(allow) == 0 {
 		return WireDecision(engine.NoOpinion(errs))
+	}
+	return e.signed(d.DenyConditions(), allow, b, errs)
+}
+
+// signed is the ConditionsMap of the deny and allow residuals of a
+// decision, each known to encode, signed for b; residuals of one form are
+// grouped (group.go).
+func (e *Engine) signed(deny, allow []engine.Residual, b Binding, errs []error) wire.ConditionsAwareDecision {
+	s := newSigner(e.codec.Keys.signing(), b)
+	m := &wire.ConditionsMap{}
+	var err error
+	if m.DenyConditions, err = e.signAll(deny, engine.DecisionDeny, s); err != nil {
+		return WireDecision(engine.Denied(nil, append(errs, err)).WithReason("kcedar: denied: the deny conditions cannot be sent to the API server"))
+	}
+	if m.AllowConditions, err = e.signAll(allow, engine.DecisionAllow, s); err != nil {
+		return WireDecision(engine.NoOpinion(append(errs, err)))
 	}
 	return wire.ConditionsAwareDecision{Type: wire.DecisionTypeConditionsMap, ConditionsMap: m}
 }

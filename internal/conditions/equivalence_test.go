@@ -72,8 +72,10 @@ type equivalenceHarness struct {
 	// engines keeps one caching engine per policy set, shared by all of its
 	// cases: memoized residuals must never leak between requests.
 	engines map[string]*Engine
-	// last is the one-phase answer of the latest check.
-	last oracle.Result
+	// last is the one-phase answer of the latest check, lastWire its
+	// two-phase answer as the callback received it.
+	last     oracle.Result
+	lastWire wire.ConditionsAwareDecision
 }
 
 func newEquivalenceHarness(t testing.TB) *equivalenceHarness {
@@ -146,6 +148,7 @@ func (h *equivalenceHarness) check(src string, c admissionCase) (string, error) 
 	if err := json.Unmarshal(wireJSON, &back); err != nil {
 		return "", err
 	}
+	h.lastWire = back
 	v := h.ev.EvaluateDecision(&back, c.data)
 	if v.Type().String() != one {
 		return "", fmt.Errorf("request %s, operation %s, name %q, namespace %q\nobject: %s\noldObject: %s\ntwo-phase %v (%s; %s) != one-phase %v\nauthorization-time decision: %s",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
+	"github.com/kcedar/kcedar/internal/lib/cedarx/ast"
 	"github.com/kcedar/kcedar/internal/lib/cedarx/eval"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/wire"
@@ -214,15 +215,13 @@ func (r *mapRun) need(list []pendingCondition) {
 func (r *mapRun) decideBy(list []pendingCondition, failClosed bool) (string, bool) {
 	var names []string
 	for _, p := range list {
-		res := conditionResult{id: p.cond.ID, description: p.cond.Description, err: p.err}
-		if p.err == nil {
-			res.holds, res.err = r.e.evaluateDecoded(p.d, r.envs)
-		}
-		if res.err != nil {
-			r.errs = append(r.errs, fmt.Errorf("condition %s: %w", res.id, res.err))
-		}
-		if res.holds || (failClosed && res.err != nil) {
-			names = append(names, describeCondition(res))
+		for _, res := range r.e.memberResults(p, r.envs) {
+			if res.err != nil {
+				r.errs = append(r.errs, fmt.Errorf("condition %s: %w", res.id, res.err))
+			}
+			if res.holds || (failClosed && res.err != nil) {
+				names = append(names, describeCondition(res))
+			}
 		}
 	}
 	sort.Strings(names)
@@ -244,7 +243,13 @@ func (e *Evaluator) evaluateDecoded(d *decoded, envs *envCache) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	v, err := eval.Eval(d.expr, env)
+	return evaluateExpr(d.expr, env)
+}
+
+// evaluateExpr evaluates a condition's expression in env: a boolean, or an
+// error.
+func evaluateExpr(expr ast.IsNode, env eval.Env) (bool, error) {
+	v, err := eval.Eval(expr, env)
 	if err != nil {
 		return false, err
 	}
@@ -381,6 +386,10 @@ func (e *Evaluator) Explain(cond wire.Condition, effect engine.DecisionType, dat
 	d, err := e.Codec.decode(cond, effect, admissionBindings(data))
 	if err != nil {
 		return "", "", err
+	}
+	if d.members != nil {
+		text, err := groupText(d)
+		return d.entityType, text, err
 	}
 	text, err := engine.ExprText(d.expr)
 	return d.entityType, text, err

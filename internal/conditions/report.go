@@ -2,8 +2,11 @@ package conditions
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/cedar-policy/cedar-go/types"
 
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
@@ -24,7 +27,8 @@ type Admission struct {
 // callback would).
 func (e *Engine) Report(ctx context.Context, req *entities.Request, adm *Admission) engine.Report {
 	d := e.Authorize(ctx, req)
-	dec := e.Encode(d, RequestBinding(req))
+	binding := RequestBinding(req)
+	dec := e.Encode(d, binding)
 	res := engine.Report{WithoutConditions: d.FailureDecision().Type().String(), Audit: engine.AuditReports(d)}
 	res.Decision, res.Reason, res.EvaluationError = reportDecision(dec)
 	if dec.Type == wire.DecisionTypeConditionsMap {
@@ -39,8 +43,8 @@ func (e *Engine) Report(ctx context.Context, req *entities.Request, adm *Admissi
 		res.Outcome, res.OutcomeReason, res.OutcomeError = res.Decision, res.Reason, res.EvaluationError
 		return res
 	}
-	res.Conditions = append(e.reportConditions(dec.ConditionsMap.DenyConditions, engine.DecisionDeny, data),
-		e.reportConditions(dec.ConditionsMap.AllowConditions, engine.DecisionAllow, data)...)
+	res.Conditions = append(e.reportConditions(dec.ConditionsMap.DenyConditions, engine.DecisionDeny, binding, data),
+		e.reportConditions(dec.ConditionsMap.AllowConditions, engine.DecisionAllow, binding, data)...)
 	if data != nil {
 		v := e.EvaluateConditions(ctx, &dec, data)
 		res.Outcome, res.OutcomeReason, res.OutcomeError = v.Type().String(), v.Reason(), v.EvaluationError()
@@ -78,10 +82,15 @@ func (e *Engine) admissionDataFor(req *entities.Request, adm *Admission) *Admiss
 }
 
 // reportConditions describes conditions of one effect, each evaluated alone
-// against data when it is given.
-func (e *Engine) reportConditions(conds []wire.Condition, effect engine.DecisionType, data *AdmissionData) []engine.Condition {
+// against data when it is given. A group condition is described member by
+// member, as the policies' own conditions would be.
+func (e *Engine) reportConditions(conds []wire.Condition, effect engine.DecisionType, b Binding, data *AdmissionData) []engine.Condition {
 	var out []engine.Condition
 	for _, c := range conds {
+		if c.Type == GroupConditionType {
+			out = append(out, e.reportGroup(c, effect, b, data)...)
+			continue
+		}
 		cond := engine.Condition{Effect: effect.String(), ID: c.ID, Description: c.Description}
 		cond.EntityType, cond.Expression = splitCondition(c.Condition)
 		if data != nil {
@@ -104,6 +113,38 @@ func (e *Engine) reportConditions(conds []wire.Condition, effect engine.Decision
 	return out
 }
 
+// reportGroup describes each member of a group condition as its own
+// condition, evaluated against data when it is given.
+func (e *Engine) reportGroup(c wire.Condition, effect engine.DecisionType, b Binding, data *AdmissionData) []engine.Condition {
+	d, err := e.codec.decode(c, effect, []Binding{b})
+	if err != nil {
+		return []engine.Condition{{Effect: effect.String(), ID: c.ID, Description: c.Description, Error: err.Error()}}
+	}
+	var results []conditionResult
+	if data != nil {
+		envs := &envCache{e: e.eval, data: data, need: map[types.EntityType][2]*entities.Paths{d.entityType: {d.object, d.oldObject}}}
+		results = e.eval.memberResults(pendingCondition{cond: c, d: d}, envs)
+	}
+	out := make([]engine.Condition, len(d.members))
+	for i, m := range d.members {
+		cond := engine.Condition{Effect: effect.String(), ID: ConditionID(m.policyID), EntityType: string(d.entityType)}
+		if p, found := e.Policies().Get(m.policyID); found {
+			cond.Description = Describe(p)
+		}
+		cond.Expression, _ = engine.ExprText(engine.Instantiate(d.expr, m.context))
+		if results != nil {
+			if err := results[i].err; err != nil {
+				cond.Error = fmt.Sprintf("condition %s: %v", m.policyID, err)
+			} else {
+				holds := results[i].holds
+				cond.Holds = &holds
+			}
+		}
+		out[i] = cond
+	}
+	return out
+}
+
 // splitCondition extracts the entity type and the Cedar expression from a
 // condition kcedar wrote ("<prefix>;<key>;<mac>;<entity type>;<expression>").
 func splitCondition(s string) (string, string) {
@@ -112,4 +153,22 @@ func splitCondition(s string) (string, string) {
 		return "", s
 	}
 	return parts[3], parts[4]
+}
+
+// Readable is what a condition kcedar wrote checks, for a person to read,
+// without verifying it: a policy's expression, or a group's members'
+// expressions joined by `||`. Anything else is returned as it is.
+func Readable(c wire.Condition) string {
+	_, text := splitCondition(c.Condition)
+	if c.Type != GroupConditionType {
+		return text
+	}
+	form, members, err := parseGroup(text)
+	if err != nil {
+		return text
+	}
+	if readable, err := groupText(&decoded{expr: form, members: members}); err == nil {
+		return readable
+	}
+	return text
 }
