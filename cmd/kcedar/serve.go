@@ -187,11 +187,13 @@ func (o *serveOptions) buildPolicies(p *serveParts, schema *gen.Schema, dlog *se
 		return nil, err
 	}
 	// After the authorizer, which moves to each new set first.
-	p.source.Subscribe(newCollector().reloaded)
+	gc := newCollector(o.gcHeadroomBytes)
+	p.source.Subscribe(gc.reloaded)
 	if p.objects == nil {
 		// The first set loaded with the source: its transient garbage goes
 		// before serving starts.
 		runtime.GC()
+		gc.keepHeadroom()
 	}
 	return authz, nil
 }

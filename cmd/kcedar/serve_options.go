@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -41,6 +42,10 @@ type serveOptions struct {
 	schemaRefresh   time.Duration
 	// shadow: every policy is in audit mode (--shadow).
 	shadow bool
+	// gcHeadroom is --gc-min-headroom, parsed into gcHeadroomBytes by
+	// Validate.
+	gcHeadroom      string
+	gcHeadroomBytes uint64
 
 	// Set by Complete.
 	logger *slog.Logger
@@ -74,6 +79,7 @@ func (o *serveOptions) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.nsObjects, "namespace-objects", false, "fill resource.namespaceObject from an informer on the cluster's Namespaces; on by default with --live or --kubeconfig. Without it namespaceObject is unknown")
 	f.DurationVar(&o.schemaRefresh, "schema-refresh-interval", 5*time.Minute, "with a live cluster's schema (--live, --kubeconfig): how often to re-read discovery for changes to the cluster's API, besides watching CustomResourceDefinitions and APIServices; 0 turns schema refresh off (the schema read at startup serves until restart)")
 	f.BoolVar(&o.shadow, "shadow", false, "shadow mode, for placing kcedar in front of RBAC for the first time: evaluate every policy as if annotated @enforcement(\"audit\"), answer NoOpinion to every request, and record what the policies would have decided in the decision log (--decision-log) and kcedar_audit_decisions_total")
+	f.StringVar(&o.gcHeadroom, "gc-min-headroom", "64Mi", "the least the heap may grow between garbage collections (a quantity: 64Mi, 1Gi): the Go runtime's default lets it grow by the live heap, so a small policy set, whose live heap is mostly the schema, is collected so often that marking it costs about as much as deciding. Uses up to this much more memory; 0 keeps the runtime's default, and GOGC in the environment overrides it")
 	f.DurationVar(&o.nsMaxStaleness, "namespace-max-staleness", namespaces.DefaultMaxStaleness, "after the Namespace informer's watch fails, answer from its cache this long, then treat every namespace as unknown (forbids reading namespaceObject deny)")
 }
 
@@ -119,6 +125,11 @@ func (o *serveOptions) Validate() error {
 	if o.reload.maxPolicyLoss < 0 || o.reload.maxPolicyLoss > 1 {
 		return fmt.Errorf("--max-policy-loss %g: give a share between 0 (off) and 1", o.reload.maxPolicyLoss)
 	}
+	headroom, err := resource.ParseQuantity(o.gcHeadroom)
+	if err != nil || headroom.Sign() < 0 {
+		return fmt.Errorf("--gc-min-headroom %q: give a size such as 64Mi, or 0 for the Go runtime's default", o.gcHeadroom)
+	}
+	o.gcHeadroomBytes = uint64(headroom.Value())
 	if o.schemaRefresh < 0 {
 		return fmt.Errorf("--schema-refresh-interval %s: give a duration, or 0 to turn schema refresh off", o.schemaRefresh)
 	}
