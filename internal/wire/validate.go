@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -79,18 +80,18 @@ func validateMap(path string, m *ConditionsMap) []error {
 		conds []Condition
 	}{{"denyConditions", m.DenyConditions}, {"noOpinionConditions", m.NoOpinionConditions}, {"allowConditions", m.AllowConditions}} {
 		for i, c := range list.conds {
-			p := fmt.Sprintf("%s.%s[%d]", path, list.name, i)
-			errs = append(errs, prefixedLabelKey(p+".id", c.ID)...)
+			p := func() string { return fmt.Sprintf("%s.%s[%d]", path, list.name, i) }
+			errs = append(errs, prefixedLabelKey(p, ".id", c.ID)...)
 			if seen[c.ID] {
-				errs = append(errs, fmt.Errorf("%s.id %q: duplicate", p, c.ID))
+				errs = append(errs, fmt.Errorf("%s.id %q: duplicate", p(), c.ID))
 			}
 			seen[c.ID] = true
-			errs = append(errs, prefixedLabelKey(p+".type", c.Type)...)
+			errs = append(errs, prefixedLabelKey(p, ".type", c.Type)...)
 			if len(c.Condition) > MaxConditionBytes {
-				errs = append(errs, fmt.Errorf("%s.condition: %d bytes, more than %d", p, len(c.Condition), MaxConditionBytes))
+				errs = append(errs, fmt.Errorf("%s.condition: %d bytes, more than %d", p(), len(c.Condition), MaxConditionBytes))
 			}
 			if len(c.Description) > MaxDescriptionBytes {
-				errs = append(errs, fmt.Errorf("%s.description: %d bytes, more than %d", p, len(c.Description), MaxDescriptionBytes))
+				errs = append(errs, fmt.Errorf("%s.description: %d bytes, more than %d", p(), len(c.Description), MaxDescriptionBytes))
 			}
 		}
 	}
@@ -99,20 +100,58 @@ func validateMap(path string, m *ConditionsMap) []error {
 
 // prefixedLabelKey is upstream's k8s-prefixed-label-key format: a qualified
 // name whose DNS-subdomain prefix is required, outside the reserved
-// k8s.io and kubernetes.io domains.
-func prefixedLabelKey(path, v string) []error {
+// k8s.io and kubernetes.io domains. The errors name the field: its parent's
+// path (built only for an error) and field. Keys found valid are
+// remembered (validKeys): an answer's ids and types repeat from answer to
+// answer, and the check's regular expressions cost more than a decision.
+func prefixedLabelKey(parent func() string, field, v string) []error {
+	if validKeys.known(v) {
+		return nil
+	}
 	var errs []error
 	for _, msg := range validation.IsQualifiedName(v) {
-		errs = append(errs, fmt.Errorf("%s %q: %s", path, v, msg))
+		errs = append(errs, fmt.Errorf("%s%s %q: %s", parent(), field, v, msg))
 	}
 	prefix, _, ok := strings.Cut(v, "/")
 	if !ok {
-		return append(errs, fmt.Errorf("%s %q: a prefix is required (example.com/name)", path, v))
+		return append(errs, fmt.Errorf("%s%s %q: a prefix is required (example.com/name)", parent(), field, v))
 	}
 	for _, reserved := range []string{"k8s.io", "kubernetes.io"} {
 		if prefix == reserved || strings.HasSuffix(prefix, "."+reserved) {
-			errs = append(errs, fmt.Errorf("%s %q: the prefix %s is reserved", path, v, reserved))
+			errs = append(errs, fmt.Errorf("%s%s %q: the prefix %s is reserved", parent(), field, v, reserved))
 		}
 	}
+	if len(errs) == 0 {
+		validKeys.add(v)
+	}
 	return errs
+}
+
+// validKeys is the prefixed label keys found valid, up to maxValidKeys of
+// them (then the check runs for the others every time).
+var validKeys keySet
+
+const maxValidKeys = 1 << 16
+
+type keySet struct {
+	mu   sync.RWMutex
+	keys map[string]struct{}
+}
+
+func (k *keySet) known(v string) bool {
+	k.mu.RLock()
+	_, ok := k.keys[v]
+	k.mu.RUnlock()
+	return ok
+}
+
+func (k *keySet) add(v string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.keys == nil {
+		k.keys = map[string]struct{}{}
+	}
+	if len(k.keys) < maxValidKeys {
+		k.keys[strings.Clone(v)] = struct{}{}
+	}
 }
