@@ -60,7 +60,8 @@ func TestGeneratedCases(t *testing.T) {
 			for _, want := range []string{"decision Allow", "decision Deny", "decision NoOpinion", "decision ConditionsMap",
 				"callback Allow", "callback Deny", "callback NoOpinion", "HTTP 200", "HTTP 403",
 				"callback on CREATE", "callback on UPDATE", "callback on DELETE", "callback on CONNECT",
-				"callback for create", "callback for update", "callback for patch", "callback for delete", "callback for deletecollection"} {
+				"callback for create", "callback for update", "callback for patch", "callback for delete", "callback for deletecollection",
+				"group condition"} {
 				if h.stats[want] == 0 {
 					t.Errorf("no generated case reached %s: the cases prove too little", want)
 				}

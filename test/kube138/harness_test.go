@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/tools/offline"
+	"github.com/kcedar/kcedar/residual"
 )
 
 // kcedarWebhookName is the webhook authorizer `kcedar manifests` configures.
@@ -122,6 +124,9 @@ func (h *harness) check(ctx context.Context, c requestCase) []string {
 	var problems []string
 	cad := h.webhook.ConditionsAwareAuthorize(ctx, attrs)
 	h.stats["decision "+caName(cad)]++
+	if carriesGroup(cad) {
+		h.stats["group condition"]++
+	}
 	problems = append(problems, compareConditionsAware(cad, want)...)
 	d, reason, err := h.webhook.Authorize(ctx, attrs)
 	if decisionName(d) != want.WithoutConditions || err != nil {
@@ -339,6 +344,23 @@ func checkExpectations(c *requestCase, cad authorizer.ConditionsAwareDecision, p
 }
 
 // caName is the type of a conditions-aware decision.
+// carriesGroup reports whether a ConditionsMap carries one of kcedar's
+// group conditions (several policies of one form).
+func carriesGroup(d authorizer.ConditionsAwareDecision) bool {
+	if !d.IsConditionsMap() {
+		return false
+	}
+	m := d.ConditionsMap()
+	for _, list := range []iter.Seq[authorizer.Condition]{m.DenyConditions(), m.AllowConditions()} {
+		for c := range list {
+			if c.GetType() == residual.GroupConditionType {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func caName(d authorizer.ConditionsAwareDecision) string {
 	switch {
 	case d.IsAllow():
