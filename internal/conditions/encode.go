@@ -46,14 +46,13 @@ func (e *Engine) Encode(d engine.Decision, b Binding) wire.ConditionsAwareDecisi
 	if len(d.DenyConditions()) == 0 && len(allow) == 0 {
 		return WireDecision(engine.NoOpinion(errs))
 	}
-	return e.signed(d.DenyConditions(), allow, b, errs)
+	return e.signed(d.DenyConditions(), allow, newSigner(key, b), errs)
 }
 
 // signed is the ConditionsMap of the deny and allow residuals of a
-// decision, each known to encode, signed for b; residuals of one form are
-// grouped (group.go).
-func (e *Engine) signed(deny, allow []engine.Residual, b Binding, errs []error) wire.ConditionsAwareDecision {
-	s := newSigner(e.codec.Keys.signing(), b)
+// decision, each known to encode with s's key, signed by s; residuals of
+// one form are grouped (group.go).
+func (e *Engine) signed(deny, allow []engine.Residual, s *signer, errs []error) wire.ConditionsAwareDecision {
 	m := &wire.ConditionsMap{}
 	var err error
 	if m.DenyConditions, err = e.signAll(deny, engine.DecisionDeny, s); err != nil {

@@ -79,13 +79,19 @@ func newResidualForm(r engine.Residual) residualForm {
 	return residualForm{key: string(r.EntityType) + ";" + form, form: form, member: b.String(), groupable: true}
 }
 
+// formed is a residual and its form, fetched once per answer.
+type formed struct {
+	r    engine.Residual
+	form residualForm // zero for a residual alone in its list
+}
+
 // signAll signs the conditions of list (residuals of one effect, each known
 // to encode), grouping those of one form: a condition per group, in the
 // order of each group's first member.
 func (e *Engine) signAll(list []engine.Residual, effect engine.DecisionType, s *signer) ([]wire.Condition, error) {
 	var out []wire.Condition
 	for _, group := range e.groupByForm(list) {
-		for _, chunk := range e.chunks(group, s.key) {
+		for _, chunk := range chunks(group, s.key) {
 			cond, err := e.signChunk(chunk, effect, s)
 			if err != nil {
 				return nil, err
@@ -97,46 +103,42 @@ func (e *Engine) signAll(list []engine.Residual, effect engine.DecisionType, s *
 }
 
 // groupByForm splits list into groups of one form, in order of first
-// appearance; a residual without a form is a group of its own.
-func (e *Engine) groupByForm(list []engine.Residual) [][]engine.Residual {
-	if len(list) < 2 {
-		groups := make([][]engine.Residual, len(list))
-		for i := range list {
-			groups[i] = list[i : i+1]
-		}
-		return groups
+// appearance; a residual without a form is a group of its own. A list of
+// one residual needs no form.
+func (e *Engine) groupByForm(list []engine.Residual) [][]formed {
+	if len(list) == 1 {
+		return [][]formed{{{r: list[0]}}}
 	}
-	var groups [][]engine.Residual
+	var groups [][]formed
 	index := map[string]int{}
 	for _, r := range list {
-		f := e.formOf(r)
-		if !f.groupable {
-			groups = append(groups, []engine.Residual{r})
+		f := formed{r: r, form: e.formOf(r)}
+		if !f.form.groupable {
+			groups = append(groups, []formed{f})
 			continue
 		}
-		i, seen := index[f.key]
+		i, seen := index[f.form.key]
 		if !seen {
 			i = len(groups)
-			index[f.key] = i
+			index[f.form.key] = i
 			groups = append(groups, nil)
 		}
-		groups[i] = append(groups[i], r)
+		groups[i] = append(groups[i], f)
 	}
 	return groups
 }
 
 // chunks cuts a group into runs whose group condition, signed with key,
 // fits in MaxConditionBytes.
-func (e *Engine) chunks(group []engine.Residual, key Key) [][]engine.Residual {
+func chunks(group []formed, key Key) [][]formed {
 	if len(group) < 2 {
-		return [][]engine.Residual{group}
+		return [][]formed{group}
 	}
-	f := e.formOf(group[0])
-	head := signedLen(key, groupBody(string(group[0].EntityType), f.form, nil))
-	var out [][]engine.Residual
+	head := signedLen(key, groupBody(string(group[0].r.EntityType), group[0].form.form, nil))
+	var out [][]formed
 	start, size := 0, head
-	for i, r := range group {
-		n := len(e.formOf(r).member) + 1 // and its separator
+	for i, f := range group {
+		n := len(f.form.member) + 1 // and its separator
 		if i > start && size+n > MaxConditionBytes {
 			out = append(out, group[start:i])
 			start, size = i, head
@@ -148,20 +150,20 @@ func (e *Engine) chunks(group []engine.Residual, key Key) [][]engine.Residual {
 
 // signChunk is the signed condition of a run of one group: a residual's own
 // condition when it is alone, else a group condition.
-func (e *Engine) signChunk(chunk []engine.Residual, effect engine.DecisionType, s *signer) (wire.Condition, error) {
+func (e *Engine) signChunk(chunk []formed, effect engine.DecisionType, s *signer) (wire.Condition, error) {
 	if len(chunk) == 1 {
-		return e.encodeResidual(chunk[0], effect, s)
+		return e.encodeResidual(chunk[0].r, effect, s)
 	}
-	first := chunk[0]
+	first := chunk[0].r
 	members := make([]string, len(chunk))
-	for i, r := range chunk {
-		members[i] = e.formOf(r).member
+	for i, f := range chunk {
+		members[i] = f.form.member
 	}
 	cond := wire.Condition{
 		ID:          ConditionID(first.Policy.ID),
 		Type:        GroupConditionType,
 		Description: truncateUTF8(fmt.Sprintf("%s and %d more policies of its form: %s", first.Policy.ID, len(chunk)-1, first.Policy.Describe()), wire.MaxDescriptionBytes),
-		Condition:   groupBody(string(first.EntityType), e.formOf(first).form, members),
+		Condition:   groupBody(string(first.EntityType), chunk[0].form.form, members),
 	}
 	if n := signedLen(s.key, cond.Condition); n > MaxConditionBytes {
 		return wire.Condition{}, fmt.Errorf("group condition of policy %s is %d bytes, over the limit of %d", first.Policy.ID, n, MaxConditionBytes)
@@ -256,11 +258,11 @@ func (e *Evaluator) memberResults(p pendingCondition, envs *envCache) []conditio
 }
 
 // groupText is what a group condition checks, for a person to read: the
-// members' expressions joined by `||`.
-func groupText(d *decoded) (string, error) {
+// members' expressions (the form with each one's constants) joined by `||`.
+func groupText(form ast.IsNode, members []groupMember) (string, error) {
 	var or ast.IsNode
-	for _, m := range d.members {
-		n := engine.Instantiate(d.expr, m.context)
+	for _, m := range members {
+		n := engine.Instantiate(form, m.context)
 		if or == nil {
 			or = n
 		} else {

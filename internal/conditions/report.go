@@ -167,7 +167,7 @@ func Readable(c wire.Condition) string {
 	if err != nil {
 		return text
 	}
-	if readable, err := groupText(&decoded{expr: form, members: members}); err == nil {
+	if readable, err := groupText(form, members); err == nil {
 		return readable
 	}
 	return text
