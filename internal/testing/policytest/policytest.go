@@ -10,12 +10,12 @@ import (
 )
 
 // Set is the policy set of the Cedar text src; a parse or set error fails
-// the test.
+// the test (a parse error with the text).
 func Set(t testing.TB, src string) *cedarlang.PolicySet {
 	t.Helper()
 	ps, err := cedarlang.ParsePolicies("test.cedar", []byte(src))
 	if err != nil {
-		t.Fatalf("parse: %v", err)
+		t.Fatalf("parse: %v\n%s", err, src)
 	}
 	set, err := cedarlang.NewPolicySet(ps)
 	if err != nil {

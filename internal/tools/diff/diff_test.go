@@ -10,25 +10,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/engine"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 )
-
-func mustSet(t testing.TB, text string) *cedarlang.PolicySet {
-	t.Helper()
-	ps, err := cedarlang.ParsePolicies("t.cedar", []byte(text))
-	if err != nil {
-		t.Fatalf("%v\n%s", err, text)
-	}
-	set, err := cedarlang.NewPolicySet(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return set
-}
 
 var (
 	principals = []string{"principal", `principal == k8s::User::"alice"`, `principal in k8s::Group::"devs"`, `principal is k8s::ServiceAccount`,
@@ -173,7 +160,7 @@ func exampleNamespaces(e *Example) entities.NamespaceLookup {
 
 func newChecker(t *testing.T, c int, oldPs, newPs []string, ns entities.StaticNamespaces) (*checker, bool) {
 	s := embeddedschema.Schema(t)
-	oldSet, newSet := mustSet(t, text(oldPs)), mustSet(t, text(newPs))
+	oldSet, newSet := policytest.Set(t, text(oldPs)), policytest.Set(t, text(newPs))
 	res := Compare(s, oldSet, newSet)
 	var lookup entities.NamespaceLookup
 	sw := &switchNS{}
@@ -343,7 +330,7 @@ func TestDiffPinnedProperty(t *testing.T) {
 }
 
 func TestSelfDiffIsEmpty(t *testing.T) {
-	set := mustSet(t, testgen.RBACLike(200))
+	set := policytest.Set(t, testgen.RBACLike(200))
 	if res := Compare(embeddedschema.Schema(t), set, set); len(res.Regions) != 0 || len(res.Added)+len(res.Removed) != 0 {
 		t.Fatalf("self diff: %+v", res)
 	}
@@ -352,8 +339,8 @@ func TestSelfDiffIsEmpty(t *testing.T) {
 func benchEdit(b *testing.B, n int) {
 	s := embeddedschema.Schema(b)
 	text := testgen.RBACLike(n)
-	oldSet := mustSet(b, text)
-	newSet := mustSet(b, strings.Replace(text, `resource.namespace == "ns-5" }`, `resource.namespace == "ns-6" }`, 1))
+	oldSet := policytest.Set(b, text)
+	newSet := policytest.Set(b, strings.Replace(text, `resource.namespace == "ns-5" }`, `resource.namespace == "ns-6" }`, 1))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		res := Compare(s, oldSet, newSet)

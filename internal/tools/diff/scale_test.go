@@ -8,6 +8,7 @@ import (
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/testing/testgen"
 	"github.com/kcedar/kcedar/internal/tools/generate"
 	"github.com/kcedar/kcedar/internal/tools/rbacconvert"
@@ -47,7 +48,7 @@ func rbacAgainstGenerated(tb testing.TB) (s *schemagen.Schema, rbac, generated *
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return s, rbac, mustSet(tb, string(res.Text))
+	return s, rbac, policytest.Set(tb, string(res.Text))
 }
 
 // generatedFrom is the number of logged requests the generated policies

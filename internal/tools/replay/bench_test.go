@@ -7,6 +7,8 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 )
 
 // BenchmarkReplayMetadata replays a Metadata-level log (the events
@@ -34,7 +36,7 @@ func BenchmarkReplayMetadataChain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchmarkReplay(b, Options{Reach: reach, RBAC: policySet(b, rbacPolicies)})
+	benchmarkReplay(b, Options{Reach: reach, RBAC: policytest.Set(b, rbacPolicies)})
 }
 
 func benchmarkReplay(b *testing.B, opts Options) {
@@ -56,7 +58,7 @@ func benchmarkReplay(b *testing.B, opts Options) {
 		evs = append(evs, &received, ev)
 	}
 	log := lines(b, evs...)
-	r := New(schemaFor(b), policySet(b, testPolicies), opts)
+	r := New(schemaFor(b), policytest.Set(b, testPolicies), opts)
 	b.SetBytes(int64(len(log)))
 	b.ResetTimer()
 	for range b.N {

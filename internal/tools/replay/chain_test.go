@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/upstream"
 )
 
@@ -46,13 +47,13 @@ func TestReplayComposesTheChain(t *testing.T) {
 	}{
 		{"kcedar alone", Options{}, Summary{Decided: 6, Unchanged: 2, NewlyDenied: 4},
 			"r1:NoOpinion: r2:NoOpinion: c1:NoOpinion: c2:NoOpinion:", "chain:          kcedar alone (kcedar serve mode: none)"},
-		{"kcedar, then RBAC", Options{RBAC: policySet(t, rbacPolicies)}, Summary{Decided: 6, Unchanged: 5, NewlyDenied: 1},
+		{"kcedar, then RBAC", Options{RBAC: policytest.Set(t, rbacPolicies)}, Summary{Decided: 6, Unchanged: 5, NewlyDenied: 1},
 			"c2:NoOpinion:", "chain:          kcedar, then RBAC (kcedar serve mode: none)"},
-		{"RBAC first", Options{RBAC: policySet(t, rbacPolicies), RBACFirst: true}, Summary{Decided: 6, Unchanged: 4, NewlyDenied: 1, NewlyAllowed: 1},
+		{"RBAC first", Options{RBAC: policytest.Set(t, rbacPolicies), RBACFirst: true}, Summary{Decided: 6, Unchanged: 4, NewlyDenied: 1, NewlyAllowed: 1},
 			"f1:Allow:rbac c2:NoOpinion:", "chain:          RBAC, then kcedar"},
-		{"admission enforcement", Options{RBAC: policySet(t, rbacPolicies), Mode: upstream.ServeModeAdmissionEnforcement}, Summary{Decided: 6, Unchanged: 6},
+		{"admission enforcement", Options{RBAC: policytest.Set(t, rbacPolicies), Mode: upstream.ServeModeAdmissionEnforcement}, Summary{Decided: 6, Unchanged: 6},
 			"", "(kcedar serve mode: admission-enforcement)"},
-		{"conditional authorization", Options{RBAC: policySet(t, rbacPolicies), Mode: upstream.ServeModeConditionsReview}, Summary{Decided: 5, Unchanged: 5, Conditional: 1},
+		{"conditional authorization", Options{RBAC: policytest.Set(t, rbacPolicies), Mode: upstream.ServeModeConditionsReview}, Summary{Decided: 5, Unchanged: 5, Conditional: 1},
 			"", "(kcedar serve mode: conditions-review)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 )
 
 // watchStages is a watch's events: RequestReceived, ResponseStarted and,
@@ -113,7 +115,7 @@ func TestUnreadableInputs(t *testing.T) {
 	zw := gzip.NewWriter(&zipped)
 	_, _ = zw.Write(lines(t, watchStages("a", true)...))
 	_ = zw.Close()
-	r := New(schemaFor(t), policySet(t, testPolicies), Options{})
+	r := New(schemaFor(t), policytest.Set(t, testPolicies), Options{})
 	if err := r.Read(context.Background(), "cut.gz", bytes.NewReader(zipped.Bytes()[:zipped.Len()-6])); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +154,7 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte(`{"category":"kube-audit","properties":{"log":"{\"kind\":\"Event\",\"stage\":\"Panic\",\"auditID\":\"x\",\"verb\":\"get\",\"requestURI\":\"/x\",\"responseStatus\":{\"code\":403}}"}}`))
 	f.Add([]byte("{\"protoPayload\":{}}\n[1]\n\"s\"\n{\"kind\":\"Event\",\"user\":\"s\"}\n\x1f\x8b\x08"))
 	f.Add([]byte{0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff})
-	s, ps := schemaFor(f), policySet(f, testPolicies)
+	s, ps := schemaFor(f), policytest.Set(f, testPolicies)
 	reach, err := NewReach([]byte(manifestsReach), "")
 	if err != nil {
 		f.Fatal(err)

@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
-	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/entities"
 	"github.com/kcedar/kcedar/internal/schemagen"
+	"github.com/kcedar/kcedar/internal/testing/policytest"
 	"github.com/kcedar/kcedar/internal/upstream"
 )
 
@@ -62,19 +62,6 @@ func schemaFor(t testing.TB) *schemagen.Schema {
 	return testSchema
 }
 
-func policySet(t testing.TB, src string) *cedarlang.PolicySet {
-	t.Helper()
-	ps, err := cedarlang.ParsePolicies("test.cedar", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := cedarlang.NewPolicySet(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return set
-}
-
 func user(name string, groups ...string) authnv1.UserInfo {
 	return authnv1.UserInfo{Username: name, UID: name + "-uid", Groups: append(groups, "system:authenticated")}
 }
@@ -111,7 +98,7 @@ func replay(t testing.TB, ps string, opts Options, inputs ...[]byte) (*Summary, 
 	t.Helper()
 	var changes []Change
 	opts.OnChange = func(c Change) error { changes = append(changes, c); return nil }
-	r := New(schemaFor(t), policySet(t, ps), opts)
+	r := New(schemaFor(t), policytest.Set(t, ps), opts)
 	for i, in := range inputs {
 		if err := r.Read(context.Background(), "log"+string(rune('0'+i)), bytes.NewReader(in)); err != nil {
 			t.Fatal(err)
