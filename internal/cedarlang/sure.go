@@ -10,27 +10,46 @@ import (
 	"github.com/kcedar/kcedar/internal/schemagen"
 )
 
-// A sure test answers, for the shapes RBAC-like policies take, whether a
-// fully known request certainly satisfies a policy, from the request's
-// values and without evaluating it:
+// A sure test decides, for the shapes most policies take, whether a fully
+// known request satisfies a policy, from the request's values and without
+// evaluating it with cedar-go:
 //
 //   - the principal scope: any, `== E`, `is T`, `in k8s::Group::"g"` or
 //     `is T in k8s::Group::"g"`;
 //   - the action scope: any, `== A`, `in A` or `in [A, ...]`;
 //   - the resource scope: any or `is T`;
-//   - `when` clauses that are conjunctions of `resource is T` (or a
-//     disjunction of them), `!(resource is T)`, `resource has a` and
-//     `resource.a == "literal"` (either way round).
+//   - `when` and `unless` clauses built with `&&`, `||` and `!` from
+//     `resource is T`, `principal has a` and `resource has a`, and, on an
+//     attribute `a` of the principal or the resource: `a == "literal"`
+//     (either way round), `a like "pattern"` and
+//     `["literal", ...].contains(a)`.
 //
-// Each of these is true exactly when the test below says so, and none of
-// them can fail when it is true, so "certainly satisfied" is what cedar-go
-// would answer. Anything else (an `unless`, a context read, a literal of
-// another type) has no sure test. The test only ever answers "satisfied":
-// a request it does not certainly satisfy is evaluated by cedar-go, so
-// non-matches and errors stay cedar-go's own.
+// The test follows Cedar's evaluation order, short-circuits included, and
+// answers Unsure wherever cedar-go could fail: an attribute read that is
+// absent, a `like` or `contains` of a value that is not a string. So an
+// answer other than Unsure is exactly what cedar-go would answer, with no
+// error; Unsure leaves the policy to cedar-go, whose non-matches and
+// errors stay its own. Anything else (a context read, a tag, a literal of
+// another type) has no sure test.
 type sureTest struct {
-	checks []sureCheck
+	checks []sureCheck // a conjunction, in evaluation order
+	// readsPrincipal: some check reads the principal's attributes
+	// (SureFacts.PrincipalAttributes).
+	readsPrincipal bool
 }
+
+// Sure is a sure test's answer.
+type Sure uint8
+
+const (
+	// Unsure: cedar-go evaluates the policy.
+	Unsure Sure = iota
+	// SurelySatisfied: cedar-go would find the policy satisfied.
+	SurelySatisfied
+	// SurelyNotSatisfied: cedar-go would find it not satisfied, without
+	// an error.
+	SurelyNotSatisfied
+)
 
 type sureKind uint8
 
@@ -41,29 +60,43 @@ const (
 	sureActionIs                      // action == uid
 	sureActionIn                      // action in one of uids
 	sureResourceIs                    // resource's type is one of types
-	sureResourceIsNot                 // resource's type is not types[0]
-	sureHas                           // resource has name
-	sureEquals                        // resource.name == value
+	sureHas                           // entity has name
+	sureEquals                        // entity.name == value
+	sureLike                          // entity.name like pattern
+	sureContains                      // [values...].contains(entity.name)
+	sureAnd                           // every one of subs, left to right
+	sureOr                            // one of subs, left to right
+	sureNot                           // not subs[0]
 )
 
 type sureCheck struct {
-	kind  sureKind
-	name  types.String // the attribute, or the group
-	value types.String
-	uid   types.EntityUID
-	uids  []types.EntityUID
-	types []types.EntityType
+	kind sureKind
+	// principal: sureHas, sureEquals, sureLike and sureContains read the
+	// principal's attribute name, else the resource's.
+	principal bool
+	name      types.String // the attribute, or the group
+	value     types.String
+	values    []types.String
+	pattern   types.Pattern
+	uid       types.EntityUID
+	uids      []types.EntityUID
+	types     []types.EntityType
+	subs      []sureCheck
 }
 
 // SureFacts are the values of a fully known request that sure tests read,
 // as the engine gives them to cedar-go: the principal's uid and groups (its
-// only ancestors), the action, the resource's type and attributes.
+// only ancestors), the action, the resource's type and attributes, and,
+// for a policy whose test reads them (Policy.SureReadsPrincipal), the
+// principal's attributes.
 type SureFacts struct {
 	Principal    types.EntityUID
 	Groups       []string
 	Action       types.EntityUID
 	ResourceType types.EntityType
 	Attributes   types.RecordMap
+	// PrincipalAttributes: nil until the caller fills them in.
+	PrincipalAttributes *types.Record
 }
 
 // FactsOf are the sure facts of req, given the action, the resource and its
@@ -72,56 +105,31 @@ func FactsOf(req *entities.Request, action, resource types.EntityUID, attrs type
 	return SureFacts{Principal: entities.PrincipalUID(req.User.Name, req.User.Groups), Groups: req.User.Groups, Action: action, ResourceType: resource.Type, Attributes: attrs}
 }
 
-// SurelySatisfied reports whether the request of facts certainly satisfies
-// p (see sureTest); false also when p has no sure test.
-func (p *Policy) SurelySatisfied(f *SureFacts) bool {
+// Surely is what p's sure test answers for the request of f (see
+// sureTest); Unsure also when p has no sure test, or when the test reads
+// the principal's attributes and f does not hold them.
+func (p *Policy) Surely(f *SureFacts) Sure {
 	t := p.sureTest()
-	if t == nil || f.ResourceType == "" {
-		return false // an untyped resource is no entity: `has` would not hold
+	if t == nil || f.ResourceType == "" || (t.readsPrincipal && f.PrincipalAttributes == nil) {
+		return Unsure // an untyped resource is no entity: `has` would fail
 	}
-	for i := range t.checks {
-		if !t.checks[i].holds(f) {
-			return false
-		}
+	switch conjunction(t.checks, f) {
+	case sureTrue:
+		return SurelySatisfied
+	case sureFalse:
+		return SurelyNotSatisfied
 	}
-	return true
+	return Unsure
 }
 
-func (c *sureCheck) holds(f *SureFacts) bool {
-	switch c.kind {
-	case surePrincipalIs:
-		return f.Principal == c.uid
-	case surePrincipalType:
-		return slices.Contains(c.types, f.Principal.Type)
-	case sureInGroup:
-		return slices.Contains(f.Groups, string(c.name))
-	case sureActionIs:
-		return f.Action == c.uid
-	case sureActionIn:
-		if slices.Contains(c.uids, f.Action) {
-			return true
-		}
-		if f.Action.Type != schemagen.ActionType {
-			return false
-		}
-		for _, g := range schemagen.ActionAncestors(string(f.Action.ID)) {
-			if slices.Contains(c.uids, schemagen.ActionUID(g)) {
-				return true
-			}
-		}
-		return false
-	case sureResourceIs:
-		return slices.Contains(c.types, f.ResourceType)
-	case sureResourceIsNot:
-		return f.ResourceType != c.types[0]
-	case sureHas:
-		_, ok := f.Attributes[c.name]
-		return ok
-	case sureEquals:
-		v, ok := f.Attributes[c.name].(types.String)
-		return ok && v == c.value
-	}
-	return false
+// SurelySatisfied reports whether the request of f certainly satisfies p.
+func (p *Policy) SurelySatisfied(f *SureFacts) bool { return p.Surely(f) == SurelySatisfied }
+
+// SureReadsPrincipal reports whether p's sure test reads the principal's
+// attributes, which SureFacts.PrincipalAttributes must then hold.
+func (p *Policy) SureReadsPrincipal() bool {
+	t := p.sureTest()
+	return t != nil && t.readsPrincipal
 }
 
 // sureTest is p's sure test, found on first use (nil: none).
@@ -139,18 +147,27 @@ func findSureTest(a *ast.Policy) *sureTest {
 		return nil
 	}
 	for _, c := range a.Conditions {
-		if c.Condition != ast.ConditionWhen {
+		check, ok := sureNode(c.Body)
+		if !ok {
 			return nil
 		}
-		for _, n := range appendConjuncts(nil, c.Body) {
-			check, ok := sureConjunct(n)
-			if !ok {
-				return nil
-			}
-			t.checks = append(t.checks, check)
+		if c.Condition == ast.ConditionUnless {
+			check = sureCheck{kind: sureNot, subs: []sureCheck{check}}
 		}
+		t.checks = append(t.checks, check)
 	}
+	t.readsPrincipal = slices.ContainsFunc(t.checks, readsPrincipal)
 	return t
+}
+
+// readsPrincipal reports whether c (or a check under it) reads the
+// principal's attributes.
+func readsPrincipal(c sureCheck) bool {
+	switch c.kind {
+	case sureHas, sureEquals, sureLike, sureContains:
+		return c.principal
+	}
+	return slices.ContainsFunc(c.subs, readsPrincipal)
 }
 
 func (t *sureTest) principalScope(s ast.IsPrincipalScopeNode) bool {
@@ -207,53 +224,4 @@ func (t *sureTest) resourceScope(s ast.IsResourceScopeNode) bool {
 		return true
 	}
 	return false
-}
-
-// sureConjunct is the check of one top-level conjunct of a when clause.
-func sureConjunct(n ast.IsNode) (sureCheck, bool) {
-	switch v := n.(type) {
-	case ast.NodeTypeIs, ast.NodeTypeOr:
-		ts, ok := resourceTypes(v)
-		return sureCheck{kind: sureResourceIs, types: ts}, ok
-	case ast.NodeTypeNot:
-		if is, ok := v.Arg.(ast.NodeTypeIs); ok && isVar(is.Left, "resource") {
-			return sureCheck{kind: sureResourceIsNot, types: []types.EntityType{is.EntityType}}, true
-		}
-	case ast.NodeTypeHas:
-		if isVar(v.Arg, "resource") {
-			return sureCheck{kind: sureHas, name: v.Value}, true
-		}
-	case ast.NodeTypeEquals:
-		return equalsCheck(v.Left, v.Right)
-	}
-	return sureCheck{}, false
-}
-
-// resourceTypes are the types of `resource is T1 || resource is T2 ...`.
-func resourceTypes(n ast.IsNode) ([]types.EntityType, bool) {
-	switch v := n.(type) {
-	case ast.NodeTypeIs:
-		return []types.EntityType{v.EntityType}, isVar(v.Left, "resource")
-	case ast.NodeTypeOr:
-		l, ok := resourceTypes(v.Left)
-		if !ok {
-			return nil, false
-		}
-		r, ok := resourceTypes(v.Right)
-		return append(l, r...), ok
-	}
-	return nil, false
-}
-
-// equalsCheck is the check of `resource.a == "literal"`, either way round.
-func equalsCheck(l, r ast.IsNode) (sureCheck, bool) {
-	if _, isLit := l.(ast.NodeValue); isLit {
-		l, r = r, l
-	}
-	a, ok := l.(ast.NodeTypeAccess)
-	if !ok || !isVar(a.Arg, "resource") {
-		return sureCheck{}, false
-	}
-	s, ok := literalString(r)
-	return sureCheck{kind: sureEquals, name: a.Value, value: types.String(s)}, ok
 }

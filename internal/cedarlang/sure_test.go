@@ -19,18 +19,20 @@ import (
 )
 
 // A sure test may only ever answer what cedar-go answers: whenever it says
-// a request surely satisfies a policy, evaluating the policy on the same
-// request (as the engine makes it Cedar data) is true, without an error.
-// Policies: the converted RBAC of a generated configuration, the team and
-// other-shapes sets, the zoo, and each of those confined to a namespace.
-// Requests: each generator's own, plus near misses (one of user, groups,
-// verb, namespace, name or resource taken from another request). The test
-// also checks that sure tests answer often (it could not fail otherwise).
+// a request surely satisfies a policy, or surely does not, evaluating the
+// policy on the same request (as the engine makes it Cedar data) gives that
+// answer, without an error. Policies: the converted RBAC of a generated
+// configuration, the team, other-shapes and fifth sets, the zoo, random
+// predicates (error-prone reads included), each of those confined to a
+// namespace, and each check alone. Requests: each generator's own, plus
+// near misses (one of user, groups, verb, namespace, name or resource
+// taken from another request). The test also checks that sure tests
+// answer often, both ways (it could not fail otherwise).
 func TestSureTestsAgreeWithCedar(t *testing.T) {
 	s := embeddedschema.Schema(t)
 	sets := surePolicySets(t, s)
 	rng := rand.New(rand.NewPCG(5, 81))
-	sure, leftToCedar := 0, 0
+	var answered [3]int
 	for _, base := range sureRequests(t) {
 		// The policies the index finds for base (where matches are), and
 		// others, each against base and its near misses.
@@ -44,22 +46,25 @@ func TestSureTestsAgreeWithCedar(t *testing.T) {
 		for _, req := range append([]*entities.Request{base}, nearMisses(rng, base)...) {
 			f, ents, creq := requestData(s, req)
 			for _, p := range ps {
-				got := p.SurelySatisfied(&f)
+				got := p.Surely(&f)
 				want, err := holdsInCedar(p, ents, creq)
-				if got && (!want || err != nil) {
-					t.Fatalf("sure test says %s satisfies %+v; cedar-go says %v (error %v)\npolicy: %s", p.ID, *req, want, err, p.Text())
+				if got != cedarlang.Unsure && (err != nil || want != (got == cedarlang.SurelySatisfied)) {
+					t.Fatalf("sure test answers %v for %s on %+v; cedar-go says %v (error %v)\npolicy: %s", got, p.ID, *req, want, err, p.Text())
 				}
-				if got {
-					sure++
-				} else if want && err == nil {
-					leftToCedar++
+				answered[got]++
+				if p.SureReadsPrincipal() {
+					withoutPrincipal := f
+					withoutPrincipal.PrincipalAttributes = nil
+					if p.Surely(&withoutPrincipal) != cedarlang.Unsure {
+						t.Fatalf("%s: a sure test that reads the principal answers without its attributes", p.ID)
+					}
 				}
 			}
 		}
 	}
-	t.Logf("%d pairs surely satisfied, %d satisfied pairs left to cedar-go", sure, leftToCedar)
-	if sure < 1000 {
-		t.Fatalf("only %d surely satisfied pairs: the test does not exercise sure tests", sure)
+	t.Logf("%d pairs surely satisfied, %d surely not, %d left to cedar-go", answered[cedarlang.SurelySatisfied], answered[cedarlang.SurelyNotSatisfied], answered[cedarlang.Unsure])
+	if answered[cedarlang.SurelySatisfied] < 1000 || answered[cedarlang.SurelyNotSatisfied] < 1000 {
+		t.Fatalf("only %v answers (unsure, satisfied, not): the test does not exercise sure tests", answered)
 	}
 }
 
@@ -128,6 +133,10 @@ func surePolicySets(t *testing.T, s *schemagen.Schema) []*cedarlang.PolicySet {
 	add("shapes.cedar", strings.Join(testgen.OtherShapes(600), "\n"))
 	add("zoo.cedar", zoo.Policies(600, 3))
 	add("rbac.cedar", convertedRBAC(t, s))
+	add("fifth.cedar", strings.Join(testgen.Fifth(600), "\n"))
+	for i, o := range surePredicateOptions {
+		add(fmt.Sprintf("random-%d.cedar", i), strings.Join(testgen.RandomPredicates(600, surePredicateSeed+uint64(i), o), "\n"))
+	}
 	// Each check alone, where no other check of the policy hides it.
 	add("single.cedar", `
 permit(principal, action, resource) when { resource has name };
@@ -137,6 +146,20 @@ permit(principal, action == k8s::Action::"get", resource);
 permit(principal, action in [k8s::Action::"list", k8s::Action::"*"], resource is core::pods);
 permit(principal in k8s::Group::"system:authenticated", action, resource) when { "ns-1" == resource.namespace };
 permit(principal is k8s::ServiceAccount, action, resource) when { resource is core::secrets || resource is core::configmaps };
+permit(principal, action, resource) when { resource.apiGroup like "*.example.com" };
+permit(principal, action, resource) when { resource has apiGroup && resource.apiGroup like "ex*" };
+permit(principal, action, resource) when { resource.name like "web-*" || resource.namespace like "*-1" };
+permit(principal, action, resource) when { ["ns-1", "ns-2"].contains(resource.namespace) };
+permit(principal, action, resource) unless { resource has name && resource.name like "*a*" };
+permit(principal is k8s::User, action, resource) when { principal has uid && ["u-1", "u-2"].contains(principal.uid) };
+permit(principal is k8s::User, action, resource) when { principal.uid == "u-1" };
+permit(principal is k8s::Node, action, resource) when { principal.name like "pool-*" };
+permit(principal is k8s::ServiceAccount, action, resource) when { principal.namespace == resource.namespace };
+permit(principal, action, resource) when { principal.name like "system:*" };
+permit(principal, action, resource) when { !(resource has subresource) && !(resource.apiGroup == "") };
+permit(principal, action, resource) when { resource has named && resource.named like "*" };
+permit(principal, action, resource) when { resource has named && ["true"].contains(resource.named) };
+permit(principal, action, resource) when { resource.named == "true" || principal.groups == "g" };
 `)
 	return out
 }
@@ -151,9 +174,19 @@ func convertedRBAC(t *testing.T, s *schemagen.Schema) string {
 	return string(res.Policies)
 }
 
+// surePredicateSeed and surePredicateOptions draw the random predicate
+// sets the sure test is checked on: error-prone reads, and valid ones.
+const surePredicateSeed = 1<<20 + 77
+
+var surePredicateOptions = []testgen.PredicateOptions{{}, {Valid: true, Selective: true, NoLabels: true, Templates: 40}}
+
 // sureRequests are the generators' requests.
 func sureRequests(t *testing.T) []*entities.Request {
 	var base []*entities.Request
+	base = append(base, testgen.FifthRequests(600, 300)...)
+	for i, o := range surePredicateOptions {
+		base = append(base, testgen.PredicateRequests(600, 300, surePredicateSeed+uint64(i), o)...)
+	}
 	base = append(base, testgen.TeamRequests(300)...)
 	base = append(base, testgen.OtherShapesRequests(600, 600)...)
 	base = append(base, zoo.Requests(600, 600, 4)...)
@@ -176,6 +209,7 @@ func requestData(s *schemagen.Schema, req *entities.Request) (cedarlang.SureFact
 	attrs := target.Attributes(req, nil, nil)
 	principal := entities.PrincipalEntity(req.User)
 	f := cedarlang.FactsOf(req, action, resource, attrs)
+	f.PrincipalAttributes = &principal.Attributes
 	ents := &entities.Entities{Principal: principal, Resource: types.Entity{UID: resource, Attributes: types.NewRecord(attrs)}}
 	return f, ents, cedarlib.Request{Principal: principal.UID, Action: action, Resource: resource, Context: entities.ContextFor(action)}
 }

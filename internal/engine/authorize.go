@@ -416,23 +416,35 @@ func (e *Engine) evaluateWorld(req *entities.Request, verb string, target entiti
 }
 
 // evaluateKnown evaluates the candidates of a fully known request one-phase.
-// A policy the request surely satisfies (Policy.SurelySatisfied: the shapes
-// RBAC-like policies take) is satisfied without evaluating it; the others
-// are evaluated by cedar-go, and the request is made Cedar data (the
-// principal, the resource's record) only for them.
+// A policy whose sure test decides the request (Policy.Surely: the shapes
+// most policies take) is decided without evaluating it; the others are
+// evaluated by cedar-go, and the request is made Cedar data (the principal,
+// the resource's record) only for them.
 func (e *Engine) evaluateKnown(req *entities.Request, action, resourceUID types.EntityUID, target entities.Target, ns nsValue, cands candidates) []policyResult {
 	known := target.Attributes(req, nil, nil)
 	if ns.known {
 		known[schemagen.AttrNamespaceObject] = ns.rec
 	}
 	facts := cedarlang.FactsOf(req, action, resourceUID, known)
+	var principal *types.Entity
 	var ents *entities.Entities
 	return evaluateCandidates(cands, true, func(p *cedarlang.Policy) policyResult {
-		if p.SurelySatisfied(&facts) {
+		if p.SureReadsPrincipal() && principal == nil {
+			pe := e.principalEntity(req.User)
+			principal, facts.PrincipalAttributes = &pe, &pe.Attributes
+		}
+		switch p.Surely(&facts) {
+		case cedarlang.SurelySatisfied:
 			return classify(p, ast.NodeValue{Value: types.True})
+		case cedarlang.SurelyNotSatisfied:
+			return classify(p, ast.NodeValue{Value: types.False})
 		}
 		if ents == nil {
-			ents = &entities.Entities{Principal: e.principalEntity(req.User), Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(known)}, Maps: ns.maps}
+			if principal == nil {
+				pe := e.principalEntity(req.User)
+				principal = &pe
+			}
+			ents = &entities.Entities{Principal: *principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(known)}, Maps: ns.maps}
 		}
 		return classify(p, evaluateCompiled(p, ents, ents.Principal.UID, action, resourceUID))
 	})

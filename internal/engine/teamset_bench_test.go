@@ -32,9 +32,11 @@ func policySetOf(t testing.TB, name string, policies []string) *cedarlang.Policy
 	return set
 }
 
-// benchDecisions decides reqs over set, one per iteration, round robin.
+// benchDecisions decides reqs over set, one per iteration, round robin,
+// with the caches the server has (only decisions that needed partial
+// evaluation are cached; principals are).
 func benchDecisions(b *testing.B, set *cedarlang.PolicySet, reqs []*entities.Request) {
-	e := NewEngine(embeddedschema.Schema(b), set, EngineOptions{})
+	e := NewEngine(embeddedschema.Schema(b), set, EngineOptions{CacheSize: DefaultCacheSize})
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
