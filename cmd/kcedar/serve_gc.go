@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"os"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	rtmetrics "runtime/metrics"
@@ -133,10 +134,14 @@ func readHeap() (objects, goal uint64) {
 
 // newServeRegistry is the registry /metrics serves: the process's and the
 // Go runtime's metrics and kcedar's build, beside what each part of serve
-// registers.
+// registers. Of the runtime's metrics it adds go_gc_heap_live_bytes, the
+// heap the last collection found live: unlike RSS, which settles up to
+// --gc-min-headroom above it, it grows only with what kcedar keeps, so it
+// is what a leak shows in.
 func newServeRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	goMetrics := collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)}))
+	reg.MustRegister(goMetrics, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerBuildInfo(reg)
 	return reg
 }

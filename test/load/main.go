@@ -66,6 +66,7 @@ func main() {
 	flag.BoolVar(&reloadMode, "reload", false, "measure decision latency through a reload of the same set instead: steady p99 vs the p99 of the 5 s after the new set serves")
 	flag.StringVar(&proto, "proto", proto, "h1: HTTP/1.1, a connection per concurrent request; h2: HTTP/2, -conns streams over -h2-conns connections (kube-apiserver's webhook client: one)")
 	flag.IntVar(&h2Conns, "h2-conns", h2Conns, "with -proto h2: connections the streams share")
+	flag.StringVar(&serveFlags, "serve-flags", "", "more kcedar serve flags for the load phases (space-separated), e.g. --gc-min-headroom=64Mi")
 	flag.BoolVar(&withFloor, "floor", true, "measure kcedar with an empty policy set too (its floor)")
 	flag.BoolVar(&withBare, "bare", false, "measure the bare transport server too (a stdlib HTTPS server that decodes the fields of the SubjectAccessReview a webhook reads and answers Allow), in a process of its own")
 	flag.StringVar(&jsonOut, "json", "", "write the medians to this file as JSON (make bench reads it)")
@@ -267,11 +268,13 @@ var reloadMode bool
 // rate: -rate (0: unpaced).
 var rate float64
 
-// withFloor, withBare, jsonOut: -floor, -bare, -json.
+// withFloor, withBare, jsonOut, serveFlags: -floor, -bare, -json,
+// -serve-flags.
 var (
-	withFloor = true
-	withBare  bool
-	jsonOut   string
+	withFloor  = true
+	withBare   bool
+	jsonOut    string
+	serveFlags string
 )
 
 func run(bin, workload, full string, bodies [][]byte, conns int, duration, warmup time.Duration, rounds int) error {
@@ -341,7 +344,8 @@ func startServer(bin, dir, polDir string) (*server, error) {
 	addr := ln.Addr().String()
 	ln.Close()
 	caFile := filepath.Join(dir, "ca.crt")
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--policies", polDir, "--write-ca", caFile, "--reload-interval", "200ms", "--log-level", "warn", "--allow-empty-policy-set")
+	args := []string{"serve", "--listen", addr, "--policies", polDir, "--write-ca", caFile, "--reload-interval", "200ms", "--log-level", "warn", "--allow-empty-policy-set"}
+	cmd := exec.Command(bin, append(args, strings.Fields(serveFlags)...)...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
