@@ -18,3 +18,14 @@ func benchShapes(b *testing.B, n int) {
 func BenchmarkShapes1000(b *testing.B)   { benchShapes(b, 1000) }
 func BenchmarkShapes10000(b *testing.B)  { benchShapes(b, 10000) }
 func BenchmarkShapes100000(b *testing.B) { benchShapes(b, 100000) }
+
+// benchFifth decides the fifth workload's requests (testgen.FifthRequests)
+// over n of its policies: forbids keyed only on a like pattern or a set of
+// uids, beside permits.
+func benchFifth(b *testing.B, n int) {
+	benchDecisions(b, policySetOf(b, "fifth", testgen.Fifth(n)), testgen.FifthRequests(n, 4096))
+}
+
+// go test -run '^$' -bench Fifth -benchtime 50000x ./internal/engine
+func BenchmarkFifth1000(b *testing.B)   { benchFifth(b, 1000) }
+func BenchmarkFifth100000(b *testing.B) { benchFifth(b, 100000) }
