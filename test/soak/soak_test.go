@@ -262,17 +262,12 @@ func TestReloadSoak(t *testing.T) {
 	begin := time.Now()
 	warm := max(1, *reloads/10)
 	var firstRSS int64
-	var early, late []int64 // live heaps after the first and the last reloads
+	var live []int64 // the live heap after each reload
 	for i := 1; i <= *reloads; i++ {
 		content += fmt.Sprintf("// reload %d\n", i)
 		atomicWrite(t, file, content)
 		k.waitGeneration(t, gen+i)
-		switch {
-		case i <= 10:
-			early = append(early, k.liveHeap(t))
-		case i > *reloads-10:
-			late = append(late, k.liveHeap(t))
-		}
+		live = append(live, k.liveHeap(t))
 		if i == warm {
 			time.Sleep(time.Second) // let the warm-up's garbage be collected
 			firstRSS = rssKB(t, pid)
@@ -284,6 +279,8 @@ func TestReloadSoak(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	rssRatio := float64(lastRSS) / float64(firstRSS)
+	readings := max(1, min(10, len(live)/2)) // the least of the first and of the last
+	early, late := live[:readings], live[len(live)-readings:]
 	liveRatio := float64(slices.Min(late)) / float64(slices.Min(early))
 	t.Logf("reload soak: %d reloads of %d policies in %s (%.0f ms each), %d requests (%d failed); live heap %d MiB after the first reloads, %d MiB after the last: %.2fx; RSS after %d reloads %d MiB, at the end %d MiB: %.2fx (bars 1.30x)",
 		*reloads, *nPolicies, took.Round(time.Second), float64(took.Milliseconds())/float64(*reloads), requests.Load(), failures.Load(),
