@@ -29,3 +29,16 @@ func benchFifth(b *testing.B, n int) {
 // go test -run '^$' -bench Fifth -benchtime 50000x ./internal/engine
 func BenchmarkFifth1000(b *testing.B)   { benchFifth(b, 1000) }
 func BenchmarkFifth100000(b *testing.B) { benchFifth(b, 100000) }
+
+// benchRandom decides the random workload's requests
+// (testgen.PredicateRequests) over n of its policies (as test/load's
+// random workload draws them), with more distinct requests than the
+// caches hold.
+func benchRandom(b *testing.B, n int) {
+	seed, o := uint64(1<<20+1), testgen.PredicateOptions{Valid: true, Selective: true, NoLabels: true, Templates: 300}
+	benchDecisions(b, policySetOf(b, "random", testgen.RandomPredicates(n, seed, o)), testgen.PredicateRequests(n, 20000, seed, o))
+}
+
+// go test -run '^$' -bench Random -benchtime 100000x ./internal/engine
+func BenchmarkRandom1000(b *testing.B)   { benchRandom(b, 1000) }
+func BenchmarkRandom100000(b *testing.B) { benchRandom(b, 100000) }
