@@ -122,9 +122,6 @@ func (p *Policy) Surely(f *SureFacts) Sure {
 	return Unsure
 }
 
-// SurelySatisfied reports whether the request of f certainly satisfies p.
-func (p *Policy) SurelySatisfied(f *SureFacts) bool { return p.Surely(f) == SurelySatisfied }
-
 // SureReadsPrincipal reports whether p's sure test reads the principal's
 // attributes, which SureFacts.PrincipalAttributes must then hold.
 func (p *Policy) SureReadsPrincipal() bool {

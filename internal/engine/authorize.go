@@ -426,12 +426,11 @@ func (e *Engine) evaluateKnown(req *entities.Request, action, resourceUID types.
 		known[schemagen.AttrNamespaceObject] = ns.rec
 	}
 	facts := cedarlang.FactsOf(req, action, resourceUID, known)
-	var principal *types.Entity
+	var principal *types.Entity // fetched once, when first needed
 	var ents *entities.Entities
 	return evaluateCandidates(cands, true, func(p *cedarlang.Policy) policyResult {
-		if p.SureReadsPrincipal() && principal == nil {
-			pe := e.principalEntity(req.User)
-			principal, facts.PrincipalAttributes = &pe, &pe.Attributes
+		if facts.PrincipalAttributes == nil && p.SureReadsPrincipal() {
+			facts.PrincipalAttributes = &e.principalOnce(&principal, req.User).Attributes
 		}
 		switch p.Surely(&facts) {
 		case cedarlang.SurelySatisfied:
@@ -440,14 +439,19 @@ func (e *Engine) evaluateKnown(req *entities.Request, action, resourceUID types.
 			return classify(p, ast.NodeValue{Value: types.False})
 		}
 		if ents == nil {
-			if principal == nil {
-				pe := e.principalEntity(req.User)
-				principal = &pe
-			}
-			ents = &entities.Entities{Principal: *principal, Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(known)}, Maps: ns.maps}
+			ents = &entities.Entities{Principal: *e.principalOnce(&principal, req.User), Resource: types.Entity{UID: resourceUID, Attributes: types.NewRecord(known)}, Maps: ns.maps}
 		}
 		return classify(p, evaluateCompiled(p, ents, ents.Principal.UID, action, resourceUID))
 	})
+}
+
+// principalOnce is *p, u's principal entity fetched on first use.
+func (e *Engine) principalOnce(p **types.Entity, u entities.UserInfo) *types.Entity {
+	if *p == nil {
+		pe := e.principalEntity(u)
+		*p = &pe
+	}
+	return *p
 }
 
 // evaluateCandidates evaluates cands with eval: every fixed policy, then
