@@ -218,11 +218,16 @@ type bucket struct {
 	// Policies are keyed (in the index's slots) under (tag<<4 | dim, value).
 	// Tag 0 is a policy's primary key. A policy whose primary key is on a
 	// dimension r that requests may leave open is also keyed under tag r+1
-	// by its most selective constraint on a dimension never open, for
-	// requests that leave r open; openDims[r] lists those dimensions,
-	// openRest[r] the policies without one.
+	// by its secondary key (chooseKeys), for requests that leave r open;
+	// openDims[r] lists those keys' dimensions, openRest[r] the policies
+	// without a secondary key.
 	openDims [nDims]uint16
 	openRest [nDims][]int32
+	// openWide[r] lists the policies keyed under tag r+1 on a dimension a
+	// request may leave open too (openWideDims[r]): a request that leaves
+	// r and one of those open reads them all.
+	openWideDims [nDims]uint16
+	openWide     [nDims][]int32
 	// absent[d] lists the forbids keyed on a constraint that needs d, for
 	// requests where d is absent or may be.
 	absentDims uint16
@@ -494,9 +499,12 @@ func (ix *index) extractAll(policies []*Policy) ([]extraction, map[dimKey]int32)
 // primary (its access predicate) is the cheapest constraint that does not
 // pick buckets (dimensions a request may leave open counting double, since
 // open requests read more; the principal's type only when nothing else is
-// as cheap); the secondary the cheapest constraint on a dimension never
-// open that holds whenever it is read. A constraint's cost is how many
-// policies share its values.
+// as cheap). When the primary is on a dimension a request may leave open,
+// the secondary keys the policy for requests that leave it open: the
+// cheapest constraint that holds whenever it is read, on none of the
+// primary's openable dimensions (open ones again counting double: a
+// request that leaves both open reads every policy so keyed, openWide). A
+// constraint's cost is how many policies share its values.
 func chooseKeys(cons []constraint, count map[dimKey]int32) (primary, secondary int) {
 	primary, secondary = -1, -1
 	var best, bestS keyCost
@@ -504,19 +512,33 @@ func chooseKeys(cons []constraint, count map[dimKey]int32) (primary, secondary i
 		if c.bucketing() {
 			continue
 		}
-		cost := c.cost(count)
-		open := c.dimMask()&openableDims != 0
-		if !open && c.needs == 0 && (secondary < 0 || cost.less(bestS)) {
-			secondary, bestS = ci, cost
-		}
-		if open {
-			cost.n *= 2 // open requests read more
-		}
-		if primary < 0 || cost.less(best) {
+		if cost := c.openCost(count); primary < 0 || cost.less(best) {
 			primary, best = ci, cost
 		}
 	}
+	if primary < 0 || cons[primary].dimMask()&openableDims == 0 {
+		return primary, -1
+	}
+	primaryOpen := cons[primary].dimMask() & openableDims
+	for ci, c := range cons {
+		if c.bucketing() || c.needs != 0 || c.dimMask()&primaryOpen != 0 {
+			continue
+		}
+		if cost := c.openCost(count); secondary < 0 || cost.less(bestS) {
+			secondary, bestS = ci, cost
+		}
+	}
 	return primary, secondary
+}
+
+// openCost is c's cost as a key: the policies sharing its values, doubled
+// when it is on a dimension a request may leave open.
+func (c constraint) openCost(count map[dimKey]int32) keyCost {
+	cost := c.cost(count)
+	if c.dimMask()&openableDims != 0 {
+		cost.n *= 2 // open requests read more
+	}
+	return cost
 }
 
 // keyCost is what a key costs: the policies sharing it, and whether it is
@@ -569,6 +591,10 @@ func (b *bucket) addPolicy(keyed map[uint64][]int32, cons []constraint, i int32,
 		sc := cons[secondary]
 		b.openDims[d] |= sc.dimMask()
 		put(keyed, b, uint16(d)+1, sc, i)
+		if wide := sc.dimMask() & openableDims; wide != 0 {
+			b.openWideDims[d] |= wide
+			b.openWide[d] = append(b.openWide[d], i)
+		}
 	}
 }
 

@@ -259,8 +259,14 @@ func (ix *index) collect(keys []uint64, lists [][]int32, s *lookupState, b *buck
 		switch {
 		case !s.has[d]:
 		case s.open[d] && s.skipOpen && isResourceDim(d):
+		case s.open[d] && tag != 0:
+			// A secondary key's value is open too: the policies keyed so
+			// are all read (openWide), by the caller.
 		case s.open[d]:
 			lists = appendNonEmpty(lists, b.openRest[d])
+			if b.openWideDims[d]&s.openMask != 0 {
+				lists = appendNonEmpty(lists, b.openWide[d])
+			}
 			keys, lists = ix.collect(keys, lists, s, b, uint16(d)+1, b.openDims[d])
 		case isMultiDim(d):
 			if b.exact&(1<<d) != 0 {

@@ -177,6 +177,7 @@ func (b *bucket) remapped(newOf []int32) *bucket {
 	for d := range b.absent {
 		c.absent[d] = remapList(b.absent[d], newOf)
 		c.openRest[d] = remapList(b.openRest[d], newOf)
+		c.openWide[d] = remapList(b.openWide[d], newOf)
 		c.prefixLens[d] = slices.Clone(b.prefixLens[d])
 		c.suffixLens[d] = slices.Clone(b.suffixLens[d])
 		c.innerLens[d] = slices.Clone(b.innerLens[d])
@@ -206,6 +207,7 @@ func (b *bucket) sortLists() {
 	for d := range b.absent {
 		slices.Sort(b.absent[d])
 		slices.Sort(b.openRest[d])
+		slices.Sort(b.openWide[d])
 	}
 }
 

@@ -142,11 +142,11 @@ func comparePlatform(t *testing.T, got, want *cedarlang.PolicySet, reqs []*entit
 	return stats
 }
 
-// knownPlatformRequest reports whether req leaves nothing open (a name, and
+// knownPlatformRequest reports whether req leaves nothing open (one verb, a name, and
 // a namespace the lookup knows where the resource has a namespaceObject),
 // with its namespace's object.
 func knownPlatformRequest(s *schemagen.Schema, req *entities.Request, ns platformNamespaces) (map[string]any, bool) {
-	if req.Name == "" {
+	if req.Name == "" || req.Verb == entities.Wildcard {
 		return nil, false
 	}
 	if !entities.ResolveTarget(s, req).HasNamespaceObject() {

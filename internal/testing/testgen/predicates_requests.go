@@ -68,8 +68,11 @@ func (m PredicateMix) request(rng *rand.Rand) *entities.Request {
 	t := rng.IntN(m.Tenants)
 	u := m.user(rng, t)
 	verb := pick(rng, m.Verbs)
-	if rng.IntN(10) == 0 {
+	switch rng.IntN(20) {
+	case 0, 1:
 		verb = pathNamed("context.verb").value(m.other(rng, t), 0)
+	case 2:
+		verb = entities.Wildcard // every verb, as a review may ask
 	}
 	value := func(expr string) string { return pathNamed(expr).value(m.other(rng, t), rng.IntN(2)) }
 	openOr := func(v string) string {
