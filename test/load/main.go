@@ -139,20 +139,20 @@ var workloads = map[string]workload{
 		return zoo.Policies(n, 1), zooBodies(n), nil
 	}},
 	"team": {"the team-and-namespace shape (testgen.TeamAndNamespace), whose keys hold more satisfied permits as -policies grows", false, func(n int) (string, [][]byte, error) {
-		return strings.Join(testgen.TeamAndNamespace(n), "\n"), requestsBodies(testgen.TeamRequests(4096)), nil
+		return strings.Join(testgen.TeamAndNamespace(n), "\n"), requestsBodies(testgen.TeamRequests(*distinctRequests)), nil
 	}},
 	"platform": {"testgen.Platform, the shapes platform teams write (the user's extra, like suffixes and inner wildcards, name sets, containsAny over groups, hasTag) drawn per -seed; without a cluster serve knows no namespace, so the label families are left out", false, func(n int) (string, [][]byte, error) {
-		return strings.Join(testgen.Platform(n, platformSeed, true), "\n"), requestsBodies(testgen.PlatformRequests(1000, 4096, platformSeed, true)), nil
+		return strings.Join(testgen.Platform(n, platformSeed, true), "\n"), requestsBodies(testgen.PlatformRequests(1000, *distinctRequests, platformSeed, true)), nil
 	}},
 	"random": {"testgen.RandomPredicates: policies of conjunctions whose paths, predicate kinds and constants are drawn at random (valid, each with a selective predicate, 300 drawn structures with each tenant's constants; the seed family of -seed plus 1<<20, apart from the tests'), and requests of its tenants; without a cluster serve knows no namespace, so no label is drawn", false, func(n int) (string, [][]byte, error) {
 		seed, o := randomSeed(), testgen.PredicateOptions{Valid: true, Selective: true, NoLabels: true, Templates: 300}
-		return strings.Join(testgen.RandomPredicates(n, seed, o), "\n"), requestsBodies(testgen.PredicateRequests(n, 4096, seed, o)), nil
+		return strings.Join(testgen.RandomPredicates(n, seed, o), "\n"), requestsBodies(testgen.PredicateRequests(n, *distinctRequests, seed, o)), nil
 	}},
 	"fifth": {"testgen.Fifth, the fifth hidden workload's shapes: forbids keyed only on resource.apiGroup like, on principal.name like, on a set of principal.uid, with permits, and its requests (deletes of any type, nodes reading secrets, users' non-resource and impersonation requests)", false, func(n int) (string, [][]byte, error) {
-		return strings.Join(testgen.Fifth(n), "\n"), requestsBodies(testgen.FifthRequests(n, 4096)), nil
+		return strings.Join(testgen.Fifth(n), "\n"), requestsBodies(testgen.FifthRequests(n, *distinctRequests)), nil
 	}},
 	"shapes": {"other shapes (testgen.OtherShapes: relations, prefixes, a big group, break-glass forbids, username sets, disjunctions), one tenant per 8 policies", false, func(n int) (string, [][]byte, error) {
-		return strings.Join(testgen.OtherShapes(n), "\n"), requestsBodies(testgen.OtherShapesRequests(n, 4096)), nil
+		return strings.Join(testgen.OtherShapes(n), "\n"), requestsBodies(testgen.OtherShapesRequests(n, *distinctRequests)), nil
 	}},
 }
 
@@ -216,7 +216,7 @@ func rbacWorkload() (string, [][]byte, error) {
 		return "", nil, err
 	}
 	var bodies [][]byte
-	for _, spec := range testgen.SubjectAccessReviews(20261121, 4096) {
+	for _, spec := range testgen.SubjectAccessReviews(20261121, *distinctRequests) {
 		if ra := spec.ResourceAttributes; ra != nil && (ra.Verb == "*" || ra.Group == "*" || ra.Resource == "*" || ra.Subresource == "*") {
 			continue
 		}
@@ -230,6 +230,12 @@ func rbacWorkload() (string, [][]byte, error) {
 }
 
 // takesConditions: -conditions.
+// distinctRequests is how many distinct reviews a generated workload sends
+// (in turn): by default more than kcedar's decision cache holds
+// (engine.DefaultCacheSize), so the figures are those of decisions made,
+// not remembered.
+var distinctRequests = flag.Int("requests", 20000, "distinct SubjectAccessReviews a generated workload draws and sends in turn (rbac-like sends its fixed 256); the default is more than kcedar's decision cache holds")
+
 var takesConditions bool
 
 // declareConditions makes each review declare, as kube-apiserver's webhook
@@ -676,7 +682,7 @@ func cpuTime(pid int) time.Duration {
 
 // zooBodies are SubjectAccessReviews of the zoo's requests (kube-apiserver
 // never sends a "*" verb, group or resource; the zoo's few are kept).
-func zooBodies(n int) [][]byte { return requestsBodies(zoo.Requests(n, 4096, 2)) }
+func zooBodies(n int) [][]byte { return requestsBodies(zoo.Requests(n, *distinctRequests, 2)) }
 
 // requestsBodies renders requests as SubjectAccessReview bodies.
 func requestsBodies(reqs []*entities.Request) [][]byte {
