@@ -62,7 +62,7 @@ when { resource has object && resource.object has v1 && resource.object.v1 has s
 	decision, _, _ = ev.EvaluateConditions(ctx, d, data)
 	fmt.Println("after k1 is dropped:", decision == authorizer.DecisionAllow)
 	// Output:
-	// condition type: kcedar.dev/cedar-residual-v3
+	// condition type: kcedar.dev/cedar-residual-v4
 	// checks: resource.object has v1 && resource.object.v1 has spec && resource.object.v1.spec has nodeName && resource.object.v1.spec.nodeName == "n1"
 	// signed with k1: true
 	// after k1 is dropped: false

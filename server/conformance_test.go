@@ -594,7 +594,7 @@ func TestConformanceAttacks(t *testing.T) {
 		// One byte of the signature.
 		bad := edit(allowN2, func(c *wire.Condition) {
 			b := []byte(c.Condition)
-			i := len("kc3;k1;")
+			i := len("kc4;k1;")
 			b[i] ^= 1
 			c.Condition = string(b)
 		})
@@ -692,11 +692,11 @@ func TestConformanceAttacks(t *testing.T) {
 	})
 	t.Run("deeply nested", func(t *testing.T) {
 		// 1e5 parentheses in an (unsigned) condition: refused before parsing.
-		nested := "kc3;k1;AAAAAAAAAAAAAAAAAAAAAA;core::pods;" + strings.Repeat("(", 100000) + "true" + strings.Repeat(")", 100000)
+		nested := "kc4;k1;AAAAAAAAAAAAAAAAAAAAAA;core::pods;" + strings.Repeat("(", 100000) + "true" + strings.Repeat(")", 100000)
 		start := time.Now()
 		kepRefused(t, s, withAllow(dN1, wire.Condition{ID: "alice-pods-on-n1", Type: conditions.ConditionType, Condition: nested}), n1, wire.DecisionTypeNoOpinion, "longer than")
 		// As many as fit: refused by the signature, before parsing.
-		fit := "kc3;k1;AAAAAAAAAAAAAAAAAAAAAA;core::pods;" + strings.Repeat("(", 480) + "true" + strings.Repeat(")", 480)
+		fit := "kc4;k1;AAAAAAAAAAAAAAAAAAAAAA;core::pods;" + strings.Repeat("(", 480) + "true" + strings.Repeat(")", 480)
 		kepRefused(t, s, withAllow(dN1, wire.Condition{ID: "alice-pods-on-n1", Type: conditions.ConditionType, Condition: fit}), n1, wire.DecisionTypeNoOpinion, "altered")
 		// A decision nested in 2,500 Unions around a tampered map.
 		bad := withAllow(dN2, edit(allowN2, func(c *wire.Condition) { c.Condition = strings.Replace(c.Condition, `"n1"`, `"n2"`, 1) }))
@@ -803,7 +803,7 @@ func TestConformanceKeyRotation(t *testing.T) {
 	dOld, rawOld := kepConditional(t, before, n1)
 	_, rawOldControl := kepConditional(t, before, control)
 	_, rawOldUpdate := kepConditional(t, before, update) // allow conditions only
-	if !strings.HasPrefix(dOld.ConditionsMap.AllowConditions[0].Condition, "kc3;old;") {
+	if !strings.HasPrefix(dOld.ConditionsMap.AllowConditions[0].Condition, "kc4;old;") {
 		t.Fatalf("not signed with the old key: %s", dOld.ConditionsMap.AllowConditions[0].Condition)
 	}
 
@@ -819,7 +819,7 @@ func TestConformanceKeyRotation(t *testing.T) {
 		t.Fatalf("old-key update condition after rotation: %s", typ)
 	}
 	dNew, rawNew := kepConditional(t, rotated, n1)
-	if !strings.HasPrefix(dNew.ConditionsMap.AllowConditions[0].Condition, "kc3;new;") {
+	if !strings.HasPrefix(dNew.ConditionsMap.AllowConditions[0].Condition, "kc4;new;") {
 		t.Fatalf("not signed with the new key: %s", dNew.ConditionsMap.AllowConditions[0].Condition)
 	}
 	if typ, _ := kepUpstreamReview(t, before, rawNew, n1); typ == wire.DecisionTypeAllow {

@@ -76,7 +76,7 @@ func FuzzConditions(f *testing.F) {
 	s, _ := newTestServer(f, fuzzPolicies)
 	for _, seed := range []string{
 		`{"apiVersion":"authorization.k8s.io/v1alpha1","kind":"AuthorizationConditionsReview","request":{"decision":{"conditions":[{"id":"kcedar.dev/x","type":"kcedar.dev/cedar-v1","condition":"e30","effect":"Allow"}]},"admissionRequest":{"uid":"u","operation":"CREATE","namespace":"ns","name":"p","object":{"kind":"Pod"}}}}`,
-		`{"apiVersion":"authorization.k8s.io/v1alpha1","kind":"AuthorizationConditionsReview","request":{"decision":{"type":"ConditionsMap","conditionsMap":{"allowConditions":[{"id":"kcedar.dev/x","type":"kcedar.dev/cedar-residual-v3","condition":"kc3;k1;abc;core::pods;true"}]}},"admissionRequest":{"uid":"u","operation":"CREATE"}}}`,
+		`{"apiVersion":"authorization.k8s.io/v1alpha1","kind":"AuthorizationConditionsReview","request":{"decision":{"type":"ConditionsMap","conditionsMap":{"allowConditions":[{"id":"kcedar.dev/x","type":"kcedar.dev/cedar-residual-v4","condition":"kc4;k1;abc;core::pods;true"}]}},"admissionRequest":{"uid":"u","operation":"CREATE"}}}`,
 		`{"apiVersion":"authorization.k8s.io/v1alpha1","kind":"AuthorizationConditionsReview","request":{"decision":{"type":"Union","union":[{"authorizerName":"a","decision":{"type":"Allow","allow":{}}}]},"admissionRequest":{"uid":"u"}}}`,
 		`{"apiVersion":"authorization.k8s.io/v1alpha1","kind":"AuthorizationConditionsReview","request":{}}`,
 		`{"apiVersion":"authorization.k8s.io/v1alpha1","kind":"AuthorizationConditionsReview"}`,

@@ -28,7 +28,9 @@ import (
 // int-or-string values, and values that do not convert are present, not
 // dropped. Version 3: the MAC binds the condition to the request it was
 // issued for (binding.go), and every part of its input is length-prefixed.
-const conditionVersion = "3"
+// Version 4: a group condition's form holds its `like` patterns as slots,
+// each member its own patterns (group.go).
+const conditionVersion = "4"
 
 // conditionTypeStem is ConditionType without its version.
 const conditionTypeStem = "kcedar.dev/cedar-residual-v"
@@ -42,7 +44,7 @@ const ConditionType = conditionTypeStem + conditionVersion
 // forbid residual that does not fit denies outright.
 const MaxConditionBytes = wire.MaxConditionBytes
 
-// A condition string is "kc3;<key id>;<mac>;<entity type>;<Cedar expression>",
+// A condition string is "kc4;<key id>;<mac>;<entity type>;<Cedar expression>",
 // its first field the format tag conditionPrefix. The MAC (HMAC-SHA256, 128
 // bits) covers the tag, the effect, id and type of the condition too, so
 // moving a condition between lists, renaming it or relabeling its version

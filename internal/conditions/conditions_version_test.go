@@ -76,34 +76,62 @@ func (f versionFixture) resign(tag, typ string, effect engine.DecisionType) wire
 	return c
 }
 
-// A condition kcedar writes now is of format kc3 and round-trips: it decodes
-// and evaluates.
-func TestConditionVersionCurrentRoundTrips(t *testing.T) {
-	f := newVersionFixture(t)
-	if f.cond.Type != "kcedar.dev/cedar-residual-v3" || !strings.HasPrefix(f.cond.Condition, "kc3;") {
-		t.Fatalf("condition not of format kc3: type %q, condition %q", f.cond.Type, f.cond.Condition)
-	}
-	if _, _, err := f.az.Codec().Decode(f.cond, engine.DecisionAllow, RequestBinding(f.req)); err != nil {
-		t.Fatalf("decode: %v", err)
-	}
-	if v := f.evaluate(f.cond, false); !v.IsAllowed() {
-		t.Fatalf("kc3 condition: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
-	}
-	// The same signature, re-created by hand, is the one kcedar wrote: the
-	// MAC covers the format tag first, every part length-prefixed, then the
-	// binding (upstream shape: user, groups, extra, resource, namespace, verb).
+// resignBound is f's condition signed again, by hand, under tag and typ as
+// formats kc3 and kc4 sign: the tag first, every part length-prefixed, then
+// the binding (upstream shape: user, groups, extra, resource, namespace,
+// verb) of the fixture's request.
+func (f versionFixture) resignBound(tag, typ string, effect engine.DecisionType) wire.Condition {
 	key := f.az.Codec().Keys.signing()
 	parts := strings.SplitN(f.cond.Condition, ";", 5)
+	body := parts[3] + ";" + parts[4]
 	h := hmac.New(sha256.New, key.Secret)
-	for _, part := range []string{"kc3", "Allow", f.cond.ID, ConditionType, parts[3] + ";" + parts[4],
+	for _, part := range []string{tag, effect.String(), f.cond.ID, typ, body,
 		"upstream", "bob", "", "0", "0", "", "pods", "", "a", "create"} {
 		var n [8]byte
 		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
 		h.Write(n[:])
 		h.Write([]byte(part))
 	}
-	if sum := base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16]); sum != parts[2] {
-		t.Fatalf("re-signed kc3 MAC differs: %s, kcedar wrote %s", sum, parts[2])
+	c := f.cond
+	c.Type = typ
+	c.Condition = strings.Join([]string{tag, key.ID, base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16]), body}, ";")
+	return c
+}
+
+// A condition kcedar writes now is of format kc4 and round-trips: it decodes
+// and evaluates.
+func TestConditionVersionCurrentRoundTrips(t *testing.T) {
+	f := newVersionFixture(t)
+	if f.cond.Type != "kcedar.dev/cedar-residual-v4" || !strings.HasPrefix(f.cond.Condition, "kc4;") {
+		t.Fatalf("condition not of format kc4: type %q, condition %q", f.cond.Type, f.cond.Condition)
+	}
+	if _, _, err := f.az.Codec().Decode(f.cond, engine.DecisionAllow, RequestBinding(f.req)); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if v := f.evaluate(f.cond, false); !v.IsAllowed() {
+		t.Fatalf("kc4 condition: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
+	}
+	// The same signature, re-created by hand, is the one kcedar wrote.
+	if again := f.resignBound("kc4", ConditionType, engine.DecisionAllow); again.Condition != f.cond.Condition {
+		t.Fatalf("re-signed kc4 condition differs: %s, kcedar wrote %s", again.Condition, f.cond.Condition)
+	}
+}
+
+// A condition of format kc3 (signed and bound as kc4 is, by a kcedar whose
+// group conditions read their `like` patterns literally, with a key this one
+// still holds) is refused with a reason that names the format.
+func TestConditionVersionKC3Refused(t *testing.T) {
+	f := newVersionFixture(t)
+	const want = "condition format kc3 was written by an older kcedar; it is refused (fail closed): retry the request so it is authorized again"
+	for _, typ := range []string{"kcedar.dev/cedar-residual-v3", "kcedar.dev/cedar-residual-group-v3"} {
+		old := f.resignBound("kc3", typ, engine.DecisionAllow)
+		_, _, err := f.az.Codec().Decode(old, engine.DecisionAllow, RequestBinding(f.req))
+		if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrConditionVersion) {
+			t.Fatalf("decode of a kc3 condition of type %s: %v, want %q", typ, err, want)
+		}
+		if v := f.evaluate(old, false); v.IsAllowed() || !strings.Contains(v.EvaluationError(), want) {
+			t.Fatalf("kc3 allow condition: %v %s %s", v.Type(), v.Reason(), v.EvaluationError())
+		}
 	}
 }
 
@@ -177,14 +205,14 @@ func TestConditionVersionEditedFails(t *testing.T) {
 		cond wire.Condition
 		want error
 	}{
-		"kc3 tag edited to kc2":          {retag(f.cond, "kc2", ConditionType), ErrForeignCondition},
-		"kc3 type edited to v2":          {retag(f.cond, "kc3", "kcedar.dev/cedar-residual-v2"), ErrForeignCondition},
-		"kc3 relabeled as kc2":           {retag(f.cond, "kc2", "kcedar.dev/cedar-residual-v2"), ErrConditionVersion},
-		"kc1 relabeled as kc3":           {retag(old, "kc3", ConditionType), ErrForeignCondition},
-		"kc2 relabeled as kc3":           {retag(f.resign("kc2", "kcedar.dev/cedar-residual-v2", engine.DecisionAllow), "kc3", ConditionType), ErrForeignCondition},
-		"kc3 tag edited to kc03":         {retag(f.cond, "kc03", ConditionType), ErrForeignCondition},
-		"kc3 tag edited to no tag":       {retag(f.cond, "", ConditionType), ErrForeignCondition},
-		"kc3 signed as kc2 was, unbound": {f.resign("kc3", ConditionType, engine.DecisionAllow), ErrForeignCondition},
+		"kc4 tag edited to kc3":          {retag(f.cond, "kc3", ConditionType), ErrForeignCondition},
+		"kc4 type edited to v3":          {retag(f.cond, "kc4", "kcedar.dev/cedar-residual-v3"), ErrForeignCondition},
+		"kc4 relabeled as kc3":           {retag(f.cond, "kc3", "kcedar.dev/cedar-residual-v3"), ErrConditionVersion},
+		"kc1 relabeled as kc4":           {retag(old, "kc4", ConditionType), ErrForeignCondition},
+		"kc3 relabeled as kc4":           {retag(f.resignBound("kc3", "kcedar.dev/cedar-residual-v3", engine.DecisionAllow), "kc4", ConditionType), ErrForeignCondition},
+		"kc4 tag edited to kc04":         {retag(f.cond, "kc04", ConditionType), ErrForeignCondition},
+		"kc4 tag edited to no tag":       {retag(f.cond, "", ConditionType), ErrForeignCondition},
+		"kc4 signed as kc2 was, unbound": {f.resign("kc4", ConditionType, engine.DecisionAllow), ErrForeignCondition},
 	}
 	for name, tc := range cases {
 		_, _, err := f.az.Codec().Decode(tc.cond, engine.DecisionAllow, RequestBinding(f.req))

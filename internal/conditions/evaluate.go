@@ -388,7 +388,7 @@ func (e *Evaluator) Explain(cond wire.Condition, effect engine.DecisionType, dat
 		return "", "", err
 	}
 	if d.members != nil {
-		text, err := groupText(d.expr, d.members)
+		text, err := groupText(d.members)
 		return d.entityType, text, err
 	}
 	text, err := engine.ExprText(d.expr)

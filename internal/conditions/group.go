@@ -15,24 +15,25 @@ import (
 )
 
 // Grouped conditions. Policies written from one pattern leave residuals that
-// differ only in their constants: `resource.object.metadata.labels["team"]
-// == "t1"`, `... == "t2"`, and so on. Sent one per policy, each repeats the
-// expression, the id, the type, the description and the MAC. A group
-// condition sends the form once (engine.Template: the expression with each
-// constant read from `context.v<i>`) and, per policy, only its id and its
-// constants:
+// differ only in their constants and `like` patterns:
+// `resource.object.metadata.labels["team"] == "t1"`, `... == "t2"`,
+// `resource.name like "web-t1-*"`, and so on. Sent one per policy, each
+// repeats the expression, the id, the type, the description and the MAC. A
+// group condition sends the form once (engine.Template: the expression with
+// each constant read from `context.v<i>` and each pattern a placeholder
+// "p<i>") and, per policy, only its id, its constants and its patterns:
 //
-//	kc3;<key id>;<mac>;<entity type>;<length of form>;<form>;[{id: "p1", v0: "t1"}, {id: "p2", v0: "t2"}]
+//	kc4;<key id>;<mac>;<entity type>;<length of form>;<form>;[{id: "p1", v0: "t1", p0: "" like "web-t1-*"}, ...]
 //
-// It holds when the form holds for any member's constants, and it is
-// evaluated member by member, so each member keeps the errors and the
-// KEP's rules it would have as a condition of its own (a failing member of
-// a deny group denies; a failing member of an allow group is ignored), and
-// the reason names the members that decided. A group's members are the
+// It holds when the form holds for any member's constants and patterns, and
+// it is evaluated member by member (each member's patterns put into the
+// form when it is decoded), so each member keeps the errors and the KEP's
+// rules it would have as a condition of its own (a failing member of a deny
+// group denies; a failing member of an allow group is ignored), and the
+// reason names the members that decided. A group's members are the
 // policies of one list (deny or allow) of one answer; a group that would
 // pass MaxConditionBytes is cut into several, and a group of one policy is
-// sent as that policy's own condition, byte for byte what it was before
-// groups.
+// sent as that policy's own condition.
 
 // groupTypeStem is GroupConditionType without its version.
 const groupTypeStem = "kcedar.dev/cedar-residual-group-v"
@@ -60,7 +61,7 @@ func (e *Engine) formOf(r engine.Residual) residualForm {
 }
 
 func newResidualForm(r engine.Residual) residualForm {
-	template, values, ok := engine.Template(r.Expr)
+	template, values, patterns, ok := engine.Template(r.Expr)
 	if !ok {
 		return residualForm{}
 	}
@@ -74,6 +75,12 @@ func newResidualForm(r engine.Residual) residualForm {
 	for i, v := range values {
 		b.WriteString(", " + engine.TemplateSlot(i) + ": ")
 		b.Write(v.MarshalCedar())
+	}
+	for i, p := range patterns {
+		// A pattern is not a value: the member holds it as the `like` it is
+		// read from (parseMembers).
+		b.WriteString(", " + engine.PatternSlot(i) + ": \"\" like ")
+		b.Write(p.MarshalCedar())
 	}
 	b.WriteString("}")
 	return residualForm{key: string(r.EntityType) + ";" + form, form: form, member: b.String(), groupable: true}
@@ -177,11 +184,13 @@ func groupBody(entityType, form string, members []string) string {
 	return entityType + ";" + strconv.Itoa(len(form)) + ";" + form + ";[" + strings.Join(members, ",") + "]"
 }
 
-// groupMember is one policy of a decoded group condition: its id and the
-// context its constants are read from.
+// groupMember is one policy of a decoded group condition: its id, the
+// context its constants are read from, and the form with its patterns put
+// in (engine.InstantiatePatterns), which is what it evaluates.
 type groupMember struct {
 	policyID string
 	context  types.Record
+	expr     ast.IsNode
 }
 
 // parseGroup decodes a group condition's body after its entity type: the
@@ -196,7 +205,7 @@ func parseGroup(rest string) (ast.IsNode, []groupMember, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("form: %v", err)
 	}
-	members, err := parseMembers(rest[n+1:])
+	members, err := parseMembers(rest[n+1:], form)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -204,8 +213,10 @@ func parseGroup(rest string) (ast.IsNode, []groupMember, error) {
 }
 
 // parseMembers reads a group's member records, in order: a Cedar set
-// literal of records, each with its policy id.
-func parseMembers(text string) ([]groupMember, error) {
+// literal of records, each with its policy id, its constants (v0, v1, ...)
+// and its patterns (p0: "" like "<pattern>", ...), and puts each member's
+// patterns into form.
+func parseMembers(text string, form ast.IsNode) ([]groupMember, error) {
 	expr, err := engine.ParseExpr(text)
 	if err != nil {
 		return nil, fmt.Errorf("members: %v", err)
@@ -216,22 +227,67 @@ func parseMembers(text string) ([]groupMember, error) {
 	}
 	members := make([]groupMember, len(set.Elements))
 	for i, element := range set.Elements {
-		v, err := eval.Eval(element, eval.Env{Context: types.NewRecord(nil)})
-		if err != nil {
+		if members[i], err = parseMember(element, form); err != nil {
 			return nil, fmt.Errorf("members: %v", err)
 		}
-		rec, isRecord := v.(types.Record)
-		if !isRecord {
-			return nil, errors.New("members: a member is not a record")
-		}
-		id, found := rec.Get(memberIDKey)
-		idText, isString := id.(types.String)
-		if !found || !isString {
-			return nil, errors.New("members: a member has no policy id")
-		}
-		members[i] = groupMember{policyID: string(idText), context: rec}
 	}
 	return members, nil
+}
+
+// parseMember reads one member record of a group with form.
+func parseMember(element ast.IsNode, form ast.IsNode) (groupMember, error) {
+	values, patterns, err := splitPatterns(element)
+	if err != nil {
+		return groupMember{}, err
+	}
+	v, err := eval.Eval(values, eval.Env{Context: types.NewRecord(nil)})
+	if err != nil {
+		return groupMember{}, err
+	}
+	rec, isRecord := v.(types.Record)
+	if !isRecord {
+		return groupMember{}, errors.New("a member is not a record")
+	}
+	id, found := rec.Get(memberIDKey)
+	idText, isString := id.(types.String)
+	if !found || !isString {
+		return groupMember{}, errors.New("a member has no policy id")
+	}
+	expr, err := engine.InstantiatePatterns(form, patterns)
+	if err != nil {
+		return groupMember{}, fmt.Errorf("member %s: %v", idText, err)
+	}
+	return groupMember{policyID: string(idText), context: rec, expr: expr}, nil
+}
+
+// splitPatterns splits a member record literal into the record of its other
+// fields and its patterns, by slot: each pattern slot p<i> holds `"" like
+// <pattern>`, and p0 ... p<n-1> are all there.
+func splitPatterns(element ast.IsNode) (ast.IsNode, []types.Pattern, error) {
+	rec, isRecord := element.(ast.NodeTypeRecord)
+	if !isRecord {
+		return nil, nil, errors.New("a member is not a record")
+	}
+	var patterns []types.Pattern
+	var rest ast.NodeTypeRecord
+	for _, el := range rec.Elements {
+		like, isLike := el.Value.(ast.NodeTypeLike)
+		if !isLike {
+			rest.Elements = append(rest.Elements, el)
+			continue
+		}
+		if string(el.Key) != engine.PatternSlot(len(patterns)) || !isEmptyString(like.Arg) {
+			return nil, nil, fmt.Errorf("member field %q is not the next pattern slot", el.Key)
+		}
+		patterns = append(patterns, like.Value)
+	}
+	return rest, patterns, nil
+}
+
+// isEmptyString reports whether n is the literal "".
+func isEmptyString(n ast.IsNode) bool {
+	v, isValue := n.(ast.NodeValue)
+	return isValue && v.Value == types.String("")
 }
 
 // memberResults evaluates a decoded condition: one result for a policy's
@@ -251,18 +307,19 @@ func (e *Evaluator) memberResults(p pendingCondition, envs *envCache) []conditio
 		if err == nil {
 			memberEnv := env
 			memberEnv.Context = m.context
-			out[i].holds, out[i].err = evaluateExpr(p.d.expr, memberEnv)
+			out[i].holds, out[i].err = evaluateExpr(m.expr, memberEnv)
 		}
 	}
 	return out
 }
 
 // groupText is what a group condition checks, for a person to read: the
-// members' expressions (the form with each one's constants) joined by `||`.
-func groupText(form ast.IsNode, members []groupMember) (string, error) {
+// members' expressions (the form with each one's constants and patterns)
+// joined by `||`.
+func groupText(members []groupMember) (string, error) {
 	var or ast.IsNode
 	for _, m := range members {
-		n := engine.Instantiate(form, m.context)
+		n := engine.Instantiate(m.expr, m.context)
 		if or == nil {
 			or = n
 		} else {

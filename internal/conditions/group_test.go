@@ -16,7 +16,8 @@ import (
 )
 
 // Group conditions, as a property: answers of sets large enough that
-// policies share forms (generated, with the constants of a few small pools)
+// policies share forms (generated, with the constants and `like` patterns
+// of a few small pools)
 // decide in two phases as Cedar does with everything known, errors
 // included, and groups are formed often enough for that to mean something.
 func TestGroupedTwoPhaseEqualsOnePhase(t *testing.T) {
@@ -26,7 +27,7 @@ func TestGroupedTwoPhaseEqualsOnePhase(t *testing.T) {
 	if testing.Short() {
 		sets = 60
 	}
-	conditional, grouped := 0, 0
+	conditional, grouped, patterned := 0, 0, 0
 	for i := 0; i < sets; i++ {
 		withErrors := i%2 == 1
 		src := genFamilies(rng, withErrors)
@@ -45,14 +46,17 @@ func TestGroupedTwoPhaseEqualsOnePhase(t *testing.T) {
 			for _, cond := range conditionsOf(h.lastWire) {
 				if cond.Type == GroupConditionType {
 					grouped++
+					if strings.Contains(cond.Condition, `p0: "" like `) {
+						patterned++ // members of differing patterns
+					}
 					break
 				}
 			}
 		}
 	}
-	t.Logf("%d cases, %d conditional, %d answers with a group condition", sets*perSet, conditional, grouped)
-	if grouped < conditional/10 {
-		t.Errorf("only %d of %d conditional answers carry a group: the generator does not exercise groups", grouped, conditional)
+	t.Logf("%d cases, %d conditional, %d answers with a group condition, %d of them of `like` patterns", sets*perSet, conditional, grouped, patterned)
+	if grouped < conditional/10 || patterned < grouped/20 {
+		t.Errorf("only %d of %d conditional answers carry a group, %d of patterns: the generator does not exercise groups", grouped, conditional, patterned)
 	}
 }
 
@@ -69,7 +73,10 @@ func genFamilies(rng *rand.Rand, errorProne bool) string {
 		}
 		for m := 0; m < 1+rng.Intn(8); m++ {
 			text := familyConstant.ReplaceAllStringFunc(base, func(c string) string {
-				if strings.HasPrefix(c, `"`) {
+				switch {
+				case familyPattern.MatchString(c):
+					return `"` + pick(rng, familyPatterns) + `"`
+				case strings.HasPrefix(c, `"`):
 					return fmt.Sprintf("%q", pick(rng, familyStrings))
 				}
 				return pick(rng, familyNumbers)
@@ -80,13 +87,17 @@ func genFamilies(rng *rand.Rand, errorProne bool) string {
 	return b.String()
 }
 
-// The constants of the generators' pools, and the pattern that finds them
-// in a policy's text.
+// The constants and `like` patterns of the generators' pools (patterns as
+// Cedar writes them: "p0" is also what a group's form holds in place of a
+// pattern, and `\*` a literal star), and the regular expressions that find
+// them in a policy's text.
 var (
 	familyStrings  = []string{"n1", "n2", "prod", "dev", "team-a", "team-b", "alice", "bob", "a/x", "b/y"}
 	familyNumbers  = []string{"9223372036854775807", "2", "-9223372036854775807", "4611686018427387904"}
+	familyPatterns = []string{"web-*", "*-1", "web-1", "db-*", "*", "*b-*", "p0", "p1", `web\*`, "*-*-*"}
 	policyID       = regexp.MustCompile(`@id\("[a-z]0"\)`)
-	familyConstant = regexp.MustCompile(`"(n1|n2|prod|dev|team-a|team-b|alice|bob|a/x|b/y)"|-?\b(9223372036854775807|4611686018427387904|2)\b`)
+	familyConstant = regexp.MustCompile(`"(n1|n2|prod|dev|team-a|team-b|alice|bob|a/x|b/y)"|"(web-\*|\*-1)"|-?\b(9223372036854775807|4611686018427387904|2)\b`)
+	familyPattern  = regexp.MustCompile(`^"(web-\*|\*-1)"$`)
 )
 
 // labelPolicies is n permits of one form, each allowing creates of pods
@@ -147,6 +158,40 @@ func TestOneFormIsOneCondition(t *testing.T) {
 	data.Object = podWithTeam("team-x")
 	if v := e.EvaluateConditions(context.Background(), &dec, data); v.Type() != engine.DecisionNoOpinion {
 		t.Errorf("an unknown team's pod: %v (%s), want NoOpinion", v.Type(), v.Reason())
+	}
+}
+
+// A create that 100 policies differing only in a name pattern would allow
+// carries one condition of them all, each member its own pattern, and the
+// callback names the policy whose pattern the object's name meets.
+func TestPatternFormIsOneCondition(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(&b, `@id("web-%d")
+permit (principal, action == k8s::Action::"create", resource is core::pods)
+when { resource has name && resource.name like "web-t%d-*" };
+`, i, i)
+	}
+	e := newEngine(schematest.Schema(), policytest.Set(t, b.String()), engine.EngineOptions{})
+	req := policytest.ResourceRequest("alice", nil, "create", "", "pods", "", "ns", "")
+	dec := e.Encode(e.Authorize(context.Background(), req), RequestBinding(req))
+	if err := wire.Validate(&dec); err != nil {
+		t.Fatal(err)
+	}
+	if conds := conditionsOf(dec); len(conds) != 1 || conds[0].Type != GroupConditionType {
+		t.Fatalf("want one group condition, got %d: %+v", len(conds), conds)
+	}
+	data := admissionData(req)
+	data.Operation = "CREATE"
+	for name, want := range map[string]string{"web-t57-abc": "policy web-57", "web-t5-x": "policy web-5", "web-t571": "", "p0": ""} {
+		data.Name = name
+		v := e.EvaluateConditions(context.Background(), &dec, data)
+		switch {
+		case want == "" && v.Type() != engine.DecisionNoOpinion:
+			t.Errorf("pod %s: %v (%s), want NoOpinion", name, v.Type(), v.Reason())
+		case want != "" && (v.Type() != engine.DecisionAllow || !strings.HasSuffix(v.Reason(), want)):
+			t.Errorf("pod %s: %v (%s), want Allow by %s", name, v.Type(), v.Reason(), want)
+		}
 	}
 }
 

@@ -131,7 +131,7 @@ func (e *Engine) reportGroup(c wire.Condition, effect engine.DecisionType, b Bin
 		if p, found := e.Policies().Get(m.policyID); found {
 			cond.Description = Describe(p)
 		}
-		cond.Expression, _ = engine.ExprText(engine.Instantiate(d.expr, m.context))
+		cond.Expression, _ = engine.ExprText(engine.Instantiate(m.expr, m.context))
 		if results != nil {
 			if err := results[i].err; err != nil {
 				cond.Error = fmt.Sprintf("condition %s: %v", m.policyID, err)
@@ -163,11 +163,11 @@ func Readable(c wire.Condition) string {
 	if c.Type != GroupConditionType {
 		return text
 	}
-	form, members, err := parseGroup(text)
+	_, members, err := parseGroup(text)
 	if err != nil {
 		return text
 	}
-	if readable, err := groupText(form, members); err == nil {
+	if readable, err := groupText(members); err == nil {
 		return readable
 	}
 	return text

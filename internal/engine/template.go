@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -14,20 +15,24 @@ import (
 // context: "v0", "v1", ...
 func TemplateSlot(i int) string { return "v" + strconv.Itoa(i) }
 
+// PatternSlot is the name of the i-th `like` pattern a template reads from
+// its context: "p0", "p1", ...
+func PatternSlot(i int) string { return "p" + strconv.Itoa(i) }
+
 // Template splits n into its form and its constants: the template is n with
-// the i-th literal value replaced by a read of `context.v<i>` (TemplateSlot),
-// and values are those literals in that order. Evaluating the template with
-// the context {v0: values[0], v1: values[1], ...} is evaluating n, errors
-// included, since a context read never fails where its slot is set and
-// every other node is kept. Residuals of policies that differ only in their
-// constants have the same template.
+// the i-th literal value replaced by a read of `context.v<i>` (TemplateSlot)
+// and the i-th `like` pattern by the placeholder pattern "p<i>"
+// (PatternSlot); values and patterns are those literals in that order.
+// Evaluating the template with the context {v0: values[0], ...} and its
+// patterns put back (InstantiatePatterns) is evaluating n, errors included, since a context read never fails
+// where its slot is set and every other node is kept. Residuals of policies
+// that differ only in their constants and patterns have the same template.
 //
-// Extension calls (`ip("10.0.0.0/8")`), patterns and the names of tags are
-// part of the form, as attribute names are. ok
-// is false for an expression with no template: one that reads the context
-// itself, or holds a partial error or one of partial evaluation's variable
-// markers.
-func Template(n ast.IsNode) (template ast.IsNode, values []types.Value, ok bool) {
+// Extension calls (`ip("10.0.0.0/8")`) and the names of tags are part of the
+// form, as attribute names are. ok is false for an expression with no
+// template: one that reads the context itself, or holds a partial error or
+// one of partial evaluation's variable markers.
+func Template(n ast.IsNode) (template ast.IsNode, values []types.Value, patterns []types.Pattern, ok bool) {
 	ok = true
 	var slot func(ast.IsNode) (ast.IsNode, bool)
 	// tagged keeps a tag's name (a literal) in the form, as an attribute's
@@ -57,6 +62,9 @@ func Template(n ast.IsNode) (template ast.IsNode, values []types.Value, ok bool)
 		case ast.NodeTypeGetTag:
 			b, kept := tagged(v.BinaryNode)
 			return ast.NodeTypeGetTag{BinaryNode: b}, kept
+		case ast.NodeTypeLike:
+			patterns = append(patterns, v.Value)
+			return ast.NodeTypeLike{Arg: rewrite(v.Arg, slot), Value: types.NewPattern(PatternSlot(len(patterns) - 1))}, true
 		case ast.NodeValue:
 			if holdsMarker(v.Value) {
 				ok = false
@@ -69,14 +77,15 @@ func Template(n ast.IsNode) (template ast.IsNode, values []types.Value, ok bool)
 	}
 	template = rewrite(n, slot)
 	if !ok {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	return template, values, true
+	return template, values, patterns, true
 }
 
 // Instantiate is the expression a template (Template) stands for with the
 // given context: each `context.v<i>` read replaced by its value. A read of a
-// slot the context lacks is kept.
+// slot the context lacks is kept. Placeholder patterns are kept: put them
+// back first (InstantiatePatterns).
 func Instantiate(template ast.IsNode, context types.Record) ast.IsNode {
 	return rewrite(template, func(n ast.IsNode) (ast.IsNode, bool) {
 		acc, isAccess := n.(ast.NodeTypeAccess)
@@ -91,6 +100,41 @@ func Instantiate(template ast.IsNode, context types.Record) ast.IsNode {
 		}
 		return n, true
 	})
+}
+
+// InstantiatePatterns is template with each placeholder pattern "p<i>"
+// replaced by patterns[i]. Every `like` of a template is a placeholder: one
+// that is not, or whose pattern is not given, is an error.
+func InstantiatePatterns(template ast.IsNode, patterns []types.Pattern) (ast.IsNode, error) {
+	var err error
+	out := rewrite(template, func(n ast.IsNode) (ast.IsNode, bool) {
+		like, isLike := n.(ast.NodeTypeLike)
+		if !isLike || err != nil {
+			return nil, false
+		}
+		i, ok := patternSlotIndex(like.Value)
+		if !ok || i >= len(patterns) {
+			err = fmt.Errorf("pattern %s is not one of the %d patterns given", like.Value.MarshalCedar(), len(patterns))
+			return n, true
+		}
+		arg, argErr := InstantiatePatterns(like.Arg, patterns)
+		if argErr != nil {
+			err = argErr
+		}
+		return ast.NodeTypeLike{Arg: arg, Value: patterns[i]}, true
+	})
+	return out, err
+}
+
+// patternSlotIndex is i for the placeholder pattern "p<i>" (PatternSlot).
+func patternSlotIndex(p types.Pattern) (int, bool) {
+	name, err := strconv.Unquote(string(p.MarshalCedar()))
+	if err != nil {
+		return 0, false
+	}
+	digits, ok := strings.CutPrefix(name, "p")
+	i, err := strconv.Atoi(digits)
+	return i, ok && err == nil && i >= 0 && PatternSlot(i) == name
 }
 
 func contextRead(i int) ast.IsNode {

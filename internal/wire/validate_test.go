@@ -8,7 +8,7 @@ import (
 // Validate names every violation with its path, whether or not the keys
 // beside it were seen valid before (validKeys).
 func TestValidateConditionKeys(t *testing.T) {
-	valid := Condition{ID: "kcedar.dev/p1", Type: "kcedar.dev/cedar-residual-v3", Condition: "x"}
+	valid := Condition{ID: "kcedar.dev/p1", Type: "kcedar.dev/cedar-residual-v4", Condition: "x"}
 	for round := 0; round < 2; round++ { // the second with the valid keys remembered
 		for _, c := range []struct {
 			cond Condition

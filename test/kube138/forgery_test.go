@@ -93,7 +93,7 @@ func (h *harness) conditionsFor(t *testing.T, c requestCase) authorizer.Conditio
 }
 
 // conditionForgeries alter a condition kcedar wrote
-// (kc3;<key>;<MAC>;<entity type>;<expression>) so that it would allow any
+// (kc4;<key>;<MAC>;<entity type>;<expression>) so that it would allow any
 // object if it were believed.
 var conditionForgeries = []struct {
 	name  string
