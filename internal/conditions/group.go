@@ -225,17 +225,32 @@ func parseMembers(text string, form ast.IsNode) ([]groupMember, error) {
 	if !isSet || len(set.Elements) < 2 {
 		return nil, errors.New("members: not a set of two or more records")
 	}
+	// A form without a pattern is every member's expression as it is.
+	patterned := holdsLike(form)
 	members := make([]groupMember, len(set.Elements))
 	for i, element := range set.Elements {
-		if members[i], err = parseMember(element, form); err != nil {
+		if members[i], err = parseMember(element, form, patterned); err != nil {
 			return nil, fmt.Errorf("members: %v", err)
 		}
 	}
 	return members, nil
 }
 
-// parseMember reads one member record of a group with form.
-func parseMember(element ast.IsNode, form ast.IsNode) (groupMember, error) {
+// holdsLike reports whether n holds a `like`.
+func holdsLike(n ast.IsNode) bool {
+	found := false
+	ast.Inspect(ast.NewNode(n), func(n ast.IsNode) bool {
+		if _, isLike := n.(ast.NodeTypeLike); isLike {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// parseMember reads one member record of a group with form (patterned: the
+// form holds placeholder patterns).
+func parseMember(element ast.IsNode, form ast.IsNode, patterned bool) (groupMember, error) {
 	values, patterns, err := splitPatterns(element)
 	if err != nil {
 		return groupMember{}, err
@@ -253,11 +268,13 @@ func parseMember(element ast.IsNode, form ast.IsNode) (groupMember, error) {
 	if !found || !isString {
 		return groupMember{}, errors.New("a member has no policy id")
 	}
-	expr, err := engine.InstantiatePatterns(form, patterns)
-	if err != nil {
-		return groupMember{}, fmt.Errorf("member %s: %v", idText, err)
+	m := groupMember{policyID: string(idText), context: rec, expr: form}
+	if patterned {
+		if m.expr, err = engine.InstantiatePatterns(form, patterns); err != nil {
+			return groupMember{}, fmt.Errorf("member %s: %v", idText, err)
+		}
 	}
-	return groupMember{policyID: string(idText), context: rec, expr: expr}, nil
+	return m, nil
 }
 
 // splitPatterns splits a member record literal into the record of its other

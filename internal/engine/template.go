@@ -24,9 +24,10 @@ func PatternSlot(i int) string { return "p" + strconv.Itoa(i) }
 // and the i-th `like` pattern by the placeholder pattern "p<i>"
 // (PatternSlot); values and patterns are those literals in that order.
 // Evaluating the template with the context {v0: values[0], ...} and its
-// patterns put back (InstantiatePatterns) is evaluating n, errors included, since a context read never fails
-// where its slot is set and every other node is kept. Residuals of policies
-// that differ only in their constants and patterns have the same template.
+// patterns put back (InstantiatePatterns) is evaluating n, errors included,
+// since a context read never fails where its slot is set and every other
+// node is kept. Residuals of policies that differ only in their constants
+// and patterns have the same template.
 //
 // Extension calls (`ip("10.0.0.0/8")`) and the names of tags are part of the
 // form, as attribute names are. ok is false for an expression with no
