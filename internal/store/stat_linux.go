@@ -53,3 +53,15 @@ func statFromInfo(info os.FileInfo) fileStat {
 		ino:   st.Ino,
 	}
 }
+
+// soleLink: path names, itself (not through a symlink), the regular file
+// whose status st is, and that file has no other link, so every write to it
+// goes through path's directory, where the rename witness sees it.
+func soleLink(path string, st fileStat) bool {
+	info, err := os.Lstat(path)
+	if err != nil || !info.Mode().IsRegular() {
+		return false
+	}
+	l, ok := info.Sys().(*syscall.Stat_t)
+	return ok && l.Nlink == 1 && uint64(l.Dev) == st.dev && l.Ino == st.ino
+}

@@ -110,6 +110,10 @@ type Store struct {
 	// KeepForbids: refuse a reload that removes any forbid (by id).
 	KeepForbids bool
 
+	// renames witnesses files renamed into place (Watch starts it; nil
+	// otherwise); guarded by mu.
+	renames *watch.Renames
+
 	sleep   func(time.Duration) // time.Sleep; tests step through settling
 	now     func() time.Time    // time.Now; tests move a read past the racy second
 	serving map[string]fileMeta // the files of the set serving, by name
@@ -464,8 +468,27 @@ func (s *Store) report(r ReloadResult) {
 // Watch reloads when the files may have changed (file system events on
 // them, their directories or a ConfigMap's "..data" link; internal/lib/watch)
 // and every interval as the fallback, until ctx ends.
+//
+// While it watches, a file renamed into place is taken at once even when the
+// rename fell in the same tick of the file system's clock as the file's last
+// write (a watch.Renames witness; see readStable's rule 2).
 func (s *Store) Watch(ctx context.Context, interval time.Duration) {
+	s.witnessRenames(watch.NewRenames())
+	defer s.witnessRenames(nil)
 	watch.Run(ctx, s.paths, interval, s.logger, func() { _ = s.LoadContext(ctx) })
+}
+
+// witnessRenames makes r the store's rename witness, closing the one before,
+// and has it watch the directories of the files there are now (a directory
+// that appears later is watched from the first read that lists it).
+func (s *Store) witnessRenames(r *watch.Renames) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.renames.Close()
+	s.renames = r
+	if names, _, err := s.list(); err == nil {
+		s.watchDirs(names)
+	}
 }
 
 type policyFile struct {
@@ -482,6 +505,9 @@ type fileMeta struct {
 	hash       [32]byte
 	consistent bool // the file did not change while it was read
 	snapshot   bool // read through a kubelet "..data" snapshot
+	// arrived: the witness saw the file renamed into place before the read,
+	// and nothing happened to it since (Store.renames).
+	arrived bool
 }
 
 // candidate is one read of the policy source.
@@ -541,9 +567,12 @@ func (c candidate) same(o candidate) bool {
 //     rename gives and an in-place writer (open with O_TRUNC, write, write...)
 //     never does, since every write sets both. A rename within the same tick
 //     of the file system's clock as the last write (a few milliseconds)
-//     leaves the two times equal: it cannot be told from an in-place writer
-//     and takes rule 3. No serving file may have disappeared outside a
-//     snapshot swap.
+//     leaves the two times equal; while the store watches (Watch), the
+//     rename witness tells it apart (watch.Renames: inotify saw the name
+//     arrive by a rename before the read began, and nothing happen to it
+//     until after the read, and it is a regular file with one link).
+//     Without the witness (not watching, not Linux, events lost) it takes
+//     rule 3. No serving file may have disappeared outside a snapshot swap.
 //  3. Otherwise the read is taken once the source has stood still for the
 //     settle window after it: a second read, the window later, agrees with
 //     it (the same file names, sizes, modification and change times, inodes
@@ -653,7 +682,7 @@ func (s *Store) complete(c candidate) bool {
 		if !m.consistent {
 			return false
 		}
-		if m.snapshot || m.stat.renamed() {
+		if m.snapshot || m.stat.renamed() || m.arrived {
 			continue
 		}
 		return false
@@ -770,11 +799,13 @@ type listed struct {
 
 func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 	s.fileReads.Add(1)
+	mark := s.renames.Mark()
 	names, snapshots, err := s.list()
 	if err != nil {
 		return nil, snapshots, err
 	}
 	files := make([]policyFile, 0, len(names))
+	var read []int // the files read (not kept from the serving set), by index
 	for _, n := range names {
 		if f, ok := s.servingFile(n); ok {
 			files = append(files, f)
@@ -785,9 +816,40 @@ func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 			return nil, snapshots, err
 		}
 		f.meta.snapshot = n.snapshot
+		read = append(read, len(files))
 		files = append(files, f)
 	}
+	s.witnessed(names, files, read, mark)
 	return files, snapshots, nil
+}
+
+// witnessed marks the files read (at indexes read) that the rename witness
+// saw arrive by a rename before the read began (mark) and untouched until
+// after it, each a regular file with one link: complete by construction.
+// It watches, from now on, the directory of every file listed.
+func (s *Store) witnessed(names []listed, files []policyFile, read []int, mark uint64) {
+	if s.renames == nil {
+		return
+	}
+	s.renames.Mark() // take in what happened during the reads
+	for _, i := range read {
+		n, m := names[i], &files[i].meta
+		m.arrived = !n.snapshot && m.consistent && s.renames.Arrived(n.path, mark) && soleLink(n.path, m.stat)
+	}
+	s.watchDirs(names)
+}
+
+// watchDirs has the rename witness watch the directory of each file listed
+// (outside kubelet snapshots, which need no witness).
+func (s *Store) watchDirs(names []listed) {
+	if s.renames == nil {
+		return
+	}
+	for _, n := range names {
+		if !n.snapshot {
+			s.renames.Watch(filepath.Dir(n.path))
+		}
+	}
 }
 
 // list finds the policy files of the paths, in read order.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kcedar/kcedar/internal/cedarlang"
 	"github.com/kcedar/kcedar/internal/cedarlang/lint"
+	"github.com/kcedar/kcedar/internal/lib/watch"
 	"github.com/kcedar/kcedar/internal/testing/embeddedschema"
 	"github.com/kcedar/kcedar/internal/testing/testgen/zoo"
 )
@@ -43,8 +44,9 @@ const (
 	// byQuickRename: written to a temporary file and renamed over the file
 	// at once, its times as the kernel left them. A rename within the clock
 	// tick of the last write (most are) leaves the change time equal to the
-	// modification time: the store cannot tell it from a file written in
-	// place, and waits the settle window.
+	// modification time: the rename witness tells it from a file written in
+	// place, and the store takes it at once; without the witness the store
+	// cannot, and waits the settle window.
 	byQuickRename
 	waysOfWriting
 )
@@ -151,7 +153,15 @@ func (w *waysSource) changed(blocks []string, atEnd, permit bool) ([]string, str
 // the end, the top and between, replacements, removals) to files and to a
 // cluster-scoped and a namespaced policy object, checked as kcedar serve
 // checks them.
+//
+// It runs as kcedar serve runs on Linux, with the rename witness (a rename
+// in the last write's tick loads at once), and without it (other systems).
 func TestEveryWayOfWritingLoadsByTheChange(t *testing.T) {
+	t.Run("witnessed", func(t *testing.T) { everyWayOfWriting(t, true) })
+	t.Run("unwitnessed", func(t *testing.T) { everyWayOfWriting(t, false) })
+}
+
+func everyWayOfWriting(t *testing.T, witnessed bool) {
 	steps := 60
 	if testing.Short() {
 		steps = 24
@@ -165,6 +175,9 @@ func TestEveryWayOfWritingLoadsByTheChange(t *testing.T) {
 	w := newWaysSource(t, dir, 1)
 	s, rec, clock := settleStore(t, []string{dir})
 	s.validator, s.Checker, s.Schema = checker.Validator(), checker, schema
+	if witnessed {
+		witnessing(t, s)
+	}
 	s.SetSources(w.sources())
 	if err := s.Load(); err != nil {
 		t.Fatal(err)
@@ -246,19 +259,31 @@ func (w *waysSource) write(way wayOfWriting, s *Store, clock *settleClock) strin
 	case inPlaceStalled:
 		w.stalled(path, data, s, clock)
 	case byQuickRename:
-		w.loadAfter(s, clock, 0, renameWait(t, path, data, s.Settle))
+		w.loadAfter(s, clock, 0, renameWait(t, path, data, s.Settle, s.renames != nil))
 	}
 	return what
 }
 
 // renameWait writes data to a temporary file beside path and renames it
 // over path at once, and says how long the store must wait for it: nothing
-// if the rename left the change time after the modification time, else the
-// settle window.
-func renameWait(t *testing.T, path, data string, settle time.Duration) time.Duration {
+// if a witness saw the rename or the rename left the change time after the
+// modification time, else the settle window.
+func renameWait(t *testing.T, path, data string, settle time.Duration, witnessed bool) time.Duration {
+	t.Helper()
+	if sameTick := quickRename(t, path, data); witnessed || !sameTick {
+		return 0
+	}
+	return settle
+}
+
+// quickRename writes content to a temporary file beside path and renames it
+// over path at once, its times as the kernel leaves them; it says whether
+// the rename fell in the same tick of the file system's clock as the last
+// write (equal change and modification times).
+func quickRename(t *testing.T, path, content string) (sameTick bool) {
 	t.Helper()
 	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
-	writeFile(t, tmp, data)
+	writeFile(t, tmp, content)
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
@@ -266,10 +291,19 @@ func renameWait(t *testing.T, path, data string, settle time.Duration) time.Dura
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.renamed() {
-		return 0
+	return !st.renamed()
+}
+
+// witnessing gives s a rename witness, as Store.Watch does (on Linux; the
+// test is skipped elsewhere).
+func witnessing(t *testing.T, s *Store) {
+	t.Helper()
+	r := watch.NewRenames()
+	if r == nil {
+		t.Skip("no rename witness on this system")
 	}
-	return settle
+	s.witnessRenames(r)
+	t.Cleanup(func() { s.witnessRenames(nil) })
 }
 
 // writePieces truncates path and writes data in 2-6 pieces, cut anywhere:
