@@ -102,3 +102,33 @@ func TestStoreWitnessVouchesForSoleRenamedFilesOnly(t *testing.T) {
 		t.Fatal("a file with another link is vouched for")
 	}
 }
+
+// A file renamed in between a read's mark and the read itself cannot be
+// counted by that read; the store reads it again at the next settle step
+// and takes it then, not a window later.
+func TestStoreRenameDuringTheReadIsTakenAtTheNextStep(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.cedar")
+	writeFile(t, file, policy("v0"))
+	s, _, clock := settleStore(t, []string{dir})
+	if _, err := clock.load(); err != nil {
+		t.Fatal(err)
+	}
+	witnessing(t, s)
+	sameTick := false
+	s.afterMark = func() {
+		s.afterMark = nil
+		sameTick = quickRename(t, file, policy("v1"))
+	}
+	took, err := clock.load()
+	if err != nil || !slices.Equal(ids(s.Current()), []string{"v1"}) {
+		t.Fatalf("%v %v", err, ids(s.Current()))
+	}
+	want := settleStep(s.Settle)
+	if !sameTick {
+		want = 0 // its times already say it was renamed
+	}
+	if took != want {
+		t.Fatalf("loaded after %v, want %v (the rename in its last write's tick: %v)", took, want, sameTick)
+	}
+}

@@ -117,6 +117,8 @@ type Store struct {
 	sleep   func(time.Duration) // time.Sleep; tests step through settling
 	now     func() time.Time    // time.Now; tests move a read past the racy second
 	serving map[string]fileMeta // the files of the set serving, by name
+	// afterMark: tests act between the rename witness's mark and a read.
+	afterMark func()
 	// servingRead: when the read that saw serving began; servingSources:
 	// the generation of the extra sources it saw.
 	servingRead    time.Time
@@ -519,12 +521,14 @@ type candidate struct {
 	// readAt: when the read began; sourcesGen: the extra sources' generation.
 	readAt     time.Time
 	sourcesGen uint64
+	// witnessed: the rename witness's mark after the read (0 without one).
+	witnessed uint64
 }
 
 func (s *Store) readCandidate() candidate {
 	readAt := s.now()
 	files, gen, err := s.read()
-	c := candidate{files: files, err: err, readAt: readAt, sourcesGen: gen}
+	c := candidate{files: files, err: err, readAt: readAt, sourcesGen: gen, witnessed: s.renames.Mark()}
 	if err != nil {
 		c.fp = sha256.Sum256([]byte("error\x00" + err.Error()))
 		return c
@@ -571,8 +575,10 @@ func (c candidate) same(o candidate) bool {
 //     rename witness tells it apart (watch.Renames: inotify saw the name
 //     arrive by a rename before the read began, and nothing happen to it
 //     until after the read, and it is a regular file with one link).
-//     Without the witness (not watching, not Linux, events lost) it takes
-//     rule 3. No serving file may have disappeared outside a snapshot swap.
+//     A rename the witness saw land between the read's mark and its read
+//     is counted by a read at the next settle step. Without the witness
+//     (not watching, not Linux, events lost) such a rename takes rule 3.
+//     No serving file may have disappeared outside a snapshot swap.
 //  3. Otherwise the read is taken once the source has stood still for the
 //     settle window after it: a second read, the window later, agrees with
 //     it (the same file names, sizes, modification and change times, inodes
@@ -618,8 +624,8 @@ func (s *Store) readStable(ctx context.Context) candidate {
 		switch {
 		case !next.same(c):
 			c, quiet = next, 0
-		case quiet >= s.Settle:
-			return next
+		case quiet >= s.Settle, s.takenAtOnce(next):
+			return next // stood still for the window, or now vouched for by the witness
 		}
 	}
 }
@@ -648,14 +654,17 @@ func (s *Store) takenAtOnce(c candidate) bool {
 // statusAsRead: the source still looks as the read c saw it, without
 // reading a file: the same extra sources, the same file names, each file's
 // status (size, modification and change times, device and inode) as c saw
-// it after reading it unchanged, and no kubelet snapshot swapped since.
-// Every write moves a file's change time, so a file whose status stands
-// still has not been written.
+// it after reading it unchanged, no kubelet snapshot swapped since, and no
+// file the read could not count as renamed into place that the rename
+// witness now can (renamed in between the read's mark and its read). Every
+// write moves a file's change time, so a file whose status stands still
+// has not been written.
 func (s *Store) statusAsRead(c candidate) bool {
 	extra, gen, _ := s.extraSources()
 	if gen != c.sourcesGen {
 		return false
 	}
+	s.renames.Mark() // take in what the rename witness saw since
 	listed, snapshots, err := s.list()
 	if err != nil || len(listed)+len(extra) != len(c.files) {
 		return false
@@ -667,6 +676,11 @@ func (s *Store) statusAsRead(c candidate) bool {
 		}
 		st, err := statPath(l.path)
 		if err != nil || st != m.stat || !st.changeTimes() {
+			return false
+		}
+		if !m.arrived && s.renames.Arrived(l.path, c.witnessed) {
+			// Renamed in after the read's mark and before it read the
+			// file: a read now can count the rename.
 			return false
 		}
 	}
@@ -800,6 +814,9 @@ type listed struct {
 func (s *Store) readOnce() ([]policyFile, []snapshot, error) {
 	s.fileReads.Add(1)
 	mark := s.renames.Mark()
+	if s.afterMark != nil {
+		s.afterMark()
+	}
 	names, snapshots, err := s.list()
 	if err != nil {
 		return nil, snapshots, err
