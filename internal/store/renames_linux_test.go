@@ -81,25 +81,20 @@ func TestStoreWitnessVouchesForSoleRenamedFilesOnly(t *testing.T) {
 	}
 	target := filepath.Join(elsewhere, "target.cedar")
 	writeFile(t, target, policy("v4"))
-	link := filepath.Join(dir, ".link")
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(link, file); err != nil {
-		t.Fatal(err)
-	}
-	if arrived() {
-		t.Fatal("a symlink renamed into place is vouched for")
-	}
-	hard := filepath.Join(dir, ".hard")
-	if err := os.Link(target, hard); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(hard, file); err != nil {
-		t.Fatal(err)
-	}
-	if arrived() {
-		t.Fatal("a file with another link is vouched for")
+	for _, way := range []struct {
+		what string
+		link func(target, name string) error
+	}{{"a symlink", os.Symlink}, {"a file with another link", os.Link}} {
+		link := filepath.Join(dir, ".link")
+		if err := way.link(target, link); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(link, file); err != nil {
+			t.Fatal(err)
+		}
+		if arrived() {
+			t.Fatalf("%s renamed into place is vouched for", way.what)
+		}
 	}
 }
 

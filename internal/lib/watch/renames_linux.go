@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -154,7 +155,7 @@ func (r *Renames) takeEvents(b []byte) {
 			r.broken() // a record cut short: nothing more can be trusted
 			return
 		}
-		name := trimNUL(b[inotifyHeader : inotifyHeader+size])
+		name, _, _ := strings.Cut(string(b[inotifyHeader:inotifyHeader+size]), "\x00") // NUL-padded
 		b = b[inotifyHeader+size:]
 		r.seq++
 		r.take(wd, mask, name)
@@ -197,13 +198,4 @@ func (r *Renames) forget(wd int32) {
 			delete(r.dirs, dir)
 		}
 	}
-}
-
-func trimNUL(b []byte) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
-	}
-	return string(b)
 }

@@ -32,8 +32,8 @@ func mustDo(t *testing.T, err error) {
 	}
 }
 
-// renameIn writes content to a temporary file beside path (in the same
-// directory when sameDir, else in other) and renames it over path.
+// renameIn writes content to a temporary file in the directory other (which
+// may be path's own) and renames it over path.
 func renameIn(t *testing.T, path, other, content string) {
 	t.Helper()
 	tmp := filepath.Join(other, ".tmp-"+filepath.Base(path))
