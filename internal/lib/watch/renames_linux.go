@@ -23,9 +23,10 @@ import (
 // it, and a lost event (a queue overflow, the directory moved or removed)
 // forgets everything it concerned. So it can only say "not known to have
 // arrived by a rename", never the opposite wrongly, for writes through the
-// directories it watches. (A write through another hard link, or through a
-// shared memory mapping, raises no event here: callers trust it only for a
-// regular file with one link.)
+// directories it watches. A write through another hard link raises no event
+// here, so callers trust it only for a regular file with one link; nor does
+// a write through a shared memory mapping of the file, which nothing here
+// can see.
 //
 // A nil *Renames witnesses nothing. The methods are safe for concurrent use.
 type Renames struct {
